@@ -1,0 +1,346 @@
+//! The one process runner: the only place in the crate that spawns or signals
+//! processes.
+//!
+//! A plugin is untrusted code. Every call made through [`Invocation::run`]:
+//! - starts with a cleared environment plus exactly the given variables, in order,
+//!   stdin `/dev/null`, in a process group of its own;
+//! - captures stdout and stderr up to a cap while draining the rest, so a flood
+//!   neither blocks the plugin nor grows our memory;
+//! - on timeout, signals the group (SIGTERM, a short grace, then SIGKILL), or, in
+//!   [`KillMode::NomadLeader`], sends SIGKILL to the leader only, as Nomad does;
+//! - after the leader exits, waits a bounded *wait-delay* for the pipes to close: a
+//!   descendant still holding them is a leak (Nomad would hang on it);
+//! - then finds every process the plugin left behind (including ones that left its
+//!   group or session, through the child subreaper), records them, kills and reaps
+//!   them. Nothing the runner starts outlives the call, even when the call's future
+//!   is dropped part way.
+
+mod unix;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::net::unix::pipe;
+
+pub use crate::contract::ExitReason;
+pub use unix::{Leftover, kill_all};
+
+/// Default cap on captured stdout and on captured stderr: 1 MiB each.
+pub const DEFAULT_OUTPUT_CAP: usize = 1 << 20;
+/// Default wait for the pipes to close after the plugin exits.
+pub const DEFAULT_WAIT_DELAY: Duration = Duration::from_millis(100);
+/// Default time between SIGTERM and SIGKILL on timeout.
+pub const DEFAULT_TERM_GRACE: Duration = Duration::from_millis(500);
+
+/// How a timed-out call is stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum KillMode {
+    /// SIGTERM to the whole process group, then SIGKILL after the grace period.
+    #[default]
+    Group,
+    /// SIGKILL to the leader only, exactly as Nomad does; descendants holding the
+    /// pipes then show up as a leak. They are still cleaned up afterwards.
+    NomadLeader,
+}
+
+/// One process to run. Build it, then [`run`](Invocation::run) it.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    program: PathBuf,
+    args: Vec<OsString>,
+    env: Vec<(String, String)>,
+    cwd: Option<PathBuf>,
+    timeout: Option<Duration>,
+    kill_mode: KillMode,
+    output_cap: usize,
+    wait_delay: Duration,
+    term_grace: Duration,
+}
+
+/// What happened to one call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// How the leader ended: exit code, or the signal that killed it.
+    pub exit: ExitReason,
+    /// Captured stdout, at most the cap.
+    pub stdout: Vec<u8>,
+    /// Captured stderr, at most the cap.
+    pub stderr: Vec<u8>,
+    /// stdout was longer than the cap; the rest was drained and dropped.
+    pub stdout_truncated: bool,
+    /// stderr was longer than the cap.
+    pub stderr_truncated: bool,
+    /// The call ran out of time and was killed.
+    pub timed_out: bool,
+    /// stdout or stderr was still held open by a descendant after the leader exited.
+    pub leaked: bool,
+    /// Processes still alive after the leader exited; all were killed.
+    pub leftovers: Vec<Leftover>,
+    /// From spawn to the leader's exit.
+    pub duration: Duration,
+    /// The leader's process id.
+    pub pid: u32,
+}
+
+/// The process could not be started at all.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start {}: {source}", program.display())]
+pub struct SpawnError {
+    /// What we tried to run.
+    pub program: PathBuf,
+    /// The operating system's reason (ENOENT, EACCES, ENOEXEC, ...).
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl Invocation {
+    /// A call of `program` with no arguments, an empty environment and no timeout.
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        Invocation {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+            timeout: None,
+            kill_mode: KillMode::Group,
+            output_cap: DEFAULT_OUTPUT_CAP,
+            wait_delay: DEFAULT_WAIT_DELAY,
+            term_grace: DEFAULT_TERM_GRACE,
+        }
+    }
+
+    /// Appends one argument.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Sets the whole environment, in order. Nothing else is inherited.
+    pub fn env(mut self, env: Vec<(String, String)>) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// Runs in `dir` instead of our own working directory.
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Kills the call after `timeout`.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// How to kill on timeout.
+    pub fn kill_mode(mut self, mode: KillMode) -> Self {
+        self.kill_mode = mode;
+        self
+    }
+
+    /// Caps captured stdout and stderr at `bytes` each.
+    pub fn output_cap(mut self, bytes: usize) -> Self {
+        self.output_cap = bytes;
+        self
+    }
+
+    /// How long to wait for the pipes to close after the leader exits.
+    pub fn wait_delay(mut self, delay: Duration) -> Self {
+        self.wait_delay = delay;
+        self
+    }
+
+    /// Time between SIGTERM and SIGKILL on timeout.
+    pub fn term_grace(mut self, grace: Duration) -> Self {
+        self.term_grace = grace;
+        self
+    }
+
+    /// The program this call runs.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// The environment this call runs with.
+    pub fn env_vars(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// Runs the call to completion (see the module docs for every step).
+    pub async fn run(&self) -> Result<Outcome, SpawnError> {
+        unix::ensure_subreaper();
+        let env_strings: Vec<String> = self.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+
+        let (spawned, start) = {
+            let mut lock = unix::spawn_lock();
+            let start = Instant::now();
+            let spawned = unix::spawn(&self.program, &self.args, &env_strings, self.cwd.as_deref())
+                .map_err(|source| SpawnError {
+                    program: self.program.clone(),
+                    source,
+                })?;
+            unix::register(&mut lock, spawned.pid, env_strings.clone());
+            (spawned, start)
+        };
+        let pid = spawned.pid;
+        let mut guard = CallGuard {
+            pgid: pid,
+            env: env_strings.clone(),
+            done: false,
+            leader_reaped: false,
+        };
+        let inodes: Vec<u64> = {
+            use std::os::fd::AsFd;
+            [unix::pipe_inode(spawned.stdout.as_fd()), unix::pipe_inode(spawned.stderr.as_fd())]
+                .into_iter()
+                .flatten()
+                .collect()
+        };
+        let harness_error = |source: std::io::Error| SpawnError {
+            program: self.program.clone(),
+            source,
+        };
+        let stdout = pipe::Receiver::from_owned_fd(spawned.stdout).map_err(harness_error)?;
+        let stderr = pipe::Receiver::from_owned_fd(spawned.stderr).map_err(harness_error)?;
+        let exit_fd = unix::pidfd(pid).map_err(harness_error)?;
+        // SAFETY: the AsyncFd owns the OwnedFd, so the descriptor stays open and
+        // the same for the AsyncFd's whole life.
+        let exit_fd = unsafe { AsyncFd::register_with_interest(exit_fd, tokio::io::Interest::READABLE) }
+            .map_err(|e| harness_error(e.into()))?;
+        let mut out_task = tokio::spawn(capture(stdout, self.output_cap));
+        let mut err_task = tokio::spawn(capture(stderr, self.output_cap));
+
+        // Phase 1: until the leader exits (or is killed for overrunning).
+        let deadline = self.timeout.map(|t| tokio::time::Instant::from_std(start + t));
+        let mut timed_out = false;
+        let mut kill_at: Option<tokio::time::Instant> = None;
+        let status = loop {
+            tokio::select! {
+                status = unix::wait_exit(pid, &exit_fd) => break status,
+                _ = sleep_until_opt(deadline), if !timed_out => {
+                    timed_out = true;
+                    match self.kill_mode {
+                        KillMode::Group => {
+                            unix::signal_group(pid, Signal::SIGTERM);
+                            kill_at = Some(tokio::time::Instant::now() + self.term_grace);
+                        }
+                        KillMode::NomadLeader => unix::signal_one(pid, Signal::SIGKILL),
+                    }
+                }
+                _ = sleep_until_opt(kill_at), if kill_at.is_some() => {
+                    unix::signal_group(pid, Signal::SIGKILL);
+                    kill_at = None;
+                }
+            }
+        };
+        let duration = start.elapsed();
+        guard.leader_reaped = true;
+        let exit = match status {
+            (false, code) => ExitReason::Code(code),
+            (true, sig) => ExitReason::Signal(sig),
+        };
+
+        // Phase 2: the wait-delay. Both pipes at EOF means nobody holds them.
+        let grace = tokio::time::sleep(self.wait_delay);
+        tokio::pin!(grace);
+        let (mut out, mut err) = (None, None);
+        while out.is_none() || err.is_none() {
+            tokio::select! {
+                r = &mut out_task, if out.is_none() => out = Some(r.unwrap_or_default()),
+                r = &mut err_task, if err.is_none() => err = Some(r.unwrap_or_default()),
+                _ = &mut grace => break,
+            }
+        }
+        let leaked = out.is_none() || err.is_none();
+
+        // Phase 3: find, record, kill and reap whatever is left.
+        let leftovers = unix::sweep(pid, &env_strings, &inodes).await;
+        guard.done = true;
+        unix::unregister(pid);
+        // With the holders dead the pipes close; a holder we could not attribute
+        // must not hang us, so this wait is bounded too.
+        let bound = tokio::time::sleep(Duration::from_secs(1));
+        tokio::pin!(bound);
+        while out.is_none() || err.is_none() {
+            tokio::select! {
+                r = &mut out_task, if out.is_none() => out = Some(r.unwrap_or_default()),
+                r = &mut err_task, if err.is_none() => err = Some(r.unwrap_or_default()),
+                _ = &mut bound => break,
+            }
+        }
+        out_task.abort();
+        err_task.abort();
+        let out = out.unwrap_or_default();
+        let err = err.unwrap_or_default();
+
+        Ok(Outcome {
+            exit,
+            stdout: out.bytes,
+            stderr: err.bytes,
+            stdout_truncated: out.truncated,
+            stderr_truncated: err.truncated,
+            timed_out,
+            leaked,
+            leftovers,
+            duration,
+            pid: pid as u32,
+        })
+    }
+}
+
+/// Kills everything a call started if its future is dropped before the end.
+struct CallGuard {
+    pgid: i32,
+    env: Vec<String>,
+    done: bool,
+    /// Once reaped, the leader's pid may be re-used: never wait on it again.
+    leader_reaped: bool,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            unix::sweep_detached(self.pgid, std::mem::take(&mut self.env), self.leader_reaped);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Captured {
+    bytes: Vec<u8>,
+    truncated: bool,
+}
+
+/// Reads a pipe to EOF, keeping at most `cap` bytes and dropping the rest.
+async fn capture(mut pipe: impl AsyncRead + Unpin, cap: usize) -> Captured {
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                truncated |= n > room;
+            }
+        }
+    }
+    Captured {
+        bytes: kept,
+        truncated,
+    }
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

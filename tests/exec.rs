@@ -1,0 +1,210 @@
+//! The runner's promises, each proven with a throwaway plugin: exact env, stdin,
+//! timeouts that kill even a SIGTERM-ignoring plugin, leaks, escaped daemons,
+//! output floods, start failures, and cancellation.
+
+mod util;
+
+use std::time::Duration;
+
+use dhv_conform::exec::{ExitReason, Invocation, KillMode};
+use util::{Scratch, processes_mentioning};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn env_is_exactly_the_given_vars_in_order_and_stdin_is_null() {
+    let s = Scratch::new();
+    let p = s.plugin(
+        "p",
+        "#!/bin/sh\ntr '\\0' '\\n' < /proc/$$/environ\necho \"args=$#:$1\"\nif read -r line; then echo got-stdin; else echo stdin-eof; fi\n",
+    );
+    let env = vec![
+        ("DHV_OPERATION".to_string(), "create".to_string()),
+        ("DHV_B".to_string(), String::new()),
+        ("DHV_A".to_string(), "x y".to_string()),
+    ];
+    let out = rt()
+        .block_on(Invocation::new(&p).arg("create").env(env).run())
+        .unwrap();
+    assert_eq!(out.exit, ExitReason::Code(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "DHV_OPERATION=create\nDHV_B=\nDHV_A=x y\nargs=1:create\nstdin-eof\n"
+    );
+    assert!(!out.leaked && out.leftovers.is_empty() && !out.timed_out);
+}
+
+#[test]
+fn timeout_kills_a_plugin_that_ignores_sigterm() {
+    let s = Scratch::new();
+    let p = s.plugin("p", "#!/bin/sh\ntrap '' TERM\nexec sleep 1001.5\n");
+    let out = rt()
+        .block_on(
+            Invocation::new(&p)
+                .timeout(Duration::from_millis(200))
+                .term_grace(Duration::from_millis(100))
+                .run(),
+        )
+        .unwrap();
+    assert!(out.timed_out);
+    assert_eq!(out.exit, ExitReason::Signal(9));
+    assert!(processes_mentioning("1001.5").is_empty());
+}
+
+#[test]
+fn timeout_stops_a_cooperative_plugin_with_sigterm() {
+    let s = Scratch::new();
+    let p = s.plugin("p", "#!/bin/sh\nexec sleep 1002.5\n");
+    let out = rt()
+        .block_on(Invocation::new(&p).timeout(Duration::from_millis(100)).run())
+        .unwrap();
+    assert!(out.timed_out);
+    assert_eq!(out.exit, ExitReason::Signal(15));
+}
+
+#[test]
+fn nomad_mode_kills_the_leader_only_and_sees_the_leak() {
+    let s = Scratch::new();
+    let p = s.plugin("p", "#!/bin/sh\nsleep 1003.5 &\nexec sleep 1003.6\n");
+    let out = rt()
+        .block_on(
+            Invocation::new(&p)
+                .timeout(Duration::from_millis(100))
+                .kill_mode(KillMode::NomadLeader)
+                .run(),
+        )
+        .unwrap();
+    assert!(out.timed_out);
+    assert_eq!(out.exit, ExitReason::Signal(9));
+    assert!(out.leaked, "the background sleep holds stdout");
+    assert!(out.leftovers.iter().any(|l| l.cmdline.contains("1003.5")));
+    assert!(processes_mentioning("1003.5").is_empty());
+}
+
+#[test]
+fn a_leaked_background_child_is_recorded_and_killed() {
+    let s = Scratch::new();
+    let p = s.plugin("p", "#!/bin/sh\nsleep 1004.5 &\necho '{}'\n");
+    let out = rt().block_on(Invocation::new(&p).run()).unwrap();
+    assert_eq!(out.exit, ExitReason::Code(0));
+    assert!(out.leaked);
+    let child = out
+        .leftovers
+        .iter()
+        .find(|l| l.cmdline.contains("sleep"))
+        .expect("the sleep is recorded");
+    assert!(child.held_stdio && !child.escaped_group);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "{}\n");
+    assert!(processes_mentioning("1004.5").is_empty());
+}
+
+#[test]
+fn a_setsid_daemon_is_found_recorded_and_killed() {
+    let s = Scratch::new();
+    let ready = s.path().join("ready");
+    let p = s.plugin(
+        "p",
+        &format!(
+            "#!/bin/sh\nsetsid sh -c 'touch {r}; exec sleep 1005.5' >/dev/null 2>&1 </dev/null &\nwhile [ ! -e {r} ]; do :; done\necho done\n",
+            r = ready.display()
+        ),
+    );
+    let out = rt().block_on(Invocation::new(&p).env(dhv_env()).run()).unwrap();
+    assert_eq!(out.exit, ExitReason::Code(0));
+    assert!(!out.leaked, "the daemon closed its stdio");
+    assert!(
+        out.leftovers.iter().any(|l| l.escaped_group && !l.held_stdio),
+        "{:?}",
+        out.leftovers
+    );
+    assert!(processes_mentioning("1005.5").is_empty());
+}
+
+#[test]
+fn an_output_flood_is_capped_drained_and_memory_stays_flat() {
+    let s = Scratch::new();
+    let p = s.plugin("p", "#!/bin/sh\nhead -c 300000000 /dev/zero\nhead -c 3000000 /dev/zero >&2\n");
+    let before = peak_rss_kib();
+    let out = rt()
+        .block_on(Invocation::new(&p).output_cap(1 << 20).run())
+        .unwrap();
+    assert_eq!(out.exit, ExitReason::Code(0));
+    assert!(out.stdout_truncated && out.stderr_truncated);
+    assert_eq!(out.stdout.len(), 1 << 20);
+    assert_eq!(out.stderr.len(), 1 << 20);
+    let grown = peak_rss_kib().saturating_sub(before);
+    assert!(grown < 64 * 1024, "peak RSS grew by {grown} KiB");
+}
+
+#[test]
+fn start_failures_are_spawn_errors_with_the_os_reason() {
+    let s = Scratch::new();
+    let no_shebang = s.plugin("no-shebang", "echo hi\n");
+    let err = rt().block_on(Invocation::new(&no_shebang).run()).unwrap_err();
+    assert_eq!(err.source.raw_os_error(), Some(libc::ENOEXEC));
+
+    let crlf = s.plugin("crlf", "#!/bin/sh\r\necho hi\r\n");
+    let err = rt().block_on(Invocation::new(&crlf).run()).unwrap_err();
+    assert_eq!(err.source.raw_os_error(), Some(libc::ENOENT));
+
+    let not_exec = s.path().join("not-exec");
+    std::fs::write(&not_exec, "#!/bin/sh\necho hi\n").unwrap();
+    let err = rt().block_on(Invocation::new(&not_exec).run()).unwrap_err();
+    assert_eq!(err.source.raw_os_error(), Some(libc::EACCES));
+}
+
+#[test]
+fn a_dropped_call_kills_everything_it_started() {
+    let s = Scratch::new();
+    let ready = s.path().join("ready");
+    let p = s.plugin(
+        "p",
+        &format!(
+            "#!/bin/sh\nsetsid sh -c 'exec sleep 1006.5' >/dev/null 2>&1 </dev/null &\nsleep 1006.6 &\ntouch {}\nwait\n",
+            ready.display()
+        ),
+    );
+    rt().block_on(async {
+        let inv = Invocation::new(&p).env(dhv_env());
+        let call = inv.run();
+        tokio::pin!(call);
+        let wait_ready = async {
+            while !ready.exists() {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        };
+        tokio::select! {
+            _ = &mut call => panic!("the plugin waits forever"),
+            _ = tokio::time::timeout(Duration::from_secs(10), wait_ready) => {}
+        }
+    });
+    // The sweep runs on a helper thread: wait for it, with a bound.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !processes_mentioning("1006.").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "{:?}", processes_mentioning("1006."));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Escaped daemons are attributed to a call through the env it was given.
+fn dhv_env() -> Vec<(String, String)> {
+    vec![
+        ("DHV_OPERATION".to_string(), "create".to_string()),
+        ("DHV_VOLUME_ID".to_string(), uuid::Uuid::new_v4().to_string()),
+    ]
+}

@@ -1,0 +1,66 @@
+//! Shared helpers for the end-to-end tests: a scratch dir with throwaway plugins,
+//! and process-table checks that prove nothing was left behind.
+#![allow(dead_code)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// A temp dir that holds throwaway plugins and whatever they make.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        Scratch {
+            dir: tempfile::Builder::new()
+                .prefix("dhv-test-")
+                .tempdir()
+                .expect("temp dir"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes an executable script named `name` with `body`.
+    pub fn plugin(&self, name: &str, body: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        fs::write(&path, body).expect("write plugin");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
+        path
+    }
+}
+
+/// Whether a process with this pid is alive and runs `needle` in its command line.
+pub fn alive_with(pid: i32, needle: &str) -> bool {
+    let Ok(raw) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let zombie = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        .unwrap_or(true);
+    !zombie && String::from_utf8_lossy(&raw).contains(needle)
+}
+
+/// Every live process whose command line mentions `needle`.
+pub fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if pid == std::process::id() as i32 {
+            continue;
+        }
+        if alive_with(pid, needle) {
+            let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            found.push(format!("{pid}: {}", String::from_utf8_lossy(&raw).replace('\0', " ")));
+        }
+    }
+    found
+}
