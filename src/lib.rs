@@ -7,6 +7,11 @@
 //! on its own result model.
 #![warn(missing_docs)]
 
+pub mod cli;
+pub mod conformance;
 pub mod contract;
 pub mod exec;
+pub mod manager;
+pub mod plugin;
+pub mod report;
 pub mod version;

@@ -46,6 +46,9 @@ pub enum KillMode {
     /// SIGKILL to the leader only, exactly as Nomad does; descendants holding the
     /// pipes then show up as a leak. They are still cleaned up afterwards.
     NomadLeader,
+    /// SIGKILL to the whole group at once, no grace: a crash (power cut, OOM
+    /// kill) at that instant. Used by the crash-consistency checks.
+    GroupKill,
 }
 
 /// One process to run. Build it, then [`run`](Invocation::run) it.
@@ -231,6 +234,7 @@ impl Invocation {
                             kill_at = Some(tokio::time::Instant::now() + self.term_grace);
                         }
                         KillMode::NomadLeader => unix::signal_one(pid, Signal::SIGKILL),
+                        KillMode::GroupKill => unix::signal_group(pid, Signal::SIGKILL),
                     }
                 }
                 _ = sleep_until_opt(kill_at), if kill_at.is_some() => {

@@ -1,0 +1,113 @@
+//! The command line: clap definitions and one module per command.
+//!
+//! Exit codes (DESIGN.md): 0 conformant or success; 1 non-conformant or the
+//! operation failed as Nomad would report it; 2 usage or input error; 3 snapshot
+//! missing or different; 4 the harness itself failed.
+
+mod check;
+mod plugins;
+mod run;
+mod volume;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code: success / conformant.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: non-conformant, or the plugin call failed.
+pub const EXIT_FAIL: u8 = 1;
+/// Exit code: usage or input error.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: snapshot missing or different.
+pub const EXIT_SNAPSHOT: u8 = 3;
+/// Exit code: the harness itself failed.
+pub const EXIT_HARNESS: u8 = 4;
+
+/// A command's failure: one line for stderr and the exit code.
+#[derive(Debug)]
+pub struct CliError {
+    /// The exit code.
+    pub code: u8,
+    /// The one-line message.
+    pub message: String,
+}
+
+impl CliError {
+    /// A usage or input error (exit 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        CliError {
+            code: EXIT_USAGE,
+            message: message.into(),
+        }
+    }
+
+    /// A failure of the operation itself (exit 1).
+    pub fn failed(message: impl Into<String>) -> Self {
+        CliError {
+            code: EXIT_FAIL,
+            message: message.into(),
+        }
+    }
+
+    /// The harness broke (exit 4).
+    pub fn harness(message: impl Into<String>) -> Self {
+        CliError {
+            code: EXIT_HARNESS,
+            message: message.into(),
+        }
+    }
+}
+
+/// What a command returns: its exit code, or an error to print.
+pub type CliResult = Result<u8, CliError>;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "dhv-conform",
+    version,
+    about = "Conformance harness for Nomad dynamic host volume plugins",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the conformance checks against a plugin.
+    Check(Box<check::CheckArgs>),
+    /// Run one plugin operation exactly as Nomad would, and show what Nomad sees.
+    Run(Box<run::RunArgs>),
+    /// Discover and fingerprint a plugin dir like a Nomad client.
+    Plugins(plugins::PluginsArgs),
+    /// Manage volumes by hand with the Nomad-compatible manager.
+    #[command(subcommand)]
+    Volume(volume::VolumeCommand),
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dhv-conform: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_HARNESS);
+        }
+    };
+    let result = match cli.command {
+        Command::Check(args) => check::run(&runtime, *args),
+        Command::Run(args) => runtime.block_on(run::run(*args)),
+        Command::Plugins(args) => runtime.block_on(plugins::run(args)),
+        Command::Volume(cmd) => runtime.block_on(volume::run(cmd)),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("dhv-conform: {}", e.message);
+            ExitCode::from(e.code)
+        }
+    }
+}

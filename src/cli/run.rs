@@ -1,0 +1,433 @@
+//! `dhv-conform run PLUGIN OPERATION`: one operation, exactly as Nomad runs it,
+//! with everything Nomad would see laid out for the plugin author.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK};
+use crate::contract::{self, CreateRequest, DeleteRequest, Parameters};
+use crate::plugin::{ExternalPlugin, HostVolumePlugin, MkdirPlugin, PluginError, PluginRun, Timeouts};
+use crate::version::VersionInfo;
+
+/// Arguments of `run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Path to the plugin executable, or `mkdir` for the built-in plugin.
+    pub plugin: String,
+    /// The operation: fingerprint, create or delete (anything else is sent as is).
+    pub operation: String,
+    /// DHV_VOLUMES_DIR [default: $TMPDIR/dhv-conform-volumes, created if missing]
+    #[arg(long, value_name = "DIR")]
+    pub volumes_dir: Option<PathBuf>,
+    /// DHV_PLUGIN_DIR [default: the plugin's own directory]
+    #[arg(long, value_name = "DIR")]
+    pub plugin_dir: Option<PathBuf>,
+    /// DHV_VOLUME_ID, a lower-case UUID [default: a fresh one]
+    #[arg(long, value_name = "UUID")]
+    pub id: Option<String>,
+    /// DHV_VOLUME_NAME [default: run-<first 8 characters of the id>]
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// DHV_NAMESPACE
+    #[arg(long, value_name = "NS", default_value = "default")]
+    pub namespace: String,
+    /// DHV_NODE_ID [default: a fresh UUID]
+    #[arg(long, value_name = "ID")]
+    pub node_id: Option<String>,
+    /// DHV_NODE_POOL
+    #[arg(long, value_name = "POOL", default_value = "default")]
+    pub node_pool: String,
+    /// DHV_CAPACITY_MIN_BYTES
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub capacity_min: i64,
+    /// DHV_CAPACITY_MAX_BYTES
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub capacity_max: i64,
+    /// DHV_PARAMETERS as a JSON object of strings [default: null, as Nomad sends without a parameters block]
+    #[arg(long, value_name = "JSON")]
+    pub parameters: Option<String>,
+    /// DHV_CREATED_PATH for delete [default: <volumes-dir>/<id>]
+    #[arg(long, value_name = "PATH")]
+    pub created_path: Option<String>,
+    /// Time limit, e.g. `500ms`, `5s`, `1m` [default: Nomad's: 1s fingerprint, 60s create/delete]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Print one JSON object instead of the human report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses `250ms`, `5s`, `2m`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let value: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 500ms, 5s or 1m"))?;
+    let scale = match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        _ => return Err(format!("invalid duration unit in {s:?}: use ms, s or m")),
+    };
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!("invalid duration {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(value * scale))
+}
+
+/// Parses `--parameters`: a JSON object whose values are strings, or `null`.
+pub fn parse_parameters(raw: Option<&str>) -> Result<Option<Parameters>, CliError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let value: Value = serde_json::from_str(raw)
+        .map_err(|e| CliError::usage(format!("--parameters is not valid JSON: {e}")))?;
+    match value {
+        Value::Null => Ok(None),
+        Value::Object(map) => map
+            .into_iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k, s)),
+                other => Err(CliError::usage(format!(
+                    "--parameters: the value of {k:?} must be a string, not {other}"
+                ))),
+            })
+            .collect::<Result<Parameters, _>>()
+            .map(Some),
+        other => Err(CliError::usage(format!(
+            "--parameters must be a JSON object of strings, not {other}"
+        ))),
+    }
+}
+
+/// What one `run` produced, whichever kind of plugin ran.
+struct Report {
+    operation: String,
+    env: Vec<(String, String)>,
+    run: Option<PluginRun>,
+    response: Option<Value>,
+    version: Option<VersionInfo>,
+    error: Option<String>,
+    explanation: Option<String>,
+    builtin_duration: Option<Duration>,
+}
+
+/// Runs `run`.
+pub async fn run(args: RunArgs) -> CliResult {
+    let builtin = args.plugin == "mkdir";
+    let id = match &args.id {
+        Some(id) if !contract::is_valid_volume_id(id) => {
+            return Err(CliError::usage(format!(
+                "--id {id:?} is not a lower-case UUID (8-4-4-4-12 hex digits)"
+            )));
+        }
+        Some(id) => id.clone(),
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    let parameters = parse_parameters(args.parameters.as_deref())?;
+    let plugin_path = PathBuf::from(&args.plugin);
+    if !builtin && !plugin_path.exists() {
+        return Err(CliError::usage(format!("plugin {} does not exist", plugin_path.display())));
+    }
+    let volumes_dir = match &args.volumes_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join("dhv-conform-volumes"),
+    };
+    std::fs::create_dir_all(&volumes_dir)
+        .map_err(|e| CliError::usage(format!("cannot create volumes dir {}: {e}", volumes_dir.display())))?;
+    let volumes_dir = std::path::absolute(&volumes_dir).unwrap_or(volumes_dir);
+
+    let mut external = (!builtin).then(|| ExternalPlugin::from_path(&plugin_path));
+    if let (Some(ext), Some(t)) = (external.take(), args.timeout) {
+        external = Some(ext.with_timeouts(Timeouts {
+            fingerprint: t,
+            create: t,
+            delete: t,
+        }));
+    }
+    let plugin_dir = match (&args.plugin_dir, &external) {
+        (Some(d), _) => d.to_string_lossy().into_owned(),
+        (None, Some(ext)) => ext.plugin_dir().to_string_lossy().into_owned(),
+        (None, None) => String::new(),
+    };
+    let create = CreateRequest {
+        volumes_dir: volumes_dir.to_string_lossy().into_owned(),
+        plugin_dir,
+        node_pool: args.node_pool.clone(),
+        namespace: args.namespace.clone(),
+        volume_name: args.name.clone().unwrap_or_else(|| format!("run-{}", &id[..8])),
+        volume_id: id.clone(),
+        capacity_min_bytes: args.capacity_min,
+        capacity_max_bytes: args.capacity_max,
+        node_id: args.node_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        parameters,
+    };
+    let created_path = args
+        .created_path
+        .clone()
+        .unwrap_or_else(|| volumes_dir.join(&id).to_string_lossy().into_owned());
+    let delete = DeleteRequest::for_created(&create, &created_path);
+
+    let report = match &external {
+        Some(ext) => run_external(ext, &args.operation, &create, &delete).await,
+        None => run_builtin(&args.operation, &create, &delete).await?,
+    };
+    let ok = report.error.is_none();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default());
+    } else {
+        print!("{}", to_human(&report, &args.plugin));
+    }
+    Ok(if ok { EXIT_OK } else { EXIT_FAIL })
+}
+
+async fn run_external(ext: &ExternalPlugin, op: &str, create: &CreateRequest, delete: &DeleteRequest) -> Report {
+    let mut report = Report {
+        operation: op.to_string(),
+        env: Vec::new(),
+        run: None,
+        response: None,
+        version: None,
+        error: None,
+        explanation: None,
+        builtin_duration: None,
+    };
+    let (run, error) = match op {
+        "fingerprint" => {
+            let (run, verdict) = ext.fingerprint_run().await;
+            match verdict {
+                Ok(fp) => {
+                    report.version = Some(fp.version);
+                    (run, None)
+                }
+                Err(e) => (run, Some(e)),
+            }
+        }
+        "create" => {
+            let (run, verdict) = ext.create_run(create).await;
+            match verdict {
+                Ok(resp) => {
+                    report.response = Some(json!({"path": resp.path, "bytes": resp.bytes}));
+                    (run, None)
+                }
+                Err(e) => (run, Some(e)),
+            }
+        }
+        "delete" => {
+            let (run, verdict) = ext.delete_run(delete).await;
+            (run, verdict.err())
+        }
+        other => {
+            let env = vec![(contract::var::OPERATION.to_string(), other.to_string())];
+            let run = ext.run(other, env).await;
+            let error = (!run.succeeded()).then(|| PluginError::Failed {
+                message: format!("operation {other:?} failed: {}", run.exit_error()),
+                exit: run.result.as_ref().map(|o| o.exit).unwrap_or(contract::ExitReason::Code(-1)),
+                timed_out: run.timed_out(),
+            });
+            (run, error)
+        }
+    };
+    if report.version.is_none() && op == "fingerprint" {
+        // Show what the plugin printed even when Nomad rejects the version.
+        if let Ok(fp) = contract::decode_fingerprint(run.stdout()) {
+            report.version = fp.version.as_deref().map(VersionInfo::from_raw);
+        }
+    }
+    if let Some(PluginError::Start { explanation, .. }) = &error {
+        report.explanation = Some(explanation.clone());
+    }
+    report.error = error.map(|e| e.to_string());
+    report.env = run.env.clone();
+    report.run = Some(run);
+    report
+}
+
+async fn run_builtin(op: &str, create: &CreateRequest, delete: &DeleteRequest) -> Result<Report, CliError> {
+    let plugin = MkdirPlugin;
+    let start = std::time::Instant::now();
+    let mut report = Report {
+        operation: op.to_string(),
+        env: Vec::new(),
+        run: None,
+        response: None,
+        version: None,
+        error: None,
+        explanation: None,
+        builtin_duration: None,
+    };
+    match op {
+        "fingerprint" => match plugin.fingerprint().await {
+            Ok(fp) => report.version = Some(fp.version),
+            Err(e) => report.error = Some(e.to_string()),
+        },
+        "create" => {
+            report.env = create.env();
+            match plugin.create(create).await {
+                Ok(resp) => report.response = Some(json!({"path": resp.path, "bytes": resp.bytes})),
+                Err(e) => report.error = Some(e.to_string()),
+            }
+        }
+        "delete" => {
+            report.env = delete.env();
+            if let Err(e) = plugin.delete(delete).await {
+                report.error = Some(e.to_string());
+            }
+        }
+        other => {
+            return Err(CliError::usage(format!(
+                "the built-in mkdir plugin has no operation {other:?} (fingerprint, create, delete)"
+            )));
+        }
+    }
+    report.builtin_duration = Some(start.elapsed());
+    Ok(report)
+}
+
+fn to_json(r: &Report) -> Value {
+    let outcome = r.run.as_ref().and_then(|run| run.result.as_ref().ok());
+    let (exit_code, signal) = match outcome.map(|o| o.exit) {
+        Some(contract::ExitReason::Code(c)) => (Some(c), None),
+        Some(contract::ExitReason::Signal(s)) => (None, Some(s)),
+        None => (None, None),
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let duration = r
+        .run
+        .as_ref()
+        .map(|run| run.duration())
+        .or(r.builtin_duration)
+        .unwrap_or_default();
+    let mut obj = json!({
+        "operation": r.operation,
+        "builtin": r.run.is_none(),
+        "env": r.env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+        "exit_code": exit_code,
+        "signal": signal,
+        "timed_out": outcome.map(|o| o.timed_out).unwrap_or(false),
+        "leaked": outcome.map(|o| o.leaked).unwrap_or(false),
+        "leftovers": outcome.map(|o| o.leftovers.iter().map(|l| l.cmdline.clone()).collect::<Vec<_>>()).unwrap_or_default(),
+        "stdout_truncated": outcome.map(|o| o.stdout_truncated).unwrap_or(false),
+        "stderr_truncated": outcome.map(|o| o.stderr_truncated).unwrap_or(false),
+        "duration_ms": duration.as_secs_f64() * 1000.0,
+        "stdout": outcome.map(|o| text(&o.stdout)).unwrap_or_default(),
+        "stderr": outcome.map(|o| text(&o.stderr)).unwrap_or_default(),
+        "response": r.response,
+        "error": r.error,
+        "start_failure": r.explanation,
+        "reproduce": r.run.as_ref().map(|run| run.reproduce()),
+    });
+    if r.operation == "fingerprint" {
+        obj["version"] = serde_json::to_value(&r.version).unwrap_or(Value::Null);
+    }
+    obj
+}
+
+fn to_human(r: &Report, plugin: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "plugin:    {plugin}");
+    let _ = writeln!(out, "operation: {}", r.operation);
+    if !r.env.is_empty() {
+        let _ = writeln!(out, "env (exactly what the plugin gets, in order):");
+        for (k, v) in &r.env {
+            let _ = writeln!(out, "  {k}={v}");
+        }
+    }
+    match &r.run {
+        Some(run) => {
+            match &run.result {
+                Ok(o) => {
+                    let _ = writeln!(
+                        out,
+                        "exit:      {}{}",
+                        o.exit.go_string(),
+                        if o.timed_out { " (timed out and killed)" } else { "" }
+                    );
+                    let _ = writeln!(out, "duration:  {:.1} ms", o.duration.as_secs_f64() * 1000.0);
+                    if o.leaked {
+                        let _ = writeln!(
+                            out,
+                            "LEAK:      a process kept stdout/stderr open after the plugin exited: Nomad would hang on it"
+                        );
+                    }
+                    for l in &o.leftovers {
+                        let _ = writeln!(out, "left behind (killed): pid {} {}", l.pid, l.cmdline);
+                    }
+                    let _ = writeln!(out, "stdout{}:", if o.stdout_truncated { " (truncated)" } else { "" });
+                    let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(&o.stdout)));
+                    let _ = writeln!(out, "stderr{}:", if o.stderr_truncated { " (truncated)" } else { "" });
+                    let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(&o.stderr)));
+                }
+                Err(start) => {
+                    let _ = writeln!(out, "start:     failed: {}", start.go_error);
+                    let _ = writeln!(out, "why:       {}", start.explanation);
+                }
+            }
+            let _ = writeln!(out, "reproduce: {}", run.reproduce());
+        }
+        None => {
+            let _ = writeln!(out, "built-in plugin: runs inside Nomad, no process");
+        }
+    }
+    if let Some(v) = &r.version {
+        let _ = writeln!(
+            out,
+            "version:   {:?} → {} ({})",
+            v.raw,
+            v.canonical.as_deref().unwrap_or("rejected by Nomad"),
+            if v.semver { "SemVer" } else { "not strict SemVer" }
+        );
+    }
+    if let Some(resp) = &r.response {
+        let _ = writeln!(out, "response:  {resp}");
+    }
+    match &r.error {
+        Some(e) => {
+            let _ = writeln!(out, "Nomad says: {e}");
+        }
+        None => {
+            let _ = writeln!(out, "Nomad says: success");
+        }
+    }
+    out
+}
+
+fn indent(s: &str) -> String {
+    if s.is_empty() {
+        return "  (empty)".into();
+    }
+    s.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("5h").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn parameters_must_be_an_object_of_strings() {
+        assert_eq!(parse_parameters(None).unwrap(), None);
+        assert_eq!(parse_parameters(Some("null")).unwrap(), None);
+        let p = parse_parameters(Some(r#"{"a":"1"}"#)).unwrap().unwrap();
+        assert_eq!(p.get("a").map(String::as_str), Some("1"));
+        for bad in ["{", "[]", r#"{"a":1}"#, "\"x\""] {
+            assert_eq!(parse_parameters(Some(bad)).unwrap_err().code, super::super::EXIT_USAGE);
+        }
+    }
+}

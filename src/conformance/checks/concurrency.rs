@@ -1,0 +1,100 @@
+//! `concurrency.*`: Nomad runs creates and deletes of different volumes at the
+//! same time, and restore can race an update of the same volume.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::{CheckResult, join_all};
+use crate::conformance::context::{Ctx, Finding};
+
+/// `concurrency.create` (must): 8 distinct creates at once.
+pub async fn create(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
+    let calls = join_all(reqs.iter().map(|r| ctx.create(r))).await;
+    let mut problems = Vec::new();
+    let mut paths = BTreeSet::new();
+    for (i, call) in calls.iter().enumerate() {
+        match &call.result {
+            Ok(resp) => {
+                if !paths.insert(resp.path.clone()) {
+                    problems.push(format!("#{} got the same path as another: {:?}", i + 1, resp.path));
+                } else if !Path::new(&resp.path).exists() {
+                    problems.push(format!("#{}'s path {:?} does not exist", i + 1, resp.path));
+                }
+            }
+            Err(e) => problems.push(format!("#{} failed: {e}", i + 1)),
+        }
+    }
+    for (req, call) in reqs.iter().zip(&calls) {
+        if let Ok(resp) = &call.result {
+            ctx.delete(req, &resp.path).await;
+        }
+    }
+    if problems.is_empty() {
+        Ok(Finding::Pass("8 at once: 8 distinct, existing paths".into()))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected 8 concurrent creates of distinct volumes to succeed with distinct, existing paths; {}",
+            problems.join("; ")
+        )))
+    }
+}
+
+/// `concurrency.delete` (must): 8 deletes at once.
+pub async fn delete(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
+    let mut made = Vec::new();
+    for req in &reqs {
+        made.push(ctx.create_ok(req, "create before the concurrent deletes").await?.path);
+    }
+    let calls = join_all(reqs.iter().zip(&made).map(|(r, p)| ctx.delete(r, p))).await;
+    let mut problems = Vec::new();
+    for (i, (call, path)) in calls.iter().zip(&made).enumerate() {
+        if let Err(e) = &call.result {
+            problems.push(format!("#{} failed: {e}", i + 1));
+        } else if Path::new(path).exists() {
+            problems.push(format!("#{}'s path {path:?} still exists", i + 1));
+        }
+    }
+    if problems.is_empty() {
+        Ok(Finding::Pass("8 at once: all gone".into()))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected 8 concurrent deletes to succeed and remove every path; {}",
+            problems.join("; ")
+        )))
+    }
+}
+
+/// `concurrency.same-volume` (should): 4 identical creates at once agree.
+pub async fn same_volume(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let req = ctx.request();
+    let calls = join_all((0..4).map(|_| ctx.create(&req))).await;
+    let mut problems = Vec::new();
+    let mut paths = BTreeSet::new();
+    for (i, call) in calls.iter().enumerate() {
+        match &call.result {
+            Ok(resp) => {
+                paths.insert(resp.path.clone());
+            }
+            Err(e) => problems.push(format!("#{} failed: {e}", i + 1)),
+        }
+    }
+    if paths.len() > 1 {
+        problems.push(format!("different paths: {paths:?}"));
+    }
+    if let Some(path) = paths.iter().next() {
+        ctx.delete(&req, path).await;
+    }
+    if problems.is_empty() {
+        Ok(Finding::Pass("4 at once: all exit 0, one path".into()))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected 4 identical concurrent creates (restore racing an update) to all exit 0 with the same path; {}",
+            problems.join("; ")
+        )))
+    }
+}

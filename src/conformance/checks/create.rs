@@ -1,0 +1,247 @@
+//! `create.*`: create succeeds, answers as Nomad decodes it, makes a real path
+//! inside the volumes dir, and is idempotent, distinct per volume and safe with
+//! any parameters.
+
+use std::path::Path;
+
+use super::{CheckResult, shown};
+use crate::conformance::context::{Ctx, Finding, canary_intact};
+use crate::contract::{self, CreateRequest, Parameters};
+
+/// `create.succeeds` (must): the default create exits 0 within 60 s.
+pub async fn succeeds(ctx: &Ctx) -> CheckResult {
+    let probe = ctx.create_probe().await;
+    let call = &probe.call;
+    if call.exited_zero() {
+        return Ok(Finding::Pass(format!(
+            "exit 0 in {:.1} ms",
+            call.duration.as_secs_f64() * 1e3
+        )));
+    }
+    let detail = match &call.run {
+        Some(run) => match &run.result {
+            Err(start) => format!("it could not start: {} — {}", start.go_error, start.explanation),
+            Ok(o) if o.timed_out => format!(
+                "it was still running after {:?} and was killed",
+                run.timeout
+            ),
+            Ok(o) => format!(
+                "{}; Nomad says: {}; stderr: {}",
+                o.exit.go_string(),
+                call.error_text(),
+                shown(&o.stderr)
+            ),
+        },
+        None => call.error_text(),
+    };
+    Err(Finding::Fail(format!(
+        "expected create with the default request to exit 0; got: {detail}"
+    )))
+}
+
+/// `create.response` (must): stdout decodes as Nomad decodes it.
+pub async fn response(ctx: &Ctx) -> CheckResult {
+    let probe = ctx.create_probe().await;
+    if !probe.call.exited_zero() {
+        return Err(Finding::Skip("needs create.succeeds".into()));
+    }
+    let Some(run) = &probe.call.run else {
+        return Ok(Finding::Pass("built-in plugin".into()));
+    };
+    match contract::decode_create(run.stdout()) {
+        Ok(resp) => Ok(Finding::Pass(format!("path {:?}, bytes {}", resp.path, resp.bytes))),
+        Err(e) => Err(Finding::Fail(format!(
+            "expected stdout to be one JSON object with a string `path` and an integer `bytes`, \
+             nothing else; Nomad's decoder says: {e}; stdout: {}",
+            shown(run.stdout())
+        ))),
+    }
+}
+
+/// The probe's decoded response, or the skip that says why there is none.
+async fn probe_response(ctx: &Ctx) -> Result<(CreateRequest, contract::CreateResponse, bool), Finding> {
+    let probe = ctx.create_probe().await;
+    if !probe.call.exited_zero() {
+        return Err(Finding::Skip("needs create.succeeds".into()));
+    }
+    match &probe.call.result {
+        Ok(resp) => Ok((probe.request.clone(), resp.clone(), probe.path_existed)),
+        Err(_) => Err(Finding::Skip("needs create.response".into())),
+    }
+}
+
+/// `create.path-exists` (must): `path` is non-empty, absolute and exists.
+pub async fn path_exists(ctx: &Ctx) -> CheckResult {
+    let (_, resp, existed) = probe_response(ctx).await?;
+    if resp.path.is_empty() {
+        return Err(Finding::Fail("expected a non-empty `path`; got \"\"".into()));
+    }
+    if !Path::new(&resp.path).is_absolute() {
+        return Err(Finding::Fail(format!(
+            "expected an absolute `path`; got {:?} (relative to what? Nomad mounts it as is)",
+            resp.path
+        )));
+    }
+    if !existed {
+        return Err(Finding::Fail(format!(
+            "expected `path` {:?} to exist after create; it does not",
+            resp.path
+        )));
+    }
+    Ok(Finding::Pass("absolute and present on disk".into()))
+}
+
+/// `create.path-in-volumes-dir` (should): `path` is inside DHV_VOLUMES_DIR.
+pub async fn path_in_volumes_dir(ctx: &Ctx) -> CheckResult {
+    let (req, resp, _) = probe_response(ctx).await?;
+    let inside = |p: &Path| {
+        let dir = Path::new(&req.volumes_dir);
+        p.starts_with(dir) && p != dir
+    };
+    let path = Path::new(&resp.path);
+    let resolved = path.canonicalize().ok();
+    let dir_resolved = Path::new(&req.volumes_dir).canonicalize().ok();
+    let resolved_inside = match (&resolved, &dir_resolved) {
+        (Some(p), Some(d)) => p.starts_with(d) && p != d,
+        _ => true,
+    };
+    if path.is_absolute() && inside(path) && resolved_inside && !resp.path.contains("/../") {
+        Ok(Finding::Pass("inside DHV_VOLUMES_DIR".into()))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected `path` inside DHV_VOLUMES_DIR {:?}; got {:?}",
+            req.volumes_dir, resp.path
+        )))
+    }
+}
+
+/// `create.bytes-in-range` (should): a reported size honours the capacity asked for.
+pub async fn bytes_in_range(ctx: &Ctx) -> CheckResult {
+    let (req, resp, _) = probe_response(ctx).await?;
+    if resp.bytes <= 0 {
+        return Ok(Finding::Pass("bytes not reported (0)".into()));
+    }
+    let (min, max) = (req.capacity_min_bytes, req.capacity_max_bytes);
+    if resp.bytes < min || (max > 0 && resp.bytes > max) {
+        return Err(Finding::Fail(format!(
+            "expected capacity min {min} <= bytes{}; got bytes {}",
+            if max > 0 { format!(" <= capacity max {max}") } else { String::new() },
+            resp.bytes
+        )));
+    }
+    Ok(Finding::Pass(format!("{} bytes within [{min}, {max}]", resp.bytes)))
+}
+
+/// `create.idempotent` (must): create again is a no-op that keeps the data.
+pub async fn idempotent(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let req = ctx.request();
+    let first = ctx.create_ok(&req, "first create").await?;
+    let canary = plant_in_volume(ctx, &first.path, "first create")?;
+    let again = ctx.create_ok(&req, "second create of the same volume").await?;
+    if (again.path.as_str(), again.bytes) != (first.path.as_str(), first.bytes) {
+        return Err(Finding::Fail(format!(
+            "expected the same response again (path {:?}, bytes {}); got path {:?}, bytes {}",
+            first.path, first.bytes, again.path, again.bytes
+        )));
+    }
+    if !canary_intact(&canary) {
+        return Err(Finding::Fail(format!(
+            "expected a file written into the volume to survive a second create; {} is gone or changed: \
+             create wiped the volume (data loss on every agent restart)",
+            canary.display()
+        )));
+    }
+    ctx.delete(&req, &first.path).await;
+    Ok(Finding::Pass("same path and bytes; data kept".into()))
+}
+
+/// Writes a canary into a volume, or fails the check saying the path is unusable.
+pub(crate) fn plant_in_volume(ctx: &Ctx, path: &str, step: &str) -> Result<std::path::PathBuf, Finding> {
+    ctx.plant(Path::new(path), ".dhv-conform-canary").map_err(|e| {
+        Finding::Fail(format!(
+            "{step}: expected a writable directory at `path` {path:?}; writing a file there failed: {e}"
+        ))
+    })
+}
+
+/// `create.distinct` (must): two volumes, two paths; the second leaves the first alone.
+pub async fn distinct(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let (a_req, b_req) = (ctx.request(), ctx.request());
+    let a = ctx.create_ok(&a_req, "create of volume A").await?;
+    let canary = plant_in_volume(ctx, &a.path, "create of volume A")?;
+    let b = ctx.create_ok(&b_req, "create of volume B").await?;
+    let result = if a.path == b.path {
+        Err(Finding::Fail(format!(
+            "expected different paths for two volumes; both got {:?}",
+            a.path
+        )))
+    } else if !canary_intact(&canary) {
+        Err(Finding::Fail(format!(
+            "expected volume A's files to survive the creation of volume B; {} is gone or changed",
+            canary.display()
+        )))
+    } else {
+        Ok(Finding::Pass("two volumes, two paths, A intact".into()))
+    };
+    ctx.delete(&b_req, &b.path).await;
+    ctx.delete(&a_req, &a.path).await;
+    result
+}
+
+/// `create.update` (should): a bigger request for the same id keeps the path.
+pub async fn update(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let req = ctx.request();
+    let first = ctx.create_ok(&req, "first create").await?;
+    let mut bigger = req.clone();
+    bigger.capacity_min_bytes = req.capacity_min_bytes.saturating_mul(2);
+    if bigger.capacity_max_bytes > 0 && bigger.capacity_max_bytes < bigger.capacity_min_bytes {
+        bigger.capacity_max_bytes = bigger.capacity_min_bytes;
+    }
+    let call = ctx.create(&bigger).await;
+    let result = match &call.result {
+        Ok(resp) if resp.path == first.path => Ok(Finding::Pass("update kept the path".into())),
+        Ok(resp) => Err(Finding::Fail(format!(
+            "expected an update (same id, capacity min doubled) to keep path {:?}; got {:?}",
+            first.path, resp.path
+        ))),
+        Err(e) => Err(Finding::Fail(format!(
+            "expected an update (same id, capacity min doubled to {}) to exit 0; got: {e}",
+            bigger.capacity_min_bytes
+        ))),
+    };
+    ctx.delete(&req, &first.path).await;
+    result
+}
+
+/// `create.parameters` (should): `{}` and hostile parameter values are handled
+/// safely: success, or a clean failure; nothing runs from them.
+pub async fn parameters(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let marker = ctx.dir.join("parameter-marker");
+    let m = marker.display();
+    let hostile: Parameters = [
+        ("dhv_conform_probe", format!("<>&\"'$(touch {m})")),
+        ("dhv-conform-probe-2", format!("`touch {m}`; touch {m}")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut notes = Vec::new();
+    for (label, params) in [("parameters {}", Parameters::new()), ("hostile parameters", hostile)] {
+        let mut req = ctx.request();
+        req.parameters = Some(params);
+        let outcome = super::input::create_cleanly(ctx, &req, label).await?;
+        notes.push(outcome);
+    }
+    if marker.exists() {
+        return Err(Finding::Fail(format!(
+            "expected nothing to be executed from parameter values; the marker {} appeared: \
+             the plugin runs user input as shell code",
+            marker.display()
+        )));
+    }
+    Ok(Finding::Pass(notes.join("; ")))
+}

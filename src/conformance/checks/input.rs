@@ -1,0 +1,165 @@
+//! `input.*`: hostile volume names and capacities. The name and parameters come
+//! from whoever may submit a volume spec: a plugin must treat them as data.
+
+use std::path::{Path, PathBuf};
+
+use super::CheckResult;
+use crate::conformance::context::{Ctx, Finding, canary_intact, listing};
+use crate::contract::CreateRequest;
+
+/// Creates `req`; a success is deleted again and must leave nothing; a failure
+/// must be clean (nothing new in the volumes dir, no process left, no hang).
+/// Returns a note on what happened.
+pub(crate) async fn create_cleanly(ctx: &Ctx, req: &CreateRequest, label: &str) -> Result<String, Finding> {
+    let dir = Path::new(&req.volumes_dir);
+    let before = listing(dir);
+    let call = ctx.create(req).await;
+    if let Some(run) = &call.run {
+        if run.timed_out() {
+            return Err(Finding::Fail(format!(
+                "{label}: expected create to succeed or fail promptly; it hung and was killed after {:?}",
+                run.timeout
+            )));
+        }
+    }
+    match &call.result {
+        Ok(resp) => {
+            let del = ctx.delete(req, &resp.path).await;
+            if let Err(e) = del.result {
+                return Err(Finding::Fail(format!(
+                    "{label}: create succeeded, but its delete failed: {e}"
+                )));
+            }
+            let left: Vec<String> = listing(dir).difference(&before).cloned().collect();
+            if !left.is_empty() {
+                return Err(Finding::Fail(format!(
+                    "{label}: create succeeded, but after delete the volumes dir still holds {}",
+                    left.join(", ")
+                )));
+            }
+            Ok(format!("{label}: created and deleted"))
+        }
+        Err(e) => {
+            let left: Vec<String> = listing(dir).difference(&before).cloned().collect();
+            let procs: Vec<String> = call
+                .run
+                .iter()
+                .flat_map(|r| r.leftovers().iter().map(|l| l.cmdline.clone()))
+                .collect();
+            if !left.is_empty() || !procs.is_empty() {
+                return Err(Finding::Fail(format!(
+                    "{label}: expected a failed create to leave nothing behind; it failed ({e}) and left{}{}",
+                    if left.is_empty() { String::new() } else { format!(" files: {}", left.join(", ")) },
+                    if procs.is_empty() { String::new() } else { format!(" processes: {}", procs.join(", ")) }
+                )));
+            }
+            Ok(format!("{label}: refused cleanly"))
+        }
+    }
+}
+
+/// Canary files planted around (not in) the volumes dir, and what else is there.
+struct Surroundings {
+    root: PathBuf,
+    canaries: Vec<PathBuf>,
+}
+
+impl Surroundings {
+    /// The check's dir holds the volumes dir; canaries go beside it, in the
+    /// check's dir, and in a sibling dir that a traversal would reach.
+    fn plant(ctx: &Ctx) -> std::io::Result<Surroundings> {
+        let sibling = ctx.dir.join("sibling");
+        std::fs::create_dir_all(&sibling)?;
+        let canaries = vec![
+            ctx.plant(&ctx.dir, "canary-beside-volumes")?,
+            ctx.plant(&sibling, "canary-in-sibling")?,
+        ];
+        Ok(Surroundings {
+            root: ctx.dir.clone(),
+            canaries,
+        })
+    }
+
+    /// Everything below the check's dir, outside the volumes dir.
+    fn outside(&self, volumes: &Path) -> std::collections::BTreeSet<String> {
+        let rel = volumes.strip_prefix(&self.root).unwrap_or(volumes).to_string_lossy().into_owned();
+        listing(&self.root)
+            .into_iter()
+            .filter(|p| p != &rel && !p.starts_with(&format!("{rel}/")))
+            .collect()
+    }
+}
+
+/// `input.name-traversal` (must): names that look like paths stay names.
+pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    // The volumes dir sits two levels below the test area's top, so `../../`
+    // lands inside the area where the change is seen.
+    let volumes = ctx.dir.join("area").join("volumes");
+    std::fs::create_dir_all(&volumes).map_err(|e| Finding::Skip(format!("cannot prepare the test area: {e}")))?;
+    let around = Surroundings::plant(ctx).map_err(|e| Finding::Skip(format!("cannot plant canaries: {e}")))?;
+    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let names = [format!("../../escape-{tag}"), "a/b".to_string(), format!("../escape-{tag}")];
+    let before = around.outside(&volumes);
+    let mut notes = Vec::new();
+    for name in &names {
+        let mut req = ctx.request_in(&volumes);
+        req.volume_name = name.clone();
+        let note = create_cleanly(ctx, &req, &format!("name {name:?}")).await?;
+        notes.push(note);
+        let after = around.outside(&volumes);
+        let added: Vec<_> = after.difference(&before).cloned().collect();
+        let removed: Vec<_> = before.difference(&after).cloned().collect();
+        if !added.is_empty() || !removed.is_empty() || around.canaries.iter().any(|c| !canary_intact(c)) {
+            return Err(Finding::Fail(format!(
+                "with volume name {name:?}: expected nothing to change outside the volumes dir; \
+                 added: [{}], removed: [{}] — the plugin uses the name as a path; use DHV_VOLUME_ID",
+                added.join(", "),
+                removed.join(", ")
+            )));
+        }
+    }
+    Ok(Finding::Pass(notes.join("; ")))
+}
+
+/// `input.name-injection` (must): names with shell syntax run nothing.
+pub async fn name_injection(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let marker = |n: u8| ctx.dir.join(format!("injected-{n}"));
+    let names = [
+        format!("x$(touch {})", marker(1).display()),
+        format!("x`touch {}`", marker(2).display()),
+        format!("x; touch {}", marker(3).display()),
+        format!("x' \"; touch {} #", marker(4).display()),
+        "two words\nand a newline".to_string(),
+        "ünïcødé-名前-🚀".to_string(),
+    ];
+    let mut notes = Vec::new();
+    for name in &names {
+        let mut req = ctx.request();
+        req.volume_name = name.clone();
+        notes.push(create_cleanly(ctx, &req, &format!("name {name:?}")).await?);
+        if let Some(hit) = (1..=4).map(marker).find(|m| m.exists()) {
+            return Err(Finding::Fail(format!(
+                "with volume name {name:?}: expected no command to run; the marker {} appeared — the plugin \
+                 evaluates the volume name as shell code (quote it: \"$DHV_VOLUME_NAME\", never eval it)",
+                hit.display()
+            )));
+        }
+    }
+    Ok(Finding::Pass(format!("no command ran; {}", notes.join("; "))))
+}
+
+/// `input.capacity-edge` (should): odd capacities succeed or fail cleanly.
+pub async fn capacity_edge(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let cases = [("capacity 0/0", 0, 0), ("min > max", 20 << 20, 10 << 20), ("min = 2^63-1", i64::MAX, 0)];
+    let mut notes = Vec::new();
+    for (label, min, max) in cases {
+        let mut req = ctx.request();
+        req.capacity_min_bytes = min;
+        req.capacity_max_bytes = max;
+        notes.push(create_cleanly(ctx, &req, label).await?);
+    }
+    Ok(Finding::Pass(notes.join("; ")))
+}

@@ -1,0 +1,165 @@
+//! `lifecycle.*`: what happens across agent restarts, re-creation, and crashes
+//! in the middle of an operation.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::create::plant_in_volume;
+use super::{CheckResult, join_all};
+use crate::conformance::context::{Ctx, Finding, canary_intact, listing};
+use crate::contract::{CreateRequest, DeleteRequest, Operation};
+use crate::exec::KillMode;
+
+/// `lifecycle.restore` (must): an agent restart calls create again for every
+/// volume at once; paths and data must survive.
+pub async fn restore(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let reqs: Vec<_> = (0..4).map(|_| ctx.request()).collect();
+    let mut made = Vec::new();
+    for req in &reqs {
+        let resp = ctx.create_ok(req, "create before the restart").await?;
+        let canary = plant_in_volume(ctx, &resp.path, "create before the restart")?;
+        made.push((resp.path, canary));
+    }
+    let calls = join_all(reqs.iter().map(|r| ctx.create(r))).await;
+    let mut problems = Vec::new();
+    for (i, (call, (path, canary))) in calls.iter().zip(&made).enumerate() {
+        match &call.result {
+            Err(e) => problems.push(format!("volume #{} failed to restore: {e}", i + 1)),
+            Ok(resp) if &resp.path != path => {
+                problems.push(format!("volume #{} moved from {path:?} to {:?}", i + 1, resp.path))
+            }
+            Ok(_) if !canary_intact(canary) => problems.push(format!("volume #{} lost its files", i + 1)),
+            Ok(_) => {}
+        }
+    }
+    for (req, (path, _)) in reqs.iter().zip(&made) {
+        ctx.delete(req, path).await;
+    }
+    if problems.is_empty() {
+        Ok(Finding::Pass("4 volumes restored at once: same paths, files kept".into()))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected create called again for 4 existing volumes at once (an agent restart) to exit 0 \
+             with unchanged paths and files; {}",
+            problems.join("; ")
+        )))
+    }
+}
+
+/// `lifecycle.recreate` (should): create → delete → create gives a fresh volume.
+pub async fn recreate(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let req = ctx.request();
+    let first = ctx.create_ok(&req, "first create").await?;
+    let canary = plant_in_volume(ctx, &first.path, "first create")?;
+    if let Err(e) = ctx.delete(&req, &first.path).await.result {
+        return Err(Finding::Skip(format!("needs delete.succeeds ({e})")));
+    }
+    let second = ctx.create_ok(&req, "create after delete").await?;
+    let stale = canary.exists();
+    ctx.delete(&req, &second.path).await;
+    if stale {
+        Err(Finding::Fail(format!(
+            "expected the re-created volume to be empty; the file {} from before the delete is still there",
+            canary.display()
+        )))
+    } else {
+        Ok(Finding::Pass("re-created, empty".into()))
+    }
+}
+
+/// Where in an operation's measured run time the crash checks kill it.
+const KILL_POINTS: [f64; 3] = [0.1, 0.5, 0.9];
+
+/// Kills `op` for `req` at `after` with SIGKILL to its whole process group.
+async fn crash(ctx: &Ctx, op: Operation, env: Vec<(String, String)>, after: Duration) {
+    let Some(ext) = ctx.plugin.external() else { return };
+    let crasher = ext.clone().with_kill_mode(KillMode::GroupKill);
+    crasher.run_with_timeout(op.as_str(), env, after).await;
+}
+
+/// `lifecycle.crash-create` (should): a create killed part way is finished by
+/// the next create, and delete then leaves nothing.
+pub async fn crash_create(ctx: &Ctx) -> CheckResult {
+    ctx.require_process()?;
+    ctx.require_create().await?;
+    let before = listing(&ctx.volumes);
+    let probe = ctx.request();
+    let call = ctx.create(&probe).await;
+    let resp = call.result.map_err(|e| Finding::Fail(format!("measuring create: expected it to succeed; got: {e}")))?;
+    let normal = call.duration;
+    ctx.delete(&probe, &resp.path).await;
+    let mut notes = Vec::new();
+    for point in KILL_POINTS {
+        let req = ctx.request();
+        let at = normal.mul_f64(point);
+        crash(ctx, Operation::Create, req.env(), at).await;
+        let label = format!("create killed at {:.0}% ({:.1} ms)", point * 100.0, at.as_secs_f64() * 1e3);
+        let again = ctx.create(&req).await;
+        let resp = match again.result {
+            Ok(resp) => resp,
+            Err(e) => return Err(Finding::Fail(format!("{label}: expected create again to succeed; got: {e}"))),
+        };
+        if resp.path.is_empty() || !Path::new(&resp.path).exists() {
+            return Err(Finding::Fail(format!(
+                "{label}: create again exited 0 but its path {:?} does not exist: the plugin took a \
+                 half-made volume for a finished one",
+                resp.path
+            )));
+        }
+        if let Err(e) = ctx.delete(&req, &resp.path).await.result {
+            return Err(Finding::Fail(format!("{label}: delete afterwards failed: {e}")));
+        }
+        notes.push(format!("{:.0}%", point * 100.0));
+    }
+    let left: Vec<String> = listing(&ctx.volumes).difference(&before).cloned().collect();
+    if !left.is_empty() {
+        return Err(Finding::Fail(format!(
+            "after crashed creates, re-creates and deletes, expected an empty volumes dir; left: {}",
+            left.join(", ")
+        )));
+    }
+    Ok(Finding::Pass(format!(
+        "killed at {} of {:.1} ms: create again recovered, delete left nothing",
+        notes.join(", "),
+        normal.as_secs_f64() * 1e3
+    )))
+}
+
+/// `lifecycle.crash-delete` (should): a delete killed part way is finished by
+/// the next delete.
+pub async fn crash_delete(ctx: &Ctx) -> CheckResult {
+    ctx.require_process()?;
+    ctx.require_create().await?;
+    let probe = ctx.request();
+    let resp = ctx.create_ok(&probe, "create before measuring delete").await?;
+    let call = ctx.delete(&probe, &resp.path).await;
+    if let Err(e) = call.result {
+        return Err(Finding::Skip(format!("needs delete.succeeds ({e})")));
+    }
+    let normal = call.duration;
+    let mut notes = Vec::new();
+    for point in KILL_POINTS {
+        let req: CreateRequest = ctx.request();
+        let resp = ctx.create_ok(&req, "create before the crashed delete").await?;
+        let at = normal.mul_f64(point);
+        crash(ctx, Operation::Delete, DeleteRequest::for_created(&req, &resp.path).env(), at).await;
+        let label = format!("delete killed at {:.0}% ({:.1} ms)", point * 100.0, at.as_secs_f64() * 1e3);
+        if let Err(e) = ctx.delete(&req, &resp.path).await.result {
+            return Err(Finding::Fail(format!("{label}: expected delete again to exit 0; got: {e}")));
+        }
+        if Path::new(&resp.path).exists() {
+            return Err(Finding::Fail(format!(
+                "{label}: expected delete again to remove {:?}; it is still there",
+                resp.path
+            )));
+        }
+        notes.push(format!("{:.0}%", point * 100.0));
+    }
+    Ok(Finding::Pass(format!(
+        "killed at {} of {:.1} ms: delete again finished the job",
+        notes.join(", "),
+        normal.as_secs_f64() * 1e3
+    )))
+}

@@ -1,0 +1,119 @@
+//! `process.env-self-contained` and `process.cwd-independent`: a plugin gets
+//! nothing from Nomad but the `DHV_*` variables, and runs from whatever directory
+//! the agent happens to be in.
+
+use std::os::unix::fs::PermissionsExt;
+
+use super::CheckResult;
+use crate::conformance::context::{Ctx, Finding, listing};
+use crate::contract::DeleteRequest;
+use crate::plugin::ExternalPlugin;
+
+/// The variables a shell session has and Nomad does not give: ours, or sane
+/// defaults when we run without them ourselves.
+fn harness_env() -> Vec<(String, String)> {
+    let get = |k: &str, default: &str| std::env::var(k).unwrap_or_else(|_| default.to_string());
+    vec![
+        ("PATH".into(), get("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")),
+        ("HOME".into(), get("HOME", "/root")),
+        ("LANG".into(), get("LANG", "C.UTF-8")),
+    ]
+}
+
+/// Whether `op` succeeds for `plugin` (one fresh volume for create/delete).
+async fn op_works(ctx: &Ctx, plugin: &ExternalPlugin, op: &str) -> bool {
+    match op {
+        "fingerprint" => plugin.fingerprint_run().await.1.is_ok(),
+        "create" => {
+            let req = ctx.request();
+            let (_, result) = plugin.create_run(&req).await;
+            if let Ok(resp) = &result {
+                let _ = plugin.delete_run(&DeleteRequest::for_created(&req, &resp.path)).await;
+            }
+            result.is_ok()
+        }
+        _ => {
+            let req = ctx.request();
+            let Ok(resp) = plugin.create_run(&req).await.1 else { return false };
+            plugin.delete_run(&DeleteRequest::for_created(&req, &resp.path)).await.1.is_ok()
+        }
+    }
+}
+
+/// `process.env-self-contained` (must): works with exactly Nomad's env; when it
+/// does not, name the variables it silently depends on.
+pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
+    ctx.require_process()?;
+    let Some(ext) = ctx.plugin.external() else {
+        return Err(Finding::Skip("built-in plugin".into()));
+    };
+    let mut dependent = Vec::new();
+    for op in ["fingerprint", "create", "delete"] {
+        if op_works(ctx, ext, op).await {
+            continue;
+        }
+        let full = harness_env();
+        if !op_works(ctx, &ext.clone().with_extra_env(full.clone()), op).await {
+            continue; // fails either way: not an environment problem
+        }
+        let mut needed = Vec::new();
+        for var in &full {
+            if op_works(ctx, &ext.clone().with_extra_env(vec![var.clone()]), op).await {
+                needed.push(var.0.clone());
+            }
+        }
+        let names = if needed.is_empty() {
+            "PATH, HOME and LANG together".to_string()
+        } else {
+            needed.join(" or ")
+        };
+        dependent.push(format!("{op} fails under Nomad's environment but works with {names}"));
+    }
+    if dependent.is_empty() {
+        Ok(Finding::Pass("works with only the DHV_* variables".into()))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected the plugin to work with exactly Nomad's environment (only DHV_* variables: no PATH, \
+             HOME or LANG); {}. Set what you need inside the plugin (e.g. PATH=/usr/sbin:/usr/bin:/sbin:/bin) \
+             and use absolute interpreter paths in the #! line",
+            dependent.join("; ")
+        )))
+    }
+}
+
+/// `process.cwd-independent` (should): works from a read-only, unrelated
+/// directory and writes nothing there.
+pub async fn cwd_independent(ctx: &Ctx) -> CheckResult {
+    ctx.require_process()?;
+    ctx.require_create().await?;
+    let Some(ext) = ctx.plugin.external() else {
+        return Err(Finding::Skip("built-in plugin".into()));
+    };
+    let cwd = ctx.dir.join("unrelated-cwd");
+    std::fs::create_dir_all(&cwd).map_err(|e| Finding::Skip(format!("cannot make a working dir: {e}")))?;
+    let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o555));
+    let elsewhere = ext.clone().with_cwd(&cwd);
+    let mut problems = Vec::new();
+    for op in ["fingerprint", "create", "delete"] {
+        if !op_works(ctx, &elsewhere, op).await {
+            problems.push(format!("{op} failed"));
+        }
+    }
+    let written = listing(&cwd);
+    let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o755));
+    if !written.is_empty() {
+        problems.push(format!(
+            "it wrote into its working directory: {}",
+            written.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if problems.is_empty() {
+        Ok(Finding::Pass("works from a read-only unrelated directory, writes nothing there".into()))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected the plugin to work from an unrelated read-only working directory (Nomad's agent \
+             often runs in /) and write nothing there; {}",
+            problems.join("; ")
+        )))
+    }
+}

@@ -1,0 +1,249 @@
+//! The checks judged over every plugin call of the run, once the other checks
+//! are done: deadlines, clean failures, error JSON, leaks, orphans, timing.
+
+use std::time::Duration;
+
+use super::{CheckResult, shown};
+use crate::conformance::context::{Ctx, Finding, LoggedCall};
+use crate::contract;
+
+fn calls_of<'a>(log: &'a [LoggedCall], op: &str) -> Vec<&'a LoggedCall> {
+    log.iter().filter(|c| c.op == op).collect()
+}
+
+/// `<op>.deadline` (must): every call of `op` finished within its limit.
+pub fn deadline(ctx: &Ctx, op: &str) -> CheckResult {
+    let log = ctx.shared.log();
+    let calls = calls_of(&log, op);
+    if calls.is_empty() {
+        return Err(Finding::Skip(format!("no {op} call in this run")));
+    }
+    let limit = calls[0].limit;
+    let late: Vec<String> = calls
+        .iter()
+        .filter(|c| c.duration > c.limit || c.run.as_ref().is_some_and(|r| r.timed_out()))
+        .map(|c| format!("{} ({:.0} ms)", c.check, c.duration.as_secs_f64() * 1e3))
+        .collect();
+    if late.is_empty() {
+        let max = calls.iter().map(|c| c.duration).max().unwrap_or_default();
+        Ok(Finding::Pass(format!(
+            "{} calls, slowest {:.1} ms (limit {:?})",
+            calls.len(),
+            max.as_secs_f64() * 1e3,
+            limit
+        )))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected every {op} call to finish within {limit:?} (Nomad's limit); {} of {} did not, in: {}",
+            late.len(),
+            calls.len(),
+            late.join(", ")
+        )))
+    }
+}
+
+/// `failure.clean` (must): a failed create left nothing behind.
+pub fn failure_clean(ctx: &Ctx) -> CheckResult {
+    let log = ctx.shared.log();
+    let failed: Vec<&LoggedCall> = log.iter().filter(|c| c.op == "create" && !c.ok).collect();
+    if failed.is_empty() {
+        return Err(Finding::Skip("no create failed in this run".into()));
+    }
+    let mut dirty = Vec::new();
+    for c in &failed {
+        let files = c.residue.clone().unwrap_or_default();
+        let procs: Vec<String> = c
+            .run
+            .iter()
+            .flat_map(|r| r.leftovers().iter().map(|l| l.cmdline.clone()))
+            .collect();
+        if !files.is_empty() || !procs.is_empty() {
+            dirty.push(format!(
+                "{}: left{}{}",
+                c.check,
+                if files.is_empty() { String::new() } else { format!(" files [{}]", files.join(", ")) },
+                if procs.is_empty() { String::new() } else { format!(" processes [{}]", procs.join(", ")) }
+            ));
+        }
+    }
+    if dirty.is_empty() {
+        Ok(Finding::Pass(format!("{} failed creates, all clean", failed.len())))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected a failed create to leave nothing new in the volumes dir and no process; {}",
+            dirty.join("; ")
+        )))
+    }
+}
+
+/// `failure.error-json` (should): failing creates and deletes explain themselves
+/// as `{"error": "..."}` (or print nothing).
+pub fn error_json(ctx: &Ctx) -> CheckResult {
+    ctx.require_process()?;
+    let log = ctx.shared.log();
+    let failed: Vec<&LoggedCall> = log
+        .iter()
+        .filter(|c| (c.op == "create" || c.op == "delete") && !c.ok)
+        .filter(|c| c.run.as_ref().is_some_and(|r| r.result.is_ok() && !r.succeeded() && !r.timed_out()))
+        .collect();
+    if failed.is_empty() {
+        return Err(Finding::Skip("no create or delete failed in this run".into()));
+    }
+    let bad: Vec<String> = failed
+        .iter()
+        .filter_map(|c| {
+            let out = c.run.as_ref()?.stdout();
+            let blank = String::from_utf8_lossy(out).trim().is_empty();
+            (!blank && contract::decode_error(out).is_none())
+                .then(|| format!("{} ({}): stdout {}", c.check, c.op, shown(out)))
+        })
+        .collect();
+    if bad.is_empty() {
+        Ok(Finding::Pass(format!("{} failures, each with an error Nomad can show", failed.len())))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected a failing create or delete to print {{\"error\": \"<message>\"}} (or nothing) on stdout \
+             so Nomad can tell the user why; {}",
+            bad.join("; ")
+        )))
+    }
+}
+
+/// `process.no-stdio-leak` (must): nobody held stdout/stderr after exit.
+pub fn no_stdio_leak(ctx: &Ctx) -> CheckResult {
+    ctx.require_process()?;
+    let log = ctx.shared.log();
+    let leaks: Vec<String> = log
+        .iter()
+        .filter_map(|c| {
+            let o = c.run.as_ref()?.result.as_ref().ok()?;
+            o.leaked.then(|| {
+                let holders: Vec<&str> = o
+                    .leftovers
+                    .iter()
+                    .filter(|l| l.held_stdio)
+                    .map(|l| l.cmdline.as_str())
+                    .collect();
+                format!("{} ({}): held by [{}]", c.check, c.op, holders.join(", "))
+            })
+        })
+        .collect();
+    if leaks.is_empty() {
+        Ok(Finding::Pass(format!("{} calls, no pipe held open after exit", log.len())))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected no process started by the plugin to keep stdout/stderr open after it exits (Nomad \
+             waits for the pipes: the agent hangs); {} calls leaked: {}. Redirect background work: \
+             `cmd >/dev/null 2>&1 &`, or better, don't leave it running",
+            leaks.len(),
+            leaks.into_iter().take(5).collect::<Vec<_>>().join("; ")
+        )))
+    }
+}
+
+/// `process.no-orphans` (should): nothing the plugin started outlived it.
+pub fn no_orphans(ctx: &Ctx) -> CheckResult {
+    ctx.require_process()?;
+    let log = ctx.shared.log();
+    let orphans: Vec<String> = log
+        .iter()
+        .flat_map(|c| {
+            c.run
+                .iter()
+                .flat_map(|r| r.leftovers().iter())
+                .map(move |l| {
+                    format!(
+                        "{} ({}): {}{}",
+                        c.check,
+                        c.op,
+                        l.cmdline,
+                        if l.escaped_group { " [left the process group]" } else { "" }
+                    )
+                })
+        })
+        .collect();
+    if orphans.is_empty() {
+        Ok(Finding::Pass(format!("{} calls, nothing left running", log.len())))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected no process started by the plugin to be alive after it exits; found {} (all killed): {}",
+            orphans.len(),
+            orphans.into_iter().take(5).collect::<Vec<_>>().join("; ")
+        )))
+    }
+}
+
+/// Duration percentiles of one operation.
+pub(crate) struct Profile {
+    pub op: &'static str,
+    pub count: usize,
+    pub p50: Duration,
+    pub p95: Duration,
+    pub max: Duration,
+    pub limit: Duration,
+}
+
+/// Per-operation timing over the run's calls (nearest-rank percentiles).
+pub(crate) fn profiles(log: &[LoggedCall]) -> Vec<Profile> {
+    ["fingerprint", "create", "delete"]
+        .into_iter()
+        .filter_map(|op| {
+            let mut d: Vec<Duration> = calls_of(log, op).iter().map(|c| c.duration).collect();
+            let limit = calls_of(log, op).first()?.limit;
+            d.sort();
+            let rank = |p: f64| d[((p * d.len() as f64).ceil() as usize).clamp(1, d.len()) - 1];
+            Some(Profile {
+                op,
+                count: d.len(),
+                p50: rank(0.5),
+                p95: rank(0.95),
+                max: *d.last()?,
+                limit,
+            })
+        })
+        .collect()
+}
+
+/// `timing.margin` (should): p95 under half the limit.
+pub fn timing_margin(ctx: &Ctx) -> CheckResult {
+    let all = profiles(&ctx.shared.log());
+    if all.is_empty() {
+        return Err(Finding::Skip("no plugin call in this run".into()));
+    }
+    let tight: Vec<String> = all
+        .iter()
+        .filter(|p| p.p95 > p.limit / 2)
+        .map(|p| format!("{}: p95 {:.0} ms, limit {:?}", p.op, p.p95.as_secs_f64() * 1e3, p.limit))
+        .collect();
+    if tight.is_empty() {
+        Ok(Finding::Pass("every operation's p95 is under half its limit".into()))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected p95 of each operation under half its limit (room for a loaded host); {}",
+            tight.join("; ")
+        )))
+    }
+}
+
+/// `timing.profile` (info): the measurements.
+pub fn timing_profile(ctx: &Ctx) -> CheckResult {
+    let all = profiles(&ctx.shared.log());
+    if all.is_empty() {
+        return Err(Finding::Skip("no plugin call in this run".into()));
+    }
+    Ok(Finding::Info(
+        all.iter()
+            .map(|p| {
+                format!(
+                    "{}: n={} p50={:.1}ms p95={:.1}ms max={:.1}ms",
+                    p.op,
+                    p.count,
+                    p.p50.as_secs_f64() * 1e3,
+                    p.p95.as_secs_f64() * 1e3,
+                    p.max.as_secs_f64() * 1e3
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    ))
+}

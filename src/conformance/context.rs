@@ -1,0 +1,355 @@
+//! What a check works with: the run-wide state shared by all checks ([`Shared`])
+//! and each check's own sandbox ([`Ctx`]): a fresh volumes dir, fresh volume ids,
+//! a plugin instance whose every call is recorded, and the shared steps (create,
+//! delete, list the volumes dir, plant a canary) that every check uses.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+
+use super::catalogue::CheckSpec;
+use super::target::{Call, Instance, Target};
+use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Parameters};
+use crate::plugin::{Fingerprint, PluginRun, Recorder, Timeouts};
+
+/// The volume request every check starts from: CONFORMANCE.md's defaults, or a
+/// user fixture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestTemplate {
+    /// Volume name; `None` means `conformance-<short id>` per volume.
+    pub name: Option<String>,
+    /// DHV_NAMESPACE.
+    pub namespace: String,
+    /// DHV_NODE_POOL.
+    pub node_pool: String,
+    /// DHV_CAPACITY_MIN_BYTES.
+    pub capacity_min: i64,
+    /// DHV_CAPACITY_MAX_BYTES.
+    pub capacity_max: i64,
+    /// DHV_PARAMETERS (`None` is Nomad's `null`).
+    pub parameters: Option<Parameters>,
+}
+
+impl Default for RequestTemplate {
+    fn default() -> Self {
+        RequestTemplate {
+            name: None,
+            namespace: "default".into(),
+            node_pool: "default".into(),
+            capacity_min: 10 << 20,
+            capacity_max: 20 << 20,
+            parameters: None,
+        }
+    }
+}
+
+/// How a run is configured.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The plugin under test.
+    pub target: Target,
+    /// The request checks start from.
+    pub template: RequestTemplate,
+    /// Multiplies every time limit.
+    pub timeout_scale: f64,
+}
+
+impl Settings {
+    /// Nomad's limits, scaled.
+    pub fn timeouts(&self) -> Timeouts {
+        Timeouts::default().scaled(self.timeout_scale)
+    }
+}
+
+/// A verdict before the level is applied (a failed should becomes a warning).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// The rule holds.
+    Pass(String),
+    /// The rule is broken: expected vs. got.
+    Fail(String),
+    /// Not evaluated, with the reason.
+    Skip(String),
+    /// A measurement.
+    Info(String),
+}
+
+/// Every plugin call of the run, for the checks evaluated over the whole run.
+#[derive(Debug, Clone)]
+pub(crate) struct LoggedCall {
+    pub check: &'static str,
+    pub op: &'static str,
+    pub duration: Duration,
+    pub limit: Duration,
+    pub ok: bool,
+    /// The raw call, for external plugins.
+    pub run: Option<PluginRun>,
+    /// For a failed create made while nothing else ran in its volumes dir:
+    /// what it left there.
+    pub residue: Option<Vec<String>>,
+}
+
+/// The first fingerprint and the first default create, shared by all checks so
+/// one root cause is reported once and its dependents skip.
+#[derive(Debug, Clone)]
+pub(crate) struct CreateProbe {
+    pub request: CreateRequest,
+    pub call: Call<CreateResponse>,
+    /// Whether the path existed right after create.
+    pub path_existed: bool,
+}
+
+/// State shared by every check of one run.
+pub(crate) struct Shared {
+    pub settings: Settings,
+    pub root: PathBuf,
+    pub node_id: String,
+    fingerprint_probe: OnceCell<Call<Fingerprint>>,
+    create_probe: OnceCell<CreateProbe>,
+    log: Mutex<Vec<LoggedCall>>,
+}
+
+impl Shared {
+    pub fn new(settings: Settings, root: PathBuf) -> Shared {
+        Shared {
+            settings,
+            root,
+            node_id: uuid::Uuid::new_v4().to_string(),
+            fingerprint_probe: OnceCell::new(),
+            create_probe: OnceCell::new(),
+            log: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn log(&self) -> Vec<LoggedCall> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn push(&self, call: LoggedCall) {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).push(call);
+    }
+
+    /// The fingerprint probe's result, if it ran.
+    pub fn fingerprint_result(&self) -> Option<&Call<Fingerprint>> {
+        self.fingerprint_probe.get()
+    }
+}
+
+/// One check's sandbox.
+pub(crate) struct Ctx {
+    pub shared: Arc<Shared>,
+    pub spec: &'static CheckSpec,
+    /// The check's own dir; the volumes dir and any canaries live below it.
+    pub dir: PathBuf,
+    /// DHV_VOLUMES_DIR for this check.
+    pub volumes: PathBuf,
+    pub recorder: Recorder,
+    pub plugin: Instance,
+    in_flight: AtomicUsize,
+}
+
+impl Ctx {
+    pub fn new(shared: Arc<Shared>, spec: &'static CheckSpec) -> std::io::Result<Ctx> {
+        let dir = shared.root.join(spec.id);
+        let volumes = dir.join("volumes");
+        std::fs::create_dir_all(&volumes)?;
+        let recorder = Recorder::new();
+        let plugin = shared.settings.target.instance(shared.settings.timeouts(), &recorder);
+        Ok(Ctx {
+            shared,
+            spec,
+            dir,
+            volumes,
+            recorder,
+            plugin,
+            in_flight: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn is_builtin(&self) -> bool {
+        self.shared.settings.target.is_builtin()
+    }
+
+    /// A fresh request: new UUID, name `conformance-<short id>` unless the fixture names it.
+    pub fn request(&self) -> CreateRequest {
+        self.request_in(&self.volumes)
+    }
+
+    /// A fresh request for another volumes dir.
+    pub fn request_in(&self, volumes: &Path) -> CreateRequest {
+        let t = &self.shared.settings.template;
+        let id = uuid::Uuid::new_v4().to_string();
+        let plugin_dir = match &self.plugin {
+            Instance::External(p) => p.plugin_dir().to_string_lossy().into_owned(),
+            Instance::Builtin(_) => String::new(),
+        };
+        CreateRequest {
+            volumes_dir: volumes.to_string_lossy().into_owned(),
+            plugin_dir,
+            node_pool: t.node_pool.clone(),
+            namespace: t.namespace.clone(),
+            volume_name: t.name.clone().unwrap_or_else(|| format!("conformance-{}", &id[..8])),
+            volume_id: id,
+            capacity_min_bytes: t.capacity_min,
+            capacity_max_bytes: t.capacity_max,
+            node_id: self.shared.node_id.clone(),
+            parameters: t.parameters.clone(),
+        }
+    }
+
+    /// Creates, logging the call for the run-wide checks.
+    pub async fn create(&self, req: &CreateRequest) -> Call<CreateResponse> {
+        let alone = self.in_flight.fetch_add(1, Ordering::SeqCst) == 0;
+        let before = alone.then(|| listing(Path::new(&req.volumes_dir)));
+        let call = self.plugin.create(req).await;
+        let alone = alone && self.in_flight.load(Ordering::SeqCst) == 1;
+        let residue = match (&call.result, before, alone) {
+            (Err(_), Some(before), true) => {
+                let after = listing(Path::new(&req.volumes_dir));
+                Some(after.difference(&before).cloned().collect())
+            }
+            _ => None,
+        };
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.log("create", self.shared.settings.timeouts().create, &call, residue);
+        call
+    }
+
+    /// Deletes the volume `req` created at `created_path`.
+    pub async fn delete(&self, req: &CreateRequest, created_path: &str) -> Call<()> {
+        self.delete_raw(&DeleteRequest::for_created(req, created_path)).await
+    }
+
+    /// Sends exactly this delete request.
+    pub async fn delete_raw(&self, req: &DeleteRequest) -> Call<()> {
+        let call = self.plugin.delete(req).await;
+        self.log("delete", self.shared.settings.timeouts().delete, &call, None);
+        call
+    }
+
+    /// Fingerprints once more (the probe is [`fingerprint_probe`](Self::fingerprint_probe)).
+    pub async fn fingerprint(&self) -> Call<Fingerprint> {
+        let call = self.plugin.fingerprint().await;
+        self.log("fingerprint", self.shared.settings.timeouts().fingerprint, &call, None);
+        call
+    }
+
+    fn log<T>(&self, op: &'static str, limit: Duration, call: &Call<T>, residue: Option<Vec<String>>) {
+        self.shared.push(LoggedCall {
+            check: self.spec.id,
+            op,
+            duration: call.duration,
+            limit,
+            ok: call.ok(),
+            run: call.run.clone(),
+            residue,
+        });
+    }
+
+    /// The run's first fingerprint, made once and shared.
+    pub async fn fingerprint_probe(&self) -> &Call<Fingerprint> {
+        let shared = self.shared.clone();
+        self.shared
+            .fingerprint_probe
+            .get_or_init(|| async move {
+                let probe = Ctx::new(shared, super::catalogue::find("fingerprint.runs").expect("catalogued"))
+                    .expect("probe dir");
+                probe.fingerprint().await
+            })
+            .await
+    }
+
+    /// The run's first default create, made once and shared.
+    pub async fn create_probe(&self) -> &CreateProbe {
+        let shared = self.shared.clone();
+        self.shared
+            .create_probe
+            .get_or_init(|| async move {
+                let probe = Ctx::new(shared, super::catalogue::find("create.succeeds").expect("catalogued"))
+                    .expect("probe dir");
+                let request = probe.request();
+                let call = probe.create(&request).await;
+                let path_existed = match &call.result {
+                    Ok(resp) => !resp.path.is_empty() && Path::new(&resp.path).exists(),
+                    Err(_) => false,
+                };
+                CreateProbe {
+                    request,
+                    call,
+                    path_existed,
+                }
+            })
+            .await
+    }
+
+    /// `Err(skip)` unless the default create works: checks that need a volume
+    /// skip instead of repeating create.succeeds's failure.
+    pub async fn require_create(&self) -> Result<(), Finding> {
+        let probe = self.create_probe().await;
+        if probe.call.ok() {
+            Ok(())
+        } else {
+            Err(Finding::Skip("needs create.succeeds".into()))
+        }
+    }
+
+    /// `Err(skip)` for the built-in plugin, which runs in-process.
+    pub fn require_process(&self) -> Result<(), Finding> {
+        if self.is_builtin() {
+            Err(Finding::Skip("built-in plugin".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Creates and insists on success: the volume's response, or a finding that
+    /// says which step failed.
+    pub async fn create_ok(&self, req: &CreateRequest, step: &str) -> Result<CreateResponse, Finding> {
+        let call = self.create(req).await;
+        call.result.map_err(|e| Finding::Fail(format!("{step}: expected create to succeed; got: {e}")))
+    }
+
+    /// Writes a canary file with unique content into `dir`; returns its path.
+    pub fn plant(&self, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+        let path = dir.join(name);
+        std::fs::write(&path, canary_text(&path))?;
+        Ok(path)
+    }
+}
+
+/// The content of a canary file: its own path, so a moved or swapped file is caught.
+pub(crate) fn canary_text(path: &Path) -> String {
+    format!("dhv-conform canary {}\n", path.display())
+}
+
+/// Whether the canary at `path` is still there, unchanged.
+pub(crate) fn canary_intact(path: &Path) -> bool {
+    std::fs::read_to_string(path).map(|t| t == canary_text(path)).unwrap_or(false)
+}
+
+/// Every entry below `dir` (relative paths, `/`-separated, symlinks not
+/// followed), capped so a runaway plugin cannot make us walk forever.
+pub(crate) fn listing(dir: &Path) -> BTreeSet<String> {
+    const CAP: usize = 20_000;
+    let mut out = BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let path = e.path();
+            let rel = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().into_owned();
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                stack.push(path);
+            }
+            out.insert(rel);
+            if out.len() >= CAP {
+                return out;
+            }
+        }
+    }
+    out
+}

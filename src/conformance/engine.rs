@@ -1,0 +1,224 @@
+//! The engine: one libtest-mimic trial per catalogue check, run in parallel on
+//! one shared tokio runtime, each in its own sandbox; then the result model.
+//!
+//! Checks judged over the whole run (deadlines, leaks, clean failures, timing)
+//! are trials too, placed last: they wait until every other selected check has
+//! finished, then read the run's call log. Filtering is applied here, before
+//! libtest-mimic sees the trials, so the set being waited for is exactly the set
+//! that runs.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
+
+use super::catalogue::{CATALOGUE, CheckSpec};
+use super::checks;
+use super::context::{Ctx, Finding, Settings, Shared};
+use super::evidence;
+use crate::report::{CheckResult, Level, Report, RunOptions, Status};
+
+/// How a suite is run.
+#[derive(Debug, Clone)]
+pub struct SuiteOptions {
+    /// What to test and with which request.
+    pub settings: Settings,
+    /// Should-level failures fail the run.
+    pub strict: bool,
+    /// The fixture file, for the report.
+    pub fixture: Option<String>,
+    /// libtest options: filter, `--exact`, `--skip`, `--list`, threads, format.
+    pub libtest: Arguments,
+}
+
+/// What a suite produced.
+#[derive(Debug)]
+pub struct SuiteOutcome {
+    /// The full report (empty of checks for `--list`).
+    pub report: Report,
+    /// libtest-mimic's counts.
+    pub conclusion: Conclusion,
+    /// A check panicked or its sandbox could not be made: the harness failed.
+    pub harness_failed: bool,
+}
+
+/// The engine could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The run's temp dir could not be made.
+    #[error("cannot create the run's temp dir: {0}")]
+    TempDir(#[source] std::io::Error),
+}
+
+/// Whether libtest would run `id` under these arguments.
+pub fn selected(args: &Arguments, id: &str) -> bool {
+    let matches = |pattern: &str| if args.exact { id == pattern } else { id.contains(pattern) };
+    let wanted = args.filter.as_deref().is_none_or(matches);
+    wanted && !args.skip.iter().any(|s| matches(s))
+}
+
+/// Counts the non-aggregate checks still running, so aggregates can wait.
+struct Barrier {
+    remaining: Mutex<usize>,
+    done: Condvar,
+}
+
+impl Barrier {
+    fn finish_one(&self) {
+        let mut n = self.remaining.lock().unwrap_or_else(|e| e.into_inner());
+        *n = n.saturating_sub(1);
+        self.done.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut n = self.remaining.lock().unwrap_or_else(|e| e.into_inner());
+        while *n > 0 {
+            n = self.done.wait(n).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// The directory every check's sandbox lives in; removed when the suite ends.
+/// [`run_root`] exposes it so Ctrl-C handling can remove it too.
+static RUN_ROOT: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+
+/// The live run's temp dir, if a suite is running.
+pub fn run_root() -> Option<std::path::PathBuf> {
+    RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Runs the suite: the trials print libtest-style lines as they finish; the
+/// report is returned for the renderers.
+pub fn run_suite(rt: &tokio::runtime::Runtime, opts: SuiteOptions) -> Result<SuiteOutcome, EngineError> {
+    let root = tempfile::Builder::new()
+        .prefix("dhv-conform-")
+        .tempdir()
+        .map_err(EngineError::TempDir)?;
+    *RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()) = Some(root.path().to_path_buf());
+    let shared = Arc::new(Shared::new(opts.settings.clone(), root.path().to_path_buf()));
+    let chosen: Vec<&'static CheckSpec> = CATALOGUE.iter().filter(|c| selected(&opts.libtest, c.id)).collect();
+    let barrier = Arc::new(Barrier {
+        remaining: Mutex::new(chosen.iter().filter(|c| !c.aggregate).count()),
+        done: Condvar::new(),
+    });
+    let results: Arc<Mutex<BTreeMap<&'static str, CheckResult>>> = Arc::default();
+    let harness_failed = Arc::new(Mutex::new(false));
+
+    // Aggregates go last, so with any number of threads they are dispatched
+    // after every check they wait for.
+    let mut ordered = chosen.clone();
+    ordered.sort_by_key(|c| c.aggregate);
+    let trials: Vec<Trial> = ordered
+        .into_iter()
+        .map(|spec| {
+            let (shared, barrier, results, failed) =
+                (shared.clone(), barrier.clone(), results.clone(), harness_failed.clone());
+            let handle = rt.handle().clone();
+            let strict = opts.strict;
+            Trial::ignorable_test(spec.id, move || {
+                if spec.aggregate {
+                    barrier.wait();
+                }
+                let start = Instant::now();
+                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    handle.block_on(async {
+                        let ctx = Ctx::new(shared.clone(), spec)?;
+                        let finding = checks::run(&ctx).await;
+                        Ok::<_, std::io::Error>((finding, ctx.recorder.runs()))
+                    })
+                }));
+                let (finding, runs) = match outcome {
+                    Ok(Ok(found)) => found,
+                    Ok(Err(e)) => {
+                        *failed.lock().unwrap_or_else(|e| e.into_inner()) = true;
+                        (Finding::Fail(format!("harness error: cannot make the check's sandbox: {e}")), Vec::new())
+                    }
+                    Err(panic) => {
+                        *failed.lock().unwrap_or_else(|e| e.into_inner()) = true;
+                        let what = panic
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_default();
+                        (Finding::Fail(format!("harness error: the check panicked: {what}")), Vec::new())
+                    }
+                };
+                let result = to_result(spec, finding, start.elapsed(), &runs);
+                let verdict = libtest_verdict(&result, strict);
+                results.lock().unwrap_or_else(|e| e.into_inner()).insert(spec.id, result);
+                if !spec.aggregate {
+                    barrier.finish_one();
+                }
+                verdict
+            })
+            .with_kind(spec.level.as_str())
+        })
+        .collect();
+
+    // The filter was applied above; libtest must not filter again.
+    let mut args = opts.libtest.clone();
+    args.filter = None;
+    args.skip.clear();
+    args.exact = false;
+    let conclusion = libtest_mimic::run(&args, trials);
+
+    let checks: Vec<CheckResult> = std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()))
+        .into_values()
+        .collect();
+    let timing = super::checks::timing_profiles(&shared);
+    let plugin = evidence::plugin_info(&shared);
+    let report = Report::new(
+        crate::contract::SPEC_VERSION,
+        plugin,
+        RunOptions {
+            strict: opts.strict,
+            timeout_scale: opts.settings.timeout_scale,
+            fixture: opts.fixture.clone(),
+            filtered: chosen.len() != CATALOGUE.len(),
+        },
+        checks,
+        timing,
+    );
+    *RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    drop(root);
+    let harness_failed = *harness_failed.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(SuiteOutcome {
+        report,
+        conclusion,
+        harness_failed,
+    })
+}
+
+/// Applies the level: a failed should is a warning; a must cannot be info.
+fn to_result(spec: &CheckSpec, finding: Finding, elapsed: std::time::Duration, runs: &[crate::plugin::PluginRun]) -> CheckResult {
+    let (status, message) = match finding {
+        Finding::Pass(m) => (Status::Pass, m),
+        Finding::Fail(m) if spec.level == Level::Should => (Status::Warn, m),
+        Finding::Fail(m) => (Status::Fail, m),
+        Finding::Skip(m) => (Status::Skip, m),
+        Finding::Info(m) => (Status::Info, m),
+    };
+    CheckResult {
+        id: spec.id.to_string(),
+        group: spec.group().to_string(),
+        level: spec.level,
+        status,
+        message,
+        duration_ms: elapsed.as_millis() as u64,
+        invocations: evidence::invocations(runs, status),
+    }
+}
+
+/// How libtest shows a result: warnings pass unless `--strict`; skips are
+/// "ignored" with their reason.
+fn libtest_verdict(result: &CheckResult, strict: bool) -> Result<Completion, Failed> {
+    match result.status {
+        Status::Pass | Status::Info => Ok(Completion::Completed),
+        Status::Warn if !strict => Ok(Completion::Completed),
+        Status::Skip => Ok(Completion::ignored_with(&result.message)),
+        Status::Warn | Status::Fail => Err(Failed::from(result.message.as_str())),
+    }
+}

@@ -1,0 +1,79 @@
+//! What a report shows behind each verdict: the plugin's identity and version,
+//! and the raw calls (env, exit, output excerpts, the command that reproduces it).
+
+use sha2::{Digest, Sha256};
+
+use super::context::Shared;
+use super::target::Target;
+use crate::plugin::PluginRun;
+use crate::report::{self, Invocation, PluginInfo, Status};
+
+/// How many calls a check's report keeps (the failing ones first).
+const MAX_INVOCATIONS: usize = 20;
+
+/// The report's description of the plugin under test.
+pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
+    let version = shared.fingerprint_result().and_then(|call| match &call.result {
+        Ok(fp) => Some(report::VersionInfo {
+            raw: fp.version.raw.clone(),
+            canonical: fp.version.canonical.clone(),
+            semver: fp.version.semver,
+        }),
+        Err(_) => None,
+    });
+    match &shared.settings.target {
+        Target::Builtin => PluginInfo {
+            path: "mkdir".into(),
+            builtin: true,
+            sha256: None,
+            version,
+        },
+        Target::External(path) => PluginInfo {
+            path: path.display().to_string(),
+            builtin: false,
+            sha256: std::fs::read(path).ok().map(|bytes| hex(&Sha256::digest(&bytes))),
+            version,
+        },
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The calls behind a verdict, failing ones first when the check did not pass.
+pub(crate) fn invocations(runs: &[PluginRun], status: Status) -> Vec<Invocation> {
+    let mut order: Vec<&PluginRun> = runs.iter().collect();
+    if matches!(status, Status::Fail | Status::Warn) {
+        order.sort_by_key(|r| r.succeeded() && r.leftovers().is_empty());
+    }
+    order.into_iter().take(MAX_INVOCATIONS).map(invocation).collect()
+}
+
+/// One raw call as the report schema has it.
+pub(crate) fn invocation(run: &PluginRun) -> Invocation {
+    let outcome = run.result.as_ref().ok();
+    let (exit_code, signal) = match outcome.map(|o| o.exit) {
+        Some(crate::contract::ExitReason::Code(c)) => (Some(c), None),
+        Some(crate::contract::ExitReason::Signal(s)) => (None, Some(s)),
+        None => (None, None),
+    };
+    Invocation {
+        operation: run.operation.clone(),
+        env: run.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        exit_code,
+        signal,
+        duration_ms: run.duration().as_secs_f64() * 1e3,
+        timed_out: run.timed_out(),
+        leaked: outcome.is_some_and(|o| o.leaked),
+        orphans: run.leftovers().iter().map(|l| l.cmdline.clone()).collect(),
+        stdout_truncated: outcome.is_some_and(|o| o.stdout_truncated),
+        stderr_truncated: outcome.is_some_and(|o| o.stderr_truncated),
+        stdout: report::excerpt(run.stdout(), report::DEFAULT_EXCERPT_CAP),
+        stderr: match &run.result {
+            Ok(o) => report::excerpt(&o.stderr, report::DEFAULT_EXCERPT_CAP),
+            Err(start) => format!("{}: {}", start.go_error, start.explanation),
+        },
+        reproduce: run.reproduce(),
+    }
+}

@@ -1,0 +1,312 @@
+//! Fixtures: the volume request a run starts from, as JSON or as a Nomad volume
+//! spec in HCL exactly as users give it to `nomad volume create`.
+//!
+//! JSON: `{"name", "namespace", "node_pool", "capacity_min", "capacity_max",
+//! "parameters"}`; capacities are bytes (numbers) or sizes (`"10GiB"`). HCL: the
+//! volume spec's `name`, `namespace`, `node_pool`, `type = "host"`, `plugin_id`,
+//! `capacity_min`/`capacity_max` (`"10GiB"` style) and a `parameters { }` block;
+//! other blocks (`capability`, `constraint`) are accepted and ignored.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::context::RequestTemplate;
+use crate::contract::Parameters;
+
+/// A fixture could not be used. Every message names the file (and the line
+/// where the parser knows it).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FixtureError {
+    /// The file could not be read.
+    #[error("cannot read fixture {}: {source}", path.display())]
+    Read {
+        /// The fixture.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid JSON / HCL.
+    #[error("fixture {}: {message}", path.display())]
+    Syntax {
+        /// The fixture.
+        path: PathBuf,
+        /// The parser's words, with the line.
+        message: String,
+    },
+    /// A field has the wrong type or value.
+    #[error("fixture {}: {message}", path.display())]
+    Invalid {
+        /// The fixture.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// What a fixture sets; the rest stays at the defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Fixture {
+    /// The request template to run with.
+    pub template: RequestTemplate,
+    /// `plugin_id` from an HCL spec, informational.
+    pub plugin_id: Option<String>,
+}
+
+/// Reads a fixture; `.hcl` files (or content that is not JSON) are parsed as HCL.
+pub fn load(path: &Path) -> Result<Fixture, FixtureError> {
+    let text = std::fs::read_to_string(path).map_err(|source| FixtureError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let is_hcl = path.extension().is_some_and(|e| e == "hcl" || e == "nomad");
+    if is_hcl { parse_hcl(path, &text) } else { parse_json(path, &text) }
+}
+
+/// Parses the JSON form.
+pub fn parse_json(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| FixtureError::Syntax {
+        path: path.to_path_buf(),
+        message: format!("invalid JSON at line {} column {}: {e}", e.line(), e.column()),
+    })?;
+    let Value::Object(map) = value else {
+        return Err(invalid(path, "expected a JSON object"));
+    };
+    let mut fx = Fixture::default();
+    for (key, value) in map {
+        apply(path, &mut fx, &key, Field::from_json(value))?;
+    }
+    Ok(fx)
+}
+
+/// Parses the HCL volume-spec form.
+pub fn parse_hcl(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
+    let body: hcl::Body = hcl::from_str(text).map_err(|e| FixtureError::Syntax {
+        path: path.to_path_buf(),
+        message: format!("invalid HCL: {e}"),
+    })?;
+    let mut fx = Fixture::default();
+    for attr in body.attributes() {
+        apply(path, &mut fx, attr.key(), Field::from_hcl(attr.expr()))?;
+    }
+    for block in body.blocks() {
+        if block.identifier() == "parameters" {
+            let mut params = Parameters::new();
+            for attr in block.body().attributes() {
+                match Field::from_hcl(attr.expr()) {
+                    Field::Text(s) => {
+                        params.insert(attr.key().to_string(), s);
+                    }
+                    Field::Number(n) => {
+                        params.insert(attr.key().to_string(), n.to_string());
+                    }
+                    Field::Bool(b) => {
+                        params.insert(attr.key().to_string(), b.to_string());
+                    }
+                    _ => {
+                        return Err(invalid(
+                            path,
+                            &format!("parameters.{}: parameter values must be strings", attr.key()),
+                        ));
+                    }
+                }
+            }
+            fx.template.parameters = Some(params);
+        }
+    }
+    Ok(fx)
+}
+
+/// A fixture value, from either syntax.
+enum Field {
+    Null,
+    Text(String),
+    Number(i64),
+    Bool(bool),
+    Map(Vec<(String, Field)>),
+    Other,
+}
+
+impl Field {
+    fn from_json(v: Value) -> Field {
+        match v {
+            Value::Null => Field::Null,
+            Value::String(s) => Field::Text(s),
+            Value::Bool(b) => Field::Bool(b),
+            Value::Number(n) => n.as_i64().map(Field::Number).unwrap_or_else(|| Field::Other),
+            Value::Object(m) => Field::Map(m.into_iter().map(|(k, v)| (k, Field::from_json(v))).collect()),
+            _ => Field::Other,
+        }
+    }
+
+    fn from_hcl(e: &hcl::Expression) -> Field {
+        match e {
+            hcl::Expression::Null => Field::Null,
+            hcl::Expression::String(s) => Field::Text(s.clone()),
+            hcl::Expression::Bool(b) => Field::Bool(*b),
+            hcl::Expression::Number(n) => n.as_i64().map(Field::Number).unwrap_or_else(|| Field::Other),
+            hcl::Expression::Object(o) => Field::Map(
+                o.iter()
+                    .map(|(k, v)| (k.to_string().trim_matches('"').to_string(), Field::from_hcl(v)))
+                    .collect(),
+            ),
+            _ => Field::Other,
+        }
+    }
+}
+
+fn invalid(path: &Path, message: &str) -> FixtureError {
+    FixtureError::Invalid {
+        path: path.to_path_buf(),
+        message: message.to_string(),
+    }
+}
+
+fn apply(path: &Path, fx: &mut Fixture, key: &str, value: Field) -> Result<(), FixtureError> {
+    let text = |v: Field| match v {
+        Field::Text(s) => Ok(s),
+        _ => Err(invalid(path, &format!("{key}: expected a string"))),
+    };
+    let t = &mut fx.template;
+    match key {
+        "name" => t.name = Some(text(value)?),
+        "namespace" => t.namespace = text(value)?,
+        "node_pool" => t.node_pool = text(value)?,
+        "plugin_id" => fx.plugin_id = Some(text(value)?),
+        "type" => {
+            let kind = text(value)?;
+            if kind != "host" {
+                return Err(invalid(path, &format!("type: expected \"host\" (a dynamic host volume), got {kind:?}")));
+            }
+        }
+        "capacity_min" | "capacity_max" => {
+            let bytes = match value {
+                Field::Number(n) if n >= 0 => n,
+                Field::Text(s) => parse_size(&s).map_err(|e| invalid(path, &format!("{key}: {e}")))?,
+                _ => return Err(invalid(path, &format!("{key}: expected bytes or a size such as \"10GiB\""))),
+            };
+            if key == "capacity_min" {
+                t.capacity_min = bytes;
+            } else {
+                t.capacity_max = bytes;
+            }
+        }
+        "parameters" => {
+            t.parameters = match value {
+                Field::Null => None,
+                Field::Map(pairs) => Some(
+                    pairs
+                        .into_iter()
+                        .map(|(k, v)| match v {
+                            Field::Text(s) => Ok((k, s)),
+                            _ => Err(invalid(path, &format!("parameters.{k}: parameter values must be strings"))),
+                        })
+                        .collect::<Result<_, _>>()?,
+                ),
+                _ => return Err(invalid(path, "parameters: expected an object of strings")),
+            }
+        }
+        // Parts of a volume spec that do not reach the plugin.
+        "id" | "node_id" | "capability" | "constraint" | "capacity" => {}
+        other => return Err(invalid(path, &format!("unknown field {other:?}"))),
+    }
+    Ok(())
+}
+
+/// Parses a size as Nomad's volume specs write it: `10GiB`, `10 GB`, `512MiB`,
+/// `1.5GB`, `1000` (bytes). SI units are powers of 1000, IEC units of 1024.
+pub fn parse_size(s: &str) -> Result<i64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = (s[..split].trim(), s[split..].trim().to_ascii_lowercase());
+    let value: f64 = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. \"10GiB\")"))?;
+    let scale: f64 = match unit.as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "kib" | "ki" => 1024.0,
+        "m" | "mb" => 1e6,
+        "mib" | "mi" => 1024.0 * 1024.0,
+        "g" | "gb" => 1e9,
+        "gib" | "gi" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tb" => 1e12,
+        "tib" | "ti" => 1024f64.powi(4),
+        "p" | "pb" => 1e15,
+        "pib" | "pi" => 1024f64.powi(5),
+        _ => return Err(format!("unknown size unit {unit:?} in {s:?}")),
+    };
+    let bytes = value * scale;
+    if !bytes.is_finite() || bytes > i64::MAX as f64 {
+        return Err(format!("size {s:?} is too large"));
+    }
+    Ok(bytes.round() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_like_nomad() {
+        for (s, want) in [
+            ("10GiB", 10 << 30),
+            ("10 GB", 10_000_000_000),
+            ("512MiB", 512 << 20),
+            ("1.5GB", 1_500_000_000),
+            ("1000", 1000),
+            ("20mib", 20 << 20),
+        ] {
+            assert_eq!(parse_size(s).unwrap(), want, "{s}");
+        }
+        for bad in ["", "GiB", "10 parsecs", "-1GB", "99999999999PiB"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hcl_volume_spec_sets_the_request() {
+        let spec = r#"
+name      = "database"
+namespace = "prod"
+type      = "host"
+plugin_id = "my-plugin"
+capacity_min = "10GiB"
+capacity_max = "20GiB"
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}
+parameters {
+  fs = "ext4"
+  size_hint = "large"
+}
+"#;
+        let fx = parse_hcl(Path::new("v.hcl"), spec).unwrap();
+        assert_eq!(fx.template.name.as_deref(), Some("database"));
+        assert_eq!(fx.template.namespace, "prod");
+        assert_eq!(fx.template.capacity_min, 10 << 30);
+        assert_eq!(fx.template.capacity_max, 20 << 30);
+        assert_eq!(fx.plugin_id.as_deref(), Some("my-plugin"));
+        let p = fx.template.parameters.unwrap();
+        assert_eq!(p.get("fs").map(String::as_str), Some("ext4"));
+    }
+
+    #[test]
+    fn json_fixture_and_errors_name_the_file() {
+        let fx = parse_json(
+            Path::new("f.json"),
+            r#"{"name": "n", "capacity_min": 1048576, "capacity_max": "2MiB", "parameters": {"a": "b"}}"#,
+        )
+        .unwrap();
+        assert_eq!((fx.template.capacity_min, fx.template.capacity_max), (1 << 20, 2 << 20));
+        let err = parse_json(Path::new("f.json"), "{\n  \"name\": }").unwrap_err().to_string();
+        assert!(err.contains("f.json") && err.contains("line 2"), "{err}");
+        let err = parse_json(Path::new("f.json"), r#"{"parameters": {"a": 1}}"#).unwrap_err().to_string();
+        assert!(err.contains("parameters.a"), "{err}");
+        let err = parse_hcl(Path::new("v.hcl"), "name = \n").unwrap_err().to_string();
+        assert!(err.contains("v.hcl"), "{err}");
+        let err = parse_hcl(Path::new("v.hcl"), "type = \"csi\"\n").unwrap_err().to_string();
+        assert!(err.contains("host"), "{err}");
+    }
+}

@@ -1,0 +1,20 @@
+//! The conformance engine: the catalogue of checks (CONFORMANCE.md), the
+//! sandboxes they run in, the checks themselves, and the engine that runs them
+//! as libtest-mimic trials and builds the report.
+//!
+//! A check never spawns a process itself: it drives the plugin through the
+//! plugin layer (and so the runner), and judges by what is on disk and in the
+//! process table as well as by what the plugin prints.
+
+pub mod catalogue;
+mod checks;
+mod context;
+mod engine;
+mod evidence;
+pub mod fixture;
+mod target;
+
+pub use catalogue::{CATALOGUE, CheckSpec};
+pub use context::{RequestTemplate, Settings};
+pub use engine::{EngineError, SuiteOptions, SuiteOutcome, run_root, run_suite, selected};
+pub use target::Target;

@@ -1,0 +1,147 @@
+//! The plugin under test, and one uniform way to call it whether it is the
+//! built-in `mkdir` (in-process, through the trait) or an executable (through the
+//! runner, with every raw call kept).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
+use crate::plugin::{ExternalPlugin, Fingerprint, HostVolumePlugin, MkdirPlugin, PluginError, PluginRun, Recorder, Timeouts};
+
+/// What `dhv-conform check` was asked to test.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// The built-in `mkdir` plugin.
+    Builtin,
+    /// A plugin executable, by path.
+    External(PathBuf),
+}
+
+impl Target {
+    /// `mkdir` means the built-in; anything else is a path.
+    pub fn parse(arg: &str) -> Target {
+        if arg == "mkdir" {
+            Target::Builtin
+        } else {
+            Target::External(PathBuf::from(arg))
+        }
+    }
+
+    /// Whether this is the in-process built-in.
+    pub fn is_builtin(&self) -> bool {
+        matches!(self, Target::Builtin)
+    }
+
+    /// How reports name it.
+    pub fn display(&self) -> String {
+        match self {
+            Target::Builtin => "mkdir".into(),
+            Target::External(p) => p.display().to_string(),
+        }
+    }
+
+    /// A callable instance that records into `recorder`.
+    pub(crate) fn instance(&self, timeouts: Timeouts, recorder: &Recorder) -> Instance {
+        match self {
+            Target::Builtin => Instance::Builtin(MkdirPlugin),
+            Target::External(path) => Instance::External(Arc::new(
+                ExternalPlugin::from_path(path)
+                    .with_timeouts(timeouts)
+                    .with_recorder(recorder.clone()),
+            )),
+        }
+    }
+}
+
+/// A callable plugin.
+#[derive(Debug, Clone)]
+pub(crate) enum Instance {
+    Builtin(MkdirPlugin),
+    External(Arc<ExternalPlugin>),
+}
+
+/// One call and what came of it.
+#[derive(Debug, Clone)]
+pub(crate) struct Call<T> {
+    pub result: Result<T, PluginError>,
+    /// The raw call, for external plugins.
+    pub run: Option<PluginRun>,
+    pub duration: Duration,
+}
+
+impl<T> Call<T> {
+    pub fn ok(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    /// Nomad's error text, or "" on success.
+    pub fn error_text(&self) -> String {
+        self.result.as_ref().err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    /// Whether the process started and exited 0 (true for a successful built-in call).
+    pub fn exited_zero(&self) -> bool {
+        match &self.run {
+            Some(run) => run.succeeded(),
+            None => self.result.is_ok(),
+        }
+    }
+}
+
+impl Instance {
+    pub async fn fingerprint(&self) -> Call<Fingerprint> {
+        let start = Instant::now();
+        let (run, result) = match self {
+            Instance::Builtin(p) => (None, p.fingerprint().await),
+            Instance::External(p) => {
+                let (run, result) = p.fingerprint_run().await;
+                (Some(run), result)
+            }
+        };
+        Call {
+            result,
+            duration: run.as_ref().map(|r| r.duration()).unwrap_or_else(|| start.elapsed()),
+            run,
+        }
+    }
+
+    pub async fn create(&self, req: &CreateRequest) -> Call<CreateResponse> {
+        let start = Instant::now();
+        let (run, result) = match self {
+            Instance::Builtin(p) => (None, p.create(req).await),
+            Instance::External(p) => {
+                let (run, result) = p.create_run(req).await;
+                (Some(run), result)
+            }
+        };
+        Call {
+            result,
+            duration: run.as_ref().map(|r| r.duration()).unwrap_or_else(|| start.elapsed()),
+            run,
+        }
+    }
+
+    pub async fn delete(&self, req: &DeleteRequest) -> Call<()> {
+        let start = Instant::now();
+        let (run, result) = match self {
+            Instance::Builtin(p) => (None, p.delete(req).await),
+            Instance::External(p) => {
+                let (run, result) = p.delete_run(req).await;
+                (Some(run), result)
+            }
+        };
+        Call {
+            result,
+            duration: run.as_ref().map(|r| r.duration()).unwrap_or_else(|| start.elapsed()),
+            run,
+        }
+    }
+
+    pub fn external(&self) -> Option<&ExternalPlugin> {
+        match self {
+            Instance::External(p) => Some(p),
+            Instance::Builtin(_) => None,
+        }
+    }
+}

@@ -1,0 +1,531 @@
+//! Go's JSON scanner: is this byte string exactly one JSON value?
+//!
+//! Go's `json.Unmarshal` runs this check over the whole input before decoding
+//! anything, and its syntax errors name the offending byte and what the
+//! scanner was looking for. Reproducing the scanner state by state is the
+//! simplest way to get the same verdict and the same words for every input,
+//! including where the input simply stops. It works byte by byte with an
+//! explicit stack, so depth costs memory (bounded by Go's own limit), not stack.
+
+use super::json::DecodeError;
+use super::quote::escape_rune;
+
+/// JSON's white space: exactly these four bytes, as in Go.
+pub(super) fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// Go's nesting limit (`maxNestingDepth` in its scanner).
+const MAX_DEPTH: usize = 10_000;
+
+/// Where the scanner is inside a value, byte by byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    BeginValue,
+    BeginValueOrEmpty,
+    BeginStringOrEmpty,
+    BeginString,
+    EndValue,
+    EndTop,
+    InString,
+    InStringEsc,
+    /// Inside `\u`, with this many hex digits seen.
+    InStringEscU(u8),
+    Neg,
+    Int,
+    Zero,
+    Dot,
+    Frac,
+    Exp,
+    ExpSign,
+    ExpDigits,
+    /// Inside `true`, `false` or `null`, with this many bytes matched.
+    Literal(&'static [u8], usize),
+}
+
+/// What an open container expects next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Frame {
+    ObjectKey,
+    ObjectValue,
+    ArrayValue,
+}
+
+/// Go's `checkValid`: the whole input must be one JSON value with only white
+/// space around it; the first offending byte is reported as Go words it.
+pub(super) fn check_valid(input: &[u8]) -> Result<(), DecodeError> {
+    let mut scanner = Scanner {
+        state: State::BeginValue,
+        stack: Vec::new(),
+    };
+    for (i, &c) in input.iter().enumerate() {
+        scanner.step(c).map_err(|context| DecodeError::Syntax {
+            message: format!("invalid character {} {context}", quote_char(c)),
+            offset: i + 1,
+        })?;
+    }
+    // Go ends the input with a virtual space, which completes a pending number
+    // but exposes a half-written literal (`tru` fails on the space).
+    if scanner.state != State::EndTop {
+        scanner.step(b' ').map_err(|context| DecodeError::Syntax {
+            message: format!("invalid character ' ' {context}"),
+            offset: input.len(),
+        })?;
+    }
+    if scanner.state == State::EndTop {
+        Ok(())
+    } else {
+        Err(DecodeError::Syntax {
+            message: "unexpected end of JSON input".to_owned(),
+            offset: input.len(),
+        })
+    }
+}
+
+struct Scanner {
+    state: State,
+    stack: Vec<Frame>,
+}
+
+impl Scanner {
+    /// Consumes one byte; on error, returns Go's context for it (the text after the quoted byte).
+    fn step(&mut self, c: u8) -> Result<(), String> {
+        match self.state {
+            State::BeginValue => self.begin_value(c),
+            State::BeginValueOrEmpty => {
+                if is_space(c) {
+                    Ok(())
+                } else if c == b']' {
+                    self.end_value(c)
+                } else {
+                    self.begin_value(c)
+                }
+            }
+            State::BeginStringOrEmpty => {
+                if is_space(c) {
+                    Ok(())
+                } else if c == b'}' {
+                    self.pop();
+                    Ok(())
+                } else {
+                    self.begin_string(c)
+                }
+            }
+            State::BeginString => self.begin_string(c),
+            State::EndValue => self.end_value(c),
+            State::EndTop => self.end_top(c),
+            State::InString => {
+                match c {
+                    b'"' => self.state = State::EndValue,
+                    b'\\' => self.state = State::InStringEsc,
+                    0..0x20 => return Err("in string literal".to_owned()),
+                    _ => {}
+                }
+                Ok(())
+            }
+            State::InStringEsc => {
+                self.state = match c {
+                    b'b' | b'f' | b'n' | b'r' | b't' | b'\\' | b'/' | b'"' => State::InString,
+                    b'u' => State::InStringEscU(0),
+                    _ => return Err("in string escape code".to_owned()),
+                };
+                Ok(())
+            }
+            State::InStringEscU(seen) => {
+                if !c.is_ascii_hexdigit() {
+                    return Err("in \\u hexadecimal character escape".to_owned());
+                }
+                self.state = if seen == 3 {
+                    State::InString
+                } else {
+                    State::InStringEscU(seen + 1)
+                };
+                Ok(())
+            }
+            State::Neg => {
+                self.state = match c {
+                    b'0' => State::Zero,
+                    b'1'..=b'9' => State::Int,
+                    _ => return Err("in numeric literal".to_owned()),
+                };
+                Ok(())
+            }
+            State::Int if c.is_ascii_digit() => Ok(()),
+            State::Int | State::Zero => match c {
+                b'.' => {
+                    self.state = State::Dot;
+                    Ok(())
+                }
+                b'e' | b'E' => {
+                    self.state = State::Exp;
+                    Ok(())
+                }
+                _ => self.end_value(c),
+            },
+            State::Dot => {
+                if !c.is_ascii_digit() {
+                    return Err("after decimal point in numeric literal".to_owned());
+                }
+                self.state = State::Frac;
+                Ok(())
+            }
+            State::Frac => match c {
+                b'0'..=b'9' => Ok(()),
+                b'e' | b'E' => {
+                    self.state = State::Exp;
+                    Ok(())
+                }
+                _ => self.end_value(c),
+            },
+            State::Exp if matches!(c, b'+' | b'-') => {
+                self.state = State::ExpSign;
+                Ok(())
+            }
+            State::Exp | State::ExpSign => {
+                if !c.is_ascii_digit() {
+                    return Err("in exponent of numeric literal".to_owned());
+                }
+                self.state = State::ExpDigits;
+                Ok(())
+            }
+            State::ExpDigits if c.is_ascii_digit() => Ok(()),
+            State::ExpDigits => self.end_value(c),
+            State::Literal(word, matched) => {
+                let expected = word[matched];
+                if c != expected {
+                    return Err(format!(
+                        "in literal {} (expecting {})",
+                        String::from_utf8_lossy(word),
+                        quote_char(expected)
+                    ));
+                }
+                self.state = if matched + 1 == word.len() {
+                    State::EndValue
+                } else {
+                    State::Literal(word, matched + 1)
+                };
+                Ok(())
+            }
+        }
+    }
+
+    fn begin_value(&mut self, c: u8) -> Result<(), String> {
+        self.state = match c {
+            c if is_space(c) => return Ok(()),
+            b'{' => return self.push(Frame::ObjectKey, State::BeginStringOrEmpty),
+            b'[' => return self.push(Frame::ArrayValue, State::BeginValueOrEmpty),
+            b'"' => State::InString,
+            b'-' => State::Neg,
+            b'0' => State::Zero,
+            b'1'..=b'9' => State::Int,
+            b't' => State::Literal(b"true", 1),
+            b'f' => State::Literal(b"false", 1),
+            b'n' => State::Literal(b"null", 1),
+            _ => return Err("looking for beginning of value".to_owned()),
+        };
+        Ok(())
+    }
+
+    fn begin_string(&mut self, c: u8) -> Result<(), String> {
+        match c {
+            c if is_space(c) => Ok(()),
+            b'"' => {
+                self.state = State::InString;
+                Ok(())
+            }
+            _ => Err("looking for beginning of object key string".to_owned()),
+        }
+    }
+
+    /// After a complete value: what may follow depends on the enclosing container.
+    fn end_value(&mut self, c: u8) -> Result<(), String> {
+        let Some(frame) = self.stack.last_mut() else {
+            self.state = State::EndTop;
+            return self.end_top(c);
+        };
+        self.state = State::EndValue;
+        if is_space(c) {
+            return Ok(());
+        }
+        match (*frame, c) {
+            (Frame::ObjectKey, b':') => {
+                *frame = Frame::ObjectValue;
+                self.state = State::BeginValue;
+            }
+            (Frame::ObjectKey, _) => return Err("after object key".to_owned()),
+            (Frame::ObjectValue, b',') => {
+                *frame = Frame::ObjectKey;
+                self.state = State::BeginString;
+            }
+            (Frame::ObjectValue, b'}') | (Frame::ArrayValue, b']') => self.pop(),
+            (Frame::ObjectValue, _) => return Err("after object key:value pair".to_owned()),
+            (Frame::ArrayValue, b',') => self.state = State::BeginValue,
+            (Frame::ArrayValue, _) => return Err("after array element".to_owned()),
+        }
+        Ok(())
+    }
+
+    fn end_top(&mut self, c: u8) -> Result<(), String> {
+        if is_space(c) {
+            Ok(())
+        } else {
+            Err("after top-level value".to_owned())
+        }
+    }
+
+    fn push(&mut self, frame: Frame, next: State) -> Result<(), String> {
+        self.stack.push(frame);
+        if self.stack.len() > MAX_DEPTH {
+            return Err("exceeded max depth".to_owned());
+        }
+        self.state = next;
+        Ok(())
+    }
+
+    fn pop(&mut self) {
+        self.stack.pop();
+        self.state = if self.stack.is_empty() {
+            State::EndTop
+        } else {
+            State::EndValue
+        };
+    }
+}
+
+/// Go's `quoteChar`: how a syntax error shows the offending byte. Go treats the
+/// byte as a Latin-1 rune and quotes it with `strconv.Quote` rules.
+fn quote_char(c: u8) -> String {
+    match c {
+        b'\'' => r"'\''".to_owned(),
+        b'"' => "'\"'".to_owned(),
+        _ => format!("'{}'", escape_rune(char::from(c))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn syntax_message(input: &[u8]) -> String {
+        match check_valid(input) {
+            Err(DecodeError::Syntax { message, .. }) => message,
+            other => panic!(
+                "{:?}: expected a syntax error, got {other:?}",
+                input.escape_ascii()
+            ),
+        }
+    }
+
+    #[test]
+    fn well_formed_inputs_pass_the_scanner() {
+        for input in [
+            "null",
+            " {} ",
+            "\t\r\n[]\n",
+            r#"{"a":[1,-0,0.5,1e3,1E+3,-1.5e-7,true,false,null,"x",{"b":{}}]}"#,
+            r#""\"\\\/\b\f\n\r\t\u00e9\uD83D\uDE00""#,
+            "0",
+            "-0",
+            "[ ]",
+            "{ }",
+            "{\"a\" : 1 , \"b\" : [ 1 , 2 ] }",
+        ] {
+            assert_eq!(check_valid(input.as_bytes()), Ok(()), "{input:?}");
+        }
+        // Go does not validate UTF-8 inside strings.
+        assert_eq!(check_valid(b"\"\xff\xfe\""), Ok(()));
+    }
+
+    #[test]
+    fn syntax_errors_use_gos_words() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"", "unexpected end of JSON input"),
+            (b" \n\t", "unexpected end of JSON input"),
+            (b"{", "unexpected end of JSON input"),
+            (b"{\"a\"", "unexpected end of JSON input"),
+            (b"\"abc", "unexpected end of JSON input"),
+            (b"[1,", "unexpected end of JSON input"),
+            (b"x", "invalid character 'x' looking for beginning of value"),
+            (
+                b"creating...\n{}",
+                "invalid character 'c' looking for beginning of value",
+            ),
+            (b"{}x", "invalid character 'x' after top-level value"),
+            (b"{} {}", "invalid character '{' after top-level value"),
+            (b"1 2", "invalid character '2' after top-level value"),
+            (b"{\"a\" 1}", "invalid character '1' after object key"),
+            (
+                b"{\"a\":1 \"b\"}",
+                "invalid character '\"' after object key:value pair",
+            ),
+            (
+                b"{\"a\":1,}",
+                "invalid character '}' looking for beginning of object key string",
+            ),
+            (
+                b"{'a':1}",
+                r"invalid character '\'' looking for beginning of object key string",
+            ),
+            (b"[1 2]", "invalid character '2' after array element"),
+            (
+                b"[1,]",
+                "invalid character ']' looking for beginning of value",
+            ),
+            (b"\"a\nb\"", r"invalid character '\n' in string literal"),
+            (b"\"\\x\"", "invalid character 'x' in string escape code"),
+            (
+                b"\"\\u12g4\"",
+                r"invalid character 'g' in \u hexadecimal character escape",
+            ),
+            (b"-", "invalid character ' ' in numeric literal"),
+            (b"-a", "invalid character 'a' in numeric literal"),
+            (b"01", "invalid character '1' after top-level value"),
+            (
+                b"1.",
+                "invalid character ' ' after decimal point in numeric literal",
+            ),
+            (
+                b"1.e3",
+                "invalid character 'e' after decimal point in numeric literal",
+            ),
+            (
+                b"1e",
+                "invalid character ' ' in exponent of numeric literal",
+            ),
+            (
+                b"1e+",
+                "invalid character ' ' in exponent of numeric literal",
+            ),
+            (
+                b"tru",
+                "invalid character ' ' in literal true (expecting 'e')",
+            ),
+            (
+                b"trUe",
+                "invalid character 'U' in literal true (expecting 'u')",
+            ),
+            (
+                b"fals",
+                "invalid character ' ' in literal false (expecting 'e')",
+            ),
+            (
+                b"nul",
+                "invalid character ' ' in literal null (expecting 'l')",
+            ),
+            (
+                b"NaN",
+                "invalid character 'N' looking for beginning of value",
+            ),
+            (
+                b"\xef\xbb\xbf{}",
+                "invalid character '\u{ef}' looking for beginning of value",
+            ),
+            (
+                b"\x00",
+                r"invalid character '\x00' looking for beginning of value",
+            ),
+            (
+                b"\x7f",
+                r"invalid character '\x7f' looking for beginning of value",
+            ),
+            (
+                b"\x85",
+                r"invalid character '\u0085' looking for beginning of value",
+            ),
+            (
+                b"\\",
+                r"invalid character '\\' looking for beginning of value",
+            ),
+        ];
+        for (input, message) in cases {
+            assert_eq!(
+                syntax_message(input),
+                *message,
+                "{:?}",
+                input.escape_ascii()
+            );
+        }
+    }
+
+    #[test]
+    fn syntax_error_offsets_count_bytes_read() {
+        assert_eq!(
+            check_valid(b"{}x"),
+            Err(DecodeError::Syntax {
+                message: "invalid character 'x' after top-level value".into(),
+                offset: 3
+            })
+        );
+        assert_eq!(
+            check_valid(b"[1"),
+            Err(DecodeError::Syntax {
+                message: "unexpected end of JSON input".into(),
+                offset: 2
+            })
+        );
+    }
+
+    #[test]
+    fn nesting_is_limited_like_go_without_recursing() {
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert_eq!(check_valid(nested(MAX_DEPTH).as_bytes()), Ok(()));
+        assert_eq!(
+            syntax_message(nested(MAX_DEPTH + 1).as_bytes()),
+            "invalid character '[' exceeded max depth"
+        );
+        let bomb = "[".repeat(1_000_000);
+        assert_eq!(
+            syntax_message(bomb.as_bytes()),
+            "invalid character '[' exceeded max depth"
+        );
+        let objects = "{\"a\":".repeat(MAX_DEPTH + 1);
+        assert_eq!(
+            syntax_message(objects.as_bytes()),
+            "invalid character '{' exceeded max depth"
+        );
+    }
+
+    #[test]
+    fn quote_char_follows_strconv_quote() {
+        for (c, expected) in [
+            (b'x', "'x'"),
+            (b'\'', r"'\''"),
+            (b'"', "'\"'"),
+            (b'\\', r"'\\'"),
+            (b'\n', r"'\n'"),
+            (b'\x0b', r"'\v'"),
+            (b'\x01', r"'\x01'"),
+            (0xa0, r"'\u00a0'"),
+            (0xad, r"'\u00ad'"),
+            (0xff, "'ÿ'"),
+        ] {
+            assert_eq!(quote_char(c), expected);
+        }
+    }
+
+    /// JSON-looking noise, to reach deeper scanner states than random bytes do.
+    /// No `d`/`D`, so no surrogate escapes, which serde_json rejects and Go does not.
+    fn jsonish() -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop::sample::select(
+                "{}[]\",:0123456789.eE+-truefalsn \\/bu\n\tx"
+                    .chars()
+                    .collect::<Vec<_>>(),
+            ),
+            0..48,
+        )
+        .prop_map(|chars| chars.into_iter().collect())
+    }
+
+    proptest! {
+        /// On ASCII input without surrogates or deep nesting, Go and serde_json agree
+        /// on what JSON is, which makes serde_json a fair oracle for the scanner.
+        #[test]
+        fn scanner_agrees_with_serde_json(input in jsonish()) {
+            let ours = check_valid(input.as_bytes()).is_ok();
+            let theirs = serde_json::from_str::<serde::de::IgnoredAny>(&input).is_ok();
+            prop_assert_eq!(ours, theirs, "{:?}", input);
+        }
+    }
+}

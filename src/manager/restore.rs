@@ -1,0 +1,136 @@
+//! Restore at agent start: bring every saved volume back after a restart or a
+//! reboot.
+//!
+//! As in Nomad, a created volume gets its plugin's create called again with the
+//! stored request (plugins must be idempotent), and a registered one is checked
+//! with `stat`. Unlike Nomad, a missing plugin fails only its own volumes, and at
+//! most [`with_restore_concurrency`](HostVolumeManager::with_restore_concurrency)
+//! calls run at once. Restore reads the state and never writes it: a volume that
+//! fails to restore stays saved, to be tried again next time.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use super::error::ManagerError;
+use super::volume::Volume;
+use super::volumes::HostVolumeManager;
+use crate::contract::CreateRequest;
+use crate::plugin::{HostVolumePlugin, Timeouts};
+
+/// The outcome of restoring one volume.
+#[derive(Debug)]
+pub struct Restored {
+    /// The volume as saved.
+    pub volume: Volume,
+    /// The path the node publishes for it now, or why it is not published.
+    pub result: Result<String, ManagerError>,
+}
+
+impl Restored {
+    /// Whether the volume is back.
+    pub fn is_ok(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    /// The restored path.
+    pub fn path(&self) -> Option<&str> {
+        self.result.as_deref().ok()
+    }
+
+    /// Why it failed.
+    pub fn error(&self) -> Option<&ManagerError> {
+        self.result.as_ref().err()
+    }
+}
+
+/// The work for one volume, decided before any call starts.
+enum Job {
+    Create(Arc<dyn HostVolumePlugin>, Box<CreateRequest>),
+    Stat,
+}
+
+impl HostVolumeManager {
+    /// Restores every saved volume, in state order, one result per volume. Only
+    /// an unreadable state file fails the whole call.
+    pub async fn restore(&self) -> Result<Vec<Restored>, ManagerError> {
+        let volumes: Vec<Volume> = self.state.load_async().await?.volumes.into_values().collect();
+        let timeouts = Timeouts {
+            create: self.restore_timeout,
+            ..self.timeouts
+        };
+        let permits = Arc::new(Semaphore::new(self.restore_concurrency));
+        let mut results: Vec<Option<Result<String, ManagerError>>> = Vec::new();
+        results.resize_with(volumes.len(), || None);
+        let mut tasks = JoinSet::new();
+        let mut slot_of = HashMap::new();
+
+        for (slot, volume) in volumes.iter().enumerate() {
+            let job = match &volume.create_request {
+                None => Job::Stat,
+                Some(req) => match self.plugin_with(volume.plugin_id.as_deref().unwrap_or_default(), timeouts) {
+                    Ok(plugin) => Job::Create(plugin, Box::new(req.clone())),
+                    Err(e) => {
+                        results[slot] = Some(Err(e.into()));
+                        continue;
+                    }
+                },
+            };
+            // Taken before spawning, so that at most `restore_concurrency`
+            // tasks exist at all, not just run.
+            let permit = Arc::clone(&permits)
+                .acquire_owned()
+                .await
+                .expect("the semaphore is never closed");
+            let name = volume.name.clone();
+            let host_path = volume.host_path.clone();
+            let handle = tasks.spawn(async move {
+                let _permit = permit;
+                match job {
+                    Job::Create(plugin, req) => plugin.create(&req).await.map(|r| r.path).map_err(ManagerError::from),
+                    Job::Stat => match tokio::fs::metadata(&host_path).await {
+                        Ok(_) => Ok(host_path),
+                        Err(source) => Err(ManagerError::HostPath {
+                            name,
+                            path: host_path.into(),
+                            source,
+                        }),
+                    },
+                }
+            });
+            slot_of.insert(handle.id(), slot);
+        }
+
+        while let Some(joined) = tasks.join_next_with_id().await {
+            let (task, result) = match joined {
+                Ok((task, result)) => (task, result),
+                Err(e) => (
+                    e.id(),
+                    Err(ManagerError::Internal {
+                        what: "restoring a volume".into(),
+                        message: e.to_string(),
+                    }),
+                ),
+            };
+            if let Some(slot) = slot_of.remove(&task) {
+                results[slot] = Some(result);
+            }
+        }
+
+        Ok(volumes
+            .into_iter()
+            .zip(results)
+            .map(|(volume, result)| Restored {
+                volume,
+                result: result.unwrap_or_else(|| {
+                    Err(ManagerError::Internal {
+                        what: "restoring a volume".into(),
+                        message: "no result was recorded".into(),
+                    })
+                }),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,414 @@
+//! The manager's state: one readable JSON file, `state.json`, in a state dir.
+//!
+//! Nomad keeps its volumes in BoltDB, keyed by volume id; we keep the same
+//! records in a file a person can read and diff:
+//!
+//! ```json
+//! {
+//!   "schema": "dhv-conform/state/v1",
+//!   "node_id": "…",
+//!   "volumes": {
+//!     "<id>": { "id": "…", "name": "…", "namespace": "…", "plugin_id": "mkdir",
+//!               "host_path": "…", "bytes": 0, "create_request": { … } }
+//!   }
+//! }
+//! ```
+//!
+//! Safety rules, because losing this file loses track of real data:
+//! - Writes are atomic: a temp file in the same dir is written, fsynced and
+//!   renamed over `state.json`, then the dir is fsynced. A crash at any instant
+//!   leaves the old or the new file, never a mix; a temp file left by a crash is
+//!   ignored when reading and removed by the next write.
+//! - A file that cannot be read or parsed is an error naming it. It is never
+//!   replaced by an empty state, which would silently forget every volume.
+//! - Every read-modify-write holds an exclusive `flock` on `state.lock`, so that
+//!   commands in separate processes never lose each other's changes; within one
+//!   process a mutex queues them first, so no worker thread blocks on the lock.
+//!   Plain reads take no lock: a rename is atomic, so a reader always sees a whole file.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+
+use super::volume::Volume;
+
+/// The `schema` value of the state file this version reads and writes.
+pub const STATE_SCHEMA: &str = "dhv-conform/state/v1";
+/// The state file's name in the state dir.
+pub const STATE_FILE: &str = "state.json";
+/// The lock file's name in the state dir.
+pub const LOCK_FILE: &str = "state.lock";
+
+const TEMP_PREFIX: &str = ".state.json.";
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// Why the state could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// The state dir does not exist and cannot be made.
+    #[error("cannot create state dir {}: {source}", .dir.display())]
+    CreateDir {
+        /// The state dir.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The state file exists but cannot be read.
+    #[error("cannot read state file {}: {source}", .path.display())]
+    Read {
+        /// The state file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The state file is not valid JSON of the expected shape.
+    #[error("state file {} is corrupt: {source}", .path.display())]
+    Corrupt {
+        /// The state file.
+        path: PathBuf,
+        /// The parser's complaint, with line and column.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The state file parses but is not a state this version understands.
+    #[error("state file {} is not usable: {reason}", .path.display())]
+    Invalid {
+        /// The state file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The lock file cannot be opened or locked.
+    #[error("cannot lock state file {}: {source}", .path.display())]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The new state cannot be written.
+    #[error("cannot write state file {}: {source}", .path.display())]
+    Write {
+        /// The state file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl StateError {
+    /// Whether the state itself is unusable (missing dir, unreadable or corrupt
+    /// file), as opposed to a failure while writing it.
+    pub fn is_input_error(&self) -> bool {
+        matches!(
+            self,
+            StateError::CreateDir { .. } | StateError::Read { .. } | StateError::Corrupt { .. } | StateError::Invalid { .. }
+        )
+    }
+}
+
+/// The whole state: the node id and every volume, keyed by id.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    /// The node id generated for this state dir, once.
+    pub node_id: Option<String>,
+    /// Every volume, keyed by its id.
+    pub volumes: BTreeMap<String, Volume>,
+}
+
+impl State {
+    /// The volume that holds `name`, other than `id`, if any.
+    pub fn name_holder(&self, name: &str, id: &str) -> Option<&Volume> {
+        self.volumes.values().find(|v| v.name == name && v.id != id)
+    }
+}
+
+#[derive(Serialize)]
+struct OnDiskRef<'a> {
+    schema: &'a str,
+    node_id: &'a Option<String>,
+    volumes: &'a BTreeMap<String, Volume>,
+}
+
+#[derive(Deserialize)]
+struct OnDisk {
+    #[serde(default)]
+    node_id: Option<String>,
+    volumes: BTreeMap<String, Volume>,
+}
+
+/// Read first, so that a file of another schema is reported as such rather than
+/// as whichever field happens to differ.
+#[derive(Deserialize)]
+struct Header {
+    schema: Option<serde_json::Value>,
+}
+
+/// The state dir: reads, and locked atomic read-modify-writes.
+#[derive(Debug)]
+pub struct StateStore {
+    dir: PathBuf,
+    writer: tokio::sync::Mutex<()>,
+}
+
+impl StateStore {
+    /// Opens the state dir, creating it (mode 0700) when missing.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<StateStore, StateError> {
+        let dir = dir.into();
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| StateError::CreateDir { dir: dir.clone(), source })?;
+        Ok(StateStore {
+            dir,
+            writer: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The state dir.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The state file's path.
+    pub fn file(&self) -> PathBuf {
+        self.dir.join(STATE_FILE)
+    }
+
+    /// Reads the state; a missing file is a fresh, empty state.
+    pub fn load(&self) -> Result<State, StateError> {
+        read_state(&self.file())
+    }
+
+    /// [`load`](Self::load) off the async workers.
+    pub async fn load_async(&self) -> Result<State, StateError> {
+        let file = self.file();
+        run_blocking(move || read_state(&file)).await
+    }
+
+    /// Runs `change` on the current state under the cross-process lock and, when
+    /// it returns `Ok`, writes the result atomically before the lock is released.
+    /// An `Err` leaves the file untouched.
+    pub async fn update<T, E, F>(&self, change: F) -> Result<T, E>
+    where
+        F: FnOnce(&mut State) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StateError> + Send + 'static,
+    {
+        let _queued = self.writer.lock().await;
+        let dir = self.dir.clone();
+        run_blocking(move || {
+            let _lock = lock_dir(&dir)?;
+            let file = dir.join(STATE_FILE);
+            let mut state = read_state(&file)?;
+            let out = change(&mut state)?;
+            write_state(&dir, &state)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    /// This node's id: read from the state, or generated (a UUID) and saved the
+    /// first time, so every later command on this state dir uses the same one.
+    /// Blocking: it runs once, when a manager opens.
+    pub fn node_id_blocking(&self) -> Result<String, StateError> {
+        if let Some(id) = self.load()?.node_id {
+            return Ok(id);
+        }
+        // Checked again under the lock: two processes opening a fresh state dir
+        // at once must agree on one id.
+        let _lock = lock_dir(&self.dir)?;
+        let mut state = self.load()?;
+        if let Some(id) = state.node_id {
+            return Ok(id);
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        state.node_id = Some(id.clone());
+        write_state(&self.dir, &state)?;
+        Ok(id)
+    }
+}
+
+/// Runs file work on the blocking pool; a panic there is re-raised here, since
+/// it is a bug in our own code, not a state problem.
+async fn run_blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(out) => out,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+fn read_state(path: &Path) -> Result<State, StateError> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State::default()),
+        Err(source) => {
+            return Err(StateError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    parse_state(path, &bytes)
+}
+
+fn parse_state(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
+    let corrupt = |source| StateError::Corrupt {
+        path: path.to_path_buf(),
+        source,
+    };
+    let invalid = |reason: String| StateError::Invalid {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let header: Header = serde_json::from_slice(bytes).map_err(corrupt)?;
+    match header.schema {
+        Some(serde_json::Value::String(s)) if s == STATE_SCHEMA => {}
+        Some(other) => return Err(invalid(format!("schema is {other}, expected \"{STATE_SCHEMA}\""))),
+        None => return Err(invalid(format!("no \"schema\" field (expected \"{STATE_SCHEMA}\")"))),
+    }
+    let disk: OnDisk = serde_json::from_slice(bytes).map_err(corrupt)?;
+    for (key, vol) in &disk.volumes {
+        if *key != vol.id {
+            return Err(invalid(format!("volume under key {key:?} has id {:?}", vol.id)));
+        }
+    }
+    Ok(State {
+        node_id: disk.node_id,
+        volumes: disk.volumes,
+    })
+}
+
+/// Takes the exclusive lock on `state.lock`; released when the value drops.
+fn lock_dir(dir: &Path) -> Result<Flock<File>, StateError> {
+    let path = dir.join(LOCK_FILE);
+    let lock_err = |source| StateError::Lock {
+        path: path.clone(),
+        source,
+    };
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(lock_err)?;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusive) {
+            Ok(lock) => return Ok(lock),
+            Err((f, nix::errno::Errno::EINTR)) => file = f,
+            Err((_, errno)) => return Err(lock_err(errno.into())),
+        }
+    }
+}
+
+/// Writes `state` atomically. Must be called with the lock held: it also removes
+/// temp files that crashed writers left, which only a lock holder may do.
+fn write_state(dir: &Path, state: &State) -> Result<(), StateError> {
+    let target = dir.join(STATE_FILE);
+    let write_err = |source| StateError::Write {
+        path: target.clone(),
+        source,
+    };
+    remove_stale_temps(dir);
+    let mut bytes = serde_json::to_vec_pretty(&OnDiskRef {
+        schema: STATE_SCHEMA,
+        node_id: &state.node_id,
+        volumes: &state.volumes,
+    })
+    .map_err(|e| write_err(e.into()))?;
+    bytes.push(b'\n');
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .suffix(TEMP_SUFFIX)
+        .tempfile_in(dir)
+        .map_err(write_err)?;
+    tmp.write_all(&bytes).map_err(write_err)?;
+    tmp.as_file().sync_all().map_err(write_err)?;
+    tmp.persist(&target).map_err(|e| write_err(e.error))?;
+    // The rename is only durable once the directory entry is on disk.
+    File::open(dir).and_then(|d| d.sync_all()).map_err(write_err)?;
+    Ok(())
+}
+
+fn remove_stale_temps(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX) {
+            // Best effort: a leftover is harmless, only untidy.
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unusable_files_are_errors_naming_the_file() {
+        let p = Path::new("/s/state.json");
+        let cases: [(&str, &str); 6] = [
+            ("", "state file /s/state.json is corrupt: EOF while parsing a value at line 1 column 0"),
+            ("{", "state file /s/state.json is corrupt: EOF while parsing an object at line 1 column 1"),
+            ("{}", "state file /s/state.json is not usable: no \"schema\" field (expected \"dhv-conform/state/v1\")"),
+            (
+                r#"{"schema":"dhv-conform/state/v9","volumes":{}}"#,
+                "state file /s/state.json is not usable: schema is \"dhv-conform/state/v9\", expected \"dhv-conform/state/v1\"",
+            ),
+            (
+                r#"{"schema":"dhv-conform/state/v1"}"#,
+                "state file /s/state.json is corrupt: missing field `volumes` at line 1 column 33",
+            ),
+            (
+                r#"{"schema":"dhv-conform/state/v1","volumes":{"a":{"id":"b","name":"n","namespace":"d","plugin_id":null,"host_path":"/x","bytes":0,"create_request":null}}}"#,
+                "state file /s/state.json is not usable: volume under key \"a\" has id \"b\"",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_state(p, text.as_bytes()).unwrap_err().to_string(), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_written_state_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = State {
+            node_id: Some("n1".into()),
+            ..State::default()
+        };
+        state.volumes.insert(
+            "v".into(),
+            Volume {
+                id: "v".into(),
+                name: "data".into(),
+                namespace: "default".into(),
+                plugin_id: None,
+                host_path: "/srv/data".into(),
+                bytes: 0,
+                create_request: None,
+            },
+        );
+        write_state(dir.path(), &state).unwrap();
+        let back = read_state(&dir.path().join(STATE_FILE)).unwrap();
+        assert_eq!(back.node_id.as_deref(), Some("n1"));
+        assert_eq!(back.volumes["v"].host_path, "/srv/data");
+        assert!(back.volumes["v"].is_registered());
+    }
+}

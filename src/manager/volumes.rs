@@ -1,0 +1,495 @@
+//! [`HostVolumeManager`]: create, register, delete and list volumes, with
+//! Nomad's rules and Nomad's texts, and the safety Nomad lacks.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::discovery::{self, DiscoveryError, NodeFingerprint};
+use super::error::{Cleanup, ManagerError};
+use super::locks::{NameLocks, NameReservation};
+use super::state::{State, StateStore};
+use super::volume::Volume;
+use crate::contract::{self, CreateRequest, DeleteRequest, Parameters};
+use crate::plugin::mkdir::MKDIR_ID;
+use crate::plugin::{ExternalPlugin, HostVolumePlugin, MkdirPlugin, PluginError, Timeouts};
+
+/// The namespace of a volume when none is given, as in Nomad.
+pub const DEFAULT_NAMESPACE: &str = "default";
+/// The node pool when none is given, as in Nomad.
+pub const DEFAULT_NODE_POOL: &str = "default";
+
+/// What to create: the parts of Nomad's create request that come from the user.
+/// The manager adds the volumes dir, plugin dir, node id and node pool.
+#[derive(Debug, Clone)]
+pub struct VolumeSpec {
+    /// The plugin to create it with (`mkdir`, or an executable in the plugin dir).
+    pub plugin_id: String,
+    /// The volume name, unique on the node.
+    pub name: String,
+    /// The volume id, a lower-case UUID; the same id again is an update.
+    pub id: String,
+    /// The Nomad namespace.
+    pub namespace: String,
+    /// `capacity_min` in bytes (0: unset).
+    pub capacity_min_bytes: i64,
+    /// `capacity_max` in bytes (0: unset).
+    pub capacity_max_bytes: i64,
+    /// The `parameters` block (`None`: no block, sent as `null`).
+    pub parameters: Option<Parameters>,
+}
+
+impl VolumeSpec {
+    /// A volume `name` made by plugin `plugin_id`, with a fresh id, in the
+    /// `default` namespace, with no capacity and no parameters.
+    pub fn new(plugin_id: impl Into<String>, name: impl Into<String>) -> VolumeSpec {
+        VolumeSpec {
+            plugin_id: plugin_id.into(),
+            name: name.into(),
+            id: uuid::Uuid::new_v4().to_string(),
+            namespace: DEFAULT_NAMESPACE.to_string(),
+            capacity_min_bytes: 0,
+            capacity_max_bytes: 0,
+            parameters: None,
+        }
+    }
+
+    /// Uses this id (to update a volume, or to choose the id).
+    pub fn with_id(mut self, id: impl Into<String>) -> VolumeSpec {
+        self.id = id.into();
+        self
+    }
+
+    /// Uses this namespace.
+    pub fn with_namespace(mut self, namespace: impl Into<String>) -> VolumeSpec {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// Asks for this capacity range, in bytes.
+    pub fn with_capacity(mut self, min_bytes: i64, max_bytes: i64) -> VolumeSpec {
+        self.capacity_min_bytes = min_bytes;
+        self.capacity_max_bytes = max_bytes;
+        self
+    }
+
+    /// Sends these parameters.
+    pub fn with_parameters(mut self, parameters: Parameters) -> VolumeSpec {
+        self.parameters = Some(parameters);
+        self
+    }
+}
+
+/// What to register: an existing path, managed by no plugin.
+#[derive(Debug, Clone)]
+pub struct RegisterSpec {
+    /// The volume name, unique on the node.
+    pub name: String,
+    /// The volume id, a lower-case UUID.
+    pub id: String,
+    /// The Nomad namespace.
+    pub namespace: String,
+    /// The existing path on the host.
+    pub host_path: PathBuf,
+}
+
+impl RegisterSpec {
+    /// Registers `host_path` as volume `name`, with a fresh id, in the `default`
+    /// namespace.
+    pub fn new(name: impl Into<String>, host_path: impl Into<PathBuf>) -> RegisterSpec {
+        RegisterSpec {
+            name: name.into(),
+            id: uuid::Uuid::new_v4().to_string(),
+            namespace: DEFAULT_NAMESPACE.to_string(),
+            host_path: host_path.into(),
+        }
+    }
+
+    /// Uses this id.
+    pub fn with_id(mut self, id: impl Into<String>) -> RegisterSpec {
+        self.id = id.into();
+        self
+    }
+
+    /// Uses this namespace.
+    pub fn with_namespace(mut self, namespace: impl Into<String>) -> RegisterSpec {
+        self.namespace = namespace.into();
+        self
+    }
+}
+
+/// What a delete did.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum DeleteOutcome {
+    /// The plugin deleted the volume; it is gone from state.
+    Deleted(Volume),
+    /// A registered volume was forgotten; its path was not touched.
+    Unregistered(Volume),
+    /// No volume with this id is known on this node; nothing ran. (Nomad would
+    /// still call the plugin named in the server's request; we have no request
+    /// to go by, so doing nothing is the only safe choice.)
+    NotFound {
+        /// The id asked for.
+        id: String,
+    },
+}
+
+/// The host volume manager of one node: Nomad's `HostVolumeManager`, over a
+/// state dir.
+///
+/// It behaves like Nomad's (see NOMAD-CONTRACT.md, "The manager around the
+/// plugins"), and is deliberately safer where Nomad is not:
+/// - **Compensating delete.** When a volume was created but cannot be saved,
+///   and it was the volume's first create, Nomad deletes it with
+///   `DHV_CREATED_PATH` set to the *volumes dir* and an empty name and namespace:
+///   a naive plugin then wipes every volume. We send the delete for the volume's
+///   own path (what create returned) with its real name and namespace. An update
+///   that cannot be saved is left in place, since the state still describes it.
+/// - **Name lock.** A failed update keeps the name (Nomad releases it, letting
+///   another volume take the name of one that still exists). The lock also
+///   holds across processes sharing the state dir: names of saved volumes come
+///   from the state file, checked again under its lock when saving.
+/// - **Restore** isolates failures per volume (a missing plugin fails only its
+///   own volumes, where Nomad fails the whole restore) and runs a bounded number
+///   of plugin calls at once (Nomad starts one per volume, all together).
+/// - **State** is written atomically and never reset silently (see
+///   [`state`](super::state)).
+#[derive(Debug)]
+pub struct HostVolumeManager {
+    pub(super) state: StateStore,
+    pub(super) names: Arc<NameLocks>,
+    pub(super) plugin_dir: Option<PathBuf>,
+    pub(super) volumes_dir: Option<PathBuf>,
+    pub(super) node_id: String,
+    pub(super) node_pool: String,
+    pub(super) timeouts: Timeouts,
+    pub(super) restore_timeout: Duration,
+    pub(super) restore_concurrency: usize,
+    pub(super) overrides: BTreeMap<String, Arc<dyn HostVolumePlugin>>,
+    published: tokio::sync::Mutex<BTreeMap<String, String>>,
+}
+
+impl HostVolumeManager {
+    /// Opens the manager over `state_dir` (created when missing). The state is
+    /// read now, so a corrupt state file fails here, naming the file. The node
+    /// id is the one stored in the state, generated once on first use.
+    ///
+    /// Without [`with_plugin_dir`](Self::with_plugin_dir) only the built-in
+    /// `mkdir` (and any [`with_plugin`](Self::with_plugin)) exists; without
+    /// [`with_volumes_dir`](Self::with_volumes_dir), `create` fails.
+    pub fn open(state_dir: impl Into<PathBuf>) -> Result<HostVolumeManager, ManagerError> {
+        let state = StateStore::open(state_dir)?;
+        let node_id = state.node_id_blocking()?;
+        Ok(HostVolumeManager {
+            state,
+            names: Arc::new(NameLocks::default()),
+            plugin_dir: None,
+            volumes_dir: None,
+            node_id,
+            node_pool: DEFAULT_NODE_POOL.to_string(),
+            timeouts: Timeouts::default(),
+            restore_timeout: contract::RESTORE_TIMEOUT,
+            restore_concurrency: default_restore_concurrency(),
+            overrides: BTreeMap::new(),
+            published: tokio::sync::Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Finds external plugins in `dir` (Nomad's `host_volume_plugin_dir`).
+    pub fn with_plugin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.plugin_dir = Some(dir.into());
+        self
+    }
+
+    /// Creates volumes under `dir` (Nomad's `host_volumes_dir`, sent as
+    /// `DHV_VOLUMES_DIR`).
+    pub fn with_volumes_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.volumes_dir = Some(dir.into());
+        self
+    }
+
+    /// Uses this node id instead of the stored one.
+    pub fn with_node_id(mut self, node_id: impl Into<String>) -> Self {
+        self.node_id = node_id.into();
+        self
+    }
+
+    /// Uses this node pool (default `default`).
+    pub fn with_node_pool(mut self, node_pool: impl Into<String>) -> Self {
+        self.node_pool = node_pool.into();
+        self
+    }
+
+    /// Runs external plugins with these limits (default: Nomad's). Scale them
+    /// with [`Timeouts::scaled`] on slow machines.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Limits each create call of a restore to `limit` (default: Nomad's 50 s).
+    pub fn with_restore_timeout(mut self, limit: Duration) -> Self {
+        self.restore_timeout = limit;
+        self
+    }
+
+    /// Runs at most `n` plugin calls at once during a restore (default: four per
+    /// available core; at least 1).
+    pub fn with_restore_concurrency(mut self, n: usize) -> Self {
+        self.restore_concurrency = n.max(1);
+        self
+    }
+
+    /// Uses `plugin` for its [`id`](HostVolumePlugin::id), before the built-in and
+    /// the plugin dir: how a caller drives a configured plugin instance (with its
+    /// own limits or recorder) through the manager.
+    pub fn with_plugin(mut self, plugin: Arc<dyn HostVolumePlugin>) -> Self {
+        self.overrides.insert(plugin.id().to_string(), plugin);
+        self
+    }
+
+    /// The node id sent as `DHV_NODE_ID`.
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    /// The node pool sent as `DHV_NODE_POOL`.
+    pub fn node_pool(&self) -> &str {
+        &self.node_pool
+    }
+
+    /// The state file.
+    pub fn state_file(&self) -> PathBuf {
+        self.state.file()
+    }
+
+    /// The plugin for `id`, looked up afresh: an override, the built-in `mkdir`,
+    /// or an executable of the plugin dir (confined to it).
+    pub fn plugin(&self, id: &str) -> Result<Arc<dyn HostVolumePlugin>, PluginError> {
+        self.plugin_with(id, self.timeouts)
+    }
+
+    pub(super) fn plugin_with(&self, id: &str, timeouts: Timeouts) -> Result<Arc<dyn HostVolumePlugin>, PluginError> {
+        if let Some(p) = self.overrides.get(id) {
+            return Ok(Arc::clone(p));
+        }
+        if id == MKDIR_ID {
+            return Ok(Arc::new(MkdirPlugin));
+        }
+        let Some(dir) = &self.plugin_dir else {
+            return Err(PluginError::NoSuchPlugin { id: id.to_string() });
+        };
+        Ok(Arc::new(ExternalPlugin::lookup(dir, id)?.with_timeouts(timeouts)))
+    }
+
+    /// Discovers and fingerprints the plugins like a client, and says which
+    /// attributes published by the previous call are gone.
+    pub async fn fingerprint_plugins(&self) -> Result<NodeFingerprint, DiscoveryError> {
+        let mut published = self.published.lock().await;
+        let overrides: Vec<_> = self.overrides.values().cloned().collect();
+        let discovery = discovery::scan(self.plugin_dir.as_deref(), self.timeouts, &overrides).await?;
+        let fp = NodeFingerprint::since(&published, discovery);
+        *published = fp.attributes.clone();
+        Ok(fp)
+    }
+
+    /// Creates a volume, or updates it when its id exists: the plugin's create
+    /// runs (again) with the new request, which is then stored.
+    ///
+    /// Fails with `volume name already exists on this node` when another id has
+    /// the name. See the type's docs for what happens when the state cannot be
+    /// written.
+    pub async fn create(&self, spec: VolumeSpec) -> Result<Volume, ManagerError> {
+        check_id(&spec.id)?;
+        let Some(volumes_dir) = &self.volumes_dir else {
+            return Err(ManagerError::NoVolumesDir { id: spec.id });
+        };
+        let plugin = self.plugin(&spec.plugin_id)?;
+        let (_reservation, state) = self.reserve_name(&spec.name, &spec.id).await?;
+        let first_create = match state.volumes.get(&spec.id) {
+            None => true,
+            Some(v) => match &v.plugin_id {
+                None => return Err(ManagerError::NotCreated { id: spec.id }),
+                Some(p) if *p != spec.plugin_id => {
+                    return Err(ManagerError::PluginChanged {
+                        id: spec.id,
+                        created_by: p.clone(),
+                        requested: spec.plugin_id,
+                    });
+                }
+                Some(_) => false,
+            },
+        };
+        let req = CreateRequest {
+            volumes_dir: volumes_dir.to_string_lossy().into_owned(),
+            plugin_dir: self
+                .plugin_dir
+                .as_deref()
+                .map(|d| d.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            node_pool: self.node_pool.clone(),
+            namespace: spec.namespace.clone(),
+            volume_name: spec.name.clone(),
+            volume_id: spec.id.clone(),
+            capacity_min_bytes: spec.capacity_min_bytes,
+            capacity_max_bytes: spec.capacity_max_bytes,
+            node_id: self.node_id.clone(),
+            parameters: spec.parameters.clone(),
+        };
+        let resp = plugin.create(&req).await?;
+        let volume = Volume {
+            id: spec.id.clone(),
+            name: spec.name.clone(),
+            namespace: spec.namespace.clone(),
+            plugin_id: Some(spec.plugin_id.clone()),
+            host_path: resp.path.clone(),
+            bytes: resp.bytes,
+            create_request: Some(req.clone()),
+        };
+        match self.save(volume).await {
+            Ok(v) => Ok(v),
+            Err(source) => {
+                let cleanup = if first_create {
+                    let undo = DeleteRequest::for_created(&req, &resp.path);
+                    match plugin.delete(&undo).await {
+                        Ok(()) => Cleanup::Deleted,
+                        Err(e) => Cleanup::DeleteFailed(e),
+                    }
+                } else {
+                    Cleanup::KeptExisting
+                };
+                Err(ManagerError::NotSaved {
+                    id: spec.id,
+                    plugin_id: spec.plugin_id,
+                    source: Box::new(source),
+                    cleanup,
+                })
+            }
+        }
+    }
+
+    /// Registers an existing path as a volume; no plugin runs. The same id again
+    /// replaces the registration.
+    pub async fn register(&self, spec: RegisterSpec) -> Result<Volume, ManagerError> {
+        check_id(&spec.id)?;
+        let (_reservation, state) = self.reserve_name(&spec.name, &spec.id).await?;
+        if let Some(Volume {
+            plugin_id: Some(plugin_id),
+            ..
+        }) = state.volumes.get(&spec.id)
+        {
+            return Err(ManagerError::NotRegistered {
+                id: spec.id,
+                plugin_id: plugin_id.clone(),
+            });
+        }
+        if let Err(source) = tokio::fs::metadata(&spec.host_path).await {
+            return Err(ManagerError::HostPath {
+                name: spec.name,
+                path: spec.host_path,
+                source,
+            });
+        }
+        self.save(Volume {
+            id: spec.id,
+            name: spec.name,
+            namespace: spec.namespace,
+            plugin_id: None,
+            host_path: spec.host_path.to_string_lossy().into_owned(),
+            bytes: 0,
+            create_request: None,
+        })
+        .await
+    }
+
+    /// Deletes volume `id`: a created volume through its plugin (with the stored
+    /// request and path), a registered one by forgetting it (its path is left
+    /// alone). A plugin error keeps the volume in state, with its name.
+    pub async fn delete(&self, id: &str) -> Result<DeleteOutcome, ManagerError> {
+        check_id(id)?;
+        let state = self.state.load_async().await?;
+        let Some(volume) = state.volumes.get(id).cloned() else {
+            return Ok(DeleteOutcome::NotFound { id: id.to_string() });
+        };
+        if let Some(req) = &volume.create_request {
+            let plugin_id = volume.plugin_id.as_deref().unwrap_or_default();
+            let plugin = self.plugin(plugin_id)?;
+            plugin.delete(&DeleteRequest::for_created(req, &volume.host_path)).await?;
+        }
+        let key = id.to_string();
+        self.state
+            .update(move |s: &mut State| {
+                s.volumes.remove(&key);
+                Ok::<_, ManagerError>(())
+            })
+            .await?;
+        Ok(if volume.is_registered() {
+            DeleteOutcome::Unregistered(volume)
+        } else {
+            DeleteOutcome::Deleted(volume)
+        })
+    }
+
+    /// Every volume in state, by namespace, name and id.
+    pub async fn list(&self) -> Result<Vec<Volume>, ManagerError> {
+        let state = self.state.load_async().await?;
+        let mut volumes: Vec<Volume> = state.volumes.into_values().collect();
+        volumes.sort_by(|a, b| (&a.namespace, &a.name, &a.id).cmp(&(&b.namespace, &b.name, &b.id)));
+        Ok(volumes)
+    }
+
+    /// Volume `id`, if it is in state.
+    pub async fn get(&self, id: &str) -> Result<Option<Volume>, ManagerError> {
+        Ok(self.state.load_async().await?.volumes.remove(id))
+    }
+
+    /// Takes `name` for `id` in this process, then checks the saved volumes.
+    /// Returns the state read, so the caller decides with what it checked.
+    async fn reserve_name(&self, name: &str, id: &str) -> Result<(NameReservation, State), ManagerError> {
+        let conflict = |existing_id: String| ManagerError::NameConflict {
+            name: name.to_string(),
+            id: id.to_string(),
+            existing_id,
+        };
+        let reservation = self.names.reserve(name, id).map_err(conflict)?;
+        let state = self.state.load_async().await?;
+        if let Some(holder) = state.name_holder(name, id) {
+            return Err(conflict(holder.id.clone()));
+        }
+        Ok((reservation, state))
+    }
+
+    /// Stores `volume`, checking its name again under the file lock: another
+    /// process may have saved the name since we looked.
+    async fn save(&self, volume: Volume) -> Result<Volume, ManagerError> {
+        self.state
+            .update(move |s: &mut State| {
+                if let Some(holder) = s.name_holder(&volume.name, &volume.id) {
+                    return Err(ManagerError::NameConflict {
+                        name: volume.name.clone(),
+                        id: volume.id.clone(),
+                        existing_id: holder.id.clone(),
+                    });
+                }
+                s.volumes.insert(volume.id.clone(), volume.clone());
+                Ok(volume)
+            })
+            .await
+    }
+}
+
+/// Four plugin calls per core: plugins mostly wait on the disk, but a node
+/// restoring thousands of volumes must not start thousands of processes.
+fn default_restore_concurrency() -> usize {
+    4 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+fn check_id(id: &str) -> Result<(), ManagerError> {
+    if contract::is_valid_volume_id(id) {
+        Ok(())
+    } else {
+        Err(ManagerError::InvalidVolumeId { id: id.to_string() })
+    }
+}

@@ -1,0 +1,79 @@
+//! Turns a failed `execve` into words a plugin author can act on.
+//!
+//! The kernel's answers are terse and misleading: a script with Windows line
+//! endings fails with "No such file or directory" although the file is right
+//! there. Reading the file's first line tells the real story.
+
+use std::io::Read;
+use std::path::Path;
+
+/// Go's text for an errno from `fork/exec`, as Nomad prints it.
+pub(crate) fn go_errno_text(err: &std::io::Error) -> String {
+    match err.raw_os_error() {
+        Some(libc::ENOEXEC) => "exec format error".into(),
+        Some(libc::ENOENT) => "no such file or directory".into(),
+        Some(libc::EACCES) => "permission denied".into(),
+        Some(libc::ETXTBSY) => "text file busy".into(),
+        Some(libc::ENOTDIR) => "not a directory".into(),
+        Some(libc::EISDIR) => "is a directory".into(),
+        Some(libc::E2BIG) => "argument list too long".into(),
+        _ => {
+            // std's text carries " (os error N)": keep only the words.
+            let text = err.to_string();
+            let text = text.split(" (os error").next().unwrap_or(&text).to_string();
+            let mut chars = text.chars();
+            match chars.next() {
+                Some(first) => first.to_lowercase().chain(chars).collect(),
+                None => text,
+            }
+        }
+    }
+}
+
+/// Explains why `path` could not be executed.
+pub(crate) fn start_failure(path: &Path, err: &std::io::Error) -> String {
+    let first_line = read_first_line(path);
+    match err.raw_os_error() {
+        Some(libc::ENOEXEC) => match &first_line {
+            Some(line) if !line.starts_with(b"#!") => "the file has no `#!` line, so the kernel cannot run it \
+                 (Nomad runs plugins directly, never through a shell): add an interpreter line such as `#!/bin/sh`"
+                .into(),
+            _ => "the kernel does not recognise the file's format (exec format error)".into(),
+        },
+        Some(libc::ENOENT) => match &first_line {
+            None => "the file does not exist".into(),
+            Some(line) if line.starts_with(b"#!") => {
+                let interp = String::from_utf8_lossy(&line[2..]).to_string();
+                if interp.ends_with('\r') {
+                    format!(
+                        "the `#!` line ends in a carriage return (CRLF line endings), so the kernel looks for an \
+                         interpreter named {:?}: convert the file to LF line endings",
+                        interp.trim_start().split(' ').next().unwrap_or_default()
+                    )
+                } else {
+                    let name = interp.trim().split_whitespace().next().unwrap_or_default().to_string();
+                    format!("the interpreter `{name}` named in the `#!` line does not exist")
+                }
+            }
+            Some(_) => "a file the program needs to start (its ELF interpreter or a library) is missing".into(),
+        },
+        Some(libc::EACCES) => {
+            if path.is_dir() {
+                "the path is a directory, not an executable".into()
+            } else {
+                "the file is not executable, or its interpreter is not (chmod +x)".into()
+            }
+        }
+        _ => format!("the kernel refused to start it: {err}"),
+    }
+}
+
+fn read_first_line(path: &Path) -> Option<Vec<u8>> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut buf = vec![0u8; 256];
+    let n = file.read(&mut buf).ok()?;
+    buf.truncate(n);
+    let end = buf.iter().position(|b| *b == b'\n').unwrap_or(buf.len());
+    buf.truncate(end);
+    Some(buf)
+}

@@ -1,0 +1,447 @@
+//! An executable plugin, run exactly as Nomad runs it: argv `[path, op]`, only
+//! the `DHV_*` variables, stdin `/dev/null`, Nomad's time limits, Nomad's decoding
+//! and Nomad's error texts.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginError, explain, go_quote};
+use crate::contract::{
+    self, CreateRequest, CreateResponse, DeleteRequest, ExitReason, Operation,
+};
+use crate::exec::{Invocation, KillMode, Leftover, Outcome};
+use crate::version::VersionInfo;
+
+/// Time limits per operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Fingerprint limit (Nomad's effective limit is 1 s).
+    pub fingerprint: Duration,
+    /// Create limit (60 s).
+    pub create: Duration,
+    /// Delete limit (60 s).
+    pub delete: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            fingerprint: contract::FINGERPRINT_TIMEOUT,
+            create: contract::CREATE_TIMEOUT,
+            delete: contract::DELETE_TIMEOUT,
+        }
+    }
+}
+
+impl Timeouts {
+    /// Every limit multiplied by `factor` (for slow test machines; reported).
+    pub fn scaled(self, factor: f64) -> Timeouts {
+        let f = |d: Duration| d.mul_f64(factor.max(0.0));
+        Timeouts {
+            fingerprint: f(self.fingerprint),
+            create: f(self.create),
+            delete: f(self.delete),
+        }
+    }
+
+    /// The limit for `op`; unknown operations get the create limit.
+    pub fn for_operation(&self, op: &str) -> Duration {
+        match op {
+            "fingerprint" => self.fingerprint,
+            "delete" => self.delete,
+            _ => self.create,
+        }
+    }
+}
+
+/// Every raw call an [`ExternalPlugin`] makes, in order. Clones share the log.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder(Arc<Mutex<Vec<PluginRun>>>);
+
+impl Recorder {
+    /// An empty log.
+    pub fn new() -> Self {
+        Recorder::default()
+    }
+
+    fn push(&self, run: &PluginRun) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(run.clone());
+    }
+
+    /// A copy of every call recorded so far.
+    pub fn runs(&self) -> Vec<PluginRun> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// One raw call of a plugin executable and everything observed about it.
+#[derive(Debug, Clone)]
+pub struct PluginRun {
+    /// The executable.
+    pub executable: PathBuf,
+    /// The operation argument (`create`, …, or anything a check sends).
+    pub operation: String,
+    /// The environment, in order.
+    pub env: Vec<(String, String)>,
+    /// The working directory, when not inherited.
+    pub cwd: Option<PathBuf>,
+    /// The time limit it ran under.
+    pub timeout: Duration,
+    /// What happened, or why it could not start.
+    pub result: Result<Outcome, StartFailure>,
+    /// When it started.
+    pub started_at: Instant,
+}
+
+/// A call that never started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartFailure {
+    /// The errno from `execve`.
+    pub errno: Option<i32>,
+    /// Go's text for it, as Nomad shows it: `fork/exec PATH: exec format error`.
+    pub go_error: String,
+    /// What is wrong, in words.
+    pub explanation: String,
+}
+
+impl PluginRun {
+    /// Whether Nomad would call this a success (started, exit 0).
+    pub fn succeeded(&self) -> bool {
+        matches!(&self.result, Ok(o) if o.exit.success() && !o.timed_out)
+    }
+
+    /// The captured stdout (empty when it never started).
+    pub fn stdout(&self) -> &[u8] {
+        self.result.as_ref().map(|o| o.stdout.as_slice()).unwrap_or(&[])
+    }
+
+    /// The captured stderr (empty when it never started).
+    pub fn stderr(&self) -> &[u8] {
+        self.result.as_ref().map(|o| o.stderr.as_slice()).unwrap_or(&[])
+    }
+
+    /// How long it ran (zero when it never started).
+    pub fn duration(&self) -> Duration {
+        self.result.as_ref().map(|o| o.duration).unwrap_or_default()
+    }
+
+    /// Whether it was killed for overrunning its limit.
+    pub fn timed_out(&self) -> bool {
+        matches!(&self.result, Ok(o) if o.timed_out)
+    }
+
+    /// Processes it left behind (all killed since).
+    pub fn leftovers(&self) -> &[Leftover] {
+        self.result.as_ref().map(|o| o.leftovers.as_slice()).unwrap_or(&[])
+    }
+
+    /// Go's rendering of how the call ended: `exit status 1`, `signal: killed`,
+    /// or the `fork/exec` error.
+    pub fn exit_error(&self) -> String {
+        match &self.result {
+            Ok(o) if o.timed_out => ExitReason::Signal(libc::SIGKILL).go_string(),
+            Ok(o) => o.exit.go_string(),
+            Err(e) => e.go_error.clone(),
+        }
+    }
+
+    /// A one-line shell command that repeats this call by hand.
+    pub fn reproduce(&self) -> String {
+        let mut cmd = String::new();
+        if let Some(dir) = &self.cwd {
+            cmd.push_str(&format!("cd {} && ", shell_quote(&dir.to_string_lossy())));
+        }
+        cmd.push_str("env -i");
+        for (k, v) in &self.env {
+            cmd.push(' ');
+            cmd.push_str(&shell_quote(&format!("{k}={v}")));
+        }
+        cmd.push(' ');
+        cmd.push_str(&shell_quote(&self.executable.to_string_lossy()));
+        cmd.push(' ');
+        cmd.push_str(&shell_quote(&self.operation));
+        cmd.push_str(" </dev/null");
+        cmd
+    }
+}
+
+/// Quotes for POSIX sh: bare when safe, else single quotes.
+pub fn shell_quote(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-./=:,+@%".contains(&b));
+    if safe {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// A plugin executable and the way it is run.
+#[derive(Debug, Clone)]
+pub struct ExternalPlugin {
+    id: String,
+    executable: PathBuf,
+    plugin_dir: PathBuf,
+    timeouts: Timeouts,
+    kill_mode: KillMode,
+    output_cap: usize,
+    extra_env: Vec<(String, String)>,
+    cwd: Option<PathBuf>,
+    recorder: Option<Recorder>,
+}
+
+impl ExternalPlugin {
+    /// Finds plugin `id` in `plugin_dir` as Nomad does, confined to the dir:
+    /// `..`, absolute ids, and symlinks that lead outside are "no such plugin"
+    /// (CVE-2026-7474); an entry without an execute bit is "not executable".
+    pub fn lookup(plugin_dir: &Path, id: &str) -> Result<ExternalPlugin, PluginError> {
+        let no_such = || PluginError::NoSuchPlugin { id: id.to_string() };
+        let mut parts = Path::new(id).components();
+        let single_normal = matches!(parts.next(), Some(Component::Normal(_))) && parts.next().is_none();
+        if id.is_empty() || !single_normal || id.contains('/') {
+            return Err(no_such());
+        }
+        let dir = plugin_dir.canonicalize().map_err(|_| no_such())?;
+        let candidate = dir.join(id);
+        let resolved = candidate.canonicalize().map_err(|_| no_such())?;
+        if !resolved.starts_with(&dir) {
+            return Err(no_such());
+        }
+        let meta = std::fs::metadata(&resolved).map_err(|_| no_such())?;
+        if meta.is_dir() {
+            return Err(no_such());
+        }
+        use std::os::unix::fs::PermissionsExt;
+        if meta.permissions().mode() & 0o111 == 0 {
+            return Err(PluginError::NotExecutable { id: id.to_string() });
+        }
+        Ok(ExternalPlugin::new(id, candidate, dir))
+    }
+
+    /// A plugin given by path (for `check` and `run`): its id is the file name,
+    /// its plugin dir the parent. Nothing is checked here, so that a file that
+    /// cannot run is reported by the call that tries.
+    pub fn from_path(path: &Path) -> ExternalPlugin {
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let id = absolute
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dir = absolute.parent().map(Path::to_path_buf).unwrap_or_default();
+        ExternalPlugin::new(&id, absolute, dir)
+    }
+
+    fn new(id: &str, executable: PathBuf, plugin_dir: PathBuf) -> ExternalPlugin {
+        ExternalPlugin {
+            id: id.to_string(),
+            executable,
+            plugin_dir,
+            timeouts: Timeouts::default(),
+            kill_mode: KillMode::Group,
+            output_cap: crate::exec::DEFAULT_OUTPUT_CAP,
+            extra_env: Vec::new(),
+            cwd: None,
+            recorder: None,
+        }
+    }
+
+    /// Uses these time limits.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// How to kill a call that overruns.
+    pub fn with_kill_mode(mut self, mode: KillMode) -> Self {
+        self.kill_mode = mode;
+        self
+    }
+
+    /// Caps captured stdout/stderr per call.
+    pub fn with_output_cap(mut self, bytes: usize) -> Self {
+        self.output_cap = bytes;
+        self
+    }
+
+    /// Appends variables to Nomad's environment. Not what Nomad does: the
+    /// conformance checks use it to diagnose plugins that depend on `PATH`.
+    pub fn with_extra_env(mut self, env: Vec<(String, String)>) -> Self {
+        self.extra_env = env;
+        self
+    }
+
+    /// Runs calls in `dir` instead of our working directory.
+    pub fn with_cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Records every call into `recorder`.
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// The executable's path.
+    pub fn executable(&self) -> &Path {
+        &self.executable
+    }
+
+    /// The plugin dir (what `DHV_PLUGIN_DIR` is set to).
+    pub fn plugin_dir(&self) -> &Path {
+        &self.plugin_dir
+    }
+
+    /// The time limits in force.
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    /// Runs `PLUGIN op` with `env` (plus any extra env) under the limit for `op`,
+    /// and records it. The building block of every operation.
+    pub async fn run(&self, op: &str, env: Vec<(String, String)>) -> PluginRun {
+        self.run_with_timeout(op, env, self.timeouts.for_operation(op)).await
+    }
+
+    /// [`run`](Self::run) with an explicit time limit.
+    pub async fn run_with_timeout(
+        &self,
+        op: &str,
+        mut env: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> PluginRun {
+        env.extend(self.extra_env.iter().cloned());
+        let mut inv = Invocation::new(&self.executable)
+            .arg(op)
+            .env(env.clone())
+            .timeout(timeout)
+            .kill_mode(self.kill_mode)
+            .output_cap(self.output_cap);
+        if let Some(dir) = &self.cwd {
+            inv = inv.current_dir(dir);
+        }
+        let started_at = Instant::now();
+        let result = inv.run().await.map_err(|e| StartFailure {
+            errno: e.source.raw_os_error(),
+            go_error: format!(
+                "fork/exec {}: {}",
+                self.executable.display(),
+                explain::go_errno_text(&e.source)
+            ),
+            explanation: explain::start_failure(&self.executable, &e.source),
+        });
+        let run = PluginRun {
+            executable: self.executable.clone(),
+            operation: op.to_string(),
+            env,
+            cwd: self.cwd.clone(),
+            timeout,
+            result,
+            started_at,
+        };
+        if let Some(rec) = &self.recorder {
+            rec.push(&run);
+        }
+        run
+    }
+
+    /// Fingerprints, keeping the raw call alongside the verdict.
+    pub async fn fingerprint_run(&self) -> (PluginRun, Result<Fingerprint, PluginError>) {
+        let run = self.run(Operation::Fingerprint.as_str(), contract::fingerprint_env()).await;
+        let verdict = self.judge_fingerprint(&run);
+        (run, verdict)
+    }
+
+    fn judge_fingerprint(&self, run: &PluginRun) -> Result<Fingerprint, PluginError> {
+        if !run.succeeded() {
+            return Err(self.call_error(run, |exit, _| {
+                format!("error getting version from plugin {}: {exit}", go_quote(&self.id))
+            }));
+        }
+        let resp = contract::decode_fingerprint(run.stdout()).map_err(|e| PluginError::Response {
+            message: format!("error parsing fingerprint output as json: {e}"),
+        })?;
+        let Some(raw) = resp.version else {
+            return Err(PluginError::Response {
+                message: format!(
+                    "plugin {} returned no version (a nil version crashes a Nomad agent)",
+                    go_quote(&self.id)
+                ),
+            });
+        };
+        let info = VersionInfo::from_raw(&raw);
+        if info.canonical.is_none() {
+            let why = crate::version::parse(&raw).err().map(|e| e.to_string()).unwrap_or_default();
+            return Err(PluginError::Response {
+                message: format!("error parsing fingerprint output as json: {why}"),
+            });
+        }
+        Ok(Fingerprint { version: info })
+    }
+
+    /// Creates, keeping the raw call alongside the verdict.
+    pub async fn create_run(&self, req: &CreateRequest) -> (PluginRun, Result<CreateResponse, PluginError>) {
+        let run = self.run(Operation::Create.as_str(), req.env()).await;
+        let verdict = if run.succeeded() {
+            // Nomad returns Go's bare json error here.
+            contract::decode_create(run.stdout()).map_err(|e| PluginError::Response { message: e.to_string() })
+        } else {
+            Err(self.call_error(&run, |exit, text| {
+                contract::create_error_text(&req.volume_id, &self.id, exit, text)
+            }))
+        };
+        (run, verdict)
+    }
+
+    /// Deletes, keeping the raw call alongside the verdict.
+    pub async fn delete_run(&self, req: &DeleteRequest) -> (PluginRun, Result<(), PluginError>) {
+        let run = self.run(Operation::Delete.as_str(), req.env()).await;
+        let verdict = if run.succeeded() {
+            Ok(())
+        } else {
+            Err(self.call_error(&run, |exit, text| {
+                contract::delete_error_text(&req.volume_id, &self.id, exit, text)
+            }))
+        };
+        (run, verdict)
+    }
+
+    /// The error for a call that did not succeed. `text` builds Nomad's message
+    /// from Go's exit error and the plugin's `{"error"}` text, if any.
+    fn call_error(&self, run: &PluginRun, text: impl Fn(&str, Option<&str>) -> String) -> PluginError {
+        match &run.result {
+            Err(start) => PluginError::Start {
+                message: text(&start.go_error, None),
+                explanation: start.explanation.clone(),
+            },
+            Ok(outcome) => {
+                let error_json = contract::decode_error(&outcome.stdout);
+                PluginError::Failed {
+                    message: text(&run.exit_error(), error_json.as_deref()),
+                    exit: outcome.exit,
+                    timed_out: outcome.timed_out,
+                }
+            }
+        }
+    }
+}
+
+impl HostVolumePlugin for ExternalPlugin {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn fingerprint(&self) -> BoxFuture<'_, Result<Fingerprint, PluginError>> {
+        Box::pin(async move { self.fingerprint_run().await.1 })
+    }
+
+    fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, Result<CreateResponse, PluginError>> {
+        Box::pin(async move { self.create_run(req).await.1 })
+    }
+
+    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, Result<(), PluginError>> {
+        Box::pin(async move { self.delete_run(req).await.1 })
+    }
+}

@@ -1,0 +1,119 @@
+//! Host volume plugins: the [`HostVolumePlugin`] trait, the built-in `mkdir`
+//! plugin ([`MkdirPlugin`]) and executables run exactly as Nomad runs them
+//! ([`ExternalPlugin`]).
+//!
+//! The trait is what the manager needs (fingerprint, create, delete, with Nomad's
+//! error texts). External plugins additionally expose every raw call
+//! ([`PluginRun`]) through a [`Recorder`], which is what the conformance checks
+//! judge: exit, output, leaks and timings, not just the decoded result.
+
+mod explain;
+pub mod external;
+pub mod mkdir;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, ExitReason};
+use crate::version::VersionInfo;
+
+pub use external::{ExternalPlugin, PluginRun, Recorder, Timeouts};
+pub use mkdir::MkdirPlugin;
+
+/// A boxed, sendable future: keeps [`HostVolumePlugin`] object-safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a successful fingerprint tells the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// The version the plugin reported, with its canonical form.
+    pub version: VersionInfo,
+}
+
+/// A host volume plugin, as the manager drives it.
+pub trait HostVolumePlugin: Send + Sync + std::fmt::Debug {
+    /// The plugin id: `mkdir`, or the executable's file name in the plugin dir.
+    fn id(&self) -> &str;
+
+    /// Whether the plugin runs in-process (no executable to inspect).
+    fn is_builtin(&self) -> bool {
+        false
+    }
+
+    /// Asks the plugin for its version.
+    fn fingerprint(&self) -> BoxFuture<'_, Result<Fingerprint, PluginError>>;
+
+    /// Creates (or, for an existing id, updates) a volume.
+    fn create<'a>(
+        &'a self,
+        req: &'a CreateRequest,
+    ) -> BoxFuture<'a, Result<CreateResponse, PluginError>>;
+
+    /// Deletes a volume.
+    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, Result<(), PluginError>>;
+}
+
+/// Why a plugin call failed. `Display` is Nomad's own text where Nomad has one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PluginError {
+    /// The id does not name an entry of the plugin dir (or escapes it).
+    #[error("no such plugin: {}", go_quote(id))]
+    NoSuchPlugin {
+        /// The plugin id asked for.
+        id: String,
+    },
+    /// The entry exists but has no execute bit.
+    #[error("plugin not executable: {}", go_quote(id))]
+    NotExecutable {
+        /// The plugin id asked for.
+        id: String,
+    },
+    /// The plugin could not be started at all (no shebang, missing interpreter…).
+    #[error("{message}")]
+    Start {
+        /// Nomad's error text, ending in Go's `fork/exec PATH: REASON`.
+        message: String,
+        /// What is wrong with the file, in words.
+        explanation: String,
+    },
+    /// The plugin ran and failed: non-zero exit, killed, or timed out.
+    #[error("{message}")]
+    Failed {
+        /// Nomad's error text (with the plugin's `{"error"}` text when it gave one).
+        message: String,
+        /// How the plugin ended.
+        exit: ExitReason,
+        /// It was killed for running past its time limit.
+        timed_out: bool,
+    },
+    /// The plugin exited 0 but its output is not what Nomad accepts.
+    #[error("{message}")]
+    Response {
+        /// Nomad's error text (Go's `encoding/json` error, or the version error).
+        message: String,
+    },
+    /// The built-in plugin failed (bad parameter, file system error).
+    #[error("{0}")]
+    Builtin(String),
+}
+
+/// Quotes a string the way Go's `%q` does for the ASCII-printable strings that
+/// plugin ids and volume ids are; other characters are escaped.
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

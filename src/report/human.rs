@@ -1,0 +1,258 @@
+//! The terminal summary printed after the libtest-style progress lines.
+//!
+//! libtest-mimic already prints one line per check as it finishes; what a plugin author
+//! needs afterwards is the whole picture by group, and under each failure the exact
+//! command to rerun and what the plugin printed. Plugin output is untrusted, so control
+//! characters in it are shown escaped rather than sent to the terminal.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::model::{CheckResult, Invocation, Report, Status, Verdict};
+
+/// Longest message shown in the table before it is cut; the full text follows below.
+const SHORT_MESSAGE_CHARS: usize = 72;
+
+const GREEN: &str = "\x1b[32m";
+const RED: &str = "\x1b[31m";
+const YELLOW: &str = "\x1b[33m";
+const DIM: &str = "\x1b[2m";
+const BOLD: &str = "\x1b[1m";
+const RESET: &str = "\x1b[0m";
+
+/// Renders the grouped result table, the details of every failure and warning (full
+/// message, reproduce commands, output excerpts) and the final counts and verdict line.
+///
+/// ANSI colour is used only when `color` is true.
+pub fn summary_table(report: &Report, color: bool) -> String {
+    let paint = Paint(color);
+    let checks = report.checks_by_id();
+    let id_width = checks
+        .iter()
+        .map(|c| c.id.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+
+    let mut groups: BTreeMap<&str, Vec<&CheckResult>> = BTreeMap::new();
+    for check in &checks {
+        groups.entry(check.group.as_str()).or_default().push(check);
+    }
+    for (group, members) in &groups {
+        let _ = writeln!(out, "{}", paint.apply(BOLD, group));
+        for c in members {
+            let line = format!(
+                "  {}  {:<id_width$}  {:<6}  {}",
+                status_tag(c.status, paint),
+                c.id,
+                c.level.as_str(),
+                short(&c.message)
+            );
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    }
+
+    let problems: Vec<&CheckResult> = checks
+        .iter()
+        .copied()
+        .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
+        .collect();
+    if !problems.is_empty() {
+        out.push_str("\nfailures and warnings:\n");
+    }
+    for c in problems {
+        let _ = writeln!(
+            out,
+            "\n---- {} ({}, {}) ----",
+            paint.apply(status_colour(c.status), &c.id),
+            c.level,
+            c.status
+        );
+        let _ = writeln!(out, "{}", printable(c.message.trim_end()));
+        for inv in c.evidence() {
+            write_invocation(&mut out, inv);
+        }
+    }
+
+    let s = &report.summary;
+    let verdict = match s.verdict {
+        Verdict::Conformant => paint.apply(GREEN, "conformant"),
+        Verdict::NonConformant => paint.apply(RED, "NON-CONFORMANT"),
+    };
+    let _ = writeln!(
+        out,
+        "\npassed: {}, failed: {}, warnings: {}, skipped: {}, info: {} — verdict: {verdict}",
+        s.passed, s.failed, s.warned, s.skipped, s.info
+    );
+    out
+}
+
+fn write_invocation(out: &mut String, inv: &Invocation) {
+    let _ = writeln!(out, "  {} ({}):", inv.operation, inv.outcome());
+    let _ = writeln!(out, "    {}", printable(&inv.reproduce));
+    for orphan in &inv.orphans {
+        let _ = writeln!(out, "    left behind: {}", printable(orphan));
+    }
+    for (name, text, truncated) in [
+        ("stdout", &inv.stdout, inv.stdout_truncated),
+        ("stderr", &inv.stderr, inv.stderr_truncated),
+    ] {
+        if text.is_empty() {
+            continue;
+        }
+        let cut = if truncated { " (truncated)" } else { "" };
+        let _ = writeln!(out, "    {name}{cut}:");
+        for line in printable(text.trim_end()).lines() {
+            let _ = writeln!(out, "      | {line}");
+        }
+    }
+}
+
+/// The fixed-width tag for a status, coloured when painting is on.
+fn status_tag(status: Status, paint: Paint) -> String {
+    let tag = match status {
+        Status::Pass => "PASS",
+        Status::Fail => "FAIL",
+        Status::Warn => "WARN",
+        Status::Skip => "SKIP",
+        Status::Info => "INFO",
+    };
+    paint.apply(status_colour(status), tag)
+}
+
+fn status_colour(status: Status) -> &'static str {
+    match status {
+        Status::Pass => GREEN,
+        Status::Fail => RED,
+        Status::Warn => YELLOW,
+        Status::Skip => DIM,
+        Status::Info => "",
+    }
+}
+
+/// Whether to emit ANSI colour; carried as a type so no call site can forget the check.
+#[derive(Clone, Copy)]
+struct Paint(bool);
+
+impl Paint {
+    fn apply(self, colour: &str, text: &str) -> String {
+        if self.0 && !colour.is_empty() {
+            format!("{colour}{text}{RESET}")
+        } else {
+            text.to_owned()
+        }
+    }
+}
+
+/// The first line of a message, cut to fit the table.
+fn short(message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default();
+    let first = printable(first);
+    if first.chars().count() <= SHORT_MESSAGE_CHARS {
+        first.into_owned()
+    } else {
+        let cut: String = first.chars().take(SHORT_MESSAGE_CHARS - 1).collect();
+        format!("{cut}…")
+    }
+}
+
+/// Escapes control characters other than newline and tab, so plugin output cannot move
+/// the cursor, recolour the terminal or hide text.
+fn printable(text: &str) -> Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sample;
+
+    #[test]
+    fn without_colour_there_are_no_escape_bytes() {
+        let text = summary_table(&sample::report(false), false);
+        assert!(!text.contains('\x1b'), "{text}");
+        insta::assert_snapshot!(text, @r#"
+            create
+              FAIL  create.idempotent           must    the second create exited 1, expected 0
+              PASS  create.succeeds             must
+            fingerprint
+              PASS  fingerprint.runs            must
+              WARN  fingerprint.version-semver  should  version "1.2" is accepted by go-version but is not SemVer 2.0 | use "1.…
+            process
+              SKIP  process.no-orphans          should  built-in plugin
+            timing
+              INFO  timing.profile              info    create: 4 calls, p50 7ms, p95 9ms, max 9ms
+
+            failures and warnings:
+
+            ---- create.idempotent (must, fail) ----
+            the second create exited 1, expected 0
+            the volume at /tmp/.tmpAbC123/volumes/x was left in place
+              create (exit 1):
+                env -i DHV_OPERATION=create DHV_VOLUMES_DIR=/tmp/.tmpAbC123/volumes DHV_VOLUME_ID=0b9c8f6e-3f1d-4c4e-9a53-1f2d3c4b5a69 DHV_VOLUME_NAME=conformance-0b9c8f6e /opt/nomad/plugins/example create
+                stderr:
+                  | mkdir: cannot create directory: File exists
+
+            ---- fingerprint.version-semver (should, warn) ----
+            version "1.2" is accepted by go-version but is not SemVer 2.0 | use "1.2.0"
+
+            passed: 2, failed: 1, warnings: 1, skipped: 1, info: 1 — verdict: NON-CONFORMANT
+        "#);
+    }
+
+    #[test]
+    fn with_colour_statuses_are_painted() {
+        let text = summary_table(&sample::report(false), true);
+        assert!(text.contains("\x1b[32mPASS\x1b[0m"));
+        assert!(text.contains("\x1b[31mFAIL\x1b[0m"));
+        assert!(text.contains("\x1b[33mWARN\x1b[0m"));
+        assert!(text.contains("\x1b[2mSKIP\x1b[0m"));
+        assert!(text.contains("verdict: \x1b[31mNON-CONFORMANT\x1b[0m"));
+    }
+
+    #[test]
+    fn final_line_counts_and_verdict() {
+        let text = summary_table(&sample::report(false), false);
+        assert!(text.ends_with(
+            "passed: 2, failed: 1, warnings: 1, skipped: 1, info: 1 — verdict: NON-CONFORMANT\n"
+        ));
+    }
+
+    #[test]
+    fn failure_shows_reproduce_and_output_of_the_failing_call_only() {
+        let text = summary_table(&sample::report(false), false);
+        let details = &text[text.find("---- create.idempotent").unwrap()..];
+        assert!(details.contains("  create (exit 1):\n    env -i DHV_OPERATION=create"));
+        assert!(details.contains("      | mkdir: cannot create directory: File exists"));
+        assert!(!details.contains("create (exit 0)"));
+    }
+
+    #[test]
+    fn plugin_output_cannot_drive_the_terminal() {
+        assert_eq!(printable("ok\x1b[2Jgone\r\n"), "ok\\u{1b}[2Jgone\\r\n");
+        assert_eq!(printable("tab\tand\nnewline"), "tab\tand\nnewline");
+    }
+
+    #[test]
+    fn long_messages_are_cut_in_the_table() {
+        let long = "x".repeat(100);
+        let cut = short(&long);
+        assert_eq!(cut.chars().count(), SHORT_MESSAGE_CHARS);
+        assert!(cut.ends_with('…'));
+    }
+}

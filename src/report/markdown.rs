@@ -1,0 +1,231 @@
+//! The Markdown summary (`--markdown`), sized for `$GITHUB_STEP_SUMMARY` and PR comments.
+//!
+//! A reviewer wants the verdict in one line and only what needs attention below it, so
+//! passing checks are counted, not listed. Messages come from plugins and hostile-input
+//! checks, so every piece of report text is escaped before it reaches the Markdown.
+
+use std::fmt::Write as _;
+
+use super::model::{CheckResult, Report, Status, Summary};
+
+/// Renders the verdict line, a table of failed and warned checks (failures first, then by
+/// id), a collapsed list of skips with their reasons, and the counts.
+pub fn to_markdown(report: &Report) -> String {
+    let s = &report.summary;
+    let checks = report.checks_by_id();
+    let mut md = String::new();
+
+    let verdict = s.verdict.as_str();
+    let strict = if report.options.strict {
+        ", strict"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        md,
+        "**dhv-conform**: {} is **{verdict}** ({}{strict}) — {}\n",
+        code_span(&report.plugin.path),
+        escape(&report.spec),
+        counts_phrase(s),
+    );
+    if let Some(version) = &report.plugin.version {
+        let canonical = version
+            .canonical
+            .as_deref()
+            .map_or("none".to_owned(), code_span);
+        let semver = if version.semver {
+            "SemVer"
+        } else {
+            "not SemVer"
+        };
+        let _ = writeln!(
+            md,
+            "Plugin version {} (canonical {canonical}, {semver}).\n",
+            code_span(&version.raw)
+        );
+    }
+
+    let mut problems: Vec<&CheckResult> = checks
+        .iter()
+        .copied()
+        .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
+        .collect();
+    // Failures decide the verdict, so they lead; the sort is stable, keeping id order.
+    problems.sort_by_key(|c| c.status != Status::Fail);
+    if problems.is_empty() {
+        md.push_str("No check failed or warned.\n\n");
+    } else {
+        md.push_str("| Check | Level | Status | Message |\n|---|---|---|---|\n");
+        for c in problems {
+            let status = match c.status {
+                Status::Fail => "❌ fail",
+                _ => "⚠️ warn",
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {status} | {} |",
+                code_span(&c.id),
+                c.level,
+                escape(c.message.trim_end())
+            );
+        }
+        md.push('\n');
+    }
+
+    let skips: Vec<&CheckResult> = checks
+        .iter()
+        .copied()
+        .filter(|c| c.status == Status::Skip)
+        .collect();
+    if !skips.is_empty() {
+        // The blank line after </summary> is what makes GitHub render the list inside.
+        let _ = writeln!(md, "<details><summary>{} skipped</summary>\n", skips.len());
+        for c in skips {
+            let _ = writeln!(
+                md,
+                "- {}: {}",
+                code_span(&c.id),
+                escape(c.message.trim_end())
+            );
+        }
+        md.push_str("\n</details>\n\n");
+    }
+
+    let _ = writeln!(
+        md,
+        "| passed | failed | warnings | skipped | info | total |\n|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} | {} |",
+        s.passed, s.failed, s.warned, s.skipped, s.info, s.total
+    );
+    md
+}
+
+fn counts_phrase(s: &Summary) -> String {
+    let warnings = if s.warned == 1 { "warning" } else { "warnings" };
+    format!(
+        "{} passed, {} failed, {} {warnings}, {} skipped",
+        s.passed, s.failed, s.warned, s.skipped
+    )
+}
+
+/// Escapes text for a table cell or list item: Markdown punctuation that could start
+/// formatting, links, HTML or a new cell is backslash-escaped, and line breaks become
+/// `<br>` because a raw newline would end the row.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        for ch in line.chars() {
+            if matches!(
+                ch,
+                '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '&' | '~' | '#'
+            ) {
+                out.push('\\');
+            }
+            out.push(ch);
+        }
+        if lines.peek().is_some() {
+            out.push_str("<br>");
+        }
+    }
+    out
+}
+
+/// A code span that survives backticks inside `text`: the fence is one backtick longer
+/// than the longest run inside, as CommonMark requires. Pipes are escaped too, because
+/// GitHub splits table cells on `|` even inside code spans.
+fn code_span(text: &str) -> String {
+    let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest_run + 1);
+    let text = text.replace('\n', " ").replace('|', "\\|");
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sample;
+
+    #[test]
+    fn escape_table() {
+        let cases = [
+            ("plain text", "plain text"),
+            ("a | b", r"a \| b"),
+            ("line one\nline two", "line one<br>line two"),
+            ("crlf\r\nline", "crlf<br>line"),
+            ("<script>&amp;", r"\<script\>\&amp;"),
+            ("$(touch *x*)", r"$(touch \*x\*)"),
+            (r"back\slash", r"back\\slash"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(escape(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn code_span_table() {
+        let cases = [
+            ("plugin", "`plugin`"),
+            ("a`b", "``a`b``"),
+            ("`x", "`` `x ``"),
+            ("a|b", r"`a\|b`"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(code_span(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn verdict_line_and_problem_rows() {
+        let md = to_markdown(&sample::report(false));
+        assert!(md.starts_with(
+            "**dhv-conform**: `/opt/nomad/plugins/example` is **non-conformant** (nomad-1.10) — 2 passed, 1 failed, 1 warning, 1 skipped\n"
+        ), "{md}");
+        let fail = md.find("| `create.idempotent` | must | ❌ fail |").unwrap();
+        let warn = md
+            .find("| `fingerprint.version-semver` | should | ⚠️ warn |")
+            .unwrap();
+        assert!(fail < warn);
+        assert!(md.contains(r"SemVer 2.0 \| use"));
+        assert!(md.contains("- `process.no-orphans`: built-in plugin"));
+    }
+
+    #[test]
+    fn clean_run_has_no_table() {
+        let mut report = sample::report(false);
+        report.checks.retain(|c| c.status == Status::Pass);
+        report.summary = Summary::from_checks(&report.checks, false);
+        let md = to_markdown(&report);
+        assert!(md.contains("is **conformant**"));
+        assert!(md.contains("No check failed or warned."));
+        assert!(!md.contains("<details>"));
+    }
+
+    #[test]
+    fn snapshot() {
+        insta::assert_snapshot!(to_markdown(&sample::report(true)), @r#"
+            **dhv-conform**: `/opt/nomad/plugins/example` is **non-conformant** (nomad-1.10, strict) — 2 passed, 1 failed, 1 warning, 1 skipped
+
+            Plugin version `1.2` (canonical `1.2.0`, not SemVer).
+
+            | Check | Level | Status | Message |
+            |---|---|---|---|
+            | `create.idempotent` | must | ❌ fail | the second create exited 1, expected 0<br>the volume at /tmp/.tmpAbC123/volumes/x was left in place |
+            | `fingerprint.version-semver` | should | ⚠️ warn | version "1.2" is accepted by go-version but is not SemVer 2.0 \| use "1.2.0" |
+
+            <details><summary>1 skipped</summary>
+
+            - `process.no-orphans`: built-in plugin
+
+            </details>
+
+            | passed | failed | warnings | skipped | info | total |
+            |---|---|---|---|---|---|
+            | 2 | 1 | 1 | 1 | 1 | 6 |
+        "#);
+    }
+}

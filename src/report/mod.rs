@@ -1,0 +1,31 @@
+//! Reports: the result model and every form it is rendered in.
+//!
+//! One run, many readers: a person at a terminal, a CI gate reading JUnit, a PR comment
+//! in Markdown, a script reading JSON, and a stored snapshot that turns any change of
+//! behaviour into a diff. They all render the same [`Report`], which is why this module
+//! owns the serde schema types and depends on nothing else in the crate: the engine fills
+//! the model, and the renderers cannot disagree about what happened.
+//!
+//! Redaction of machine-specific text (paths, ids, durations, pids) is declared once, in
+//! [`Redactions`], and used by the snapshot, by `--snapshot` and by insta tests alike.
+
+mod human;
+mod json;
+mod junit;
+mod markdown;
+mod model;
+mod redact;
+#[cfg(test)]
+mod sample;
+mod snapshot;
+
+pub use human::summary_table;
+pub use json::{from_json, to_json};
+pub use junit::to_junit;
+pub use markdown::to_markdown;
+pub use model::{
+    CheckResult, DEFAULT_EXCERPT_CAP, Invocation, Level, PluginInfo, Report, RunOptions, SCHEMA,
+    Status, Summary, TOOL_NAME, TimingProfile, ToolInfo, Verdict, VersionInfo, excerpt,
+};
+pub use redact::Redactions;
+pub use snapshot::{SnapshotError, SnapshotOutcome, bless, compare, diff, normalise};

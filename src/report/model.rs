@@ -1,0 +1,632 @@
+//! The result model: the one set of serde types behind every report form.
+//!
+//! The engine fills a [`Report`]; the renderers only read it. These types *are* the JSON
+//! schema [`SCHEMA`], so a field rename here is a breaking change for every CI job that
+//! reads `--json` output: add fields, never rename or retype them, and bump the schema
+//! string when that rule has to be broken.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The schema identifier written into every JSON report.
+pub const SCHEMA: &str = "dhv-conform/report/v1";
+
+/// The tool name written into [`ToolInfo::name`].
+pub const TOOL_NAME: &str = "dhv-conform";
+
+/// The default cap, in bytes, of a stdout or stderr excerpt (see [`excerpt`]).
+pub const DEFAULT_EXCERPT_CAP: usize = 4096;
+
+/// How much a check matters (CONFORMANCE.md, "Levels").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// Required by the spec, or Nomad breaks or loses data without it.
+    Must,
+    /// Strong practice: a failure is a warning, and a failure under `--strict`.
+    Should,
+    /// A measurement that never fails.
+    Info,
+}
+
+impl Level {
+    /// The lowercase name used in every report form (`must`, `should`, `info`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Must => "must",
+            Level::Should => "should",
+            Level::Info => "info",
+        }
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The outcome of one check (CONFORMANCE.md, "Statuses").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The rule held.
+    Pass,
+    /// A must-level rule did not hold.
+    Fail,
+    /// A should-level rule did not hold.
+    Warn,
+    /// The check did not run; the message says why (skips are never silent).
+    Skip,
+    /// A measurement; the message holds it.
+    Info,
+}
+
+impl Status {
+    /// The lowercase name used in every report form (`pass`, `fail`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "fail",
+            Status::Warn => "warn",
+            Status::Skip => "skip",
+            Status::Info => "info",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The verdict of a whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// No check failed (and, under `--strict`, none warned).
+    Conformant,
+    /// A must failed, or a should failed under `--strict`.
+    NonConformant,
+}
+
+impl Verdict {
+    /// The name used in every report form (`conformant`, `non-conformant`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Conformant => "conformant",
+            Verdict::NonConformant => "non-conformant",
+        }
+    }
+
+    /// The process exit code for this verdict (DESIGN.md, "Exit codes").
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Conformant => 0,
+            Verdict::NonConformant => 1,
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A whole conformance run: the root of the JSON schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// The harness that produced the report.
+    pub tool: ToolInfo,
+    /// The contract version checked against, e.g. `nomad-1.10`.
+    pub spec: String,
+    /// The plugin under test.
+    pub plugin: PluginInfo,
+    /// The options the run was made with.
+    pub options: RunOptions,
+    /// One result per check that was selected. Renderers sort these by id, so the engine
+    /// may push them in completion order.
+    pub checks: Vec<CheckResult>,
+    /// Duration profile per plugin operation.
+    pub timing: Vec<TimingProfile>,
+    /// Counts and verdict, derived from `checks`.
+    pub summary: Summary,
+}
+
+impl Report {
+    /// Assembles a report stamped with [`SCHEMA`] and [`ToolInfo::current`], deriving the
+    /// summary from the checks so that the two cannot disagree.
+    pub fn new(
+        spec: impl Into<String>,
+        plugin: PluginInfo,
+        options: RunOptions,
+        checks: Vec<CheckResult>,
+        timing: Vec<TimingProfile>,
+    ) -> Report {
+        let summary = Summary::from_checks(&checks, options.strict);
+        Report {
+            schema: SCHEMA.to_owned(),
+            tool: ToolInfo::current(),
+            spec: spec.into(),
+            plugin,
+            options,
+            checks,
+            timing,
+            summary,
+        }
+    }
+
+    /// The process exit code for the run: 0 conformant, 1 non-conformant.
+    ///
+    /// Follows the recorded [`Summary::verdict`], so the exit code always agrees with what
+    /// the reports say.
+    pub fn exit_code(&self) -> u8 {
+        self.summary.verdict.exit_code()
+    }
+
+    /// The checks ordered by id: the one order every report form uses, because checks run
+    /// in parallel and finish in any order.
+    pub fn checks_by_id(&self) -> Vec<&CheckResult> {
+        let mut checks: Vec<&CheckResult> = self.checks.iter().collect();
+        checks.sort_by(|a, b| a.id.cmp(&b.id));
+        checks
+    }
+}
+
+/// The harness that produced a report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    /// Always [`TOOL_NAME`].
+    pub name: String,
+    /// The harness version.
+    pub version: String,
+}
+
+impl ToolInfo {
+    /// This build of the harness.
+    pub fn current() -> ToolInfo {
+        ToolInfo {
+            name: TOOL_NAME.to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+}
+
+/// The plugin under test.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginInfo {
+    /// The path as given on the command line, or `mkdir` for the built-in.
+    pub path: String,
+    /// Whether this is the in-process built-in `mkdir` plugin.
+    pub builtin: bool,
+    /// Hex SHA-256 of the executable; `None` for the built-in or when unreadable.
+    pub sha256: Option<String>,
+    /// The version the plugin fingerprinted with; `None` when fingerprinting failed.
+    pub version: Option<VersionInfo>,
+}
+
+/// A fingerprinted plugin version.
+///
+/// Defined here rather than borrowed from the version parser because `report` depends on
+/// nothing else in the crate.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionInfo {
+    /// The `version` string exactly as the plugin printed it.
+    pub raw: String,
+    /// The go-version canonical form; `None` when go-version rejects the string.
+    pub canonical: Option<String>,
+    /// Whether `raw` is strict SemVer 2.0.
+    pub semver: bool,
+}
+
+/// The options a run was made with, recorded because they change what the results mean.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// `--strict`: should-level failures fail the run.
+    pub strict: bool,
+    /// `--timeout-scale`: the factor applied to every time limit.
+    pub timeout_scale: f64,
+    /// `--fixture`: the volume request file, when one replaced the defaults.
+    pub fixture: Option<String>,
+    /// Whether a libtest filter or `--skip` left checks out of the run.
+    pub filtered: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        // A scale of 0 would make every limit zero; 1 is "limits as Nomad has them".
+        RunOptions {
+            strict: false,
+            timeout_scale: 1.0,
+            fixture: None,
+            filtered: false,
+        }
+    }
+}
+
+/// The result of one check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    /// The stable check id, e.g. `create.idempotent`.
+    pub id: String,
+    /// The catalogue group, e.g. `create`.
+    pub group: String,
+    /// The check's level.
+    pub level: Level,
+    /// What happened.
+    pub status: Status,
+    /// Why: for a failure what was expected and what happened; for a skip the reason; for
+    /// info the measurement. May span lines.
+    pub message: String,
+    /// Wall time of the check.
+    pub duration_ms: u64,
+    /// The plugin calls the check made, in order.
+    pub invocations: Vec<Invocation>,
+}
+
+impl CheckResult {
+    /// The invocations that explain this result: the ones that did not end cleanly, or all
+    /// of them when every call ended cleanly (a check may fail on what it finds on disk
+    /// although every call exited 0).
+    pub fn evidence(&self) -> Vec<&Invocation> {
+        let unclean: Vec<&Invocation> = self.invocations.iter().filter(|i| !i.is_clean()).collect();
+        if unclean.is_empty() {
+            self.invocations.iter().collect()
+        } else {
+            unclean
+        }
+    }
+}
+
+/// One plugin call made by a check.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Invocation {
+    /// The operation argument: `fingerprint`, `create`, `delete`, ...
+    pub operation: String,
+    /// The whole environment the plugin saw, as `K=V`, in the order it was set.
+    pub env: Vec<String>,
+    /// The exit code, when the plugin exited rather than being killed.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the plugin, when one did.
+    pub signal: Option<i32>,
+    /// Wall time of the call.
+    pub duration_ms: f64,
+    /// Whether the call hit its time limit.
+    pub timed_out: bool,
+    /// Whether stdout or stderr stayed open after the plugin exited.
+    pub leaked: bool,
+    /// Command lines of processes the plugin left behind.
+    pub orphans: Vec<String>,
+    /// Whether stdout was cut at the runner's capture cap.
+    pub stdout_truncated: bool,
+    /// Whether stderr was cut at the runner's capture cap.
+    pub stderr_truncated: bool,
+    /// An excerpt of stdout (see [`excerpt`]).
+    pub stdout: String,
+    /// An excerpt of stderr (see [`excerpt`]).
+    pub stderr: String,
+    /// A one-line shell command that repeats the call (`env -i DHV_...=... PLUGIN op`).
+    pub reproduce: String,
+}
+
+impl Invocation {
+    /// Whether the call exited 0 on its own and left nothing behind.
+    pub fn is_clean(&self) -> bool {
+        self.exit_code == Some(0)
+            && self.signal.is_none()
+            && !self.timed_out
+            && !self.leaked
+            && self.orphans.is_empty()
+    }
+
+    /// How the call ended, in words: `exit 0`, `signal 9, timed out`, ...
+    pub fn outcome(&self) -> String {
+        let mut parts = Vec::new();
+        match (self.exit_code, self.signal) {
+            (_, Some(signal)) => parts.push(format!("signal {signal}")),
+            (Some(code), None) => parts.push(format!("exit {code}")),
+            (None, None) => parts.push("did not start".to_owned()),
+        }
+        if self.timed_out {
+            parts.push("timed out".to_owned());
+        }
+        if self.leaked {
+            parts.push("stdio leaked".to_owned());
+        }
+        if !self.orphans.is_empty() {
+            parts.push(format!("{} orphan(s)", self.orphans.len()));
+        }
+        parts.join(", ")
+    }
+}
+
+/// The duration profile of one operation over the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimingProfile {
+    /// The operation: `fingerprint`, `create`, `delete`.
+    pub operation: String,
+    /// How many calls were measured.
+    pub count: usize,
+    /// Median duration.
+    pub p50_ms: f64,
+    /// 95th percentile duration.
+    pub p95_ms: f64,
+    /// Longest duration.
+    pub max_ms: f64,
+    /// The operation's time limit (after `--timeout-scale`).
+    pub limit_ms: f64,
+}
+
+/// Counts per status and the verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Number of checks.
+    pub total: usize,
+    /// Checks with [`Status::Pass`].
+    pub passed: usize,
+    /// Checks with [`Status::Fail`].
+    pub failed: usize,
+    /// Checks with [`Status::Warn`].
+    pub warned: usize,
+    /// Checks with [`Status::Skip`].
+    pub skipped: usize,
+    /// Checks with [`Status::Info`].
+    pub info: usize,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+impl Summary {
+    /// Counts the checks; the verdict is non-conformant iff any check failed, or any warned
+    /// under `strict`.
+    pub fn from_checks(checks: &[CheckResult], strict: bool) -> Summary {
+        let count = |status: Status| checks.iter().filter(|c| c.status == status).count();
+        let failed = count(Status::Fail);
+        let warned = count(Status::Warn);
+        let verdict = if failed > 0 || (strict && warned > 0) {
+            Verdict::NonConformant
+        } else {
+            Verdict::Conformant
+        };
+        Summary {
+            total: checks.len(),
+            passed: count(Status::Pass),
+            failed,
+            warned,
+            skipped: count(Status::Skip),
+            info: count(Status::Info),
+            verdict,
+        }
+    }
+}
+
+/// A report-sized excerpt of captured output: lossy UTF-8, at most `cap` bytes of text,
+/// never splitting a character, and ending in `… [N more bytes]` when cut, where `N`
+/// counts the input bytes left out.
+///
+/// Invalid UTF-8 becomes U+FFFD (as [`String::from_utf8_lossy`] does) and counts against
+/// `cap` at its encoded size, so binary output cannot blow the excerpt up threefold.
+pub fn excerpt(bytes: &[u8], cap: usize) -> String {
+    let mut text = String::with_capacity(cap.min(bytes.len()));
+    let mut consumed = 0;
+    'chunks: for chunk in bytes.utf8_chunks() {
+        for ch in chunk.valid().chars() {
+            if text.len() + ch.len_utf8() > cap {
+                break 'chunks;
+            }
+            text.push(ch);
+            consumed += ch.len_utf8();
+        }
+        if !chunk.invalid().is_empty() {
+            if text.len() + char::REPLACEMENT_CHARACTER.len_utf8() > cap {
+                break;
+            }
+            text.push(char::REPLACEMENT_CHARACTER);
+            consumed += chunk.invalid().len();
+        }
+    }
+    let rest = bytes.len() - consumed;
+    if rest > 0 {
+        text.push_str(&format!("… [{rest} more bytes]"));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(id: &str, status: Status) -> CheckResult {
+        CheckResult {
+            id: id.to_owned(),
+            group: id.split('.').next().unwrap_or_default().to_owned(),
+            level: Level::Must,
+            status,
+            message: String::new(),
+            duration_ms: 0,
+            invocations: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn verdict_follows_failures_and_strict_warnings() {
+        let cases = [
+            (
+                vec![Status::Pass, Status::Skip, Status::Info],
+                false,
+                Verdict::Conformant,
+            ),
+            (
+                vec![Status::Pass, Status::Fail],
+                false,
+                Verdict::NonConformant,
+            ),
+            (vec![Status::Pass, Status::Warn], false, Verdict::Conformant),
+            (
+                vec![Status::Pass, Status::Warn],
+                true,
+                Verdict::NonConformant,
+            ),
+            (vec![], true, Verdict::Conformant),
+        ];
+        for (statuses, strict, want) in cases {
+            let checks: Vec<_> = statuses.iter().map(|s| check("a.b", *s)).collect();
+            let summary = Summary::from_checks(&checks, strict);
+            assert_eq!(summary.verdict, want, "{statuses:?} strict={strict}");
+            assert_eq!(summary.total, statuses.len());
+        }
+    }
+
+    #[test]
+    fn summary_counts_each_status() {
+        let checks: Vec<_> = [
+            Status::Pass,
+            Status::Pass,
+            Status::Fail,
+            Status::Warn,
+            Status::Skip,
+            Status::Skip,
+            Status::Skip,
+            Status::Info,
+        ]
+        .iter()
+        .map(|s| check("a.b", *s))
+        .collect();
+        let s = Summary::from_checks(&checks, false);
+        assert_eq!(
+            (s.total, s.passed, s.failed, s.warned, s.skipped, s.info),
+            (8, 2, 1, 1, 3, 1)
+        );
+    }
+
+    #[test]
+    fn exit_code_follows_the_verdict() {
+        let plugin = PluginInfo::default();
+        let strict = RunOptions {
+            strict: true,
+            ..RunOptions::default()
+        };
+        let warned = vec![check("a.b", Status::Warn)];
+        let lenient = Report::new(
+            "nomad-1.10",
+            plugin.clone(),
+            RunOptions::default(),
+            warned.clone(),
+            vec![],
+        );
+        assert_eq!(lenient.exit_code(), 0);
+        let strict = Report::new("nomad-1.10", plugin, strict, warned, vec![]);
+        assert_eq!(strict.exit_code(), 1);
+        assert_eq!(strict.schema, SCHEMA);
+        assert_eq!(strict.tool.name, TOOL_NAME);
+    }
+
+    #[test]
+    fn enums_serialise_as_documented() {
+        let json =
+            serde_json::to_string(&(Level::Should, Status::Warn, Verdict::NonConformant)).unwrap();
+        assert_eq!(json, r#"["should","warn","non-conformant"]"#);
+        let back: (Level, Status, Verdict) = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, (Level::Should, Status::Warn, Verdict::NonConformant));
+    }
+
+    #[test]
+    fn checks_by_id_sorts_without_touching_the_report() {
+        let report = Report::new(
+            "nomad-1.10",
+            PluginInfo::default(),
+            RunOptions::default(),
+            vec![
+                check("delete.removes", Status::Pass),
+                check("create.succeeds", Status::Pass),
+            ],
+            vec![],
+        );
+        let ids: Vec<_> = report
+            .checks_by_id()
+            .iter()
+            .map(|c| c.id.as_str())
+            .collect();
+        assert_eq!(ids, ["create.succeeds", "delete.removes"]);
+        assert_eq!(report.checks[0].id, "delete.removes");
+    }
+
+    #[test]
+    fn evidence_prefers_unclean_invocations() {
+        let clean = Invocation {
+            operation: "create".into(),
+            exit_code: Some(0),
+            ..Invocation::default()
+        };
+        let failed = Invocation {
+            operation: "delete".into(),
+            exit_code: Some(1),
+            ..Invocation::default()
+        };
+        let mut c = check("delete.succeeds", Status::Fail);
+        c.invocations = vec![clean.clone(), failed.clone()];
+        assert_eq!(c.evidence(), vec![&failed]);
+        c.invocations = vec![clean.clone()];
+        assert_eq!(c.evidence(), vec![&clean]);
+    }
+
+    #[test]
+    fn outcome_describes_how_a_call_ended() {
+        let cases = [
+            (Some(0), None, false, false, 0, "exit 0"),
+            (Some(2), None, false, true, 0, "exit 2, stdio leaked"),
+            (None, Some(9), true, false, 0, "signal 9, timed out"),
+            (Some(0), None, false, false, 2, "exit 0, 2 orphan(s)"),
+            (None, None, false, false, 0, "did not start"),
+        ];
+        for (exit_code, signal, timed_out, leaked, orphans, want) in cases {
+            let inv = Invocation {
+                exit_code,
+                signal,
+                timed_out,
+                leaked,
+                orphans: vec!["sleep 1000".to_owned(); orphans],
+                ..Invocation::default()
+            };
+            assert_eq!(inv.outcome(), want);
+        }
+    }
+
+    #[test]
+    fn excerpt_table() {
+        let cases: &[(&[u8], usize, &str)] = &[
+            (b"hello", 10, "hello"),
+            (b"hello", 5, "hello"),
+            (b"hello world", 5, "hello… [6 more bytes]"),
+            (b"", 0, ""),
+            (b"abc", 0, "… [3 more bytes]"),
+            // "é" is two bytes: a cap inside it keeps the character out whole.
+            ("aé".as_bytes(), 2, "a… [2 more bytes]"),
+            ("aé".as_bytes(), 3, "aé"),
+            // One invalid byte becomes one replacement character (3 bytes of text).
+            (b"a\xffb", 10, "a\u{FFFD}b"),
+            (b"a\xffb", 3, "a… [2 more bytes]"),
+            (b"a\xffb", 4, "a\u{FFFD}… [1 more bytes]"),
+            // A truncated multi-byte sequence at the very end.
+            (b"ab\xe2\x82", 10, "ab\u{FFFD}"),
+        ];
+        for (input, cap, want) in cases {
+            assert_eq!(excerpt(input, *cap), *want, "input {input:?} cap {cap}");
+        }
+    }
+
+    #[test]
+    fn excerpt_text_never_exceeds_cap() {
+        let noisy: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+        for cap in [0, 1, 2, 3, 4, 5, 100, 4096] {
+            let out = excerpt(&noisy, cap);
+            let text = out.split("… [").next().unwrap();
+            assert!(text.len() <= cap, "cap {cap}: {} bytes", text.len());
+        }
+    }
+}
