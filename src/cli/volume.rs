@@ -1,14 +1,351 @@
-//! `dhv-conform volume ...`: the manager by hand.
-use super::CliResult;
+//! `dhv-conform volume ...`: the manager by hand, with Nomad's environment and
+//! Nomad's messages.
+//!
+//! Every verb works on one node's state dir, so commands run one after another
+//! (or at once, from several shells) see each other's volumes. Failures print
+//! one line, Nomad's text, and exit 1 when the operation failed (plugin error,
+//! name conflict) or 2 when the input is wrong (bad id, bad `--parameters`,
+//! missing dir or option, corrupt state file).
 
-/// The `volume` verbs.
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK};
+use crate::manager::{
+    DeleteOutcome, HostVolumeManager, ManagerError, RegisterSpec, Volume, VolumeSpec,
+};
+use crate::plugin::go_quote;
+use crate::plugin::mkdir::MKDIR_ID;
+
+/// The `volume` verbs (boxed: the arguments are large, the enum stays small).
 #[derive(Debug, clap::Subcommand)]
 pub enum VolumeCommand {
-    /// List volumes.
-    List,
+    /// Create (or, for an existing id, update) a volume with a plugin.
+    Create(Box<CreateArgs>),
+    /// Delete a volume: through its plugin, or forget a registered one.
+    Delete(Box<DeleteArgs>),
+    /// Register an existing path as a volume (no plugin runs).
+    Register(Box<RegisterArgs>),
+    /// List the volumes of this node.
+    List(Box<ListArgs>),
+    /// Restore every volume, as an agent does at start: create again, or stat.
+    Restore(Box<RestoreArgs>),
+}
+
+/// The node every verb works on.
+#[derive(Debug, clap::Args)]
+pub struct NodeArgs {
+    /// The plugin dir (Nomad's `host_volume_plugin_dir`); without it only `mkdir` exists.
+    #[arg(long, value_name = "DIR")]
+    pub plugin_dir: Option<PathBuf>,
+    /// Where this node's state (`state.json`) is kept; created by create and register.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: PathBuf,
+    /// Where plugins create volumes (Nomad's `host_volumes_dir`); needed by create.
+    #[arg(long, value_name = "DIR")]
+    pub volumes_dir: Option<PathBuf>,
+    /// DHV_NODE_ID [default: an id generated once and stored in the state dir]
+    #[arg(long, value_name = "ID")]
+    pub node_id: Option<String>,
+    /// DHV_NODE_POOL
+    #[arg(long, value_name = "POOL", default_value = "default")]
+    pub node_pool: String,
+    /// Print JSON instead of one line per volume.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `volume create`.
+#[derive(Debug, clap::Args)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    node: NodeArgs,
+    /// The plugin: `mkdir`, or an executable in the plugin dir.
+    #[arg(long, value_name = "ID")]
+    plugin: String,
+    /// The volume name, unique on the node.
+    #[arg(long, value_name = "NAME")]
+    name: String,
+    /// The volume id, a lower-case UUID; an existing id updates the volume [default: a fresh one]
+    #[arg(long, value_name = "UUID")]
+    id: Option<String>,
+    /// The namespace.
+    #[arg(long, value_name = "NS", default_value = "default")]
+    namespace: String,
+    /// capacity_min, in bytes.
+    #[arg(long, value_name = "B", default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..))]
+    capacity_min: i64,
+    /// capacity_max, in bytes.
+    #[arg(long, value_name = "B", default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..))]
+    capacity_max: i64,
+    /// The parameters block, as a JSON object of strings [default: none, sent as null]
+    #[arg(long, value_name = "JSON")]
+    parameters: Option<String>,
+}
+
+/// Arguments of `volume delete`.
+#[derive(Debug, clap::Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    node: NodeArgs,
+    /// The volume id.
+    #[arg(long, value_name = "UUID")]
+    id: String,
+}
+
+/// Arguments of `volume register`.
+#[derive(Debug, clap::Args)]
+pub struct RegisterArgs {
+    #[command(flatten)]
+    node: NodeArgs,
+    /// The volume name, unique on the node.
+    #[arg(long, value_name = "NAME")]
+    name: String,
+    /// The existing path to register.
+    #[arg(long, value_name = "PATH")]
+    path: PathBuf,
+    /// The volume id, a lower-case UUID [default: a fresh one]
+    #[arg(long, value_name = "UUID")]
+    id: Option<String>,
+    /// The namespace.
+    #[arg(long, value_name = "NS", default_value = "default")]
+    namespace: String,
+}
+
+/// Arguments of `volume list`.
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    node: NodeArgs,
+}
+
+/// Arguments of `volume restore`.
+#[derive(Debug, clap::Args)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    node: NodeArgs,
+    /// At most this many plugin calls at once [default: 4 per core]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    concurrency: Option<u32>,
 }
 
 /// Runs a `volume` verb.
-pub async fn run(_cmd: VolumeCommand) -> CliResult {
-    Err(super::CliError::harness("not implemented yet"))
+pub async fn run(cmd: VolumeCommand) -> CliResult {
+    match cmd {
+        VolumeCommand::Create(args) => create(*args).await,
+        VolumeCommand::Delete(args) => delete(*args).await,
+        VolumeCommand::Register(args) => register(*args).await,
+        VolumeCommand::List(args) => list(*args).await,
+        VolumeCommand::Restore(args) => restore(*args).await,
+    }
+}
+
+async fn create(args: CreateArgs) -> CliResult {
+    let Some(volumes_dir) = &args.node.volumes_dir else {
+        return Err(CliError::usage("volume create needs --volumes-dir"));
+    };
+    require_dir("volumes dir", volumes_dir)?;
+    if args.plugin != MKDIR_ID && args.node.plugin_dir.is_none() {
+        return Err(CliError::usage(format!(
+            "volume create with plugin {} needs --plugin-dir",
+            go_quote(&args.plugin)
+        )));
+    }
+    let parameters = super::run::parse_parameters(args.parameters.as_deref())?;
+    let manager = open(&args.node, true)?;
+    let mut spec = VolumeSpec::new(&args.plugin, &args.name)
+        .with_namespace(&args.namespace)
+        .with_capacity(args.capacity_min, args.capacity_max);
+    if let Some(id) = args.id {
+        spec = spec.with_id(id);
+    }
+    if let Some(p) = parameters {
+        spec = spec.with_parameters(p);
+    }
+    let volume = manager.create(spec).await.map_err(manager_error)?;
+    if args.node.json {
+        print_json(&volume_json(&volume));
+    } else {
+        println!("created {}", volume_line(&volume));
+    }
+    Ok(EXIT_OK)
+}
+
+async fn register(args: RegisterArgs) -> CliResult {
+    let manager = open(&args.node, true)?;
+    // A relative path means nothing to a later command run elsewhere.
+    let path = std::path::absolute(&args.path).unwrap_or(args.path);
+    let mut spec = RegisterSpec::new(&args.name, path).with_namespace(&args.namespace);
+    if let Some(id) = args.id {
+        spec = spec.with_id(id);
+    }
+    let volume = manager.register(spec).await.map_err(manager_error)?;
+    if args.node.json {
+        print_json(&volume_json(&volume));
+    } else {
+        println!("registered {}", volume_line(&volume));
+    }
+    Ok(EXIT_OK)
+}
+
+async fn delete(args: DeleteArgs) -> CliResult {
+    let manager = open(&args.node, false)?;
+    let outcome = manager.delete(&args.id).await.map_err(manager_error)?;
+    let (result, volume) = match &outcome {
+        DeleteOutcome::Deleted(v) => ("deleted", Some(v)),
+        DeleteOutcome::Unregistered(v) => ("unregistered", Some(v)),
+        _ => ("not_found", None),
+    };
+    if args.node.json {
+        let mut doc = json!({ "id": args.id, "result": result });
+        if let Some(v) = volume {
+            doc["volume"] = volume_json(v);
+        }
+        print_json(&doc);
+        return Ok(EXIT_OK);
+    }
+    match outcome {
+        DeleteOutcome::Deleted(v) => println!("deleted {}", volume_line(&v)),
+        DeleteOutcome::Unregistered(v) => {
+            println!(
+                "unregistered {} (the path was left in place)",
+                volume_line(&v)
+            )
+        }
+        _ => println!("no volume {} on this node: nothing to delete", args.id),
+    }
+    Ok(EXIT_OK)
+}
+
+async fn list(args: ListArgs) -> CliResult {
+    let manager = open(&args.node, false)?;
+    let volumes = manager.list().await.map_err(manager_error)?;
+    if args.node.json {
+        print_json(&json!({ "volumes": volumes.iter().map(volume_json).collect::<Vec<_>>() }));
+        return Ok(EXIT_OK);
+    }
+    if volumes.is_empty() {
+        println!("no volumes");
+    }
+    for v in &volumes {
+        println!("{}", volume_line(v));
+    }
+    Ok(EXIT_OK)
+}
+
+async fn restore(args: RestoreArgs) -> CliResult {
+    let mut manager = open(&args.node, false)?;
+    if let Some(n) = args.concurrency {
+        manager = manager.with_restore_concurrency(n as usize);
+    }
+    let results = manager.restore().await.map_err(manager_error)?;
+    let failed = results.iter().filter(|r| !r.is_ok()).count();
+    if args.node.json {
+        let results: Vec<Value> = results
+            .iter()
+            .map(|r| {
+                json!({
+                    "id": r.volume.id,
+                    "name": r.volume.name,
+                    "ok": r.is_ok(),
+                    "path": r.path(),
+                    "error": r.error().map(|e| e.to_string()),
+                })
+            })
+            .collect();
+        print_json(&json!({ "results": results }));
+    } else {
+        for r in &results {
+            let who = format!("{} {}", r.volume.id, go_quote(&r.volume.name));
+            match &r.result {
+                Ok(path) => println!("restored {who} at {path}"),
+                Err(e) => println!("FAILED   {who}: {e}"),
+            }
+        }
+        println!("{} restored, {failed} failed", results.len() - failed);
+    }
+    Ok(if failed == 0 { EXIT_OK } else { EXIT_FAIL })
+}
+
+/// Opens the manager for `node`. Reading verbs refuse a state dir that does not
+/// exist: a mistyped path must not look like a node without volumes.
+fn open(node: &NodeArgs, may_create_state: bool) -> Result<HostVolumeManager, CliError> {
+    if !may_create_state {
+        require_dir("state dir", &node.state_dir)?;
+    }
+    if let Some(dir) = &node.plugin_dir {
+        require_dir("plugin dir", dir)?;
+    }
+    let mut manager = HostVolumeManager::open(&node.state_dir)
+        .map_err(manager_error)?
+        .with_node_pool(&node.node_pool);
+    if let Some(dir) = &node.plugin_dir {
+        manager = manager.with_plugin_dir(dir);
+    }
+    if let Some(dir) = &node.volumes_dir {
+        // Plugins get DHV_VOLUMES_DIR verbatim: make it absolute so a plugin
+        // running elsewhere (or a later restore) finds the same place.
+        manager =
+            manager.with_volumes_dir(std::path::absolute(dir).unwrap_or_else(|_| dir.clone()));
+    }
+    if let Some(id) = &node.node_id {
+        manager = manager.with_node_id(id);
+    }
+    Ok(manager)
+}
+
+fn require_dir(what: &str, dir: &Path) -> Result<(), CliError> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(CliError::usage(format!(
+            "{what} {} is not a directory",
+            dir.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(CliError::usage(format!(
+            "{what} {} does not exist",
+            dir.display()
+        ))),
+        Err(e) => Err(CliError::usage(format!("{what} {}: {e}", dir.display()))),
+    }
+}
+
+fn manager_error(e: ManagerError) -> CliError {
+    if e.is_input_error() {
+        CliError::usage(e.to_string())
+    } else {
+        CliError::failed(e.to_string())
+    }
+}
+
+fn volume_json(v: &Volume) -> Value {
+    json!({
+        "id": v.id,
+        "name": v.name,
+        "namespace": v.namespace,
+        "plugin": v.plugin_id,
+        "path": v.host_path,
+        "bytes": v.bytes,
+    })
+}
+
+/// One line per volume; the name is quoted because it comes from users and may
+/// hold spaces or control characters.
+fn volume_line(v: &Volume) -> String {
+    let plugin = match &v.plugin_id {
+        Some(p) => format!("plugin {}", go_quote(p)),
+        None => "registered".to_string(),
+    };
+    format!(
+        "{} name {} namespace {} {plugin} path {} bytes {}",
+        v.id,
+        go_quote(&v.name),
+        go_quote(&v.namespace),
+        v.host_path,
+        v.bytes
+    )
+}
+
+fn print_json(doc: &Value) {
+    println!("{}", serde_json::to_string_pretty(doc).unwrap_or_default());
 }

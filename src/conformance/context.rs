@@ -85,7 +85,9 @@ pub(crate) struct LoggedCall {
     pub op: &'static str,
     pub duration: Duration,
     pub limit: Duration,
-    pub ok: bool,
+    /// The plugin itself reported failure (non-zero exit, signal, could not
+    /// start), as opposed to Nomad rejecting the output of a successful run.
+    pub plugin_failed: bool,
     /// The raw call, for external plugins.
     pub run: Option<PluginRun>,
     /// For a failed create made while nothing else ran in its volumes dir:
@@ -232,9 +234,15 @@ impl Ctx {
     }
 
     /// Fingerprints once more (the probe is [`fingerprint_probe`](Self::fingerprint_probe)).
+    ///
+    /// The call may run as long as a create: whether it works and whether it is
+    /// quick enough are separate checks (`fingerprint.runs` and
+    /// `fingerprint.deadline`), so it is logged against Nomad's 1 s limit but
+    /// not killed at it.
     pub async fn fingerprint(&self) -> Call<Fingerprint> {
-        let call = self.plugin.fingerprint().await;
-        self.log("fingerprint", self.shared.settings.timeouts().fingerprint, &call, None);
+        let timeouts = self.shared.settings.timeouts();
+        let call = self.plugin.fingerprint_within(timeouts.create).await;
+        self.log("fingerprint", timeouts.fingerprint, &call, None);
         call
     }
 
@@ -244,7 +252,7 @@ impl Ctx {
             op,
             duration: call.duration,
             limit,
-            ok: call.ok(),
+            plugin_failed: !call.exited_zero(),
             run: call.run.clone(),
             residue,
         });
@@ -290,10 +298,15 @@ impl Ctx {
     /// skip instead of repeating create.succeeds's failure.
     pub async fn require_create(&self) -> Result<(), Finding> {
         let probe = self.create_probe().await;
-        if probe.call.ok() {
-            Ok(())
-        } else {
-            Err(Finding::Skip("needs create.succeeds".into()))
+        if !probe.call.exited_zero() {
+            return Err(Finding::Skip("needs create.succeeds".into()));
+        }
+        match &probe.call.result {
+            Err(_) => Err(Finding::Skip("needs create.response".into())),
+            Ok(resp) if !Path::new(&resp.path).is_absolute() || !probe.path_existed => {
+                Err(Finding::Skip("needs create.path-exists".into()))
+            }
+            Ok(_) => Ok(()),
         }
     }
 

@@ -90,11 +90,15 @@ impl<T> Call<T> {
 }
 
 impl Instance {
-    pub async fn fingerprint(&self) -> Call<Fingerprint> {
+    /// Fingerprints, killing the call only after `limit`.
+    pub async fn fingerprint_within(&self, limit: Duration) -> Call<Fingerprint> {
         let start = Instant::now();
         let (run, result) = match self {
             Instance::Builtin(p) => (None, p.fingerprint().await),
             Instance::External(p) => {
+                let mut timeouts = p.timeouts();
+                timeouts.fingerprint = limit;
+                let p = p.as_ref().clone().with_timeouts(timeouts);
                 let (run, result) = p.fingerprint_run().await;
                 (Some(run), result)
             }

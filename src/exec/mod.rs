@@ -261,7 +261,7 @@ impl Invocation {
                 _ = &mut grace => break,
             }
         }
-        let leaked = out.is_none() || err.is_none();
+        let open_after_delay = out.is_none() || err.is_none();
 
         // Phase 3: find, record, kill and reap whatever is left.
         let leftovers = unix::sweep(pid, &env_strings, &inodes).await;
@@ -278,6 +278,11 @@ impl Invocation {
                 _ = &mut bound => break,
             }
         }
+        // A leak is a pipe held past the wait-delay by someone: a leftover seen
+        // holding it, or a holder we could not find (the pipe never closed). A
+        // pipe that was merely read late on a loaded machine is not one.
+        let leaked = open_after_delay
+            && (leftovers.iter().any(|l| l.held_stdio) || out.is_none() || err.is_none());
         out_task.abort();
         err_task.abort();
         let out = out.unwrap_or_default();

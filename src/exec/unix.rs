@@ -231,20 +231,31 @@ fn members(pgid: i32, env: &[String]) -> (Vec<Proc>, bool) {
 /// Finds, records, kills and reaps everything the call led by `pgid` left behind.
 /// `inodes` are the call's stdout/stderr pipe inodes, to tell who held them.
 pub(crate) async fn sweep(pgid: i32, env: &[String], inodes: &[u64]) -> Vec<Leftover> {
-    let (procs, scanned) = members(pgid, env);
-    if !scanned {
+    // Cheap test first, on this thread: usually nothing is left at all.
+    if killpg(Pid::from_raw(pgid), None).is_err() && unexpected_children().is_empty() {
         return Vec::new();
     }
-    let leftovers: Vec<Leftover> = procs
-        .iter()
-        .filter(|p| !p.zombie)
-        .map(|p| Leftover {
-            pid: p.pid,
-            cmdline: cmdline(p.pid),
-            escaped_group: p.pgid != pgid,
-            held_stdio: holds_pipe(p.pid, inodes),
-        })
-        .collect();
+    // Walking /proc blocks: keep it off the async workers, which are timing
+    // other plugins' calls.
+    let (env, inodes) = (env.to_vec(), inodes.to_vec());
+    let found = tokio::task::spawn_blocking(move || {
+        let (procs, _) = members(pgid, &env);
+        let leftovers: Vec<Leftover> = procs
+            .iter()
+            .filter(|p| !p.zombie)
+            .map(|p| Leftover {
+                pid: p.pid,
+                cmdline: cmdline(p.pid),
+                escaped_group: p.pgid != pgid,
+                held_stdio: holds_pipe(p.pid, &inodes),
+            })
+            .collect();
+        (procs, leftovers)
+    })
+    .await;
+    let Ok((procs, leftovers)) = found else {
+        return Vec::new();
+    };
     let pids: Vec<i32> = procs.iter().map(|p| p.pid).collect();
     kill_and_reap(pgid, &pids).await;
     leftovers

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::plugin::mkdir::MKDIR_ID;
-use crate::plugin::{ExternalPlugin, Fingerprint, HostVolumePlugin, MkdirPlugin, PluginError, Timeouts};
+use crate::plugin::{
+    ExternalPlugin, Fingerprint, HostVolumePlugin, MkdirPlugin, PluginError, Timeouts,
+};
 
 /// The prefix of every host volume plugin attribute.
 pub const ATTRIBUTE_PREFIX: &str = "plugins.host_volume.";
@@ -174,11 +176,16 @@ pub async fn scan(
         for name in names {
             let Ok(id) = name.clone().into_string() else {
                 let id = name.to_string_lossy().into_owned();
-                discovery.left_out.insert(id, left_out_because("the file name is not valid UTF-8"));
+                discovery
+                    .left_out
+                    .insert(id, left_out_because("the file name is not valid UTF-8"));
                 continue;
             };
             if id == MKDIR_ID {
-                let why = format!("shadowed by the built-in {} plugin", crate::plugin::go_quote(MKDIR_ID));
+                let why = format!(
+                    "shadowed by the built-in {} plugin",
+                    crate::plugin::go_quote(MKDIR_ID)
+                );
                 discovery.left_out.insert(id, left_out_because(&why));
                 continue;
             }
@@ -212,7 +219,12 @@ pub async fn scan(
             Ok((task, result)) => (task, result),
             Err(e) => {
                 let task = e.id();
-                (task, Err(PluginError::Builtin(format!("fingerprint task failed: {e}"))))
+                (
+                    task,
+                    Err(PluginError::Builtin(format!(
+                        "fingerprint task failed: {e}"
+                    ))),
+                )
             }
         };
         let id = by_task.remove(&task).unwrap_or_default();
@@ -242,11 +254,15 @@ fn left_out_because(reason: &str) -> LeftOut {
 
 fn left_out(error: PluginError, limit: Option<Duration>) -> LeftOut {
     let reason = match &error {
-        PluginError::Failed { timed_out: true, .. } => match limit {
+        PluginError::Failed {
+            timed_out: true, ..
+        } => match limit {
             Some(limit) => format!("{error} (no answer within the {limit:?} fingerprint limit)"),
             None => format!("{error} (timed out)"),
         },
-        PluginError::Start { explanation, .. } if !explanation.is_empty() => format!("{error} ({explanation})"),
+        PluginError::Start { explanation, .. } if !explanation.is_empty() => {
+            format!("{error} ({explanation})")
+        }
         _ => error.to_string(),
     };
     LeftOut {
@@ -313,7 +329,11 @@ fn select(
 mod tests {
     use super::*;
 
-    fn entry(name: &str, is_dir: bool, mode: u32) -> std::io::Result<(OsString, std::io::Result<EntryKind>)> {
+    fn entry(
+        name: &str,
+        is_dir: bool,
+        mode: u32,
+    ) -> std::io::Result<(OsString, std::io::Result<EntryKind>)> {
         Ok((name.into(), Ok(EntryKind { is_dir, mode })))
     }
 
@@ -328,16 +348,31 @@ mod tests {
             entry("dir", true, 0o40755),
         ];
         let names = select(Path::new("/p"), listed.into_iter()).unwrap();
-        assert_eq!(names, vec![OsString::from(".hidden"), "b".into(), "group-x".into(), "link".into()]);
+        assert_eq!(
+            names,
+            vec![
+                OsString::from(".hidden"),
+                "b".into(),
+                "group-x".into(),
+                "link".into()
+            ]
+        );
     }
 
     #[test]
     fn an_entry_that_cannot_be_inspected_aborts_the_scan() {
         let listed = vec![
             entry("a", false, 0o100755),
-            Ok((OsString::from("gone"), Err(std::io::Error::from_raw_os_error(libc::EACCES)))),
+            Ok((
+                OsString::from("gone"),
+                Err(std::io::Error::from_raw_os_error(libc::EACCES)),
+            )),
         ];
         let err = select(Path::new("/p"), listed.into_iter()).unwrap_err();
-        assert!(err.to_string().starts_with("cannot inspect plugin /p/gone: "), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("cannot inspect plugin /p/gone: "),
+            "{err}"
+        );
     }
 }

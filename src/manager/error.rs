@@ -134,7 +134,9 @@ impl std::fmt::Display for Cleanup {
         match self {
             Cleanup::Deleted => f.write_str("the plugin deleted it again"),
             Cleanup::DeleteFailed(e) => write!(f, "deleting it again failed too: {e}"),
-            Cleanup::KeptExisting => f.write_str("it was an update, so the volume was left in place"),
+            Cleanup::KeptExisting => {
+                f.write_str("it was an update, so the volume was left in place")
+            }
         }
     }
 }

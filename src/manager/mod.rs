@@ -56,5 +56,6 @@ pub use restore::Restored;
 pub use state::StateError;
 pub use volume::Volume;
 pub use volumes::{
-    DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, DeleteOutcome, HostVolumeManager, RegisterSpec, VolumeSpec,
+    DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, DeleteOutcome, HostVolumeManager, RegisterSpec,
+    VolumeSpec,
 };

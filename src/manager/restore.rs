@@ -56,7 +56,13 @@ impl HostVolumeManager {
     /// Restores every saved volume, in state order, one result per volume. Only
     /// an unreadable state file fails the whole call.
     pub async fn restore(&self) -> Result<Vec<Restored>, ManagerError> {
-        let volumes: Vec<Volume> = self.state.load_async().await?.volumes.into_values().collect();
+        let volumes: Vec<Volume> = self
+            .state
+            .load_async()
+            .await?
+            .volumes
+            .into_values()
+            .collect();
         let timeouts = Timeouts {
             create: self.restore_timeout,
             ..self.timeouts
@@ -70,7 +76,9 @@ impl HostVolumeManager {
         for (slot, volume) in volumes.iter().enumerate() {
             let job = match &volume.create_request {
                 None => Job::Stat,
-                Some(req) => match self.plugin_with(volume.plugin_id.as_deref().unwrap_or_default(), timeouts) {
+                Some(req) => match self
+                    .plugin_with(volume.plugin_id.as_deref().unwrap_or_default(), timeouts)
+                {
                     Ok(plugin) => Job::Create(plugin, Box::new(req.clone())),
                     Err(e) => {
                         results[slot] = Some(Err(e.into()));
@@ -89,7 +97,11 @@ impl HostVolumeManager {
             let handle = tasks.spawn(async move {
                 let _permit = permit;
                 match job {
-                    Job::Create(plugin, req) => plugin.create(&req).await.map(|r| r.path).map_err(ManagerError::from),
+                    Job::Create(plugin, req) => plugin
+                        .create(&req)
+                        .await
+                        .map(|r| r.path)
+                        .map_err(ManagerError::from),
                     Job::Stat => match tokio::fs::metadata(&host_path).await {
                         Ok(_) => Ok(host_path),
                         Err(source) => Err(ManagerError::HostPath {

@@ -112,7 +112,10 @@ impl StateError {
     pub fn is_input_error(&self) -> bool {
         matches!(
             self,
-            StateError::CreateDir { .. } | StateError::Read { .. } | StateError::Corrupt { .. } | StateError::Invalid { .. }
+            StateError::CreateDir { .. }
+                | StateError::Read { .. }
+                | StateError::Corrupt { .. }
+                | StateError::Invalid { .. }
         )
     }
 }
@@ -169,7 +172,10 @@ impl StateStore {
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(|source| StateError::CreateDir { dir: dir.clone(), source })?;
+            .map_err(|source| StateError::CreateDir {
+                dir: dir.clone(),
+                source,
+            })?;
         Ok(StateStore {
             dir,
             writer: tokio::sync::Mutex::new(()),
@@ -275,13 +281,24 @@ fn parse_state(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
     let header: Header = serde_json::from_slice(bytes).map_err(corrupt)?;
     match header.schema {
         Some(serde_json::Value::String(s)) if s == STATE_SCHEMA => {}
-        Some(other) => return Err(invalid(format!("schema is {other}, expected \"{STATE_SCHEMA}\""))),
-        None => return Err(invalid(format!("no \"schema\" field (expected \"{STATE_SCHEMA}\")"))),
+        Some(other) => {
+            return Err(invalid(format!(
+                "schema is {other}, expected \"{STATE_SCHEMA}\""
+            )));
+        }
+        None => {
+            return Err(invalid(format!(
+                "no \"schema\" field (expected \"{STATE_SCHEMA}\")"
+            )));
+        }
     }
     let disk: OnDisk = serde_json::from_slice(bytes).map_err(corrupt)?;
     for (key, vol) in &disk.volumes {
         if *key != vol.id {
-            return Err(invalid(format!("volume under key {key:?} has id {:?}", vol.id)));
+            return Err(invalid(format!(
+                "volume under key {key:?} has id {:?}",
+                vol.id
+            )));
         }
     }
     Ok(State {
@@ -339,7 +356,9 @@ fn write_state(dir: &Path, state: &State) -> Result<(), StateError> {
     tmp.as_file().sync_all().map_err(write_err)?;
     tmp.persist(&target).map_err(|e| write_err(e.error))?;
     // The rename is only durable once the directory entry is on disk.
-    File::open(dir).and_then(|d| d.sync_all()).map_err(write_err)?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(write_err)?;
     Ok(())
 }
 
@@ -365,9 +384,18 @@ mod tests {
     fn unusable_files_are_errors_naming_the_file() {
         let p = Path::new("/s/state.json");
         let cases: [(&str, &str); 6] = [
-            ("", "state file /s/state.json is corrupt: EOF while parsing a value at line 1 column 0"),
-            ("{", "state file /s/state.json is corrupt: EOF while parsing an object at line 1 column 1"),
-            ("{}", "state file /s/state.json is not usable: no \"schema\" field (expected \"dhv-conform/state/v1\")"),
+            (
+                "",
+                "state file /s/state.json is corrupt: EOF while parsing a value at line 1 column 0",
+            ),
+            (
+                "{",
+                "state file /s/state.json is corrupt: EOF while parsing an object at line 1 column 1",
+            ),
+            (
+                "{}",
+                "state file /s/state.json is not usable: no \"schema\" field (expected \"dhv-conform/state/v1\")",
+            ),
             (
                 r#"{"schema":"dhv-conform/state/v9","volumes":{}}"#,
                 "state file /s/state.json is not usable: schema is \"dhv-conform/state/v9\", expected \"dhv-conform/state/v1\"",
@@ -382,7 +410,11 @@ mod tests {
             ),
         ];
         for (text, want) in cases {
-            assert_eq!(parse_state(p, text.as_bytes()).unwrap_err().to_string(), want, "{text:?}");
+            assert_eq!(
+                parse_state(p, text.as_bytes()).unwrap_err().to_string(),
+                want,
+                "{text:?}"
+            );
         }
     }
 

@@ -271,7 +271,11 @@ impl HostVolumeManager {
         self.plugin_with(id, self.timeouts)
     }
 
-    pub(super) fn plugin_with(&self, id: &str, timeouts: Timeouts) -> Result<Arc<dyn HostVolumePlugin>, PluginError> {
+    pub(super) fn plugin_with(
+        &self,
+        id: &str,
+        timeouts: Timeouts,
+    ) -> Result<Arc<dyn HostVolumePlugin>, PluginError> {
         if let Some(p) = self.overrides.get(id) {
             return Ok(Arc::clone(p));
         }
@@ -281,7 +285,9 @@ impl HostVolumeManager {
         let Some(dir) = &self.plugin_dir else {
             return Err(PluginError::NoSuchPlugin { id: id.to_string() });
         };
-        Ok(Arc::new(ExternalPlugin::lookup(dir, id)?.with_timeouts(timeouts)))
+        Ok(Arc::new(
+            ExternalPlugin::lookup(dir, id)?.with_timeouts(timeouts),
+        ))
     }
 
     /// Discovers and fingerprints the plugins like a client, and says which
@@ -289,7 +295,8 @@ impl HostVolumeManager {
     pub async fn fingerprint_plugins(&self) -> Result<NodeFingerprint, DiscoveryError> {
         let mut published = self.published.lock().await;
         let overrides: Vec<_> = self.overrides.values().cloned().collect();
-        let discovery = discovery::scan(self.plugin_dir.as_deref(), self.timeouts, &overrides).await?;
+        let discovery =
+            discovery::scan(self.plugin_dir.as_deref(), self.timeouts, &overrides).await?;
         let fp = NodeFingerprint::since(&published, discovery);
         *published = fp.attributes.clone();
         Ok(fp)
@@ -416,7 +423,9 @@ impl HostVolumeManager {
         if let Some(req) = &volume.create_request {
             let plugin_id = volume.plugin_id.as_deref().unwrap_or_default();
             let plugin = self.plugin(plugin_id)?;
-            plugin.delete(&DeleteRequest::for_created(req, &volume.host_path)).await?;
+            plugin
+                .delete(&DeleteRequest::for_created(req, &volume.host_path))
+                .await?;
         }
         let key = id.to_string();
         self.state
@@ -447,7 +456,11 @@ impl HostVolumeManager {
 
     /// Takes `name` for `id` in this process, then checks the saved volumes.
     /// Returns the state read, so the caller decides with what it checked.
-    async fn reserve_name(&self, name: &str, id: &str) -> Result<(NameReservation, State), ManagerError> {
+    async fn reserve_name(
+        &self,
+        name: &str,
+        id: &str,
+    ) -> Result<(NameReservation, State), ManagerError> {
         let conflict = |existing_id: String| ManagerError::NameConflict {
             name: name.to_string(),
             id: id.to_string(),
@@ -483,7 +496,9 @@ impl HostVolumeManager {
 /// Four plugin calls per core: plugins mostly wait on the disk, but a node
 /// restoring thousands of volumes must not start thousands of processes.
 fn default_restore_concurrency() -> usize {
-    4 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    4 * std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 fn check_id(id: &str) -> Result<(), ManagerError> {

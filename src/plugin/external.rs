@@ -356,7 +356,7 @@ impl ExternalPlugin {
 
     fn judge_fingerprint(&self, run: &PluginRun) -> Result<Fingerprint, PluginError> {
         if !run.succeeded() {
-            return Err(self.call_error(run, |exit, _| {
+            return Err(self.call_error(run, Operation::Fingerprint, |exit, _| {
                 format!("error getting version from plugin {}: {exit}", go_quote(&self.id))
             }));
         }
@@ -388,7 +388,7 @@ impl ExternalPlugin {
             // Nomad returns Go's bare json error here.
             contract::decode_create(run.stdout()).map_err(|e| PluginError::Response { message: e.to_string() })
         } else {
-            Err(self.call_error(&run, |exit, text| {
+            Err(self.call_error(&run, Operation::Create, |exit, text| {
                 contract::create_error_text(&req.volume_id, &self.id, exit, text)
             }))
         };
@@ -401,7 +401,7 @@ impl ExternalPlugin {
         let verdict = if run.succeeded() {
             Ok(())
         } else {
-            Err(self.call_error(&run, |exit, text| {
+            Err(self.call_error(&run, Operation::Delete, |exit, text| {
                 contract::delete_error_text(&req.volume_id, &self.id, exit, text)
             }))
         };
@@ -410,14 +410,19 @@ impl ExternalPlugin {
 
     /// The error for a call that did not succeed. `text` builds Nomad's message
     /// from Go's exit error and the plugin's `{"error"}` text, if any.
-    fn call_error(&self, run: &PluginRun, text: impl Fn(&str, Option<&str>) -> String) -> PluginError {
+    fn call_error(
+        &self,
+        run: &PluginRun,
+        op: Operation,
+        text: impl Fn(&str, Option<&str>) -> String,
+    ) -> PluginError {
         match &run.result {
             Err(start) => PluginError::Start {
                 message: text(&start.go_error, None),
                 explanation: start.explanation.clone(),
             },
             Ok(outcome) => {
-                let error_json = contract::decode_error(&outcome.stdout);
+                let error_json = contract::decode_failure_error(op, &outcome.stdout);
                 PluginError::Failed {
                     message: text(&run.exit_error(), error_json.as_deref()),
                     exit: outcome.exit,

@@ -14,6 +14,7 @@ pub mod mkdir;
 use std::future::Future;
 use std::pin::Pin;
 
+pub use crate::contract::go_quote;
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, ExitReason};
 use crate::version::VersionInfo;
 
@@ -96,24 +97,4 @@ pub enum PluginError {
     /// The built-in plugin failed (bad parameter, file system error).
     #[error("{0}")]
     Builtin(String),
-}
-
-/// Quotes a string the way Go's `%q` does for the ASCII-printable strings that
-/// plugin ids and volume ids are; other characters are escaped.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }

@@ -64,3 +64,22 @@ pub fn processes_mentioning(needle: &str) -> Vec<String> {
     }
     found
 }
+
+/// Every live process whose environment mentions `needle` (plugin descendants
+/// inherit the `DHV_*` variables, which name the run's temp dirs).
+pub fn processes_with_env_containing(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&env).contains(needle) && alive_with(pid, "") {
+            let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            found.push(format!("{pid}: {}", String::from_utf8_lossy(&raw).replace('\0', " ")));
+        }
+    }
+    found
+}

@@ -18,6 +18,11 @@ pub async fn succeeds(ctx: &Ctx) -> CheckResult {
             call.duration.as_secs_f64() * 1e3
         )));
     }
+    let fingerprint = ctx.fingerprint_probe().await;
+    let cannot_start = |run: &Option<crate::plugin::PluginRun>| run.as_ref().is_some_and(|r| r.result.is_err());
+    if cannot_start(&call.run) && cannot_start(&fingerprint.run) {
+        return Err(Finding::Skip("needs fingerprint.runs (the plugin cannot start)".into()));
+    }
     let detail = match &call.run {
         Some(run) => match &run.result {
             Err(start) => format!("it could not start: {} — {}", start.go_error, start.explanation),
@@ -233,7 +238,7 @@ pub async fn parameters(ctx: &Ctx) -> CheckResult {
     for (label, params) in [("parameters {}", Parameters::new()), ("hostile parameters", hostile)] {
         let mut req = ctx.request();
         req.parameters = Some(params);
-        let outcome = super::input::create_cleanly(ctx, &req, label).await?;
+        let outcome = super::input::create_cleanly(ctx, &req, label, false).await?;
         notes.push(outcome);
     }
     if marker.exists() {

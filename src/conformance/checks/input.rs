@@ -7,10 +7,15 @@ use super::CheckResult;
 use crate::conformance::context::{Ctx, Finding, canary_intact, listing};
 use crate::contract::CreateRequest;
 
-/// Creates `req`; a success is deleted again and must leave nothing; a failure
-/// must be clean (nothing new in the volumes dir, no process left, no hang).
-/// Returns a note on what happened.
-pub(crate) async fn create_cleanly(ctx: &Ctx, req: &CreateRequest, label: &str) -> Result<String, Finding> {
+/// Creates `req`; a success is deleted again (and with `no_residue`, must then
+/// leave nothing); a failure must be clean (nothing new in the volumes dir, no
+/// process left, no hang). Returns a note on what happened.
+pub(crate) async fn create_cleanly(
+    ctx: &Ctx,
+    req: &CreateRequest,
+    label: &str,
+    no_residue: bool,
+) -> Result<String, Finding> {
     let dir = Path::new(&req.volumes_dir);
     let before = listing(dir);
     let call = ctx.create(req).await;
@@ -31,7 +36,7 @@ pub(crate) async fn create_cleanly(ctx: &Ctx, req: &CreateRequest, label: &str) 
                 )));
             }
             let left: Vec<String> = listing(dir).difference(&before).cloned().collect();
-            if !left.is_empty() {
+            if no_residue && !left.is_empty() {
                 return Err(Finding::Fail(format!(
                     "{label}: create succeeded, but after delete the volumes dir still holds {}",
                     left.join(", ")
@@ -100,24 +105,31 @@ pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
     let around = Surroundings::plant(ctx).map_err(|e| Finding::Skip(format!("cannot plant canaries: {e}")))?;
     let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let names = [format!("../../escape-{tag}"), "a/b".to_string(), format!("../escape-{tag}")];
-    let before = around.outside(&volumes);
     let mut notes = Vec::new();
     for name in &names {
         let mut req = ctx.request_in(&volumes);
         req.volume_name = name.clone();
-        let note = create_cleanly(ctx, &req, &format!("name {name:?}")).await?;
-        notes.push(note);
-        let after = around.outside(&volumes);
-        let added: Vec<_> = after.difference(&before).cloned().collect();
-        let removed: Vec<_> = before.difference(&after).cloned().collect();
+        let before = around.outside(&volumes);
+        let call = ctx.create(&req).await;
+        let after_create = around.outside(&volumes);
+        if let Ok(resp) = &call.result {
+            ctx.delete(&req, &resp.path).await;
+        }
+        let after_delete = around.outside(&volumes);
+        let added: Vec<_> = after_create.difference(&before).cloned().collect();
+        let removed: Vec<_> = before.difference(&after_delete).cloned().collect();
         if !added.is_empty() || !removed.is_empty() || around.canaries.iter().any(|c| !canary_intact(c)) {
             return Err(Finding::Fail(format!(
                 "with volume name {name:?}: expected nothing to change outside the volumes dir; \
-                 added: [{}], removed: [{}] — the plugin uses the name as a path; use DHV_VOLUME_ID",
+                 created: [{}], removed: [{}] — the plugin uses the name as a path; use DHV_VOLUME_ID",
                 added.join(", "),
                 removed.join(", ")
             )));
         }
+        notes.push(match &call.result {
+            Ok(_) => format!("name {name:?}: created and deleted inside the volumes dir"),
+            Err(_) => format!("name {name:?}: refused"),
+        });
     }
     Ok(Finding::Pass(notes.join("; ")))
 }
@@ -138,7 +150,7 @@ pub async fn name_injection(ctx: &Ctx) -> CheckResult {
     for name in &names {
         let mut req = ctx.request();
         req.volume_name = name.clone();
-        notes.push(create_cleanly(ctx, &req, &format!("name {name:?}")).await?);
+        notes.push(create_cleanly(ctx, &req, &format!("name {name:?}"), false).await?);
         if let Some(hit) = (1..=4).map(marker).find(|m| m.exists()) {
             return Err(Finding::Fail(format!(
                 "with volume name {name:?}: expected no command to run; the marker {} appeared — the plugin \
@@ -159,7 +171,7 @@ pub async fn capacity_edge(ctx: &Ctx) -> CheckResult {
         let mut req = ctx.request();
         req.capacity_min_bytes = min;
         req.capacity_max_bytes = max;
-        notes.push(create_cleanly(ctx, &req, label).await?);
+        notes.push(create_cleanly(ctx, &req, label, true).await?);
     }
     Ok(Finding::Pass(notes.join("; ")))
 }

@@ -45,7 +45,9 @@ pub fn deadline(ctx: &Ctx, op: &str) -> CheckResult {
 /// `failure.clean` (must): a failed create left nothing behind.
 pub fn failure_clean(ctx: &Ctx) -> CheckResult {
     let log = ctx.shared.log();
-    let failed: Vec<&LoggedCall> = log.iter().filter(|c| c.op == "create" && !c.ok).collect();
+    // Nomad rejecting the output of a create that succeeded is another check's
+    // business (create.response): here only the plugin's own failures count.
+    let failed: Vec<&LoggedCall> = log.iter().filter(|c| c.op == "create" && c.plugin_failed).collect();
     if failed.is_empty() {
         return Err(Finding::Skip("no create failed in this run".into()));
     }
@@ -83,7 +85,7 @@ pub fn error_json(ctx: &Ctx) -> CheckResult {
     let log = ctx.shared.log();
     let failed: Vec<&LoggedCall> = log
         .iter()
-        .filter(|c| (c.op == "create" || c.op == "delete") && !c.ok)
+        .filter(|c| (c.op == "create" || c.op == "delete") && c.plugin_failed)
         .filter(|c| c.run.as_ref().is_some_and(|r| r.result.is_ok() && !r.succeeded() && !r.timed_out()))
         .collect();
     if failed.is_empty() {
@@ -117,7 +119,8 @@ pub fn no_stdio_leak(ctx: &Ctx) -> CheckResult {
         .iter()
         .filter_map(|c| {
             let o = c.run.as_ref()?.result.as_ref().ok()?;
-            o.leaked.then(|| {
+            // A call killed for overrunning is the deadline checks' finding.
+            (o.leaked && !o.timed_out).then(|| {
                 let holders: Vec<&str> = o
                     .leftovers
                     .iter()
@@ -150,6 +153,7 @@ pub fn no_orphans(ctx: &Ctx) -> CheckResult {
         .flat_map(|c| {
             c.run
                 .iter()
+                .filter(|r| !r.timed_out())
                 .flat_map(|r| r.leftovers().iter())
                 .map(move |l| {
                     format!(
