@@ -51,7 +51,7 @@ pub(crate) fn start_failure(path: &Path, err: &std::io::Error) -> String {
                         interp.trim_start().split(' ').next().unwrap_or_default()
                     )
                 } else {
-                    let name = interp.trim().split_whitespace().next().unwrap_or_default().to_string();
+                    let name = interp.split_whitespace().next().unwrap_or_default().to_string();
                     format!("the interpreter `{name}` named in the `#!` line does not exist")
                 }
             }
