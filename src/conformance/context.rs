@@ -3,7 +3,7 @@
 //! a plugin instance whose every call is recorded, and the shared steps (create,
 //! delete, list the volumes dir, plant a canary) that every check uses.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -112,6 +112,8 @@ pub(crate) struct Shared {
     pub node_id: String,
     fingerprint_probe: OnceCell<Call<Fingerprint>>,
     create_probe: OnceCell<CreateProbe>,
+    /// The probes' sandboxes, kept so their volumes are deleted at the end.
+    probes: Mutex<Vec<Ctx>>,
     log: Mutex<Vec<LoggedCall>>,
 }
 
@@ -123,7 +125,16 @@ impl Shared {
             node_id: uuid::Uuid::new_v4().to_string(),
             fingerprint_probe: OnceCell::new(),
             create_probe: OnceCell::new(),
+            probes: Mutex::new(Vec::new()),
             log: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Deletes what the probes created; call once every check has finished.
+    pub async fn cleanup(&self) {
+        let probes = std::mem::take(&mut *self.probes.lock().unwrap_or_else(|e| e.into_inner()));
+        for probe in probes {
+            probe.cleanup().await;
         }
     }
 
@@ -152,6 +163,9 @@ pub(crate) struct Ctx {
     pub recorder: Recorder,
     pub plugin: Instance,
     in_flight: AtomicUsize,
+    /// Volumes created and not yet deleted: [`cleanup`](Self::cleanup) deletes
+    /// them, so a check that stops early leaves no mount or device behind.
+    live: Mutex<BTreeMap<String, (CreateRequest, String)>>,
 }
 
 impl Ctx {
@@ -169,6 +183,7 @@ impl Ctx {
             recorder,
             plugin,
             in_flight: AtomicUsize::new(0),
+            live: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -218,6 +233,12 @@ impl Ctx {
         };
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.log("create", self.shared.settings.timeouts().create, &call, residue);
+        if let Ok(resp) = &call.result {
+            self.live
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(req.volume_id.clone(), (req.clone(), resp.path.clone()));
+        }
         call
     }
 
@@ -230,7 +251,19 @@ impl Ctx {
     pub async fn delete_raw(&self, req: &DeleteRequest) -> Call<()> {
         let call = self.plugin.delete(req).await;
         self.log("delete", self.shared.settings.timeouts().delete, &call, None);
+        if call.ok() {
+            self.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&req.volume_id);
+        }
         call
+    }
+
+    /// Deletes every volume this sandbox created and did not delete (a check
+    /// that stopped early). Not logged: it is housekeeping, not a check's call.
+    pub async fn cleanup(&self) {
+        let live = std::mem::take(&mut *self.live.lock().unwrap_or_else(|e| e.into_inner()));
+        for (req, path) in live.into_values() {
+            let _ = self.plugin.delete(&DeleteRequest::for_created(&req, &path)).await;
+        }
     }
 
     /// Fingerprints once more (the probe is [`fingerprint_probe`](Self::fingerprint_probe)).
@@ -285,6 +318,8 @@ impl Ctx {
                     Ok(resp) => !resp.path.is_empty() && Path::new(&resp.path).exists(),
                     Err(_) => false,
                 };
+                let shared = probe.shared.clone();
+                shared.probes.lock().unwrap_or_else(|e| e.into_inner()).push(probe);
                 CreateProbe {
                     request,
                     call,

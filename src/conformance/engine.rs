@@ -127,6 +127,7 @@ pub fn run_suite(rt: &tokio::runtime::Runtime, opts: SuiteOptions) -> Result<Sui
                     handle.block_on(async {
                         let ctx = Ctx::new(shared.clone(), spec)?;
                         let finding = checks::run(&ctx).await;
+                        ctx.cleanup().await;
                         Ok::<_, std::io::Error>((finding, ctx.recorder.runs()))
                     })
                 }));
@@ -164,6 +165,7 @@ pub fn run_suite(rt: &tokio::runtime::Runtime, opts: SuiteOptions) -> Result<Sui
     args.skip.clear();
     args.exact = false;
     let conclusion = libtest_mimic::run(&args, trials);
+    rt.block_on(shared.cleanup());
 
     let checks: Vec<CheckResult> = std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()))
         .into_values()
@@ -183,7 +185,15 @@ pub fn run_suite(rt: &tokio::runtime::Runtime, opts: SuiteOptions) -> Result<Sui
         timing,
     );
     *RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    drop(root);
+    let root_path = root.path().to_path_buf();
+    if let Err(e) = root.close() {
+        // A plugin that leaves a mount behind makes its dir unremovable: say so
+        // rather than leave a temp dir silently.
+        eprintln!(
+            "dhv-conform: could not remove the run's temp dir {} ({e}); a plugin may have left a mount behind",
+            root_path.display()
+        );
+    }
     let harness_failed = *harness_failed.lock().unwrap_or_else(|e| e.into_inner());
     Ok(SuiteOutcome {
         report,

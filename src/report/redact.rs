@@ -9,10 +9,12 @@
 //! 1. literal paths added with [`Redactions::path`], longest first, so a plugin path
 //!    inside a registered temp dir becomes `[PLUGIN]`, not `[TMP]/plugin`;
 //! 2. UUIDs, any case → `[UUID]`;
-//! 3. the random part of the default volume name (`conformance-<hex>`, CONFORMANCE.md)
-//!    → `conformance-[ID]`;
-//! 4. temp names made by `tempfile` (`.tmpAbC123`) and `mktemp` (`tmp.AbC123XyZ`) →
-//!    `[TEMP]`;
+//! 3. the random part of the volume names the harness makes up: the default name
+//!    (`conformance-<hex>`, CONFORMANCE.md) → `conformance-[ID]`, and the path-traversal
+//!    names of `input.name-traversal` (`../escape-<hex>`) → `escape-[ID]`;
+//! 4. temp names made by `tempfile` (`.tmpAbC123`) and `mktemp` (`tmp.AbC123XyZ`), and
+//!    the run's own temp dir (`dhv-conform-AbC123`, as a path component: the engine makes
+//!    it with that prefix) → `[TEMP]`;
 //! 5. the system temp dirs (`/tmp`, `/var/tmp`, `$TMPDIR`) at a path boundary → `[TMP]`,
 //!    and `[TMP]/[TEMP]` (a fresh temp dir) collapses to `[TMP]`. The rest of the path
 //!    is kept: below a temp dir the names are the plugin's own choice (`volumes/<id>`),
@@ -39,13 +41,19 @@ static UUID: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid regex")
 });
 
-static VOLUME_NAME: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\bconformance-[0-9a-fA-F]{6,32}\b").expect("valid regex"));
+static VOLUME_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b(conformance|escape)-[0-9a-fA-F]{6,32}\b").expect("valid regex")
+});
 
 static TEMP_NAME: LazyLock<Regex> = LazyLock::new(|| {
     // `\.tmp` has no leading `\b` because the dot itself is the boundary.
     Regex::new(r"\.tmp[A-Za-z0-9]{6,}\b|\btmp\.[A-Za-z0-9]{6,}\b").expect("valid regex")
 });
+
+/// The run's temp dir (`tempfile` with the prefix `dhv-conform-`), only right after a `/`
+/// so that prose such as "dhv-conform-report" is left alone. Group 1 keeps the slash.
+static RUN_DIR: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(/)dhv-conform-[A-Za-z0-9]{6}\b").expect("valid regex"));
 
 static PID: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\b(pid|PID|Pid|pgid|PGID|ppid|PPID|sid|SID)(?: *[=:] *| +)\d+\b")
@@ -145,8 +153,9 @@ impl Redactions {
             }
         }
         let text = UUID.replace_all(&text, "[UUID]");
-        let text = VOLUME_NAME.replace_all(&text, "conformance-[ID]");
+        let text = VOLUME_NAME.replace_all(&text, "${1}-[ID]");
         let text = TEMP_NAME.replace_all(&text, "[TEMP]");
+        let text = RUN_DIR.replace_all(&text, "${1}[TEMP]");
         let text = self.redact_tmp_dirs(&text);
         let text = text.replace("[TMP]/[TEMP]", TMP);
         let text = PID.replace_all(&text, "$1 [PID]");
@@ -221,9 +230,22 @@ mod tests {
             ("/tmpfs/x and /usr/tmp/x", "/tmpfs/x and /usr/tmp/x"),
             ("/tmp /tmp", "[TMP] [TMP]"),
             ("a.tmp file", "a.tmp file"),
-            // Default volume names.
+            // Volume names the harness makes up.
             ("name conformance-0b9c8f6e", "name conformance-[ID]"),
             ("conformance-tests", "conformance-tests"),
+            (
+                r#"name "../../escape-1b0aa451": created"#,
+                r#"name "../../escape-[ID]": created"#,
+            ),
+            ("escape-hatch", "escape-hatch"),
+            // The run's temp dir, as a path component only.
+            (
+                "/tmp/dhv-conform-xO8tpb/create.succeeds/volumes",
+                "[TMP]/create.succeeds/volumes",
+            ),
+            ("/opt/dhv-conform-Ab12Cd/x", "/opt/[TEMP]/x"),
+            ("see dhv-conform-report", "see dhv-conform-report"),
+            ("/srv/dhv-conform-reports/x", "/srv/dhv-conform-reports/x"),
             // Everything at once, including a UUID below a temp dir.
             (
                 "create of /tmp/.tmpAbC123/volumes/0b9c8f6e-3f1d-4c4e-9a53-1f2d3c4b5a69 took 2.5s (pid 4711)",
@@ -290,7 +312,8 @@ mod tests {
     fn idempotent() {
         let r = Redactions::new().path("/opt/plugin", "[PLUGIN]");
         let input = "/opt/plugin: /tmp/.tmpAbC123/v/0b9c8f6e-3f1d-4c4e-9a53-1f2d3c4b5a69 \
-                     took 1m2s, pid=12, conformance-abcdef12, tmp.ABCdef123";
+                     took 1m2s, pid=12, conformance-abcdef12, tmp.ABCdef123, \
+                     ../escape-0a1b2c3d /tmp/dhv-conform-AbC123/x";
         let once = r.apply(input);
         assert_eq!(r.apply(&once), once);
     }
