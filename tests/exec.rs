@@ -62,7 +62,11 @@ fn timeout_stops_a_cooperative_plugin_with_sigterm() {
     let s = Scratch::new();
     let p = s.plugin("p", "#!/bin/sh\nexec sleep 1002.5\n");
     let out = rt()
-        .block_on(Invocation::new(&p).timeout(Duration::from_millis(100)).run())
+        .block_on(
+            Invocation::new(&p)
+                .timeout(Duration::from_millis(100))
+                .run(),
+        )
         .unwrap();
     assert!(out.timed_out);
     assert_eq!(out.exit, ExitReason::Signal(15));
@@ -115,11 +119,15 @@ fn a_setsid_daemon_is_found_recorded_and_killed() {
             r = ready.display()
         ),
     );
-    let out = rt().block_on(Invocation::new(&p).env(dhv_env()).run()).unwrap();
+    let out = rt()
+        .block_on(Invocation::new(&p).env(dhv_env()).run())
+        .unwrap();
     assert_eq!(out.exit, ExitReason::Code(0));
     assert!(!out.leaked, "the daemon closed its stdio");
     assert!(
-        out.leftovers.iter().any(|l| l.escaped_group && !l.held_stdio),
+        out.leftovers
+            .iter()
+            .any(|l| l.escaped_group && !l.held_stdio),
         "{:?}",
         out.leftovers
     );
@@ -129,7 +137,10 @@ fn a_setsid_daemon_is_found_recorded_and_killed() {
 #[test]
 fn an_output_flood_is_capped_drained_and_memory_stays_flat() {
     let s = Scratch::new();
-    let p = s.plugin("p", "#!/bin/sh\nhead -c 300000000 /dev/zero\nhead -c 3000000 /dev/zero >&2\n");
+    let p = s.plugin(
+        "p",
+        "#!/bin/sh\nhead -c 300000000 /dev/zero\nhead -c 3000000 /dev/zero >&2\n",
+    );
     let before = peak_rss_kib();
     let out = rt()
         .block_on(Invocation::new(&p).output_cap(1 << 20).run())
@@ -146,7 +157,9 @@ fn an_output_flood_is_capped_drained_and_memory_stays_flat() {
 fn start_failures_are_spawn_errors_with_the_os_reason() {
     let s = Scratch::new();
     let no_shebang = s.plugin("no-shebang", "echo hi\n");
-    let err = rt().block_on(Invocation::new(&no_shebang).run()).unwrap_err();
+    let err = rt()
+        .block_on(Invocation::new(&no_shebang).run())
+        .unwrap_err();
     assert_eq!(err.source.raw_os_error(), Some(libc::ENOEXEC));
 
     let crlf = s.plugin("crlf", "#!/bin/sh\r\necho hi\r\n");
@@ -187,7 +200,11 @@ fn a_dropped_call_kills_everything_it_started() {
     // The sweep runs on a helper thread: wait for it, with a bound.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while !processes_mentioning("1006.").is_empty() {
-        assert!(std::time::Instant::now() < deadline, "{:?}", processes_mentioning("1006."));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            processes_mentioning("1006.")
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -205,6 +222,9 @@ fn peak_rss_kib() -> u64 {
 fn dhv_env() -> Vec<(String, String)> {
     vec![
         ("DHV_OPERATION".to_string(), "create".to_string()),
-        ("DHV_VOLUME_ID".to_string(), uuid::Uuid::new_v4().to_string()),
+        (
+            "DHV_VOLUME_ID".to_string(),
+            uuid::Uuid::new_v4().to_string(),
+        ),
     ]
 }

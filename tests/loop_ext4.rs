@@ -25,13 +25,20 @@ fn unsupported() -> Option<String> {
     }
     match StdCommand::new("losetup").arg("-f").output() {
         Ok(out) if out.status.success() => None,
-        Ok(out) => Some(format!("no free loop device: {}", String::from_utf8_lossy(&out.stderr).trim())),
+        Ok(out) => Some(format!(
+            "no free loop device: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
         Err(e) => Some(format!("cannot run losetup: {e}")),
     }
 }
 
 fn mentions(cmd: &str, args: &[&str], needle: &str) -> Vec<String> {
-    let out = StdCommand::new(cmd).args(args).output().map(|o| o.stdout).unwrap_or_default();
+    let out = StdCommand::new(cmd)
+        .args(args)
+        .output()
+        .map(|o| o.stdout)
+        .unwrap_or_default();
     String::from_utf8_lossy(&out)
         .lines()
         .filter(|l| l.contains(needle))
@@ -54,8 +61,12 @@ fn loop_ext4_passes_every_must_check_and_leaves_nothing() {
         .timeout(std::time::Duration::from_secs(600))
         .output()
         .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON report ({e}); stderr: {}", String::from_utf8_lossy(&out.stderr)));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     let failed: Vec<String> = report["checks"]
         .as_array()
         .unwrap()
@@ -67,8 +78,18 @@ fn loop_ext4_passes_every_must_check_and_leaves_nothing() {
     assert_eq!(out.status.code(), Some(0));
     let needle = tmp.path().to_string_lossy().into_owned();
     assert!(mentions("mount", &[], &needle).is_empty(), "mounts left");
-    assert!(mentions("losetup", &["-a"], &needle).is_empty(), "loop devices left");
-    assert!(util::processes_with_env_containing(&needle).is_empty(), "processes left");
-    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(
+        mentions("losetup", &["-a"], &needle).is_empty(),
+        "loop devices left"
+    );
+    assert!(
+        util::processes_with_env_containing(&needle).is_empty(),
+        "processes left"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     assert!(left.is_empty(), "temp files left: {left:?}");
 }

@@ -16,35 +16,67 @@ use assert_cmd::Command;
 fn header(plugin: &Path, tag: &str) -> BTreeSet<String> {
     let text = String::from_utf8_lossy(&std::fs::read(plugin).unwrap()).into_owned();
     text.lines()
-        .filter_map(|l| l.trim_end_matches('\r').strip_prefix(&format!("# {tag}: ")).map(str::to_string))
+        .filter_map(|l| {
+            l.trim_end_matches('\r')
+                .strip_prefix(&format!("# {tag}: "))
+                .map(str::to_string)
+        })
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(":"))
         .collect()
 }
 
 /// Runs the suite on a sample and returns `id:status` for every fail and warn.
 fn findings(name: &str, scale: &str) -> BTreeSet<String> {
-    let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-plugins").join(name);
+    let plugin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sample-plugins")
+        .join(name);
     let tmp = util::Scratch::new();
     let out = Command::cargo_bin("dhv-conform")
         .unwrap()
-        .args(["check", plugin.to_str().unwrap(), "--json", "-", "-q", "--timeout-scale", scale])
+        .args([
+            "check",
+            plugin.to_str().unwrap(),
+            "--json",
+            "-",
+            "-q",
+            "--timeout-scale",
+            scale,
+        ])
         .env("TMPDIR", tmp.path())
         .timeout(std::time::Duration::from_secs(300))
         .output()
         .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{name}: no JSON report ({e}); stderr: {}", String::from_utf8_lossy(&out.stderr)));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{name}: no JSON report ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     let got: BTreeSet<String> = report["checks"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|c| c["status"] == "fail" || c["status"] == "warn")
-        .map(|c| format!("{}:{}", c["id"].as_str().unwrap(), c["status"].as_str().unwrap()))
+        .map(|c| {
+            format!(
+                "{}:{}",
+                c["id"].as_str().unwrap(),
+                c["status"].as_str().unwrap()
+            )
+        })
         .collect();
     let code = out.status.code();
     let must_failed = got.iter().any(|f| f.ends_with(":fail"));
-    assert_eq!(code, Some(if must_failed { 1 } else { 0 }), "{name}: exit code");
-    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(
+        code,
+        Some(if must_failed { 1 } else { 0 }),
+        "{name}: exit code"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     assert!(left.is_empty(), "{name}: temp files left behind: {left:?}");
     let procs = util::processes_with_env_containing(&tmp.path().to_string_lossy());
     assert!(procs.is_empty(), "{name}: processes left behind: {procs:?}");
@@ -52,11 +84,16 @@ fn findings(name: &str, scale: &str) -> BTreeSet<String> {
 }
 
 fn assert_sample(name: &str, scale: &str) {
-    let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-plugins").join(name);
+    let plugin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sample-plugins")
+        .join(name);
     let expected = header(&plugin, "expect");
     let optional = header(&plugin, "may");
     let got = findings(name, scale);
-    let unexpected: Vec<_> = got.difference(&expected).filter(|f| !optional.contains(*f)).collect();
+    let unexpected: Vec<_> = got
+        .difference(&expected)
+        .filter(|f| !optional.contains(*f))
+        .collect();
     let missing: Vec<_> = expected.difference(&got).collect();
     assert!(
         unexpected.is_empty() && missing.is_empty(),
@@ -115,11 +152,16 @@ samples! {
 #[test]
 fn every_sample_plugin_is_tested() {
     let listed = include_str!("samples.rs");
-    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-plugins")).unwrap() {
+    for entry in
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-plugins")).unwrap()
+    {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
         if name.ends_with(".md") || name.starts_with('.') || name == "loop-ext4" {
             continue;
         }
-        assert!(listed.contains(&format!("=> \"{name}\"")), "sample {name} has no test");
+        assert!(
+            listed.contains(&format!("=> \"{name}\"")),
+            "sample {name} has no test"
+        );
     }
 }

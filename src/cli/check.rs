@@ -72,7 +72,10 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         match std::fs::metadata(path) {
             Err(e) => return Err(CliError::usage(format!("plugin {}: {e}", path.display()))),
             Ok(m) if m.is_dir() => {
-                return Err(CliError::usage(format!("plugin {} is a directory, not an executable", path.display())));
+                return Err(CliError::usage(format!(
+                    "plugin {} is a directory, not an executable",
+                    path.display()
+                )));
             }
             Ok(_) => {}
         }
@@ -84,7 +87,11 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         )));
     }
     let template = match &args.fixture {
-        Some(path) => fixture::load(path).map_err(|e| CliError::usage(e.to_string()))?.template,
+        Some(path) => {
+            fixture::load(path)
+                .map_err(|e| CliError::usage(e.to_string()))?
+                .template
+        }
         None => RequestTemplate::default(),
     };
     let color = color_choice(args.color.as_deref())?;
@@ -140,11 +147,14 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
 fn snapshot_gate(report: &report::Report, path: &Path, bless: bool) -> CliResult {
     let text = report::normalise(report, &Redactions::for_report(report));
     if bless {
-        report::bless(path, &text).map_err(|e| CliError::usage(format!("{e}: {}", source_of(&e))))?;
+        report::bless(path, &text)
+            .map_err(|e| CliError::usage(format!("{e}: {}", source_of(&e))))?;
         eprintln!("dhv-conform: snapshot written to {}", path.display());
         return Ok(EXIT_OK);
     }
-    match report::compare(path, &text).map_err(|e| CliError::usage(format!("{e}: {}", source_of(&e))))? {
+    match report::compare(path, &text)
+        .map_err(|e| CliError::usage(format!("{e}: {}", source_of(&e))))?
+    {
         SnapshotOutcome::Matched => Ok(EXIT_OK),
         SnapshotOutcome::Missing { path } => {
             let hint = if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
@@ -152,8 +162,14 @@ fn snapshot_gate(report: &report::Report, path: &Path, bless: bool) -> CliResult
             } else {
                 "run again with --bless to write it"
             };
-            eprintln!("dhv-conform: snapshot {} does not exist; {hint}", path.display());
-            eprint!("{}", report::diff("", &text, "(none)", &path.display().to_string()));
+            eprintln!(
+                "dhv-conform: snapshot {} does not exist; {hint}",
+                path.display()
+            );
+            eprint!(
+                "{}",
+                report::diff("", &text, "(none)", &path.display().to_string())
+            );
             Ok(EXIT_SNAPSHOT)
         }
         SnapshotOutcome::Differs { path, diff } => {
@@ -178,7 +194,10 @@ fn write_output(dest: &str, text: &str) -> Result<(), CliError> {
         return Ok(());
     }
     let path = Path::new(dest);
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let fail = |e: std::io::Error| CliError::usage(format!("cannot write {dest}: {e}"));
     std::fs::create_dir_all(dir).map_err(fail)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
@@ -194,17 +213,27 @@ fn color_choice(flag: Option<&str>) -> Result<Option<bool>, CliError> {
         "always" => Ok(Some(true)),
         "never" => Ok(Some(false)),
         "auto" => Ok(Some(!no_color && std::io::stdout().is_terminal())),
-        other => Err(CliError::usage(format!("--color must be auto, always or never, not {other:?}"))),
+        other => Err(CliError::usage(format!(
+            "--color must be auto, always or never, not {other:?}"
+        ))),
     }
 }
 
-fn libtest_args(args: &CheckArgs, color: Option<bool>, progress_to_stderr: bool) -> Result<Arguments, CliError> {
+fn libtest_args(
+    args: &CheckArgs,
+    color: Option<bool>,
+    progress_to_stderr: bool,
+) -> Result<Arguments, CliError> {
     let format = match args.format.as_deref() {
         None => None,
         Some("pretty") => Some(FormatSetting::Pretty),
         Some("terse") => Some(FormatSetting::Terse),
         Some("json") => Some(FormatSetting::Json),
-        Some(other) => return Err(CliError::usage(format!("--format must be pretty, terse or json, not {other:?}"))),
+        Some(other) => {
+            return Err(CliError::usage(format!(
+                "--format must be pretty, terse or json, not {other:?}"
+            )));
+        }
     };
     if args.test_threads == Some(0) {
         return Err(CliError::usage("--test-threads must be at least 1"));

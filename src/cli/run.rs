@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 
 use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK};
 use crate::contract::{self, CreateRequest, DeleteRequest, Parameters};
-use crate::plugin::{ExternalPlugin, HostVolumePlugin, MkdirPlugin, PluginError, PluginRun, Timeouts};
+use crate::plugin::{
+    ExternalPlugin, HostVolumePlugin, MkdirPlugin, PluginError, PluginRun, Timeouts,
+};
 use crate::version::VersionInfo;
 
 /// Arguments of `run`.
@@ -132,24 +134,34 @@ pub async fn run(args: RunArgs) -> CliResult {
     let parameters = parse_parameters(args.parameters.as_deref())?;
     let plugin_path = PathBuf::from(&args.plugin);
     if !builtin && !plugin_path.exists() {
-        return Err(CliError::usage(format!("plugin {} does not exist", plugin_path.display())));
+        return Err(CliError::usage(format!(
+            "plugin {} does not exist",
+            plugin_path.display()
+        )));
     }
     let volumes_dir = match &args.volumes_dir {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join("dhv-conform-volumes"),
     };
-    std::fs::create_dir_all(&volumes_dir)
-        .map_err(|e| CliError::usage(format!("cannot create volumes dir {}: {e}", volumes_dir.display())))?;
+    std::fs::create_dir_all(&volumes_dir).map_err(|e| {
+        CliError::usage(format!(
+            "cannot create volumes dir {}: {e}",
+            volumes_dir.display()
+        ))
+    })?;
     let volumes_dir = std::path::absolute(&volumes_dir).unwrap_or(volumes_dir);
 
-    let mut external = (!builtin).then(|| ExternalPlugin::from_path(&plugin_path));
-    if let (Some(ext), Some(t)) = (external.take(), args.timeout) {
-        external = Some(ext.with_timeouts(Timeouts {
-            fingerprint: t,
-            create: t,
-            delete: t,
-        }));
-    }
+    let external = (!builtin).then(|| {
+        let ext = ExternalPlugin::from_path(&plugin_path);
+        match args.timeout {
+            Some(t) => ext.with_timeouts(Timeouts {
+                fingerprint: t,
+                create: t,
+                delete: t,
+            }),
+            None => ext,
+        }
+    });
     let plugin_dir = match (&args.plugin_dir, &external) {
         (Some(d), _) => d.to_string_lossy().into_owned(),
         (None, Some(ext)) => ext.plugin_dir().to_string_lossy().into_owned(),
@@ -160,11 +172,17 @@ pub async fn run(args: RunArgs) -> CliResult {
         plugin_dir,
         node_pool: args.node_pool.clone(),
         namespace: args.namespace.clone(),
-        volume_name: args.name.clone().unwrap_or_else(|| format!("run-{}", &id[..8])),
+        volume_name: args
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("run-{}", &id[..8])),
         volume_id: id.clone(),
         capacity_min_bytes: args.capacity_min,
         capacity_max_bytes: args.capacity_max,
-        node_id: args.node_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        node_id: args
+            .node_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         parameters,
     };
     let created_path = args
@@ -179,14 +197,22 @@ pub async fn run(args: RunArgs) -> CliResult {
     };
     let ok = report.error.is_none();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default()
+        );
     } else {
         print!("{}", to_human(&report, &args.plugin));
     }
     Ok(if ok { EXIT_OK } else { EXIT_FAIL })
 }
 
-async fn run_external(ext: &ExternalPlugin, op: &str, create: &CreateRequest, delete: &DeleteRequest) -> Report {
+async fn run_external(
+    ext: &ExternalPlugin,
+    op: &str,
+    create: &CreateRequest,
+    delete: &DeleteRequest,
+) -> Report {
     let mut report = Report {
         operation: op.to_string(),
         env: Vec::new(),
@@ -227,7 +253,11 @@ async fn run_external(ext: &ExternalPlugin, op: &str, create: &CreateRequest, de
             let run = ext.run(other, env).await;
             let error = (!run.succeeded()).then(|| PluginError::Failed {
                 message: format!("operation {other:?} failed: {}", run.exit_error()),
-                exit: run.result.as_ref().map(|o| o.exit).unwrap_or(contract::ExitReason::Code(-1)),
+                exit: run
+                    .result
+                    .as_ref()
+                    .map(|o| o.exit)
+                    .unwrap_or(contract::ExitReason::Code(-1)),
                 timed_out: run.timed_out(),
             });
             (run, error)
@@ -248,7 +278,11 @@ async fn run_external(ext: &ExternalPlugin, op: &str, create: &CreateRequest, de
     report
 }
 
-async fn run_builtin(op: &str, create: &CreateRequest, delete: &DeleteRequest) -> Result<Report, CliError> {
+async fn run_builtin(
+    op: &str,
+    create: &CreateRequest,
+    delete: &DeleteRequest,
+) -> Result<Report, CliError> {
     let plugin = MkdirPlugin;
     let start = std::time::Instant::now();
     let mut report = Report {
@@ -347,9 +381,17 @@ fn to_human(r: &Report, plugin: &str) -> String {
                         out,
                         "exit:      {}{}",
                         o.exit.go_string(),
-                        if o.timed_out { " (timed out and killed)" } else { "" }
+                        if o.timed_out {
+                            " (timed out and killed)"
+                        } else {
+                            ""
+                        }
                     );
-                    let _ = writeln!(out, "duration:  {:.1} ms", o.duration.as_secs_f64() * 1000.0);
+                    let _ = writeln!(
+                        out,
+                        "duration:  {:.1} ms",
+                        o.duration.as_secs_f64() * 1000.0
+                    );
                     if o.leaked {
                         let _ = writeln!(
                             out,
@@ -359,9 +401,25 @@ fn to_human(r: &Report, plugin: &str) -> String {
                     for l in &o.leftovers {
                         let _ = writeln!(out, "left behind (killed): pid {} {}", l.pid, l.cmdline);
                     }
-                    let _ = writeln!(out, "stdout{}:", if o.stdout_truncated { " (truncated)" } else { "" });
+                    let _ = writeln!(
+                        out,
+                        "stdout{}:",
+                        if o.stdout_truncated {
+                            " (truncated)"
+                        } else {
+                            ""
+                        }
+                    );
                     let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(&o.stdout)));
-                    let _ = writeln!(out, "stderr{}:", if o.stderr_truncated { " (truncated)" } else { "" });
+                    let _ = writeln!(
+                        out,
+                        "stderr{}:",
+                        if o.stderr_truncated {
+                            " (truncated)"
+                        } else {
+                            ""
+                        }
+                    );
                     let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(&o.stderr)));
                 }
                 Err(start) => {
@@ -381,7 +439,11 @@ fn to_human(r: &Report, plugin: &str) -> String {
             "version:   {:?} → {} ({})",
             v.raw,
             v.canonical.as_deref().unwrap_or("rejected by Nomad"),
-            if v.semver { "SemVer" } else { "not strict SemVer" }
+            if v.semver {
+                "SemVer"
+            } else {
+                "not strict SemVer"
+            }
         );
     }
     if let Some(resp) = &r.response {
@@ -402,7 +464,10 @@ fn indent(s: &str) -> String {
     if s.is_empty() {
         return "  (empty)".into();
     }
-    s.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+    s.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]
@@ -427,7 +492,10 @@ mod tests {
         let p = parse_parameters(Some(r#"{"a":"1"}"#)).unwrap().unwrap();
         assert_eq!(p.get("a").map(String::as_str), Some("1"));
         for bad in ["{", "[]", r#"{"a":1}"#, "\"x\""] {
-            assert_eq!(parse_parameters(Some(bad)).unwrap_err().code, super::super::EXIT_USAGE);
+            assert_eq!(
+                parse_parameters(Some(bad)).unwrap_err().code,
+                super::super::EXIT_USAGE
+            );
         }
     }
 }

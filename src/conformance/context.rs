@@ -143,7 +143,10 @@ impl Shared {
     }
 
     fn push(&self, call: LoggedCall) {
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).push(call);
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(call);
     }
 
     /// The fingerprint probe's result, if it ran.
@@ -174,7 +177,10 @@ impl Ctx {
         let volumes = dir.join("volumes");
         std::fs::create_dir_all(&volumes)?;
         let recorder = Recorder::new();
-        let plugin = shared.settings.target.instance(shared.settings.timeouts(), &recorder);
+        let plugin = shared
+            .settings
+            .target
+            .instance(shared.settings.timeouts(), &recorder);
         Ok(Ctx {
             shared,
             spec,
@@ -209,7 +215,10 @@ impl Ctx {
             plugin_dir,
             node_pool: t.node_pool.clone(),
             namespace: t.namespace.clone(),
-            volume_name: t.name.clone().unwrap_or_else(|| format!("conformance-{}", &id[..8])),
+            volume_name: t
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("conformance-{}", &id[..8])),
             volume_id: id,
             capacity_min_bytes: t.capacity_min,
             capacity_max_bytes: t.capacity_max,
@@ -232,7 +241,12 @@ impl Ctx {
             _ => None,
         };
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.log("create", self.shared.settings.timeouts().create, &call, residue);
+        self.log(
+            "create",
+            self.shared.settings.timeouts().create,
+            &call,
+            residue,
+        );
         if let Ok(resp) = &call.result {
             self.live
                 .lock()
@@ -244,15 +258,24 @@ impl Ctx {
 
     /// Deletes the volume `req` created at `created_path`.
     pub async fn delete(&self, req: &CreateRequest, created_path: &str) -> Call<()> {
-        self.delete_raw(&DeleteRequest::for_created(req, created_path)).await
+        self.delete_raw(&DeleteRequest::for_created(req, created_path))
+            .await
     }
 
     /// Sends exactly this delete request.
     pub async fn delete_raw(&self, req: &DeleteRequest) -> Call<()> {
         let call = self.plugin.delete(req).await;
-        self.log("delete", self.shared.settings.timeouts().delete, &call, None);
+        self.log(
+            "delete",
+            self.shared.settings.timeouts().delete,
+            &call,
+            None,
+        );
         if call.ok() {
-            self.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&req.volume_id);
+            self.live
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&req.volume_id);
         }
         call
     }
@@ -262,7 +285,10 @@ impl Ctx {
     pub async fn cleanup(&self) {
         let live = std::mem::take(&mut *self.live.lock().unwrap_or_else(|e| e.into_inner()));
         for (req, path) in live.into_values() {
-            let _ = self.plugin.delete(&DeleteRequest::for_created(&req, &path)).await;
+            let _ = self
+                .plugin
+                .delete(&DeleteRequest::for_created(&req, &path))
+                .await;
         }
     }
 
@@ -279,7 +305,13 @@ impl Ctx {
         call
     }
 
-    fn log<T>(&self, op: &'static str, limit: Duration, call: &Call<T>, residue: Option<Vec<String>>) {
+    fn log<T>(
+        &self,
+        op: &'static str,
+        limit: Duration,
+        call: &Call<T>,
+        residue: Option<Vec<String>>,
+    ) {
         self.shared.push(LoggedCall {
             check: self.spec.id,
             op,
@@ -297,8 +329,11 @@ impl Ctx {
         self.shared
             .fingerprint_probe
             .get_or_init(|| async move {
-                let probe = Ctx::new(shared, super::catalogue::find("fingerprint.runs").expect("catalogued"))
-                    .expect("probe dir");
+                let probe = Ctx::new(
+                    shared,
+                    super::catalogue::find("fingerprint.runs").expect("catalogued"),
+                )
+                .expect("probe dir");
                 probe.fingerprint().await
             })
             .await
@@ -310,8 +345,11 @@ impl Ctx {
         self.shared
             .create_probe
             .get_or_init(|| async move {
-                let probe = Ctx::new(shared, super::catalogue::find("create.succeeds").expect("catalogued"))
-                    .expect("probe dir");
+                let probe = Ctx::new(
+                    shared,
+                    super::catalogue::find("create.succeeds").expect("catalogued"),
+                )
+                .expect("probe dir");
                 let request = probe.request();
                 let call = probe.create(&request).await;
                 let path_existed = match &call.result {
@@ -319,7 +357,11 @@ impl Ctx {
                     Err(_) => false,
                 };
                 let shared = probe.shared.clone();
-                shared.probes.lock().unwrap_or_else(|e| e.into_inner()).push(probe);
+                shared
+                    .probes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(probe);
                 CreateProbe {
                     request,
                     call,
@@ -356,9 +398,14 @@ impl Ctx {
 
     /// Creates and insists on success: the volume's response, or a finding that
     /// says which step failed.
-    pub async fn create_ok(&self, req: &CreateRequest, step: &str) -> Result<CreateResponse, Finding> {
+    pub async fn create_ok(
+        &self,
+        req: &CreateRequest,
+        step: &str,
+    ) -> Result<CreateResponse, Finding> {
         let call = self.create(req).await;
-        call.result.map_err(|e| Finding::Fail(format!("{step}: expected create to succeed; got: {e}")))
+        call.result
+            .map_err(|e| Finding::Fail(format!("{step}: expected create to succeed; got: {e}")))
     }
 
     /// Writes a canary file with unique content into `dir`; returns its path.
@@ -376,7 +423,9 @@ pub(crate) fn canary_text(path: &Path) -> String {
 
 /// Whether the canary at `path` is still there, unchanged.
 pub(crate) fn canary_intact(path: &Path) -> bool {
-    std::fs::read_to_string(path).map(|t| t == canary_text(path)).unwrap_or(false)
+    std::fs::read_to_string(path)
+        .map(|t| t == canary_text(path))
+        .unwrap_or(false)
 }
 
 /// Every entry below `dir` (relative paths, `/`-separated, symlinks not
@@ -386,10 +435,16 @@ pub(crate) fn listing(dir: &Path) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries.flatten() {
             let path = e.path();
-            let rel = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().into_owned();
+            let rel = path
+                .strip_prefix(dir)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
             if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
                 stack.push(path);
             }

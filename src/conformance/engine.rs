@@ -55,7 +55,13 @@ pub enum EngineError {
 
 /// Whether libtest would run `id` under these arguments.
 pub fn selected(args: &Arguments, id: &str) -> bool {
-    let matches = |pattern: &str| if args.exact { id == pattern } else { id.contains(pattern) };
+    let matches = |pattern: &str| {
+        if args.exact {
+            id == pattern
+        } else {
+            id.contains(pattern)
+        }
+    };
     let wanted = args.filter.as_deref().is_none_or(matches);
     wanted && !args.skip.iter().any(|s| matches(s))
 }
@@ -92,14 +98,23 @@ pub fn run_root() -> Option<std::path::PathBuf> {
 
 /// Runs the suite: the trials print libtest-style lines as they finish; the
 /// report is returned for the renderers.
-pub fn run_suite(rt: &tokio::runtime::Runtime, opts: SuiteOptions) -> Result<SuiteOutcome, EngineError> {
+pub fn run_suite(
+    rt: &tokio::runtime::Runtime,
+    opts: SuiteOptions,
+) -> Result<SuiteOutcome, EngineError> {
     let root = tempfile::Builder::new()
         .prefix("dhv-conform-")
         .tempdir()
         .map_err(EngineError::TempDir)?;
     *RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()) = Some(root.path().to_path_buf());
-    let shared = Arc::new(Shared::new(opts.settings.clone(), root.path().to_path_buf()));
-    let chosen: Vec<&'static CheckSpec> = CATALOGUE.iter().filter(|c| selected(&opts.libtest, c.id)).collect();
+    let shared = Arc::new(Shared::new(
+        opts.settings.clone(),
+        root.path().to_path_buf(),
+    ));
+    let chosen: Vec<&'static CheckSpec> = CATALOGUE
+        .iter()
+        .filter(|c| selected(&opts.libtest, c.id))
+        .collect();
     let barrier = Arc::new(Barrier {
         remaining: Mutex::new(chosen.iter().filter(|c| !c.aggregate).count()),
         done: Condvar::new(),
@@ -114,8 +129,12 @@ pub fn run_suite(rt: &tokio::runtime::Runtime, opts: SuiteOptions) -> Result<Sui
     let trials: Vec<Trial> = ordered
         .into_iter()
         .map(|spec| {
-            let (shared, barrier, results, failed) =
-                (shared.clone(), barrier.clone(), results.clone(), harness_failed.clone());
+            let (shared, barrier, results, failed) = (
+                shared.clone(),
+                barrier.clone(),
+                results.clone(),
+                harness_failed.clone(),
+            );
             let handle = rt.handle().clone();
             let strict = opts.strict;
             Trial::ignorable_test(spec.id, move || {
@@ -135,7 +154,12 @@ pub fn run_suite(rt: &tokio::runtime::Runtime, opts: SuiteOptions) -> Result<Sui
                     Ok(Ok(found)) => found,
                     Ok(Err(e)) => {
                         *failed.lock().unwrap_or_else(|e| e.into_inner()) = true;
-                        (Finding::Fail(format!("harness error: cannot make the check's sandbox: {e}")), Vec::new())
+                        (
+                            Finding::Fail(format!(
+                                "harness error: cannot make the check's sandbox: {e}"
+                            )),
+                            Vec::new(),
+                        )
                     }
                     Err(panic) => {
                         *failed.lock().unwrap_or_else(|e| e.into_inner()) = true;
@@ -144,12 +168,18 @@ pub fn run_suite(rt: &tokio::runtime::Runtime, opts: SuiteOptions) -> Result<Sui
                             .cloned()
                             .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                             .unwrap_or_default();
-                        (Finding::Fail(format!("harness error: the check panicked: {what}")), Vec::new())
+                        (
+                            Finding::Fail(format!("harness error: the check panicked: {what}")),
+                            Vec::new(),
+                        )
                     }
                 };
                 let result = to_result(spec, finding, start.elapsed(), &runs);
                 let verdict = libtest_verdict(&result, strict);
-                results.lock().unwrap_or_else(|e| e.into_inner()).insert(spec.id, result);
+                results
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(spec.id, result);
                 if !spec.aggregate {
                     barrier.finish_one();
                 }
@@ -167,9 +197,10 @@ pub fn run_suite(rt: &tokio::runtime::Runtime, opts: SuiteOptions) -> Result<Sui
     let conclusion = libtest_mimic::run(&args, trials);
     rt.block_on(shared.cleanup());
 
-    let checks: Vec<CheckResult> = std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()))
-        .into_values()
-        .collect();
+    let checks: Vec<CheckResult> =
+        std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()))
+            .into_values()
+            .collect();
     let timing = super::checks::timing_profiles(&shared);
     let plugin = evidence::plugin_info(&shared);
     let report = Report::new(
@@ -203,7 +234,12 @@ pub fn run_suite(rt: &tokio::runtime::Runtime, opts: SuiteOptions) -> Result<Sui
 }
 
 /// Applies the level: a failed should is a warning; a must cannot be info.
-fn to_result(spec: &CheckSpec, finding: Finding, elapsed: std::time::Duration, runs: &[crate::plugin::PluginRun]) -> CheckResult {
+fn to_result(
+    spec: &CheckSpec,
+    finding: Finding,
+    elapsed: std::time::Duration,
+    runs: &[crate::plugin::PluginRun],
+) -> CheckResult {
     let (status, message) = match finding {
         Finding::Pass(m) => (Status::Pass, m),
         Finding::Fail(m) if spec.level == Level::Should => (Status::Warn, m),

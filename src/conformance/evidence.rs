@@ -13,14 +13,16 @@ const MAX_INVOCATIONS: usize = 20;
 
 /// The report's description of the plugin under test.
 pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
-    let version = shared.fingerprint_result().and_then(|call| match &call.result {
-        Ok(fp) => Some(report::VersionInfo {
-            raw: fp.version.raw.clone(),
-            canonical: fp.version.canonical.clone(),
-            semver: fp.version.semver,
-        }),
-        Err(_) => None,
-    });
+    let version = shared
+        .fingerprint_result()
+        .and_then(|call| match &call.result {
+            Ok(fp) => Some(report::VersionInfo {
+                raw: fp.version.raw.clone(),
+                canonical: fp.version.canonical.clone(),
+                semver: fp.version.semver,
+            }),
+            Err(_) => None,
+        });
     match &shared.settings.target {
         Target::Builtin => PluginInfo {
             path: "mkdir".into(),
@@ -31,7 +33,9 @@ pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
         Target::External(path) => PluginInfo {
             path: path.display().to_string(),
             builtin: false,
-            sha256: std::fs::read(path).ok().map(|bytes| hex(&Sha256::digest(&bytes))),
+            sha256: std::fs::read(path)
+                .ok()
+                .map(|bytes| hex(&Sha256::digest(&bytes))),
             version,
         },
     }
@@ -47,7 +51,11 @@ pub(crate) fn invocations(runs: &[PluginRun], status: Status) -> Vec<Invocation>
     if matches!(status, Status::Fail | Status::Warn) {
         order.sort_by_key(|r| r.succeeded() && r.leftovers().is_empty());
     }
-    order.into_iter().take(MAX_INVOCATIONS).map(invocation).collect()
+    order
+        .into_iter()
+        .take(MAX_INVOCATIONS)
+        .map(invocation)
+        .collect()
 }
 
 /// One raw call as the report schema has it.

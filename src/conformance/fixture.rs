@@ -62,14 +62,22 @@ pub fn load(path: &Path) -> Result<Fixture, FixtureError> {
         source,
     })?;
     let is_hcl = path.extension().is_some_and(|e| e == "hcl" || e == "nomad");
-    if is_hcl { parse_hcl(path, &text) } else { parse_json(path, &text) }
+    if is_hcl {
+        parse_hcl(path, &text)
+    } else {
+        parse_json(path, &text)
+    }
 }
 
 /// Parses the JSON form.
 pub fn parse_json(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
     let value: Value = serde_json::from_str(text).map_err(|e| FixtureError::Syntax {
         path: path.to_path_buf(),
-        message: format!("invalid JSON at line {} column {}: {e}", e.line(), e.column()),
+        message: format!(
+            "invalid JSON at line {} column {}: {e}",
+            e.line(),
+            e.column()
+        ),
     })?;
     let Value::Object(map) = value else {
         return Err(invalid(path, "expected a JSON object"));
@@ -108,7 +116,10 @@ pub fn parse_hcl(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
                     _ => {
                         return Err(invalid(
                             path,
-                            &format!("parameters.{}: parameter values must be strings", attr.key()),
+                            &format!(
+                                "parameters.{}: parameter values must be strings",
+                                attr.key()
+                            ),
                         ));
                     }
                 }
@@ -135,8 +146,15 @@ impl Field {
             Value::Null => Field::Null,
             Value::String(s) => Field::Text(s),
             Value::Bool(b) => Field::Bool(b),
-            Value::Number(n) => n.as_i64().map(Field::Number).unwrap_or_else(|| Field::Other),
-            Value::Object(m) => Field::Map(m.into_iter().map(|(k, v)| (k, Field::from_json(v))).collect()),
+            Value::Number(n) => n
+                .as_i64()
+                .map(Field::Number)
+                .unwrap_or_else(|| Field::Other),
+            Value::Object(m) => Field::Map(
+                m.into_iter()
+                    .map(|(k, v)| (k, Field::from_json(v)))
+                    .collect(),
+            ),
             _ => Field::Other,
         }
     }
@@ -146,10 +164,18 @@ impl Field {
             hcl::Expression::Null => Field::Null,
             hcl::Expression::String(s) => Field::Text(s.clone()),
             hcl::Expression::Bool(b) => Field::Bool(*b),
-            hcl::Expression::Number(n) => n.as_i64().map(Field::Number).unwrap_or_else(|| Field::Other),
+            hcl::Expression::Number(n) => n
+                .as_i64()
+                .map(Field::Number)
+                .unwrap_or_else(|| Field::Other),
             hcl::Expression::Object(o) => Field::Map(
                 o.iter()
-                    .map(|(k, v)| (k.to_string().trim_matches('"').to_string(), Field::from_hcl(v)))
+                    .map(|(k, v)| {
+                        (
+                            k.to_string().trim_matches('"').to_string(),
+                            Field::from_hcl(v),
+                        )
+                    })
                     .collect(),
             ),
             _ => Field::Other,
@@ -178,14 +204,24 @@ fn apply(path: &Path, fx: &mut Fixture, key: &str, value: Field) -> Result<(), F
         "type" => {
             let kind = text(value)?;
             if kind != "host" {
-                return Err(invalid(path, &format!("type: expected \"host\" (a dynamic host volume), got {kind:?}")));
+                return Err(invalid(
+                    path,
+                    &format!("type: expected \"host\" (a dynamic host volume), got {kind:?}"),
+                ));
             }
         }
         "capacity_min" | "capacity_max" => {
             let bytes = match value {
                 Field::Number(n) if n >= 0 => n,
-                Field::Text(s) => parse_size(&s).map_err(|e| invalid(path, &format!("{key}: {e}")))?,
-                _ => return Err(invalid(path, &format!("{key}: expected bytes or a size such as \"10GiB\""))),
+                Field::Text(s) => {
+                    parse_size(&s).map_err(|e| invalid(path, &format!("{key}: {e}")))?
+                }
+                _ => {
+                    return Err(invalid(
+                        path,
+                        &format!("{key}: expected bytes or a size such as \"10GiB\""),
+                    ));
+                }
             };
             if key == "capacity_min" {
                 t.capacity_min = bytes;
@@ -201,7 +237,10 @@ fn apply(path: &Path, fx: &mut Fixture, key: &str, value: Field) -> Result<(), F
                         .into_iter()
                         .map(|(k, v)| match v {
                             Field::Text(s) => Ok((k, s)),
-                            _ => Err(invalid(path, &format!("parameters.{k}: parameter values must be strings"))),
+                            _ => Err(invalid(
+                                path,
+                                &format!("parameters.{k}: parameter values must be strings"),
+                            )),
                         })
                         .collect::<Result<_, _>>()?,
                 ),
@@ -219,9 +258,13 @@ fn apply(path: &Path, fx: &mut Fixture, key: &str, value: Field) -> Result<(), F
 /// `1.5GB`, `1000` (bytes). SI units are powers of 1000, IEC units of 1024.
 pub fn parse_size(s: &str) -> Result<i64, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (num, unit) = (s[..split].trim(), s[split..].trim().to_ascii_lowercase());
-    let value: f64 = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. \"10GiB\")"))?;
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. \"10GiB\")"))?;
     let scale: f64 = match unit.as_str() {
         "" | "b" => 1.0,
         "k" | "kb" => 1e3,
@@ -299,14 +342,25 @@ parameters {
             r#"{"name": "n", "capacity_min": 1048576, "capacity_max": "2MiB", "parameters": {"a": "b"}}"#,
         )
         .unwrap();
-        assert_eq!((fx.template.capacity_min, fx.template.capacity_max), (1 << 20, 2 << 20));
-        let err = parse_json(Path::new("f.json"), "{\n  \"name\": }").unwrap_err().to_string();
+        assert_eq!(
+            (fx.template.capacity_min, fx.template.capacity_max),
+            (1 << 20, 2 << 20)
+        );
+        let err = parse_json(Path::new("f.json"), "{\n  \"name\": }")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("f.json") && err.contains("line 2"), "{err}");
-        let err = parse_json(Path::new("f.json"), r#"{"parameters": {"a": 1}}"#).unwrap_err().to_string();
+        let err = parse_json(Path::new("f.json"), r#"{"parameters": {"a": 1}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("parameters.a"), "{err}");
-        let err = parse_hcl(Path::new("v.hcl"), "name = \n").unwrap_err().to_string();
+        let err = parse_hcl(Path::new("v.hcl"), "name = \n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("v.hcl"), "{err}");
-        let err = parse_hcl(Path::new("v.hcl"), "type = \"csi\"\n").unwrap_err().to_string();
+        let err = parse_hcl(Path::new("v.hcl"), "type = \"csi\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("host"), "{err}");
     }
 }

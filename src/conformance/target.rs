@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
-use crate::plugin::{ExternalPlugin, Fingerprint, HostVolumePlugin, MkdirPlugin, PluginError, PluginRun, Recorder, Timeouts};
+use crate::plugin::{
+    ExternalPlugin, Fingerprint, HostVolumePlugin, MkdirPlugin, PluginError, PluginRun, Recorder,
+    Timeouts,
+};
 
 /// What `dhv-conform check` was asked to test.
 #[derive(Debug, Clone)]
@@ -77,7 +80,11 @@ impl<T> Call<T> {
 
     /// Nomad's error text, or "" on success.
     pub fn error_text(&self) -> String {
-        self.result.as_ref().err().map(|e| e.to_string()).unwrap_or_default()
+        self.result
+            .as_ref()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
     }
 
     /// Whether the process started and exited 0 (true for a successful built-in call).
@@ -105,7 +112,10 @@ impl Instance {
         };
         Call {
             result,
-            duration: run.as_ref().map(|r| r.duration()).unwrap_or_else(|| start.elapsed()),
+            duration: run
+                .as_ref()
+                .map(|r| r.duration())
+                .unwrap_or_else(|| start.elapsed()),
             run,
         }
     }
@@ -121,7 +131,10 @@ impl Instance {
         };
         Call {
             result,
-            duration: run.as_ref().map(|r| r.duration()).unwrap_or_else(|| start.elapsed()),
+            duration: run
+                .as_ref()
+                .map(|r| r.duration())
+                .unwrap_or_else(|| start.elapsed()),
             run,
         }
     }
@@ -137,7 +150,10 @@ impl Instance {
         };
         Call {
             result,
-            duration: run.as_ref().map(|r| r.duration()).unwrap_or_else(|| start.elapsed()),
+            duration: run
+                .as_ref()
+                .map(|r| r.duration())
+                .unwrap_or_else(|| start.elapsed()),
             run,
         }
     }

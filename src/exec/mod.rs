@@ -200,10 +200,13 @@ impl Invocation {
         };
         let inodes: Vec<u64> = {
             use std::os::fd::AsFd;
-            [unix::pipe_inode(spawned.stdout.as_fd()), unix::pipe_inode(spawned.stderr.as_fd())]
-                .into_iter()
-                .flatten()
-                .collect()
+            [
+                unix::pipe_inode(spawned.stdout.as_fd()),
+                unix::pipe_inode(spawned.stderr.as_fd()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect()
         };
         let harness_error = |source: std::io::Error| SpawnError {
             program: self.program.clone(),
@@ -214,13 +217,16 @@ impl Invocation {
         let exit_fd = unix::pidfd(pid).map_err(harness_error)?;
         // SAFETY: the AsyncFd owns the OwnedFd, so the descriptor stays open and
         // the same for the AsyncFd's whole life.
-        let exit_fd = unsafe { AsyncFd::register_with_interest(exit_fd, tokio::io::Interest::READABLE) }
-            .map_err(|e| harness_error(e.into()))?;
+        let exit_fd =
+            unsafe { AsyncFd::register_with_interest(exit_fd, tokio::io::Interest::READABLE) }
+                .map_err(|e| harness_error(e.into()))?;
         let mut out_task = tokio::spawn(capture(stdout, self.output_cap));
         let mut err_task = tokio::spawn(capture(stderr, self.output_cap));
 
         // Phase 1: until the leader exits (or is killed for overrunning).
-        let deadline = self.timeout.map(|t| tokio::time::Instant::from_std(start + t));
+        let deadline = self
+            .timeout
+            .map(|t| tokio::time::Instant::from_std(start + t));
         let mut timed_out = false;
         let mut kill_at: Option<tokio::time::Instant> = None;
         let status = loop {

@@ -149,7 +149,10 @@ fn unexpected_children() -> Vec<i32> {
     if let Ok(tasks) = fs::read_dir("/proc/self/task") {
         for task in tasks.flatten() {
             if let Ok(text) = fs::read_to_string(task.path().join("children")) {
-                pids.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+                pids.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok()),
+                );
             }
         }
     }
@@ -373,11 +376,16 @@ pub(crate) fn spawn(
     for a in args {
         argv_owned.push(cstr(a.as_bytes())?);
     }
-    let envp_owned: Vec<CString> = env.iter().map(|kv| cstr(kv.as_bytes())).collect::<Result<_, _>>()?;
+    let envp_owned: Vec<CString> = env
+        .iter()
+        .map(|kv| cstr(kv.as_bytes()))
+        .collect::<Result<_, _>>()?;
     let cwd = cwd.map(|d| cstr(d.as_os_str().as_bytes())).transpose()?;
-    let mut argv: Vec<*mut libc::c_char> = argv_owned.iter().map(|c| c.as_ptr() as *mut _).collect();
+    let mut argv: Vec<*mut libc::c_char> =
+        argv_owned.iter().map(|c| c.as_ptr() as *mut _).collect();
     argv.push(std::ptr::null_mut());
-    let mut envp: Vec<*mut libc::c_char> = envp_owned.iter().map(|c| c.as_ptr() as *mut _).collect();
+    let mut envp: Vec<*mut libc::c_char> =
+        envp_owned.iter().map(|c| c.as_ptr() as *mut _).collect();
     envp.push(std::ptr::null_mut());
 
     let pipe = || -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -397,7 +405,13 @@ pub(crate) fn spawn(
     // that live until the end of this block; the attr and file actions are
     // initialised before use and destroyed on every path.
     unsafe {
-        let check = |rc: libc::c_int| if rc == 0 { Ok(()) } else { Err(Error::from_raw_os_error(rc)) };
+        let check = |rc: libc::c_int| {
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(Error::from_raw_os_error(rc))
+            }
+        };
         let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
         let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
         check(libc::posix_spawn_file_actions_init(&mut actions))?;
@@ -406,11 +420,28 @@ pub(crate) fn spawn(
             return Err(e);
         }
         let result = (|| -> std::io::Result<libc::pid_t> {
-            check(libc::posix_spawn_file_actions_addopen(&mut actions, 0, devnull.as_ptr(), libc::O_RDONLY, 0))?;
-            check(libc::posix_spawn_file_actions_adddup2(&mut actions, out_w.as_raw_fd(), 1))?;
-            check(libc::posix_spawn_file_actions_adddup2(&mut actions, err_w.as_raw_fd(), 2))?;
+            check(libc::posix_spawn_file_actions_addopen(
+                &mut actions,
+                0,
+                devnull.as_ptr(),
+                libc::O_RDONLY,
+                0,
+            ))?;
+            check(libc::posix_spawn_file_actions_adddup2(
+                &mut actions,
+                out_w.as_raw_fd(),
+                1,
+            ))?;
+            check(libc::posix_spawn_file_actions_adddup2(
+                &mut actions,
+                err_w.as_raw_fd(),
+                2,
+            ))?;
             if let Some(dir) = &cwd {
-                check(libc::posix_spawn_file_actions_addchdir_np(&mut actions, dir.as_ptr()))?;
+                check(libc::posix_spawn_file_actions_addchdir_np(
+                    &mut actions,
+                    dir.as_ptr(),
+                ))?;
             }
             let mut all: libc::sigset_t = std::mem::zeroed();
             let mut none: libc::sigset_t = std::mem::zeroed();
@@ -419,17 +450,33 @@ pub(crate) fn spawn(
             check(libc::posix_spawnattr_setsigdefault(&mut attr, &all))?;
             check(libc::posix_spawnattr_setsigmask(&mut attr, &none))?;
             check(libc::posix_spawnattr_setpgroup(&mut attr, 0))?;
-            let flags = libc::POSIX_SPAWN_SETPGROUP | libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETSIGMASK;
-            check(libc::posix_spawnattr_setflags(&mut attr, flags as libc::c_short))?;
+            let flags = libc::POSIX_SPAWN_SETPGROUP
+                | libc::POSIX_SPAWN_SETSIGDEF
+                | libc::POSIX_SPAWN_SETSIGMASK;
+            check(libc::posix_spawnattr_setflags(
+                &mut attr,
+                flags as libc::c_short,
+            ))?;
             let mut pid: libc::pid_t = 0;
-            check(libc::posix_spawn(&mut pid, path.as_ptr(), &actions, &attr, argv.as_ptr(), envp.as_ptr()))?;
+            check(libc::posix_spawn(
+                &mut pid,
+                path.as_ptr(),
+                &actions,
+                &attr,
+                argv.as_ptr(),
+                envp.as_ptr(),
+            ))?;
             Ok(pid)
         })();
         libc::posix_spawn_file_actions_destroy(&mut actions);
         libc::posix_spawnattr_destroy(&mut attr);
         let pid = result?;
         drop((out_w, err_w));
-        Ok(Spawned { pid, stdout: out_r, stderr: err_r })
+        Ok(Spawned {
+            pid,
+            stdout: out_r,
+            stderr: err_r,
+        })
     }
 }
 
@@ -446,7 +493,10 @@ pub(crate) fn pidfd(pid: i32) -> std::io::Result<std::os::fd::OwnedFd> {
 }
 
 /// Waits for our child `pid` to exit and reaps it, without blocking a thread.
-pub(crate) async fn wait_exit(pid: i32, pidfd: &tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>) -> (bool, i32) {
+pub(crate) async fn wait_exit(
+    pid: i32,
+    pidfd: &tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+) -> (bool, i32) {
     use nix::sys::wait::WaitStatus;
     loop {
         match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {

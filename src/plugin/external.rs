@@ -7,9 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginError, explain, go_quote};
-use crate::contract::{
-    self, CreateRequest, CreateResponse, DeleteRequest, ExitReason, Operation,
-};
+use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, ExitReason, Operation};
 use crate::exec::{Invocation, KillMode, Leftover, Outcome};
 use crate::version::VersionInfo;
 
@@ -66,7 +64,10 @@ impl Recorder {
     }
 
     fn push(&self, run: &PluginRun) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(run.clone());
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(run.clone());
     }
 
     /// A copy of every call recorded so far.
@@ -113,12 +114,18 @@ impl PluginRun {
 
     /// The captured stdout (empty when it never started).
     pub fn stdout(&self) -> &[u8] {
-        self.result.as_ref().map(|o| o.stdout.as_slice()).unwrap_or(&[])
+        self.result
+            .as_ref()
+            .map(|o| o.stdout.as_slice())
+            .unwrap_or(&[])
     }
 
     /// The captured stderr (empty when it never started).
     pub fn stderr(&self) -> &[u8] {
-        self.result.as_ref().map(|o| o.stderr.as_slice()).unwrap_or(&[])
+        self.result
+            .as_ref()
+            .map(|o| o.stderr.as_slice())
+            .unwrap_or(&[])
     }
 
     /// How long it ran (zero when it never started).
@@ -133,7 +140,10 @@ impl PluginRun {
 
     /// Processes it left behind (all killed since).
     pub fn leftovers(&self) -> &[Leftover] {
-        self.result.as_ref().map(|o| o.leftovers.as_slice()).unwrap_or(&[])
+        self.result
+            .as_ref()
+            .map(|o| o.leftovers.as_slice())
+            .unwrap_or(&[])
     }
 
     /// Go's rendering of how the call ended: `exit status 1`, `signal: killed`,
@@ -199,7 +209,8 @@ impl ExternalPlugin {
     pub fn lookup(plugin_dir: &Path, id: &str) -> Result<ExternalPlugin, PluginError> {
         let no_such = || PluginError::NoSuchPlugin { id: id.to_string() };
         let mut parts = Path::new(id).components();
-        let single_normal = matches!(parts.next(), Some(Component::Normal(_))) && parts.next().is_none();
+        let single_normal =
+            matches!(parts.next(), Some(Component::Normal(_))) && parts.next().is_none();
         if id.is_empty() || !single_normal || id.contains('/') {
             return Err(no_such());
         }
@@ -302,7 +313,8 @@ impl ExternalPlugin {
     /// Runs `PLUGIN op` with `env` (plus any extra env) under the limit for `op`,
     /// and records it. The building block of every operation.
     pub async fn run(&self, op: &str, env: Vec<(String, String)>) -> PluginRun {
-        self.run_with_timeout(op, env, self.timeouts.for_operation(op)).await
+        self.run_with_timeout(op, env, self.timeouts.for_operation(op))
+            .await
     }
 
     /// [`run`](Self::run) with an explicit time limit.
@@ -349,7 +361,9 @@ impl ExternalPlugin {
 
     /// Fingerprints, keeping the raw call alongside the verdict.
     pub async fn fingerprint_run(&self) -> (PluginRun, Result<Fingerprint, PluginError>) {
-        let run = self.run(Operation::Fingerprint.as_str(), contract::fingerprint_env()).await;
+        let run = self
+            .run(Operation::Fingerprint.as_str(), contract::fingerprint_env())
+            .await;
         let verdict = self.judge_fingerprint(&run);
         (run, verdict)
     }
@@ -357,12 +371,16 @@ impl ExternalPlugin {
     fn judge_fingerprint(&self, run: &PluginRun) -> Result<Fingerprint, PluginError> {
         if !run.succeeded() {
             return Err(self.call_error(run, Operation::Fingerprint, |exit, _| {
-                format!("error getting version from plugin {}: {exit}", go_quote(&self.id))
+                format!(
+                    "error getting version from plugin {}: {exit}",
+                    go_quote(&self.id)
+                )
             }));
         }
-        let resp = contract::decode_fingerprint(run.stdout()).map_err(|e| PluginError::Response {
-            message: format!("error parsing fingerprint output as json: {e}"),
-        })?;
+        let resp =
+            contract::decode_fingerprint(run.stdout()).map_err(|e| PluginError::Response {
+                message: format!("error parsing fingerprint output as json: {e}"),
+            })?;
         let Some(raw) = resp.version else {
             return Err(PluginError::Response {
                 message: format!(
@@ -373,7 +391,10 @@ impl ExternalPlugin {
         };
         let info = VersionInfo::from_raw(&raw);
         if info.canonical.is_none() {
-            let why = crate::version::parse(&raw).err().map(|e| e.to_string()).unwrap_or_default();
+            let why = crate::version::parse(&raw)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             return Err(PluginError::Response {
                 message: format!("error parsing fingerprint output as json: {why}"),
             });
@@ -382,11 +403,16 @@ impl ExternalPlugin {
     }
 
     /// Creates, keeping the raw call alongside the verdict.
-    pub async fn create_run(&self, req: &CreateRequest) -> (PluginRun, Result<CreateResponse, PluginError>) {
+    pub async fn create_run(
+        &self,
+        req: &CreateRequest,
+    ) -> (PluginRun, Result<CreateResponse, PluginError>) {
         let run = self.run(Operation::Create.as_str(), req.env()).await;
         let verdict = if run.succeeded() {
             // Nomad returns Go's bare json error here.
-            contract::decode_create(run.stdout()).map_err(|e| PluginError::Response { message: e.to_string() })
+            contract::decode_create(run.stdout()).map_err(|e| PluginError::Response {
+                message: e.to_string(),
+            })
         } else {
             Err(self.call_error(&run, Operation::Create, |exit, text| {
                 contract::create_error_text(&req.volume_id, &self.id, exit, text)
@@ -442,7 +468,10 @@ impl HostVolumePlugin for ExternalPlugin {
         Box::pin(async move { self.fingerprint_run().await.1 })
     }
 
-    fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, Result<CreateResponse, PluginError>> {
+    fn create<'a>(
+        &'a self,
+        req: &'a CreateRequest,
+    ) -> BoxFuture<'a, Result<CreateResponse, PluginError>> {
         Box::pin(async move { self.create_run(req).await.1 })
     }
 

@@ -35,28 +35,42 @@ fn parse_options(params: Option<&Parameters>) -> Result<Options, PluginError> {
         uid: None,
         gid: None,
     };
-    let invalid = |key: &str, why: String| PluginError::Builtin(format!("invalid value for {}: {why}", go_quote(key)));
+    let invalid = |key: &str, why: String| {
+        PluginError::Builtin(format!("invalid value for {}: {why}", go_quote(key)))
+    };
     for (key, value) in params.into_iter().flatten() {
         match key.as_str() {
             "mode" => {
-                let mode = u32::from_str_radix(value, 8)
-                    .map_err(|_| invalid(key, format!("{} is not an octal file mode", go_quote(value))))?;
+                let mode = u32::from_str_radix(value, 8).map_err(|_| {
+                    invalid(
+                        key,
+                        format!("{} is not an octal file mode", go_quote(value)),
+                    )
+                })?;
                 if mode > 0o7777 {
-                    return Err(invalid(key, format!("{} is not a file mode", go_quote(value))));
+                    return Err(invalid(
+                        key,
+                        format!("{} is not a file mode", go_quote(value)),
+                    ));
                 }
                 opts.mode = mode;
             }
             "uid" | "gid" => {
-                let id = value
-                    .parse::<u32>()
-                    .map_err(|_| invalid(key, format!("{} is not a decimal id", go_quote(value))))?;
+                let id = value.parse::<u32>().map_err(|_| {
+                    invalid(key, format!("{} is not a decimal id", go_quote(value)))
+                })?;
                 if key == "uid" {
                     opts.uid = Some(id);
                 } else {
                     opts.gid = Some(id);
                 }
             }
-            other => return Err(PluginError::Builtin(format!("unknown mkdir parameter: {}", go_quote(other)))),
+            other => {
+                return Err(PluginError::Builtin(format!(
+                    "unknown mkdir parameter: {}",
+                    go_quote(other)
+                )));
+            }
         }
     }
     Ok(opts)
@@ -70,7 +84,10 @@ impl MkdirPlugin {
     fn create_now(req: &CreateRequest) -> Result<CreateResponse, PluginError> {
         let opts = parse_options(req.parameters.as_ref())?;
         if !crate::contract::is_valid_volume_id(&req.volume_id) {
-            return Err(PluginError::Builtin(format!("invalid volume id {}", go_quote(&req.volume_id))));
+            return Err(PluginError::Builtin(format!(
+                "invalid volume id {}",
+                go_quote(&req.volume_id)
+            )));
         }
         let path = volume_path(&req.volumes_dir, &req.volume_id);
         let response = CreateResponse {
@@ -81,14 +98,20 @@ impl MkdirPlugin {
         match fs::symlink_metadata(&path) {
             Ok(_) => return Ok(response),
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(PluginError::Builtin(format!("stat {}: {e}", path.display())));
+                return Err(PluginError::Builtin(format!(
+                    "stat {}: {e}",
+                    path.display()
+                )));
             }
             Err(_) => {}
         }
-        let fail = |what: &str, e: std::io::Error| PluginError::Builtin(format!("{what} {}: {e}", path.display()));
+        let fail = |what: &str, e: std::io::Error| {
+            PluginError::Builtin(format!("{what} {}: {e}", path.display()))
+        };
         fs::create_dir_all(&path).map_err(|e| fail("mkdir", e))?;
         // Explicit chmod: the umask must not decide a volume's mode.
-        fs::set_permissions(&path, fs::Permissions::from_mode(opts.mode)).map_err(|e| fail("chmod", e))?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(opts.mode))
+            .map_err(|e| fail("chmod", e))?;
         if opts.uid.is_some() || opts.gid.is_some() {
             if let Err(e) = std::os::unix::fs::chown(&path, opts.uid, opts.gid) {
                 let _ = fs::remove_dir_all(&path);
@@ -100,13 +123,19 @@ impl MkdirPlugin {
 
     fn delete_now(req: &DeleteRequest) -> Result<(), PluginError> {
         if !crate::contract::is_valid_volume_id(&req.volume_id) {
-            return Err(PluginError::Builtin(format!("invalid volume id {}", go_quote(&req.volume_id))));
+            return Err(PluginError::Builtin(format!(
+                "invalid volume id {}",
+                go_quote(&req.volume_id)
+            )));
         }
         let path = volume_path(&req.volumes_dir, &req.volume_id);
         match fs::remove_dir_all(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(PluginError::Builtin(format!("remove {}: {e}", path.display()))),
+            Err(e) => Err(PluginError::Builtin(format!(
+                "remove {}: {e}",
+                path.display()
+            ))),
         }
     }
 }
@@ -128,13 +157,18 @@ impl HostVolumePlugin for MkdirPlugin {
         })
     }
 
-    fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, Result<CreateResponse, PluginError>> {
+    fn create<'a>(
+        &'a self,
+        req: &'a CreateRequest,
+    ) -> BoxFuture<'a, Result<CreateResponse, PluginError>> {
         // File system calls block: keep them off the async workers.
         let req = req.clone();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || Self::create_now(&req))
                 .await
-                .unwrap_or_else(|e| Err(PluginError::Builtin(format!("mkdir plugin panicked: {e}"))))
+                .unwrap_or_else(|e| {
+                    Err(PluginError::Builtin(format!("mkdir plugin panicked: {e}")))
+                })
         })
     }
 
@@ -143,7 +177,9 @@ impl HostVolumePlugin for MkdirPlugin {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || Self::delete_now(&req))
                 .await
-                .unwrap_or_else(|e| Err(PluginError::Builtin(format!("mkdir plugin panicked: {e}"))))
+                .unwrap_or_else(|e| {
+                    Err(PluginError::Builtin(format!("mkdir plugin panicked: {e}")))
+                })
         })
     }
 }
@@ -153,19 +189,39 @@ mod tests {
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> Parameters {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn parameters_follow_nomads_rules() {
         assert_eq!(parse_options(None).unwrap().mode, 0o700);
-        let o = parse_options(Some(&params(&[("mode", "0755"), ("uid", "1000"), ("gid", "20")]))).unwrap();
+        let o = parse_options(Some(&params(&[
+            ("mode", "0755"),
+            ("uid", "1000"),
+            ("gid", "20"),
+        ])))
+        .unwrap();
         assert_eq!((o.mode, o.uid, o.gid), (0o755, Some(1000), Some(20)));
         let cases = [
-            (params(&[("colour", "red")]), r#"unknown mkdir parameter: "colour""#),
-            (params(&[("mode", "0999")]), r#"invalid value for "mode": "0999" is not an octal file mode"#),
-            (params(&[("uid", "-1")]), r#"invalid value for "uid": "-1" is not a decimal id"#),
-            (params(&[("gid", "x")]), r#"invalid value for "gid": "x" is not a decimal id"#),
+            (
+                params(&[("colour", "red")]),
+                r#"unknown mkdir parameter: "colour""#,
+            ),
+            (
+                params(&[("mode", "0999")]),
+                r#"invalid value for "mode": "0999" is not an octal file mode"#,
+            ),
+            (
+                params(&[("uid", "-1")]),
+                r#"invalid value for "uid": "-1" is not a decimal id"#,
+            ),
+            (
+                params(&[("gid", "x")]),
+                r#"invalid value for "gid": "x" is not a decimal id"#,
+            ),
         ];
         for (p, want) in cases {
             assert_eq!(parse_options(Some(&p)).unwrap_err().to_string(), want);
@@ -190,7 +246,10 @@ mod tests {
         let resp = MkdirPlugin::create_now(&req).unwrap();
         let path = dir.path().join(&req.volume_id);
         assert_eq!(resp.path, path.to_string_lossy());
-        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o7777, 0o750);
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o7777,
+            0o750
+        );
         fs::write(path.join("keep"), b"x").unwrap();
         assert_eq!(MkdirPlugin::create_now(&req).unwrap(), resp);
         assert!(path.join("keep").exists());

@@ -59,7 +59,10 @@ pub fn processes_mentioning(needle: &str) -> Vec<String> {
         }
         if alive_with(pid, needle) {
             let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            found.push(format!("{pid}: {}", String::from_utf8_lossy(&raw).replace('\0', " ")));
+            found.push(format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&raw).replace('\0', " ")
+            ));
         }
     }
     found
@@ -78,7 +81,10 @@ pub fn processes_with_env_containing(needle: &str) -> Vec<String> {
         };
         if String::from_utf8_lossy(&env).contains(needle) && alive_with(pid, "") {
             let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            found.push(format!("{pid}: {}", String::from_utf8_lossy(&raw).replace('\0', " ")));
+            found.push(format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&raw).replace('\0', " ")
+            ));
         }
     }
     found

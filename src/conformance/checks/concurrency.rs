@@ -18,7 +18,11 @@ pub async fn create(ctx: &Ctx) -> CheckResult {
         match &call.result {
             Ok(resp) => {
                 if !paths.insert(resp.path.clone()) {
-                    problems.push(format!("#{} got the same path as another: {:?}", i + 1, resp.path));
+                    problems.push(format!(
+                        "#{} got the same path as another: {:?}",
+                        i + 1,
+                        resp.path
+                    ));
                 } else if !Path::new(&resp.path).exists() {
                     problems.push(format!("#{}'s path {:?} does not exist", i + 1, resp.path));
                 }
@@ -32,7 +36,9 @@ pub async fn create(ctx: &Ctx) -> CheckResult {
         }
     }
     if problems.is_empty() {
-        Ok(Finding::Pass("8 at once: 8 distinct, existing paths".into()))
+        Ok(Finding::Pass(
+            "8 at once: 8 distinct, existing paths".into(),
+        ))
     } else {
         Err(Finding::Fail(format!(
             "expected 8 concurrent creates of distinct volumes to succeed with distinct, existing paths; {}",
@@ -47,7 +53,11 @@ pub async fn delete(ctx: &Ctx) -> CheckResult {
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
     let mut made = Vec::new();
     for req in &reqs {
-        made.push(ctx.create_ok(req, "create before the concurrent deletes").await?.path);
+        made.push(
+            ctx.create_ok(req, "create before the concurrent deletes")
+                .await?
+                .path,
+        );
     }
     let calls = join_all(reqs.iter().zip(&made).map(|(r, p)| ctx.delete(r, p))).await;
     let mut problems = Vec::new();

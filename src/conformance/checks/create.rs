@@ -19,13 +19,19 @@ pub async fn succeeds(ctx: &Ctx) -> CheckResult {
         )));
     }
     let fingerprint = ctx.fingerprint_probe().await;
-    let cannot_start = |run: &Option<crate::plugin::PluginRun>| run.as_ref().is_some_and(|r| r.result.is_err());
+    let cannot_start =
+        |run: &Option<crate::plugin::PluginRun>| run.as_ref().is_some_and(|r| r.result.is_err());
     if cannot_start(&call.run) && cannot_start(&fingerprint.run) {
-        return Err(Finding::Skip("needs fingerprint.runs (the plugin cannot start)".into()));
+        return Err(Finding::Skip(
+            "needs fingerprint.runs (the plugin cannot start)".into(),
+        ));
     }
     let detail = match &call.run {
         Some(run) => match &run.result {
-            Err(start) => format!("it could not start: {} — {}", start.go_error, start.explanation),
+            Err(start) => format!(
+                "it could not start: {} — {}",
+                start.go_error, start.explanation
+            ),
             Ok(o) if o.timed_out => format!(
                 "it was still running after {:?} and was killed",
                 run.timeout
@@ -54,7 +60,10 @@ pub async fn response(ctx: &Ctx) -> CheckResult {
         return Ok(Finding::Pass("built-in plugin".into()));
     };
     match contract::decode_create(run.stdout()) {
-        Ok(resp) => Ok(Finding::Pass(format!("path {:?}, bytes {}", resp.path, resp.bytes))),
+        Ok(resp) => Ok(Finding::Pass(format!(
+            "path {:?}, bytes {}",
+            resp.path, resp.bytes
+        ))),
         Err(e) => Err(Finding::Fail(format!(
             "expected stdout to be one JSON object with a string `path` and an integer `bytes`, \
              nothing else; Nomad's decoder says: {e}; stdout: {}",
@@ -64,7 +73,9 @@ pub async fn response(ctx: &Ctx) -> CheckResult {
 }
 
 /// The probe's decoded response, or the skip that says why there is none.
-async fn probe_response(ctx: &Ctx) -> Result<(CreateRequest, contract::CreateResponse, bool), Finding> {
+async fn probe_response(
+    ctx: &Ctx,
+) -> Result<(CreateRequest, contract::CreateResponse, bool), Finding> {
     let probe = ctx.create_probe().await;
     if !probe.call.exited_zero() {
         return Err(Finding::Skip("needs create.succeeds".into()));
@@ -79,7 +90,9 @@ async fn probe_response(ctx: &Ctx) -> Result<(CreateRequest, contract::CreateRes
 pub async fn path_exists(ctx: &Ctx) -> CheckResult {
     let (_, resp, existed) = probe_response(ctx).await?;
     if resp.path.is_empty() {
-        return Err(Finding::Fail("expected a non-empty `path`; got \"\"".into()));
+        return Err(Finding::Fail(
+            "expected a non-empty `path`; got \"\"".into(),
+        ));
     }
     if !Path::new(&resp.path).is_absolute() {
         return Err(Finding::Fail(format!(
@@ -130,11 +143,18 @@ pub async fn bytes_in_range(ctx: &Ctx) -> CheckResult {
     if resp.bytes < min || (max > 0 && resp.bytes > max) {
         return Err(Finding::Fail(format!(
             "expected capacity min {min} <= bytes{}; got bytes {}",
-            if max > 0 { format!(" <= capacity max {max}") } else { String::new() },
+            if max > 0 {
+                format!(" <= capacity max {max}")
+            } else {
+                String::new()
+            },
             resp.bytes
         )));
     }
-    Ok(Finding::Pass(format!("{} bytes within [{min}, {max}]", resp.bytes)))
+    Ok(Finding::Pass(format!(
+        "{} bytes within [{min}, {max}]",
+        resp.bytes
+    )))
 }
 
 /// `create.idempotent` (must): create again is a no-op that keeps the data.
@@ -143,7 +163,9 @@ pub async fn idempotent(ctx: &Ctx) -> CheckResult {
     let req = ctx.request();
     let first = ctx.create_ok(&req, "first create").await?;
     let canary = plant_in_volume(ctx, &first.path, "first create")?;
-    let again = ctx.create_ok(&req, "second create of the same volume").await?;
+    let again = ctx
+        .create_ok(&req, "second create of the same volume")
+        .await?;
     if (again.path.as_str(), again.bytes) != (first.path.as_str(), first.bytes) {
         return Err(Finding::Fail(format!(
             "expected the same response again (path {:?}, bytes {}); got path {:?}, bytes {}",
@@ -162,7 +184,11 @@ pub async fn idempotent(ctx: &Ctx) -> CheckResult {
 }
 
 /// Writes a canary into a volume, or fails the check saying the path is unusable.
-pub(crate) fn plant_in_volume(ctx: &Ctx, path: &str, step: &str) -> Result<std::path::PathBuf, Finding> {
+pub(crate) fn plant_in_volume(
+    ctx: &Ctx,
+    path: &str,
+    step: &str,
+) -> Result<std::path::PathBuf, Finding> {
     ctx.plant(Path::new(path), ".dhv-conform-canary").map_err(|e| {
         Finding::Fail(format!(
             "{step}: expected a writable directory at `path` {path:?}; writing a file there failed: {e}"
@@ -235,7 +261,10 @@ pub async fn parameters(ctx: &Ctx) -> CheckResult {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     let mut notes = Vec::new();
-    for (label, params) in [("parameters {}", Parameters::new()), ("hostile parameters", hostile)] {
+    for (label, params) in [
+        ("parameters {}", Parameters::new()),
+        ("hostile parameters", hostile),
+    ] {
         let mut req = ctx.request();
         req.parameters = Some(params);
         let outcome = super::input::create_cleanly(ctx, &req, label, false).await?;

@@ -21,7 +21,10 @@ pub async fn succeeds(ctx: &Ctx) -> CheckResult {
     let (req, path) = one_volume(ctx).await?;
     let call = ctx.delete(&req, &path).await;
     match call.result {
-        Ok(()) => Ok(Finding::Pass(format!("exit 0 in {:.1} ms", call.duration.as_secs_f64() * 1e3))),
+        Ok(()) => Ok(Finding::Pass(format!(
+            "exit 0 in {:.1} ms",
+            call.duration.as_secs_f64() * 1e3
+        ))),
         Err(e) => Err(Finding::Fail(format!(
             "expected delete (DHV_CREATED_PATH={path:?}) to exit 0; got: {e}"
         ))),
@@ -86,7 +89,9 @@ pub async fn isolated(ctx: &Ctx) -> CheckResult {
             b.path, a.path
         )))
     } else {
-        Ok(Finding::Pass("the other volume and its files are intact".into()))
+        Ok(Finding::Pass(
+            "the other volume and its files are intact".into(),
+        ))
     };
     ctx.delete(&b_req, &b.path).await;
     result
@@ -123,9 +128,13 @@ pub async fn no_residue(ctx: &Ctx) -> CheckResult {
 pub async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let (other_req, new_req) = (ctx.request(), ctx.request());
-    let other = ctx.create_ok(&other_req, "create of an unrelated volume").await?;
+    let other = ctx
+        .create_ok(&other_req, "create of an unrelated volume")
+        .await?;
     let canary = plant_in_volume(ctx, &other.path, "create of an unrelated volume")?;
-    let new = ctx.create_ok(&new_req, "create of the volume whose state write 'failed'").await?;
+    let new = ctx
+        .create_ok(&new_req, "create of the volume whose state write 'failed'")
+        .await?;
     let mut nomads = DeleteRequest::for_created(&new_req, &new_req.volumes_dir);
     nomads.volume_name.clear();
     nomads.namespace.clear();
@@ -146,7 +155,11 @@ pub async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
              removed {}. Guard against it: derive the path from DHV_VOLUME_ID (e.g. \"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\") \
              or refuse a DHV_CREATED_PATH that is not strictly inside DHV_VOLUMES_DIR",
             new_req.volumes_dir,
-            if dir_ok { "another volume's files" } else { "the whole volumes dir" }
+            if dir_ok {
+                "another volume's files"
+            } else {
+                "the whole volumes dir"
+            }
         )))
     }
 }

@@ -27,7 +27,10 @@ pub async fn runs(ctx: &Ctx) -> CheckResult {
             shown(&o.stderr),
             shown(&o.stdout)
         ))),
-        Ok(o) => Ok(Finding::Pass(format!("exit 0 in {:.1} ms", o.duration.as_secs_f64() * 1e3))),
+        Ok(o) => Ok(Finding::Pass(format!(
+            "exit 0 in {:.1} ms",
+            o.duration.as_secs_f64() * 1e3
+        ))),
     }
 }
 
@@ -73,7 +76,10 @@ pub async fn version(ctx: &Ctx) -> CheckResult {
         Err(PluginError::Response { message }) => Err(Finding::Fail(format!(
             "expected `version` to be a JSON string that go-version accepts (e.g. \"1.0.0\"); got: {message}; \
              stdout: {}",
-            call.run.as_ref().map(|r| shown(r.stdout())).unwrap_or_default()
+            call.run
+                .as_ref()
+                .map(|r| shown(r.stdout()))
+                .unwrap_or_default()
         ))),
         Err(e) => Err(Finding::Fail(format!("expected a version; got: {e}"))),
     }
@@ -112,7 +118,11 @@ pub async fn stable(ctx: &Ctx) -> CheckResult {
     seen.extend(burst);
     let mut problems = Vec::new();
     for (i, call) in seen.iter().enumerate() {
-        let label = if i < 3 { format!("repeat {}", i + 1) } else { format!("concurrent {}", i - 2) };
+        let label = if i < 3 {
+            format!("repeat {}", i + 1)
+        } else {
+            format!("concurrent {}", i - 2)
+        };
         match &call.result {
             Ok(got) if got.version.raw == want => {}
             Ok(got) => problems.push(format!("{label}: version {:?}", got.version.raw)),
@@ -120,7 +130,9 @@ pub async fn stable(ctx: &Ctx) -> CheckResult {
         }
     }
     if problems.is_empty() {
-        Ok(Finding::Pass(format!("11 more fingerprints (3 in a row, 8 at once) all said {want:?}")))
+        Ok(Finding::Pass(format!(
+            "11 more fingerprints (3 in a row, 8 at once) all said {want:?}"
+        )))
     } else {
         Err(Finding::Fail(format!(
             "expected every fingerprint to say {want:?}; got: {}",

@@ -54,8 +54,16 @@ pub(crate) async fn create_cleanly(
             if !left.is_empty() || !procs.is_empty() {
                 return Err(Finding::Fail(format!(
                     "{label}: expected a failed create to leave nothing behind; it failed ({e}) and left{}{}",
-                    if left.is_empty() { String::new() } else { format!(" files: {}", left.join(", ")) },
-                    if procs.is_empty() { String::new() } else { format!(" processes: {}", procs.join(", ")) }
+                    if left.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" files: {}", left.join(", "))
+                    },
+                    if procs.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" processes: {}", procs.join(", "))
+                    }
                 )));
             }
             Ok(format!("{label}: refused cleanly"))
@@ -87,7 +95,11 @@ impl Surroundings {
 
     /// Everything below the check's dir, outside the volumes dir.
     fn outside(&self, volumes: &Path) -> std::collections::BTreeSet<String> {
-        let rel = volumes.strip_prefix(&self.root).unwrap_or(volumes).to_string_lossy().into_owned();
+        let rel = volumes
+            .strip_prefix(&self.root)
+            .unwrap_or(volumes)
+            .to_string_lossy()
+            .into_owned();
         listing(&self.root)
             .into_iter()
             .filter(|p| p != &rel && !p.starts_with(&format!("{rel}/")))
@@ -101,10 +113,16 @@ pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
     // The volumes dir sits two levels below the test area's top, so `../../`
     // lands inside the area where the change is seen.
     let volumes = ctx.dir.join("area").join("volumes");
-    std::fs::create_dir_all(&volumes).map_err(|e| Finding::Skip(format!("cannot prepare the test area: {e}")))?;
-    let around = Surroundings::plant(ctx).map_err(|e| Finding::Skip(format!("cannot plant canaries: {e}")))?;
+    std::fs::create_dir_all(&volumes)
+        .map_err(|e| Finding::Skip(format!("cannot prepare the test area: {e}")))?;
+    let around = Surroundings::plant(ctx)
+        .map_err(|e| Finding::Skip(format!("cannot plant canaries: {e}")))?;
     let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
-    let names = [format!("../../escape-{tag}"), "a/b".to_string(), format!("../escape-{tag}")];
+    let names = [
+        format!("../../escape-{tag}"),
+        "a/b".to_string(),
+        format!("../escape-{tag}"),
+    ];
     let mut notes = Vec::new();
     for name in &names {
         let mut req = ctx.request_in(&volumes);
@@ -118,7 +136,10 @@ pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
         let after_delete = around.outside(&volumes);
         let added: Vec<_> = after_create.difference(&before).cloned().collect();
         let removed: Vec<_> = before.difference(&after_delete).cloned().collect();
-        if !added.is_empty() || !removed.is_empty() || around.canaries.iter().any(|c| !canary_intact(c)) {
+        if !added.is_empty()
+            || !removed.is_empty()
+            || around.canaries.iter().any(|c| !canary_intact(c))
+        {
             return Err(Finding::Fail(format!(
                 "with volume name {name:?}: expected nothing to change outside the volumes dir; \
                  created: [{}], removed: [{}] — the plugin uses the name as a path; use DHV_VOLUME_ID",
@@ -159,13 +180,20 @@ pub async fn name_injection(ctx: &Ctx) -> CheckResult {
             )));
         }
     }
-    Ok(Finding::Pass(format!("no command ran; {}", notes.join("; "))))
+    Ok(Finding::Pass(format!(
+        "no command ran; {}",
+        notes.join("; ")
+    )))
 }
 
 /// `input.capacity-edge` (should): odd capacities succeed or fail cleanly.
 pub async fn capacity_edge(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
-    let cases = [("capacity 0/0", 0, 0), ("min > max", 20 << 20, 10 << 20), ("min = 2^63-1", i64::MAX, 0)];
+    let cases = [
+        ("capacity 0/0", 0, 0),
+        ("min > max", 20 << 20, 10 << 20),
+        ("min = 2^63-1", i64::MAX, 0),
+    ];
     let mut notes = Vec::new();
     for (label, min, max) in cases {
         let mut req = ctx.request();

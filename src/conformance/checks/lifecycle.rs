@@ -26,10 +26,14 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
     for (i, (call, (path, canary))) in calls.iter().zip(&made).enumerate() {
         match &call.result {
             Err(e) => problems.push(format!("volume #{} failed to restore: {e}", i + 1)),
-            Ok(resp) if &resp.path != path => {
-                problems.push(format!("volume #{} moved from {path:?} to {:?}", i + 1, resp.path))
+            Ok(resp) if &resp.path != path => problems.push(format!(
+                "volume #{} moved from {path:?} to {:?}",
+                i + 1,
+                resp.path
+            )),
+            Ok(_) if !canary_intact(canary) => {
+                problems.push(format!("volume #{} lost its files", i + 1))
             }
-            Ok(_) if !canary_intact(canary) => problems.push(format!("volume #{} lost its files", i + 1)),
             Ok(_) => {}
         }
     }
@@ -37,7 +41,9 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
         ctx.delete(req, path).await;
     }
     if problems.is_empty() {
-        Ok(Finding::Pass("4 volumes restored at once: same paths, files kept".into()))
+        Ok(Finding::Pass(
+            "4 volumes restored at once: same paths, files kept".into(),
+        ))
     } else {
         Err(Finding::Fail(format!(
             "expected create called again for 4 existing volumes at once (an agent restart) to exit 0 \
@@ -74,7 +80,9 @@ const KILL_POINTS: [f64; 3] = [0.1, 0.5, 0.9];
 
 /// Kills `op` for `req` at `after` with SIGKILL to its whole process group.
 async fn crash(ctx: &Ctx, op: Operation, env: Vec<(String, String)>, after: Duration) {
-    let Some(ext) = ctx.plugin.external() else { return };
+    let Some(ext) = ctx.plugin.external() else {
+        return;
+    };
     let crasher = ext.clone().with_kill_mode(KillMode::GroupKill);
     crasher.run_with_timeout(op.as_str(), env, after).await;
 }
@@ -87,7 +95,11 @@ pub async fn crash_create(ctx: &Ctx) -> CheckResult {
     let before = listing(&ctx.volumes);
     let probe = ctx.request();
     let call = ctx.create(&probe).await;
-    let resp = call.result.map_err(|e| Finding::Fail(format!("measuring create: expected it to succeed; got: {e}")))?;
+    let resp = call.result.map_err(|e| {
+        Finding::Fail(format!(
+            "measuring create: expected it to succeed; got: {e}"
+        ))
+    })?;
     let normal = call.duration;
     ctx.delete(&probe, &resp.path).await;
     let mut notes = Vec::new();
@@ -95,11 +107,19 @@ pub async fn crash_create(ctx: &Ctx) -> CheckResult {
         let req = ctx.request();
         let at = normal.mul_f64(point);
         crash(ctx, Operation::Create, req.env(), at).await;
-        let label = format!("create killed at {:.0}% ({:.1} ms)", point * 100.0, at.as_secs_f64() * 1e3);
+        let label = format!(
+            "create killed at {:.0}% ({:.1} ms)",
+            point * 100.0,
+            at.as_secs_f64() * 1e3
+        );
         let again = ctx.create(&req).await;
         let resp = match again.result {
             Ok(resp) => resp,
-            Err(e) => return Err(Finding::Fail(format!("{label}: expected create again to succeed; got: {e}"))),
+            Err(e) => {
+                return Err(Finding::Fail(format!(
+                    "{label}: expected create again to succeed; got: {e}"
+                )));
+            }
         };
         if resp.path.is_empty() || !Path::new(&resp.path).exists() {
             return Err(Finding::Fail(format!(
@@ -109,7 +129,9 @@ pub async fn crash_create(ctx: &Ctx) -> CheckResult {
             )));
         }
         if let Err(e) = ctx.delete(&req, &resp.path).await.result {
-            return Err(Finding::Fail(format!("{label}: delete afterwards failed: {e}")));
+            return Err(Finding::Fail(format!(
+                "{label}: delete afterwards failed: {e}"
+            )));
         }
         notes.push(format!("{:.0}%", point * 100.0));
     }
@@ -133,7 +155,9 @@ pub async fn crash_delete(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     ctx.require_create().await?;
     let probe = ctx.request();
-    let resp = ctx.create_ok(&probe, "create before measuring delete").await?;
+    let resp = ctx
+        .create_ok(&probe, "create before measuring delete")
+        .await?;
     let call = ctx.delete(&probe, &resp.path).await;
     if let Err(e) = call.result {
         return Err(Finding::Skip(format!("needs delete.succeeds ({e})")));
@@ -142,12 +166,26 @@ pub async fn crash_delete(ctx: &Ctx) -> CheckResult {
     let mut notes = Vec::new();
     for point in KILL_POINTS {
         let req: CreateRequest = ctx.request();
-        let resp = ctx.create_ok(&req, "create before the crashed delete").await?;
+        let resp = ctx
+            .create_ok(&req, "create before the crashed delete")
+            .await?;
         let at = normal.mul_f64(point);
-        crash(ctx, Operation::Delete, DeleteRequest::for_created(&req, &resp.path).env(), at).await;
-        let label = format!("delete killed at {:.0}% ({:.1} ms)", point * 100.0, at.as_secs_f64() * 1e3);
+        crash(
+            ctx,
+            Operation::Delete,
+            DeleteRequest::for_created(&req, &resp.path).env(),
+            at,
+        )
+        .await;
+        let label = format!(
+            "delete killed at {:.0}% ({:.1} ms)",
+            point * 100.0,
+            at.as_secs_f64() * 1e3
+        );
         if let Err(e) = ctx.delete(&req, &resp.path).await.result {
-            return Err(Finding::Fail(format!("{label}: expected delete again to exit 0; got: {e}")));
+            return Err(Finding::Fail(format!(
+                "{label}: expected delete again to exit 0; got: {e}"
+            )));
         }
         if Path::new(&resp.path).exists() {
             return Err(Finding::Fail(format!(

@@ -78,7 +78,12 @@ pub(crate) fn shown(bytes: &[u8]) -> String {
     if text.is_empty() {
         return "(empty)".into();
     }
-    let mut out: String = text.chars().take(CAP).collect::<String>().escape_debug().to_string();
+    let mut out: String = text
+        .chars()
+        .take(CAP)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
     if text.chars().count() > CAP {
         out.push('…');
     }
@@ -86,7 +91,9 @@ pub(crate) fn shown(bytes: &[u8]) -> String {
 }
 
 /// Awaits futures concurrently, keeping their order (no extra dependency for it).
-pub(crate) async fn join_all<F: std::future::Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+pub(crate) async fn join_all<F: std::future::Future>(
+    futs: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
     let futs: Vec<_> = futs.into_iter().map(Box::pin).collect();
     let mut outputs: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
     let mut pending: Vec<(usize, std::pin::Pin<Box<F>>)> = futs.into_iter().enumerate().collect();
@@ -105,11 +112,16 @@ pub(crate) async fn join_all<F: std::future::Future>(futs: impl IntoIterator<Ite
         }
     })
     .await;
-    outputs.into_iter().map(|o| o.expect("every future completed")).collect()
+    outputs
+        .into_iter()
+        .map(|o| o.expect("every future completed"))
+        .collect()
 }
 
 /// The timing profile of every operation over the run, for the report.
-pub(crate) fn timing_profiles(shared: &super::context::Shared) -> Vec<crate::report::TimingProfile> {
+pub(crate) fn timing_profiles(
+    shared: &super::context::Shared,
+) -> Vec<crate::report::TimingProfile> {
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     run_wide::profiles(&shared.log())
         .into_iter()

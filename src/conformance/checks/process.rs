@@ -14,7 +14,13 @@ use crate::plugin::ExternalPlugin;
 fn harness_env() -> Vec<(String, String)> {
     let get = |k: &str, default: &str| std::env::var(k).unwrap_or_else(|_| default.to_string());
     vec![
-        ("PATH".into(), get("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")),
+        (
+            "PATH".into(),
+            get(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            ),
+        ),
         ("HOME".into(), get("HOME", "/root")),
         ("LANG".into(), get("LANG", "C.UTF-8")),
     ]
@@ -28,14 +34,22 @@ async fn op_works(ctx: &Ctx, plugin: &ExternalPlugin, op: &str) -> bool {
             let req = ctx.request();
             let (_, result) = plugin.create_run(&req).await;
             if let Ok(resp) = &result {
-                let _ = plugin.delete_run(&DeleteRequest::for_created(&req, &resp.path)).await;
+                let _ = plugin
+                    .delete_run(&DeleteRequest::for_created(&req, &resp.path))
+                    .await;
             }
             result.is_ok()
         }
         _ => {
             let req = ctx.request();
-            let Ok(resp) = plugin.create_run(&req).await.1 else { return false };
-            plugin.delete_run(&DeleteRequest::for_created(&req, &resp.path)).await.1.is_ok()
+            let Ok(resp) = plugin.create_run(&req).await.1 else {
+                return false;
+            };
+            plugin
+                .delete_run(&DeleteRequest::for_created(&req, &resp.path))
+                .await
+                .1
+                .is_ok()
         }
     }
 }
@@ -67,7 +81,9 @@ pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
         } else {
             needed.join(" or ")
         };
-        dependent.push(format!("{op} fails under Nomad's environment but works with {names}"));
+        dependent.push(format!(
+            "{op} fails under Nomad's environment but works with {names}"
+        ));
     }
     if dependent.is_empty() {
         Ok(Finding::Pass("works with only the DHV_* variables".into()))
@@ -90,14 +106,17 @@ pub async fn cwd_independent(ctx: &Ctx) -> CheckResult {
         return Err(Finding::Skip("built-in plugin".into()));
     };
     let cwd = ctx.dir.join("unrelated-cwd");
-    std::fs::create_dir_all(&cwd).map_err(|e| Finding::Skip(format!("cannot make a working dir: {e}")))?;
+    std::fs::create_dir_all(&cwd)
+        .map_err(|e| Finding::Skip(format!("cannot make a working dir: {e}")))?;
     let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o555));
     let elsewhere = ext.clone().with_cwd(&cwd);
     let mut problems = Vec::new();
     for op in ["fingerprint", "create", "delete"] {
         // Only a failure that the working directory causes counts here.
         if !op_works(ctx, &elsewhere, op).await && op_works(ctx, ext, op).await {
-            problems.push(format!("{op} failed there (it works from the harness's own directory)"));
+            problems.push(format!(
+                "{op} failed there (it works from the harness's own directory)"
+            ));
         }
     }
     let written = listing(&cwd);
@@ -109,7 +128,9 @@ pub async fn cwd_independent(ctx: &Ctx) -> CheckResult {
         ));
     }
     if problems.is_empty() {
-        Ok(Finding::Pass("works from a read-only unrelated directory, writes nothing there".into()))
+        Ok(Finding::Pass(
+            "works from a read-only unrelated directory, writes nothing there".into(),
+        ))
     } else {
         Err(Finding::Fail(format!(
             "expected the plugin to work from an unrelated read-only working directory (Nomad's agent \

@@ -47,7 +47,10 @@ pub fn failure_clean(ctx: &Ctx) -> CheckResult {
     let log = ctx.shared.log();
     // Nomad rejecting the output of a create that succeeded is another check's
     // business (create.response): here only the plugin's own failures count.
-    let failed: Vec<&LoggedCall> = log.iter().filter(|c| c.op == "create" && c.plugin_failed).collect();
+    let failed: Vec<&LoggedCall> = log
+        .iter()
+        .filter(|c| c.op == "create" && c.plugin_failed)
+        .collect();
     if failed.is_empty() {
         return Err(Finding::Skip("no create failed in this run".into()));
     }
@@ -63,13 +66,24 @@ pub fn failure_clean(ctx: &Ctx) -> CheckResult {
             dirty.push(format!(
                 "{}: left{}{}",
                 c.check,
-                if files.is_empty() { String::new() } else { format!(" files [{}]", files.join(", ")) },
-                if procs.is_empty() { String::new() } else { format!(" processes [{}]", procs.join(", ")) }
+                if files.is_empty() {
+                    String::new()
+                } else {
+                    format!(" files [{}]", files.join(", "))
+                },
+                if procs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" processes [{}]", procs.join(", "))
+                }
             ));
         }
     }
     if dirty.is_empty() {
-        Ok(Finding::Pass(format!("{} failed creates, all clean", failed.len())))
+        Ok(Finding::Pass(format!(
+            "{} failed creates, all clean",
+            failed.len()
+        )))
     } else {
         Err(Finding::Fail(format!(
             "expected a failed create to leave nothing new in the volumes dir and no process; {}",
@@ -86,10 +100,16 @@ pub fn error_json(ctx: &Ctx) -> CheckResult {
     let failed: Vec<&LoggedCall> = log
         .iter()
         .filter(|c| (c.op == "create" || c.op == "delete") && c.plugin_failed)
-        .filter(|c| c.run.as_ref().is_some_and(|r| r.result.is_ok() && !r.succeeded() && !r.timed_out()))
+        .filter(|c| {
+            c.run
+                .as_ref()
+                .is_some_and(|r| r.result.is_ok() && !r.succeeded() && !r.timed_out())
+        })
         .collect();
     if failed.is_empty() {
-        return Err(Finding::Skip("no create or delete failed in this run".into()));
+        return Err(Finding::Skip(
+            "no create or delete failed in this run".into(),
+        ));
     }
     let bad: Vec<String> = failed
         .iter()
@@ -101,7 +121,10 @@ pub fn error_json(ctx: &Ctx) -> CheckResult {
         })
         .collect();
     if bad.is_empty() {
-        Ok(Finding::Pass(format!("{} failures, each with an error Nomad can show", failed.len())))
+        Ok(Finding::Pass(format!(
+            "{} failures, each with an error Nomad can show",
+            failed.len()
+        )))
     } else {
         Err(Finding::Fail(format!(
             "expected a failing create or delete to print {{\"error\": \"<message>\"}} (or nothing) on stdout \
@@ -132,7 +155,10 @@ pub fn no_stdio_leak(ctx: &Ctx) -> CheckResult {
         })
         .collect();
     if leaks.is_empty() {
-        Ok(Finding::Pass(format!("{} calls, no pipe held open after exit", log.len())))
+        Ok(Finding::Pass(format!(
+            "{} calls, no pipe held open after exit",
+            log.len()
+        )))
     } else {
         Err(Finding::Fail(format!(
             "expected no process started by the plugin to keep stdout/stderr open after it exits (Nomad \
@@ -161,13 +187,20 @@ pub fn no_orphans(ctx: &Ctx) -> CheckResult {
                         c.check,
                         c.op,
                         l.cmdline,
-                        if l.escaped_group { " [left the process group]" } else { "" }
+                        if l.escaped_group {
+                            " [left the process group]"
+                        } else {
+                            ""
+                        }
                     )
                 })
         })
         .collect();
     if orphans.is_empty() {
-        Ok(Finding::Pass(format!("{} calls, nothing left running", log.len())))
+        Ok(Finding::Pass(format!(
+            "{} calls, nothing left running",
+            log.len()
+        )))
     } else {
         Err(Finding::Fail(format!(
             "expected no process started by the plugin to be alive after it exits; found {} (all killed): {}",
@@ -217,10 +250,19 @@ pub fn timing_margin(ctx: &Ctx) -> CheckResult {
     let tight: Vec<String> = all
         .iter()
         .filter(|p| p.p95 > p.limit / 2)
-        .map(|p| format!("{}: p95 {:.0} ms, limit {:?}", p.op, p.p95.as_secs_f64() * 1e3, p.limit))
+        .map(|p| {
+            format!(
+                "{}: p95 {:.0} ms, limit {:?}",
+                p.op,
+                p.p95.as_secs_f64() * 1e3,
+                p.limit
+            )
+        })
         .collect();
     if tight.is_empty() {
-        Ok(Finding::Pass("every operation's p95 is under half its limit".into()))
+        Ok(Finding::Pass(
+            "every operation's p95 is under half its limit".into(),
+        ))
     } else {
         Err(Finding::Fail(format!(
             "expected p95 of each operation under half its limit (room for a loaded host); {}",
