@@ -116,10 +116,16 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     let report = outcome.report;
 
     let table = report::summary_table(&report, color.unwrap_or(false));
+    // Quiet keeps only the verdict line of the table.
+    let shown = if args.quiet {
+        table.lines().last().map(|l| format!("{l}\n")).unwrap_or_default()
+    } else {
+        format!("\n{table}")
+    };
     if json_to_stdout {
-        eprint!("\n{table}");
-    } else if !args.quiet {
-        print!("\n{table}");
+        eprint!("{shown}");
+    } else {
+        print!("{shown}");
     }
     if let Some(dest) = &args.json {
         write_output(dest, &report::to_json(&report))?;

@@ -174,6 +174,17 @@ pub(crate) struct Ctx {
 impl Ctx {
     pub fn new(shared: Arc<Shared>, spec: &'static CheckSpec) -> std::io::Result<Ctx> {
         let dir = shared.root.join(spec.id);
+        Ctx::in_dir(shared, spec, dir)
+    }
+
+    /// A sandbox for a shared probe, beside the checks' own.
+    fn probe(shared: Arc<Shared>, id: &str) -> std::io::Result<Ctx> {
+        let spec = super::catalogue::find(id).expect("probes are catalogued checks");
+        let dir = shared.root.join(format!("probe-{id}"));
+        Ctx::in_dir(shared, spec, dir)
+    }
+
+    fn in_dir(shared: Arc<Shared>, spec: &'static CheckSpec, dir: PathBuf) -> std::io::Result<Ctx> {
         let volumes = dir.join("volumes");
         std::fs::create_dir_all(&volumes)?;
         let recorder = Recorder::new();
@@ -329,11 +340,9 @@ impl Ctx {
         self.shared
             .fingerprint_probe
             .get_or_init(|| async move {
-                let probe = Ctx::new(
-                    shared,
-                    super::catalogue::find("fingerprint.runs").expect("catalogued"),
-                )
-                .expect("probe dir");
+                // A run whose temp dir cannot take one more dir is a harness
+                // failure; the engine turns the panic into exit 4.
+                let probe = Ctx::probe(shared, "fingerprint.runs").expect("cannot make the probe's sandbox");
                 probe.fingerprint().await
             })
             .await
@@ -345,11 +354,9 @@ impl Ctx {
         self.shared
             .create_probe
             .get_or_init(|| async move {
-                let probe = Ctx::new(
-                    shared,
-                    super::catalogue::find("create.succeeds").expect("catalogued"),
-                )
-                .expect("probe dir");
+                // A run whose temp dir cannot take one more dir is a harness
+                // failure; the engine turns the panic into exit 4.
+                let probe = Ctx::probe(shared, "create.succeeds").expect("cannot make the probe's sandbox");
                 let request = probe.request();
                 let call = probe.create(&request).await;
                 let path_existed = match &call.result {
