@@ -108,6 +108,7 @@ pub fn parse_parameters(raw: Option<&str>) -> Result<Option<Parameters>, CliErro
 }
 
 /// What one `run` produced, whichever kind of plugin ran.
+#[derive(Default)]
 struct Report {
     operation: String,
     env: Vec<(String, String)>,
@@ -215,13 +216,7 @@ async fn run_external(
 ) -> Report {
     let mut report = Report {
         operation: op.to_string(),
-        env: Vec::new(),
-        run: None,
-        response: None,
-        version: None,
-        error: None,
-        explanation: None,
-        builtin_duration: None,
+        ..Report::default()
     };
     let (run, error) = match op {
         "fingerprint" => {
@@ -287,13 +282,7 @@ async fn run_builtin(
     let start = std::time::Instant::now();
     let mut report = Report {
         operation: op.to_string(),
-        env: Vec::new(),
-        run: None,
-        response: None,
-        version: None,
-        error: None,
-        explanation: None,
-        builtin_duration: None,
+        ..Report::default()
     };
     match op {
         "fingerprint" => match plugin.fingerprint().await {

@@ -74,6 +74,26 @@ pub(crate) struct Call<T> {
 }
 
 impl<T> Call<T> {
+    /// A built-in call, timed here (there is no process to time).
+    async fn timed(call: impl std::future::Future<Output = Result<T, PluginError>>) -> Call<T> {
+        let start = Instant::now();
+        let result = call.await;
+        Call {
+            result,
+            run: None,
+            duration: start.elapsed(),
+        }
+    }
+
+    /// An external call, timed by the runner.
+    fn from_run((run, result): (PluginRun, Result<T, PluginError>)) -> Call<T> {
+        Call {
+            result,
+            duration: run.duration(),
+            run: Some(run),
+        }
+    }
+
     pub fn ok(&self) -> bool {
         self.result.is_ok()
     }
@@ -99,62 +119,28 @@ impl<T> Call<T> {
 impl Instance {
     /// Fingerprints, killing the call only after `limit`.
     pub async fn fingerprint_within(&self, limit: Duration) -> Call<Fingerprint> {
-        let start = Instant::now();
-        let (run, result) = match self {
-            Instance::Builtin(p) => (None, p.fingerprint().await),
+        match self {
+            Instance::Builtin(p) => Call::timed(p.fingerprint()).await,
             Instance::External(p) => {
                 let mut timeouts = p.timeouts();
                 timeouts.fingerprint = limit;
                 let p = p.as_ref().clone().with_timeouts(timeouts);
-                let (run, result) = p.fingerprint_run().await;
-                (Some(run), result)
+                Call::from_run(p.fingerprint_run().await)
             }
-        };
-        Call {
-            result,
-            duration: run
-                .as_ref()
-                .map(|r| r.duration())
-                .unwrap_or_else(|| start.elapsed()),
-            run,
         }
     }
 
     pub async fn create(&self, req: &CreateRequest) -> Call<CreateResponse> {
-        let start = Instant::now();
-        let (run, result) = match self {
-            Instance::Builtin(p) => (None, p.create(req).await),
-            Instance::External(p) => {
-                let (run, result) = p.create_run(req).await;
-                (Some(run), result)
-            }
-        };
-        Call {
-            result,
-            duration: run
-                .as_ref()
-                .map(|r| r.duration())
-                .unwrap_or_else(|| start.elapsed()),
-            run,
+        match self {
+            Instance::Builtin(p) => Call::timed(p.create(req)).await,
+            Instance::External(p) => Call::from_run(p.create_run(req).await),
         }
     }
 
     pub async fn delete(&self, req: &DeleteRequest) -> Call<()> {
-        let start = Instant::now();
-        let (run, result) = match self {
-            Instance::Builtin(p) => (None, p.delete(req).await),
-            Instance::External(p) => {
-                let (run, result) = p.delete_run(req).await;
-                (Some(run), result)
-            }
-        };
-        Call {
-            result,
-            duration: run
-                .as_ref()
-                .map(|r| r.duration())
-                .unwrap_or_else(|| start.elapsed()),
-            run,
+        match self {
+            Instance::Builtin(p) => Call::timed(p.delete(req)).await,
+            Instance::External(p) => Call::from_run(p.delete_run(req).await),
         }
     }
 
