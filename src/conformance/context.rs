@@ -85,6 +85,8 @@ pub(crate) struct LoggedCall {
     pub op: &'static str,
     pub duration: Duration,
     pub limit: Duration,
+    /// No other call of the same check overlapped it (not part of a burst).
+    pub alone: bool,
     /// The plugin itself reported failure (non-zero exit, signal, could not
     /// start), as opposed to Nomad rejecting the output of a successful run.
     pub plugin_failed: bool,
@@ -240,10 +242,12 @@ impl Ctx {
 
     /// Creates, logging the call for the run-wide checks.
     pub async fn create(&self, req: &CreateRequest) -> Call<CreateResponse> {
-        let alone = self.in_flight.fetch_add(1, Ordering::SeqCst) == 0;
-        let before = alone.then(|| listing(Path::new(&req.volumes_dir)));
+        let solo = self.enter();
+        let before = solo
+            .started_alone
+            .then(|| listing(Path::new(&req.volumes_dir)));
         let call = self.plugin.create(req).await;
-        let alone = alone && self.in_flight.load(Ordering::SeqCst) == 1;
+        let alone = solo.alone();
         let residue = match (&call.result, before, alone) {
             (Err(_), Some(before), true) => {
                 let after = listing(Path::new(&req.volumes_dir));
@@ -251,13 +255,9 @@ impl Ctx {
             }
             _ => None,
         };
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.log(
-            "create",
-            self.shared.settings.timeouts().create,
-            &call,
-            residue,
-        );
+        drop(solo);
+        let limit = self.shared.settings.timeouts().create;
+        self.log("create", limit, &call, alone, residue);
         if let Ok(resp) = &call.result {
             self.live
                 .lock()
@@ -275,11 +275,15 @@ impl Ctx {
 
     /// Sends exactly this delete request.
     pub async fn delete_raw(&self, req: &DeleteRequest) -> Call<()> {
+        let solo = self.enter();
         let call = self.plugin.delete(req).await;
+        let alone = solo.alone();
+        drop(solo);
         self.log(
             "delete",
             self.shared.settings.timeouts().delete,
             &call,
+            alone,
             None,
         );
         if call.ok() {
@@ -311,9 +315,20 @@ impl Ctx {
     /// not killed at it.
     pub async fn fingerprint(&self) -> Call<Fingerprint> {
         let timeouts = self.shared.settings.timeouts();
+        let solo = self.enter();
         let call = self.plugin.fingerprint_within(timeouts.create).await;
-        self.log("fingerprint", timeouts.fingerprint, &call, None);
+        let alone = solo.alone();
+        drop(solo);
+        self.log("fingerprint", timeouts.fingerprint, &call, alone, None);
         call
+    }
+
+    /// Marks a call as under way, to tell calls made alone from deliberate bursts.
+    fn enter(&self) -> Solo<'_> {
+        Solo {
+            started_alone: self.in_flight.fetch_add(1, Ordering::SeqCst) == 0,
+            counter: &self.in_flight,
+        }
     }
 
     fn log<T>(
@@ -321,6 +336,7 @@ impl Ctx {
         op: &'static str,
         limit: Duration,
         call: &Call<T>,
+        alone: bool,
         residue: Option<Vec<String>>,
     ) {
         self.shared.push(LoggedCall {
@@ -328,6 +344,7 @@ impl Ctx {
             op,
             duration: call.duration,
             limit,
+            alone,
             plugin_failed: !call.exited_zero(),
             run: call.run.clone(),
             residue,
@@ -342,7 +359,8 @@ impl Ctx {
             .get_or_init(|| async move {
                 // A run whose temp dir cannot take one more dir is a harness
                 // failure; the engine turns the panic into exit 4.
-                let probe = Ctx::probe(shared, "fingerprint.runs").expect("cannot make the probe's sandbox");
+                let probe = Ctx::probe(shared, "fingerprint.runs")
+                    .expect("cannot make the probe's sandbox");
                 probe.fingerprint().await
             })
             .await
@@ -356,7 +374,8 @@ impl Ctx {
             .get_or_init(|| async move {
                 // A run whose temp dir cannot take one more dir is a harness
                 // failure; the engine turns the panic into exit 4.
-                let probe = Ctx::probe(shared, "create.succeeds").expect("cannot make the probe's sandbox");
+                let probe =
+                    Ctx::probe(shared, "create.succeeds").expect("cannot make the probe's sandbox");
                 let request = probe.request();
                 let call = probe.create(&request).await;
                 let path_existed = match &call.result {
@@ -420,6 +439,25 @@ impl Ctx {
         let path = dir.join(name);
         std::fs::write(&path, canary_text(&path))?;
         Ok(path)
+    }
+}
+
+/// A call under way in a sandbox; [`alone`](Solo::alone) tells whether any
+/// other call of the same check overlapped it.
+struct Solo<'a> {
+    started_alone: bool,
+    counter: &'a AtomicUsize,
+}
+
+impl Solo<'_> {
+    fn alone(&self) -> bool {
+        self.started_alone && self.counter.load(Ordering::SeqCst) == 1
+    }
+}
+
+impl Drop for Solo<'_> {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
