@@ -98,7 +98,7 @@ fn plugins_prints_the_node_attributes_then_what_was_left_out() {
     dir.plugin("off", GOOD);
     fs::set_permissions(dir.path().join("off"), fs::Permissions::from_mode(0o644)).unwrap();
     plugins_cmd(dir.path())
-        .args(["--timeout-scale", "0.2"])
+        .args(["--timeout-scale", "0.5"])
         .assert()
         .success()
         .stdout(
@@ -107,10 +107,10 @@ fn plugins_prints_the_node_attributes_then_what_was_left_out() {
              plugins.host_volume.mkdir.version = 0.0.1\n\
              left out \"bad\": error parsing fingerprint output as json: Malformed version: 1.2.3.beta\n\
              left out \"slow\": error getting version from plugin \"slow\": signal: killed \
-             (no answer within the 200ms fingerprint limit)\n",
+             (no answer within the 500ms fingerprint limit)\n",
         );
     let out = plugins_cmd(dir.path())
-        .args(["--json", "--timeout-scale", "0.2"])
+        .args(["--json", "--timeout-scale", "0.5"])
         .assert()
         .success();
     let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();

@@ -231,6 +231,32 @@ fn the_same_id_again_is_an_update_that_stores_the_new_request() {
 }
 
 #[test]
+fn an_update_may_rename_a_volume_and_frees_the_old_name() {
+    let node = Node::new();
+    let m = node.manager();
+    let rt = rt();
+    rt.block_on(m.create(VolumeSpec::new("mkdir", "old").with_id(ID1)))
+        .unwrap();
+    rt.block_on(m.create(VolumeSpec::new("mkdir", "taken").with_id(ID2)))
+        .unwrap();
+    let err = rt
+        .block_on(m.create(VolumeSpec::new("mkdir", "taken").with_id(ID1)))
+        .unwrap_err();
+    assert!(matches!(err, ManagerError::NameConflict { .. }), "{err}");
+    rt.block_on(m.create(VolumeSpec::new("mkdir", "new").with_id(ID1)))
+        .unwrap();
+    rt.block_on(m.create(VolumeSpec::new("mkdir", "old").with_id(ID3)))
+        .unwrap();
+    let names: Vec<_> = rt
+        .block_on(m.list())
+        .unwrap()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(names, ["new", "old", "taken"]);
+}
+
+#[test]
 fn a_failed_update_keeps_the_volume_and_its_name() {
     let node = Node::new();
     node.plugins.plugin(
@@ -866,7 +892,6 @@ fn fingerprinting_again_removes_plugins_that_are_gone() {
 fn a_timeout_scale_shortens_the_fingerprint_limit() {
     let node = Node::new();
     node.plugins.plugin("slowish", "#!/bin/sh\nexec sleep 30\n");
-    let started = std::time::Instant::now();
     let fp = rt()
         .block_on(
             Fingerprinter::new(Some(node.plugins.path().to_path_buf()))
@@ -874,7 +899,6 @@ fn a_timeout_scale_shortens_the_fingerprint_limit() {
                 .fingerprint(),
         )
         .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(1));
     assert!(
         fp.discovery.left_out["slowish"]
             .reason

@@ -44,6 +44,7 @@ impl NameLocks {
     }
 
     /// The id that holds `name` in this process, if any.
+    #[cfg(test)]
     pub fn holder(&self, name: &str) -> Option<String> {
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         held.get(name).map(|(id, _)| id.clone())

@@ -44,8 +44,9 @@
 
 pub mod discovery;
 mod error;
-pub mod locks;
+mod locks;
 mod restore;
+mod spec;
 pub mod state;
 mod volume;
 mod volumes;
@@ -53,9 +54,7 @@ mod volumes;
 pub use discovery::{Discovery, DiscoveryError, Fingerprinter, LeftOut, NodeFingerprint};
 pub use error::{Cleanup, ManagerError};
 pub use restore::Restored;
+pub use spec::{DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, RegisterSpec, VolumeSpec};
 pub use state::StateError;
 pub use volume::Volume;
-pub use volumes::{
-    DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, DeleteOutcome, HostVolumeManager, RegisterSpec,
-    VolumeSpec,
-};
+pub use volumes::{DeleteOutcome, HostVolumeManager};

@@ -146,12 +146,14 @@ struct OnDiskRef<'a> {
 #[derive(Deserialize)]
 struct OnDisk {
     #[serde(default)]
+    schema: Option<serde_json::Value>,
+    #[serde(default)]
     node_id: Option<String>,
     volumes: BTreeMap<String, Volume>,
 }
 
-/// Read first, so that a file of another schema is reported as such rather than
-/// as whichever field happens to differ.
+/// Read when a file does not parse, so that a file of another schema is
+/// reported as such rather than as whichever field happens to differ.
 #[derive(Deserialize)]
 struct Header {
     schema: Option<serde_json::Value>,
@@ -270,29 +272,38 @@ fn read_state(path: &Path) -> Result<State, StateError> {
 }
 
 fn parse_state(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
-    let corrupt = |source| StateError::Corrupt {
-        path: path.to_path_buf(),
-        source,
-    };
     let invalid = |reason: String| StateError::Invalid {
         path: path.to_path_buf(),
         reason,
     };
-    let header: Header = serde_json::from_slice(bytes).map_err(corrupt)?;
-    match header.schema {
-        Some(serde_json::Value::String(s)) if s == STATE_SCHEMA => {}
-        Some(other) => {
+    // One parse when the file is good (it can be large); the header is only read
+    // again to explain a failure by the schema when that is the real cause.
+    let parsed = serde_json::from_slice::<OnDisk>(bytes);
+    let schema = match &parsed {
+        Ok(disk) => Some(disk.schema.clone()),
+        Err(_) => serde_json::from_slice::<Header>(bytes)
+            .ok()
+            .map(|h| h.schema),
+    };
+    match schema {
+        Some(Some(serde_json::Value::String(s))) if s == STATE_SCHEMA => {}
+        Some(Some(other)) => {
             return Err(invalid(format!(
                 "schema is {other}, expected \"{STATE_SCHEMA}\""
             )));
         }
-        None => {
+        Some(None) => {
             return Err(invalid(format!(
                 "no \"schema\" field (expected \"{STATE_SCHEMA}\")"
             )));
         }
+        // Not even a JSON object: the parser's error says where.
+        None => {}
     }
-    let disk: OnDisk = serde_json::from_slice(bytes).map_err(corrupt)?;
+    let disk = parsed.map_err(|source| StateError::Corrupt {
+        path: path.to_path_buf(),
+        source,
+    })?;
     for (key, vol) in &disk.volumes {
         if *key != vol.id {
             return Err(invalid(format!(
