@@ -1,7 +1,8 @@
 //! `dhv-conform check [PLUGIN] [FILTER]`: the conformance suite, its reports,
 //! and the snapshot gate.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
+use std::os::fd::{AsFd as _, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
@@ -70,7 +71,23 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     let target = Target::parse(&args.plugin);
     if let Target::External(path) = &target {
         match std::fs::metadata(path) {
-            Err(e) => return Err(CliError::usage(format!("plugin {}: {e}", path.display()))),
+            Err(e) => {
+                let arg = path.to_string_lossy();
+                let looks_like_filter = conformance::CATALOGUE
+                    .iter()
+                    .any(|c| c.id.contains(arg.as_ref()));
+                let hint = if looks_like_filter {
+                    format!(
+                        " (to run {arg:?} on the built-in plugin, name it first: `check mkdir {arg}`)"
+                    )
+                } else {
+                    String::new()
+                };
+                return Err(CliError::usage(format!(
+                    "plugin {}: {e}{hint}",
+                    path.display()
+                )));
+            }
             Ok(m) if m.is_dir() => {
                 return Err(CliError::usage(format!(
                     "plugin {} is a directory, not an executable",
@@ -96,7 +113,7 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     };
     let color = color_choice(args.color.as_deref())?;
     let json_to_stdout = args.json.as_deref() == Some("-");
-    let libtest = libtest_args(&args, color, json_to_stdout)?;
+    let libtest = libtest_args(&args, color)?;
 
     install_interrupt_handler(rt);
     let opts = SuiteOptions {
@@ -109,7 +126,17 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         fixture: args.fixture.as_ref().map(|p| p.display().to_string()),
         libtest,
     };
-    let outcome = conformance::run_suite(rt, opts).map_err(|e| CliError::harness(e.to_string()))?;
+    let outcome = {
+        let _progress_to_stderr = if json_to_stdout {
+            let redirect = StdoutToStderr::start()
+                .map_err(|e| CliError::harness(format!("cannot point stdout at stderr: {e}")))?;
+            Some(redirect)
+        } else {
+            None
+        };
+        conformance::run_suite(rt, opts)
+    }
+    .map_err(|e| CliError::harness(e.to_string()))?;
     if args.list {
         return Ok(EXIT_OK);
     }
@@ -118,7 +145,11 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     let table = report::summary_table(&report, color.unwrap_or(false));
     // Quiet keeps only the verdict line of the table.
     let shown = if args.quiet {
-        table.lines().last().map(|l| format!("{l}\n")).unwrap_or_default()
+        table
+            .lines()
+            .last()
+            .map(|l| format!("{l}\n"))
+            .unwrap_or_default()
     } else {
         format!("\n{table}")
     };
@@ -225,11 +256,7 @@ fn color_choice(flag: Option<&str>) -> Result<Option<bool>, CliError> {
     }
 }
 
-fn libtest_args(
-    args: &CheckArgs,
-    color: Option<bool>,
-    progress_to_stderr: bool,
-) -> Result<Arguments, CliError> {
+fn libtest_args(args: &CheckArgs, color: Option<bool>) -> Result<Arguments, CliError> {
     let format = match args.format.as_deref() {
         None => None,
         Some("pretty") => Some(FormatSetting::Pretty),
@@ -244,7 +271,7 @@ fn libtest_args(
     if args.test_threads == Some(0) {
         return Err(CliError::usage("--test-threads must be at least 1"));
     }
-    let mut la = Arguments {
+    Ok(Arguments {
         filter: args.filter.clone(),
         exact: args.exact,
         skip: args.skip.clone(),
@@ -258,11 +285,35 @@ fn libtest_args(
             _ => ColorSetting::Never,
         }),
         ..Arguments::default()
-    };
-    if progress_to_stderr {
-        la.logfile = Some("/dev/stderr".into());
+    })
+}
+
+/// Points fd 1 at stderr until dropped, so that with `--json -` stdout carries the
+/// report alone while libtest-mimic's progress lines go to stderr.
+///
+/// libtest-mimic writes progress to stdout or to a `logfile` it opens with
+/// `File::create`; given `/dev/stderr` that would truncate the file stderr is
+/// redirected to, wiping the earlier lines of a CI log opened with `2>>`.
+struct StdoutToStderr {
+    saved: OwnedFd,
+}
+
+impl StdoutToStderr {
+    fn start() -> std::io::Result<StdoutToStderr> {
+        let stdout = std::io::stdout();
+        stdout.lock().flush()?;
+        let saved = stdout.as_fd().try_clone_to_owned()?;
+        nix::unistd::dup2_stdout(std::io::stderr())?;
+        Ok(StdoutToStderr { saved })
     }
-    Ok(la)
+}
+
+impl Drop for StdoutToStderr {
+    fn drop(&mut self) {
+        // Progress still buffered belongs on stderr: flush before fd 1 moves back.
+        let _ = std::io::stdout().lock().flush();
+        let _ = nix::unistd::dup2_stdout(&self.saved);
+    }
 }
 
 /// Ctrl-C kills every plugin process and removes the run's temp dir before exiting.

@@ -14,6 +14,7 @@ use tokio::sync::OnceCell;
 use super::catalogue::CheckSpec;
 use super::target::{Call, Instance, Target};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Parameters};
+use crate::manager::{HostVolumeManager, ManagerError, Volume};
 use crate::plugin::{Fingerprint, PluginRun, Recorder, Timeouts};
 
 /// The volume request every check starts from: CONFORMANCE.md's defaults, or a
@@ -293,6 +294,68 @@ impl Ctx {
                 .remove(&req.volume_id);
         }
         call
+    }
+
+    /// A manager over this sandbox (state in `<dir>/state`) that drives the
+    /// plugin under test, for the checks that exercise what a Nomad client does
+    /// around plugins (restore).
+    pub fn manager(&self) -> Result<HostVolumeManager, ManagerError> {
+        let template = self.request();
+        let mut manager = HostVolumeManager::open(self.dir.join("state"))?
+            .with_volumes_dir(&self.volumes)
+            .with_node_id(template.node_id)
+            .with_node_pool(template.node_pool)
+            .with_timeouts(self.shared.settings.timeouts())
+            .with_restore_timeout(
+                crate::contract::RESTORE_TIMEOUT.mul_f64(self.shared.settings.timeout_scale),
+            )
+            .with_plugin(self.plugin.as_dyn());
+        if let Some(ext) = self.plugin.external() {
+            manager = manager.with_plugin_dir(ext.plugin_dir());
+        }
+        Ok(manager)
+    }
+
+    /// Remembers a volume made through the manager, for [`cleanup`](Self::cleanup).
+    pub fn track(&self, volume: &Volume) {
+        if let Some(req) = &volume.create_request {
+            self.live
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(volume.id.clone(), (req.clone(), volume.host_path.clone()));
+        }
+    }
+
+    /// Forgets a volume deleted through the manager.
+    pub fn untrack(&self, id: &str) {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+    }
+
+    /// Logs, for the run-wide checks, the raw calls recorded since the
+    /// recorder held `start` calls (calls the manager made on our behalf).
+    pub fn log_runs_from(&self, start: usize, alone: bool) {
+        let timeouts = self.shared.settings.timeouts();
+        for run in self.recorder.runs().into_iter().skip(start) {
+            let op: &'static str = match run.operation.as_str() {
+                "fingerprint" => "fingerprint",
+                "create" => "create",
+                "delete" => "delete",
+                _ => continue,
+            };
+            self.shared.push(LoggedCall {
+                check: self.spec.id,
+                op,
+                duration: run.duration(),
+                limit: timeouts.for_operation(op),
+                alone,
+                plugin_failed: !run.succeeded(),
+                residue: None,
+                run: Some(run),
+            });
+        }
     }
 
     /// Deletes every volume this sandbox created and did not delete (a check

@@ -7,10 +7,10 @@
 //! libtest-mimic sees the trials, so the set being waited for is exactly the set
 //! that runs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
 
@@ -18,6 +18,7 @@ use super::catalogue::{CATALOGUE, CheckSpec};
 use super::checks;
 use super::context::{Ctx, Finding, Settings, Shared};
 use super::evidence;
+use crate::plugin::PluginRun;
 use crate::report::{CheckResult, Level, Report, RunOptions, Status};
 
 /// How a suite is run.
@@ -42,6 +43,12 @@ pub struct SuiteOutcome {
     pub conclusion: Conclusion,
     /// A check panicked or its sandbox could not be made: the harness failed.
     pub harness_failed: bool,
+    /// How many plugin processes the checks and the shared probes started.
+    pub plugin_calls: usize,
+    /// The sum of those calls' run times (spawn to exit), counting every call,
+    /// not only the ones a report lists: what the plugin itself took, so that
+    /// benchmarks can tell the harness's share of the wall time from it.
+    pub plugin_busy: Duration,
 }
 
 /// The engine could not start.
@@ -121,6 +128,7 @@ pub fn run_suite(
     });
     let results: Arc<Mutex<BTreeMap<&'static str, CheckResult>>> = Arc::default();
     let harness_failed = Arc::new(Mutex::new(false));
+    let calls: Arc<Mutex<Vec<PluginRun>>> = Arc::default();
 
     // Aggregates go last, so with any number of threads they are dispatched
     // after every check they wait for.
@@ -129,11 +137,12 @@ pub fn run_suite(
     let trials: Vec<Trial> = ordered
         .into_iter()
         .map(|spec| {
-            let (shared, barrier, results, failed) = (
+            let (shared, barrier, results, failed, calls) = (
                 shared.clone(),
                 barrier.clone(),
                 results.clone(),
                 harness_failed.clone(),
+                calls.clone(),
             );
             let handle = rt.handle().clone();
             let strict = opts.strict;
@@ -175,6 +184,7 @@ pub fn run_suite(
                     }
                 };
                 let result = to_result(spec, finding, start.elapsed(), &runs);
+                calls.lock().unwrap_or_else(|e| e.into_inner()).extend(runs);
                 let verdict = libtest_verdict(&result, strict);
                 results
                     .lock()
@@ -201,6 +211,10 @@ pub fn run_suite(
         std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()))
             .into_values()
             .collect();
+    let (plugin_calls, plugin_busy) = busy_time(
+        std::mem::take(&mut *calls.lock().unwrap_or_else(|e| e.into_inner())),
+        &shared,
+    );
     let timing = super::checks::timing_profiles(&shared);
     let plugin = evidence::plugin_info(&shared);
     let report = Report::new(
@@ -230,7 +244,27 @@ pub fn run_suite(
         report,
         conclusion,
         harness_failed,
+        plugin_calls,
+        plugin_busy,
     })
+}
+
+/// Counts every plugin call once: each check's own calls, plus the shared
+/// probes' calls, which live in the run's log (a check that awaited a probe
+/// does not record it). A call is known by when it started and its pid. The
+/// one call left out is the probes' clean-up delete after the last check,
+/// which nothing records.
+fn busy_time(check_runs: Vec<PluginRun>, shared: &Shared) -> (usize, Duration) {
+    let logged = shared.log().into_iter().filter_map(|c| c.run);
+    let mut seen = HashSet::new();
+    let mut busy = Duration::ZERO;
+    for run in check_runs.into_iter().chain(logged) {
+        let pid = run.result.as_ref().map(|o| o.pid).ok();
+        if seen.insert((run.started_at, pid, run.operation.clone())) {
+            busy += run.duration();
+        }
+    }
+    (seen.len(), busy)
 }
 
 /// Applies the level: a failed should is a warning; a must cannot be info.

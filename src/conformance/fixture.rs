@@ -93,7 +93,16 @@ pub fn parse_json(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
 pub fn parse_hcl(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
     let body: hcl::Body = hcl::from_str(text).map_err(|e| FixtureError::Syntax {
         path: path.to_path_buf(),
-        message: format!("invalid HCL: {e}"),
+        message: match &e {
+            // The parser's own text is a multi-line code frame; a CLI error is one line.
+            hcl::Error::Parse(parse) => format!(
+                "invalid HCL at line {} column {}: {}",
+                parse.location().line(),
+                parse.location().column(),
+                parse.message()
+            ),
+            other => format!("invalid HCL: {other}"),
+        },
     })?;
     let mut fx = Fixture::default();
     for attr in body.attributes() {

@@ -144,6 +144,22 @@ impl Instance {
         }
     }
 
+    /// The plugin id, as the manager looks it up.
+    pub fn id(&self) -> &str {
+        match self {
+            Instance::Builtin(p) => p.id(),
+            Instance::External(p) => p.id(),
+        }
+    }
+
+    /// The same plugin as the manager takes it.
+    pub fn as_dyn(&self) -> Arc<dyn HostVolumePlugin> {
+        match self {
+            Instance::Builtin(p) => Arc::new(p.clone()),
+            Instance::External(p) => p.clone(),
+        }
+    }
+
     pub fn external(&self) -> Option<&ExternalPlugin> {
         match self {
             Instance::External(p) => Some(p),

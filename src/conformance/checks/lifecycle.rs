@@ -4,45 +4,78 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::CheckResult;
 use super::create::plant_in_volume;
-use super::{CheckResult, join_all};
 use crate::conformance::context::{Ctx, Finding, canary_intact, listing};
 use crate::contract::{CreateRequest, DeleteRequest, Operation};
 use crate::exec::KillMode;
+use crate::manager::VolumeSpec;
 
 /// `lifecycle.restore` (must): an agent restart calls create again for every
-/// volume at once; paths and data must survive.
+/// volume at once; paths and data must survive. Driven through the manager, as
+/// a Nomad client does it: volumes created and saved in its state, then restored
+/// from that state with their stored requests.
 pub async fn restore(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
-    let reqs: Vec<_> = (0..4).map(|_| ctx.request()).collect();
+    let manager = ctx
+        .manager()
+        .map_err(|e| Finding::Skip(format!("cannot open the manager's state dir: {e}")))?;
+    let template = ctx.request();
     let mut made = Vec::new();
-    for req in &reqs {
-        let resp = ctx.create_ok(req, "create before the restart").await?;
-        let canary = plant_in_volume(ctx, &resp.path, "create before the restart")?;
-        made.push((resp.path, canary));
+    for i in 0..4 {
+        let spec = VolumeSpec::new(ctx.plugin.id(), format!("{}-{i}", template.volume_name))
+            .with_namespace(template.namespace.clone())
+            .with_capacity(template.capacity_min_bytes, template.capacity_max_bytes);
+        let spec = match &template.parameters {
+            Some(p) => spec.with_parameters(p.clone()),
+            None => spec,
+        };
+        let before = ctx.recorder.runs().len();
+        let volume = manager.create(spec).await;
+        ctx.log_runs_from(before, true);
+        let volume = volume.map_err(|e| {
+            Finding::Fail(format!(
+                "create before the restart: expected it to succeed; got: {e}"
+            ))
+        })?;
+        ctx.track(&volume);
+        let canary = plant_in_volume(ctx, &volume.host_path, "create before the restart")?;
+        made.push((volume, canary));
     }
-    let calls = join_all(reqs.iter().map(|r| ctx.create(r))).await;
+    let before_restore = ctx.recorder.runs().len();
+    let restored = manager.restore().await;
+    ctx.log_runs_from(before_restore, false);
+    let restored =
+        restored.map_err(|e| Finding::Fail(format!("restore failed as a whole: {e}")))?;
     let mut problems = Vec::new();
-    for (i, (call, (path, canary))) in calls.iter().zip(&made).enumerate() {
-        match &call.result {
-            Err(e) => problems.push(format!("volume #{} failed to restore: {e}", i + 1)),
-            Ok(resp) if &resp.path != path => problems.push(format!(
-                "volume #{} moved from {path:?} to {:?}",
+    for (i, (volume, canary)) in made.iter().enumerate() {
+        let Some(r) = restored.iter().find(|r| r.volume.id == volume.id) else {
+            problems.push(format!("volume #{} was not restored", i + 1));
+            continue;
+        };
+        match (r.path(), r.error()) {
+            (_, Some(e)) => problems.push(format!("volume #{} failed to restore: {e}", i + 1)),
+            (Some(path), _) if path != volume.host_path => problems.push(format!(
+                "volume #{} moved from {:?} to {path:?}",
                 i + 1,
-                resp.path
+                volume.host_path
             )),
-            Ok(_) if !canary_intact(canary) => {
+            _ if !canary_intact(canary) => {
                 problems.push(format!("volume #{} lost its files", i + 1))
             }
-            Ok(_) => {}
+            _ => {}
         }
     }
-    for (req, (path, _)) in reqs.iter().zip(&made) {
-        ctx.delete(req, path).await;
+    let before_delete = ctx.recorder.runs().len();
+    for (volume, _) in &made {
+        if manager.delete(&volume.id).await.is_ok() {
+            ctx.untrack(&volume.id);
+        }
     }
+    ctx.log_runs_from(before_delete, true);
     if problems.is_empty() {
         Ok(Finding::Pass(
-            "4 volumes restored at once: same paths, files kept".into(),
+            "4 volumes restored at once from the manager's state: same paths, files kept".into(),
         ))
     } else {
         Err(Finding::Fail(format!(
