@@ -5,6 +5,56 @@
 //! `cli → conformance → manager → plugin → exec`. [`contract`] and [`version`] hold
 //! the facts of Nomad's plugin contract and depend on nothing; [`report`] depends only
 //! on its own result model.
+//!
+//! - [`exec`] is the one process runner: exact environment, process groups,
+//!   timeouts, output caps, leak and orphan detection.
+//! - [`plugin`] runs the built-in `mkdir` plugin and plugin executables exactly as
+//!   Nomad does, with Nomad's decoding and error texts.
+//! - [`manager`] is what a Nomad client does around plugins: discovery,
+//!   fingerprinting, create / register / delete / restore, state and locks. Its
+//!   module docs have a runnable example.
+//! - [`conformance`] drives any plugin through the check catalogue.
+//! - [`report`] renders results as JSON, JUnit, Markdown, terminal text and
+//!   normalised snapshots.
+//!
+//! # Example: run one plugin operation as Nomad would
+//!
+//! ```
+//! use dhv_conform::contract::{CreateRequest, DeleteRequest};
+//! use dhv_conform::plugin::ExternalPlugin;
+//! use std::os::unix::fs::PermissionsExt;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let script = dir.path().join("hello");
+//! std::fs::write(&script, "#!/bin/sh\nmkdir -p \"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\"\n\
+//!     echo \"{\\\"path\\\": \\\"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\\\"}\"\n")?;
+//! std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+//!
+//! let request = CreateRequest {
+//!     volumes_dir: dir.path().join("volumes").display().to_string(),
+//!     plugin_dir: dir.path().display().to_string(),
+//!     node_pool: "default".into(),
+//!     namespace: "default".into(),
+//!     volume_name: "data".into(),
+//!     volume_id: "0b4d2f43-79b4-4d3c-9c42-5c1e8d3f5a10".into(),
+//!     capacity_min_bytes: 0,
+//!     capacity_max_bytes: 0,
+//!     node_id: "node-1".into(),
+//!     parameters: None,
+//! };
+//! let plugin = ExternalPlugin::from_path(&script);
+//! let rt = tokio::runtime::Runtime::new()?;
+//! let (run, response) = rt.block_on(plugin.create_run(&request));
+//! let response = response?;
+//! assert!(std::path::Path::new(&response.path).is_dir());
+//! // Everything Nomad would have seen, and the line that repeats it by hand:
+//! assert_eq!(run.env[0], ("DHV_OPERATION".to_string(), "create".to_string()));
+//! assert!(run.reproduce().starts_with("env -i DHV_OPERATION=create"));
+//! # let _ = DeleteRequest::for_created(&request, &response.path);
+//! # Ok(())
+//! # }
+//! ```
 #![warn(missing_docs)]
 
 pub mod cli;
