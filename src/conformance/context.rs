@@ -169,6 +169,10 @@ pub(crate) struct Ctx {
     pub recorder: Recorder,
     pub plugin: Instance,
     in_flight: AtomicUsize,
+    /// Calls started so far: a call was alone only if no other started before it ended.
+    started: AtomicUsize,
+    /// Probe calls a check's verdict rests on, shown as its evidence.
+    cited: Mutex<Vec<PluginRun>>,
     /// Volumes created and not yet deleted: [`cleanup`](Self::cleanup) deletes
     /// them, so a check that stops early leaves no mount or device behind.
     live: Mutex<BTreeMap<String, (CreateRequest, String)>>,
@@ -203,6 +207,8 @@ impl Ctx {
             recorder,
             plugin,
             in_flight: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
+            cited: Mutex::new(Vec::new()),
             live: Mutex::new(BTreeMap::new()),
         })
     }
@@ -389,9 +395,28 @@ impl Ctx {
     /// Marks a call as under way, to tell calls made alone from deliberate bursts.
     fn enter(&self) -> Solo<'_> {
         Solo {
+            ticket: self.started.fetch_add(1, Ordering::SeqCst),
             started_alone: self.in_flight.fetch_add(1, Ordering::SeqCst) == 0,
-            counter: &self.in_flight,
+            in_flight: &self.in_flight,
+            started: &self.started,
         }
+    }
+
+    /// Shows a probe's call as evidence for this check's verdict.
+    pub fn cite(&self, run: Option<&PluginRun>) {
+        if let Some(run) = run {
+            self.cited
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(run.clone());
+        }
+    }
+
+    /// Every call behind this check's verdict: the probes it cited, then its own.
+    pub fn evidence(&self) -> Vec<PluginRun> {
+        let mut runs = self.cited.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        runs.extend(self.recorder.runs());
+        runs
     }
 
     fn log<T>(
@@ -508,19 +533,26 @@ impl Ctx {
 /// A call under way in a sandbox; [`alone`](Solo::alone) tells whether any
 /// other call of the same check overlapped it.
 struct Solo<'a> {
+    /// How many calls had started before this one.
+    ticket: usize,
     started_alone: bool,
-    counter: &'a AtomicUsize,
+    in_flight: &'a AtomicUsize,
+    started: &'a AtomicUsize,
 }
 
 impl Solo<'_> {
+    /// Nothing ran when it started, and nothing started since: a call that
+    /// began and ended alone may still have had a whole other call inside it.
     fn alone(&self) -> bool {
-        self.started_alone && self.counter.load(Ordering::SeqCst) == 1
+        self.started_alone
+            && self.in_flight.load(Ordering::SeqCst) == 1
+            && self.started.load(Ordering::SeqCst) == self.ticket + 1
     }
 }
 
 impl Drop for Solo<'_> {
     fn drop(&mut self) {
-        self.counter.fetch_sub(1, Ordering::SeqCst);
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -58,6 +58,11 @@ pub enum EngineError {
     /// The run's temp dir could not be made.
     #[error("cannot create the run's temp dir: {0}")]
     TempDir(#[source] std::io::Error),
+    /// The runner was stopped ([`crate::exec::kill_all`], on Ctrl-C) during
+    /// the run, and the process did not exit: there is no report of a run
+    /// cut short.
+    #[error("the run was interrupted")]
+    Interrupted,
 }
 
 /// Whether libtest would run `id` under these arguments.
@@ -99,8 +104,63 @@ impl Barrier {
 static RUN_ROOT: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
 
 /// The live run's temp dir, if a suite is running.
+///
+/// Once the runner has been stopped ([`crate::exec::kill_all`], on Ctrl-C),
+/// this first waits, at most [`DRAIN_BOUND`], until no check is inside its
+/// sandbox: checks that were running when their plugins were killed end
+/// within moments (no plugin can start any more, and no new check makes a
+/// sandbox), and removing the dir before they do would race with them
+/// creating dirs in it.
 pub fn run_root() -> Option<std::path::PathBuf> {
+    if crate::exec::stopped() {
+        Active::wait_idle(DRAIN_BOUND);
+    }
     RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// How long [`run_root`] waits for running checks after the runner stopped.
+pub const DRAIN_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long [`run_suite`] waits for the process to exit after the runner
+/// stopped, before it returns [`EngineError::Interrupted`].
+const EXIT_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Trials inside their sandbox right now (counted so that a Ctrl-C teardown
+/// can wait for them); one guard per running trial.
+struct Active;
+
+static ACTIVE: Mutex<usize> = Mutex::new(0);
+static IDLE: Condvar = Condvar::new();
+
+impl Active {
+    fn enter() -> Active {
+        *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        Active
+    }
+
+    fn wait_idle(bound: std::time::Duration) {
+        let deadline = Instant::now() + bound;
+        let mut n = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
+        while *n > 0 {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            n = IDLE
+                .wait_timeout(n, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        let mut n = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            IDLE.notify_all();
+        }
+    }
 }
 
 /// Runs the suite: the trials print libtest-style lines as they finish; the
@@ -150,13 +210,19 @@ pub fn run_suite(
                 if spec.aggregate {
                     barrier.wait();
                 }
+                let active = Active::enter();
                 let start = Instant::now();
                 let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
                     handle.block_on(async {
+                        if crate::exec::stopped() {
+                            // Ctrl-C: the run's temp dir is being removed, and a
+                            // new sandbox would put a dir back into it.
+                            return Ok((Finding::Skip("interrupted".into()), Vec::new()));
+                        }
                         let ctx = Ctx::new(shared.clone(), spec)?;
                         let finding = checks::run(&ctx).await;
                         ctx.cleanup().await;
-                        Ok::<_, std::io::Error>((finding, ctx.recorder.runs()))
+                        Ok::<_, std::io::Error>((finding, ctx.evidence()))
                     })
                 }));
                 let (finding, runs) = match outcome {
@@ -190,6 +256,7 @@ pub fn run_suite(
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(spec.id, result);
+                drop(active);
                 if !spec.aggregate {
                     barrier.finish_one();
                 }
@@ -205,6 +272,14 @@ pub fn run_suite(
     args.skip.clear();
     args.exact = false;
     let conclusion = libtest_mimic::run(&args, trials);
+    if crate::exec::stopped() {
+        // Ctrl-C: whoever stopped the runner removes the temp dir and exits
+        // the process. Returning now would hand a report of a run cut short
+        // to the caller (and race that exit with ours).
+        std::thread::sleep(EXIT_BOUND);
+        *RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        return Err(EngineError::Interrupted);
+    }
     rt.block_on(shared.cleanup());
 
     let checks: Vec<CheckResult> =

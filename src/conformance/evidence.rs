@@ -13,16 +13,22 @@ const MAX_INVOCATIONS: usize = 20;
 
 /// The report's description of the plugin under test.
 pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
-    let version = shared
-        .fingerprint_result()
-        .and_then(|call| match &call.result {
-            Ok(fp) => Some(report::VersionInfo {
-                raw: fp.version.raw.clone(),
-                canonical: fp.version.canonical.clone(),
-                semver: fp.version.semver,
-            }),
-            Err(_) => None,
-        });
+    let version = shared.fingerprint_result().and_then(|call| {
+        // A version Nomad rejects is still reported, raw, with no canonical form.
+        let info = match &call.result {
+            Ok(fp) => fp.version.clone(),
+            Err(_) => {
+                let stdout = call.run.as_ref()?.stdout();
+                let raw = crate::contract::decode_fingerprint(stdout).ok()?.version?;
+                crate::version::VersionInfo::from_raw(&raw)
+            }
+        };
+        Some(report::VersionInfo {
+            raw: info.raw,
+            canonical: info.canonical,
+            semver: info.semver,
+        })
+    });
     match &shared.settings.target {
         Target::Builtin => PluginInfo {
             path: "mkdir".into(),

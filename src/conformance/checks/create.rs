@@ -11,6 +11,7 @@ use crate::contract::{self, CreateRequest, Parameters};
 /// `create.succeeds` (must): the default create exits 0 within 60 s.
 pub async fn succeeds(ctx: &Ctx) -> CheckResult {
     let probe = ctx.create_probe().await;
+    ctx.cite(probe.call.run.as_ref());
     let call = &probe.call;
     if call.exited_zero() {
         return Ok(Finding::Pass(format!(
@@ -53,6 +54,7 @@ pub async fn succeeds(ctx: &Ctx) -> CheckResult {
 /// `create.response` (must): stdout decodes as Nomad decodes it.
 pub async fn response(ctx: &Ctx) -> CheckResult {
     let probe = ctx.create_probe().await;
+    ctx.cite(probe.call.run.as_ref());
     if !probe.call.exited_zero() {
         return Err(Finding::Skip("needs create.succeeds".into()));
     }
@@ -77,6 +79,7 @@ async fn probe_response(
     ctx: &Ctx,
 ) -> Result<(CreateRequest, contract::CreateResponse, bool), Finding> {
     let probe = ctx.create_probe().await;
+    ctx.cite(probe.call.run.as_ref());
     if !probe.call.exited_zero() {
         return Err(Finding::Skip("needs create.succeeds".into()));
     }

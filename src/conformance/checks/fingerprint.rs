@@ -9,6 +9,7 @@ use crate::plugin::PluginError;
 /// `fingerprint.runs` (must): `PLUGIN fingerprint` starts and exits 0.
 pub async fn runs(ctx: &Ctx) -> CheckResult {
     let call = ctx.fingerprint_probe().await;
+    ctx.cite(call.run.as_ref());
     let Some(run) = &call.run else {
         return Ok(Finding::Pass("built-in plugin answers in-process".into()));
     };
@@ -37,6 +38,7 @@ pub async fn runs(ctx: &Ctx) -> CheckResult {
 /// The probe's stdout when fingerprint ran and exited 0; else skip.
 async fn stdout_of_good_run(ctx: &Ctx) -> Result<Option<Vec<u8>>, Finding> {
     let call = ctx.fingerprint_probe().await;
+    ctx.cite(call.run.as_ref());
     match &call.run {
         None => Ok(None),
         Some(run) if run.succeeded() => Ok(Some(run.stdout().to_vec())),
@@ -88,6 +90,7 @@ pub async fn version(ctx: &Ctx) -> CheckResult {
 /// `fingerprint.version-semver` (should): the version is strict SemVer 2.0.
 pub async fn version_semver(ctx: &Ctx) -> CheckResult {
     let call = ctx.fingerprint_probe().await;
+    ctx.cite(call.run.as_ref());
     let Ok(fp) = &call.result else {
         return Err(Finding::Skip("needs fingerprint.version".into()));
     };

@@ -62,13 +62,15 @@ pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
         return Err(Finding::Skip("built-in plugin".into()));
     };
     let mut dependent = Vec::new();
+    let mut broken = 0;
     for op in ["fingerprint", "create", "delete"] {
         if op_works(ctx, ext, op).await {
             continue;
         }
         let full = harness_env();
         if !op_works(ctx, &ext.clone().with_extra_env(full.clone()), op).await {
-            continue; // fails either way: not an environment problem
+            broken += 1; // fails either way: not an environment problem
+            continue;
         }
         let mut needed = Vec::new();
         for var in &full {
@@ -85,7 +87,11 @@ pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
             "{op} fails under Nomad's environment but works with {names}"
         ));
     }
-    if dependent.is_empty() {
+    if dependent.is_empty() && broken == 3 {
+        Err(Finding::Skip(
+            "needs fingerprint.runs (nothing works, with or without PATH, HOME and LANG)".into(),
+        ))
+    } else if dependent.is_empty() {
         Ok(Finding::Pass("works with only the DHV_* variables".into()))
     } else {
         Err(Finding::Fail(format!(
