@@ -52,7 +52,7 @@ pub struct CheckArgs {
     /// List the checks instead of running them.
     #[arg(long)]
     pub list: bool,
-    /// How many checks run at once [default: 16].
+    /// How many checks run at once [default: all of them].
     #[arg(long, value_name = "N")]
     pub test_threads: Option<usize>,
     /// Output format of the progress lines.
@@ -278,8 +278,9 @@ fn libtest_args(args: &CheckArgs, color: Option<bool>) -> Result<Arguments, CliE
         list: args.list,
         quiet: args.quiet,
         format,
-        // Checks mostly wait on plugin processes: run more of them than cores.
-        test_threads: Some(args.test_threads.unwrap_or(16)),
+        // Checks mostly wait (on plugin processes, or on a shared probe): one
+        // thread each, so a slow probe never keeps an independent check waiting.
+        test_threads: Some(args.test_threads.unwrap_or(conformance::CATALOGUE.len())),
         color: Some(match color {
             Some(true) => ColorSetting::Always,
             _ => ColorSetting::Never,

@@ -91,6 +91,16 @@ pub fn parse_json(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
 
 /// Parses the HCL volume-spec form.
 pub fn parse_hcl(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
+    // The HCL parser recurses per level of nesting: refuse absurd depth before
+    // it can exhaust the stack. A volume spec nests three or four levels.
+    if let Some(line) = too_deep(text, MAX_HCL_NESTING) {
+        return Err(FixtureError::Syntax {
+            path: path.to_path_buf(),
+            message: format!(
+                "invalid HCL at line {line}: nested more than {MAX_HCL_NESTING} levels deep"
+            ),
+        });
+    }
     let body: hcl::Body = hcl::from_str(text).map_err(|e| FixtureError::Syntax {
         path: path.to_path_buf(),
         message: match &e {
@@ -137,6 +147,53 @@ pub fn parse_hcl(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
         }
     }
     Ok(fx)
+}
+
+/// How deep brackets may nest in an HCL fixture.
+const MAX_HCL_NESTING: usize = 64;
+
+/// The line where `{`, `[` or `(` first nest deeper than `limit` (outside
+/// string literals and comments), if they do.
+fn too_deep(text: &str, limit: usize) -> Option<usize> {
+    let (mut depth, mut line) = (0usize, 1usize);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' => line += 1,
+            '"' => {
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        '\n' => {
+                            line += 1;
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            '#' => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        line += 1;
+                        break;
+                    }
+                }
+            }
+            '{' | '[' | '(' => {
+                depth += 1;
+                if depth > limit {
+                    return Some(line);
+                }
+            }
+            '}' | ']' | ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// A fixture value, from either syntax.

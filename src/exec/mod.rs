@@ -27,7 +27,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::unix::pipe;
 
 pub use crate::contract::ExitReason;
-pub use unix::{Leftover, kill_all};
+pub use unix::{Leftover, kill_all, stopped};
 
 /// Default cap on captured stdout and on captured stderr: 1 MiB each.
 pub const DEFAULT_OUTPUT_CAP: usize = 1 << 20;

@@ -16,6 +16,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 use std::time::Duration;
 
@@ -102,11 +103,10 @@ pub(crate) fn signal_one(pid: i32, sig: Signal) {
 }
 
 /// The inode of a pipe end, so leftovers holding the other end can be recognised.
+/// `fstat` on the descriptor gives the same pipefs inode as following
+/// `/proc/<pid>/fd/N`, without a path walk through procfs.
 pub(crate) fn pipe_inode(fd: std::os::fd::BorrowedFd<'_>) -> Option<u64> {
-    use std::os::fd::AsRawFd;
-    fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-        .ok()
-        .map(|m| m.ino())
+    nix::sys::stat::fstat(fd).ok().map(|st| st.st_ino)
 }
 
 /// One row of the process table.
@@ -144,21 +144,44 @@ fn process_table() -> Vec<Proc> {
 }
 
 /// Our children that no live call owns as a leader: orphans re-parented to us.
+///
+/// Runs once per call, so it must not cost one procfs read per thread (`check`
+/// has 20 and more). Linux (since 3.19; the runner needs 5.3 for pidfd anyway)
+/// gives an orphan to the *first live thread* of the subreaper, which is the
+/// main thread for as long as it runs, whichever thread spawned the orphan's
+/// ancestor. Only when the main thread has ended on its own (`pthread_exit`,
+/// leaving a zombie thread) can orphans land elsewhere; then every thread is read.
 fn unexpected_children() -> Vec<i32> {
+    let read = |task: &std::path::Path, pids: &mut Vec<i32>| {
+        if let Ok(text) = fs::read_to_string(task.join("children")) {
+            pids.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+    };
     let mut pids = Vec::new();
-    if let Ok(tasks) = fs::read_dir("/proc/self/task") {
+    let main = std::path::PathBuf::from(format!("/proc/self/task/{}", std::process::id()));
+    if main_thread_running(&main) {
+        read(&main, &mut pids);
+    } else if let Ok(tasks) = fs::read_dir("/proc/self/task") {
         for task in tasks.flatten() {
-            if let Ok(text) = fs::read_to_string(task.path().join("children")) {
-                pids.extend(
-                    text.split_whitespace()
-                        .filter_map(|p| p.parse::<i32>().ok()),
-                );
-            }
+            read(&task.path(), &mut pids);
         }
     }
     let leaders = leaders().lock().unwrap_or_else(|e| e.into_inner());
     pids.retain(|p| !leaders.contains(p));
     pids
+}
+
+/// Whether the main thread is alive (not a zombie left by `pthread_exit`).
+/// Unknown counts as not running, so the caller falls back to reading every thread.
+fn main_thread_running(task: &std::path::Path) -> bool {
+    let Ok(text) = fs::read_to_string(task.join("stat")) else {
+        return false;
+    };
+    let state = text.rfind(')').and_then(|i| text.get(i + 2..i + 3));
+    !matches!(state, None | Some("Z") | Some("X"))
 }
 
 fn environ_matches(pid: i32, env: &[String]) -> bool {
@@ -325,9 +348,29 @@ pub(crate) fn sweep_detached(pgid: i32, env: Vec<String>, leader_reaped: bool) {
     });
 }
 
+/// Set once by [`kill_all`]: the process is being torn down and starts nothing more.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
+/// Whether [`kill_all`] has run: the process is being torn down, and the
+/// runner starts nothing more.
+pub fn stopped() -> bool {
+    STOPPED.load(Ordering::SeqCst)
+}
+
 /// Kills every plugin process group this runner has live, and everything they
 /// left behind. Meant for Ctrl-C: the caller exits right after.
+///
+/// From then on the runner starts nothing: every later call fails to start
+/// with `ECANCELED`. Without that, a check whose call was just killed would go
+/// on to its next call while the caller is still cleaning up, and that process
+/// would outlive the exit.
 pub fn kill_all() {
+    {
+        // Under the spawn lock: a spawn in flight has registered its leader by
+        // the time we hold the lock, and every later spawn sees the flag.
+        let _no_spawns = spawn_lock();
+        STOPPED.store(true, Ordering::SeqCst);
+    }
     let calls: Vec<(i32, Vec<String>)> = live_calls()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -357,6 +400,7 @@ pub(crate) struct Spawned {
 /// `posix_spawn` rather than `std::process::Command`: std sorts the environment
 /// (Nomad does not), and its `execvp` falls back to `/bin/sh` for a script without
 /// a shebang (Nomad gets `exec format error`). Caller holds the spawn lock.
+/// Fails with `ECANCELED` once [`kill_all`] has run.
 pub(crate) fn spawn(
     program: &std::path::Path,
     args: &[std::ffi::OsString],
@@ -370,6 +414,9 @@ pub(crate) fn spawn(
 
     fn cstr(bytes: &[u8]) -> std::io::Result<CString> {
         CString::new(bytes).map_err(|_| Error::new(ErrorKind::InvalidInput, "NUL byte in argument"))
+    }
+    if STOPPED.load(Ordering::SeqCst) {
+        return Err(Error::from_raw_os_error(libc::ECANCELED));
     }
     let path = cstr(program.as_os_str().as_bytes())?;
     let mut argv_owned = vec![path.clone()];

@@ -1,0 +1,741 @@
+//! The harness's bounds, whatever it is fed: parsers that never panic on any
+//! input, hostile plugins that cannot make a run hang, leak a process, leave a
+//! temp file or touch anything outside its area, Ctrl-C that tears a run down
+//! cleanly, flat memory under a plugin that prints a gibibyte, and the Nomad
+//! job that runs the harness across a fleet.
+//!
+//! `tests/reports.rs` holds every sample plugin to its verdicts; the tests here
+//! only hold the harness to its bounds.
+
+mod util;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as StdCommand, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+use assert_cmd::Command;
+use dhv_conform::conformance::fixture;
+use dhv_conform::{contract, version};
+use proptest::prelude::*;
+
+/// How long any one run of the binary may take before the test fails.
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn sample(name: &str) -> PathBuf {
+    repo().join("sample-plugins").join(name)
+}
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("dhv-conform")
+}
+
+// ---------------------------------------------------------------------------
+// Parsers: any input gives a value or an error, never a panic.
+// (version::parse and the contract decoders have their own short-input
+// proptests next to them; these add fixtures, sizes, long and deep input.)
+// ---------------------------------------------------------------------------
+
+/// JSON values a few levels deep, with the keys a fixture knows among others.
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        any::<String>().prop_map(Value::String),
+        prop::sample::select(vec![
+            "10GiB",
+            "1.5GB",
+            "0",
+            "-1",
+            "99999999999PiB",
+            "1e3",
+            "host",
+            ""
+        ])
+        .prop_map(|s| Value::String(s.to_string())),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::Array),
+            prop::collection::btree_map(fixture_key(), inner, 0..6)
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn fixture_key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "name",
+            "namespace",
+            "node_pool",
+            "plugin_id",
+            "type",
+            "capacity_min",
+            "capacity_max",
+            "capacity",
+            "parameters",
+            "capability",
+            "constraint",
+            "id",
+            "node_id",
+        ])
+        .prop_map(str::to_string),
+        any::<String>(),
+    ]
+}
+
+/// Pieces of HCL, put together in any order: mostly malformed, sometimes a spec.
+fn hcl_like() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop::sample::select(vec![
+            "name",
+            "namespace",
+            "type",
+            "plugin_id",
+            "capacity_min",
+            "capacity_max",
+            "parameters",
+            "capability",
+            "constraint",
+            " = ",
+            "=",
+            "\"x\"",
+            "\"host\"",
+            "\"10GiB\"",
+            "\"1.5 GB\"",
+            "\"-1\"",
+            "1",
+            "-1",
+            "1.5",
+            "1e999",
+            "18446744073709551616",
+            "true",
+            "null",
+            "{",
+            "}",
+            "[",
+            "]",
+            "(",
+            ")",
+            ",",
+            ".",
+            "*",
+            "!",
+            "?",
+            ":",
+            "\n",
+            " ",
+            "#",
+            "//",
+            "/*",
+            "*/",
+            "${",
+            "%{",
+            "$${",
+            "<<EOF\n",
+            "<<-EOF\n",
+            "EOF\n",
+            "for",
+            "in",
+            "if",
+            "\"\\u00e9\"",
+            "\"\\",
+            "\u{ff}",
+            "é",
+            "\0",
+        ]),
+        0..48,
+    )
+    .prop_map(|parts| parts.concat())
+}
+
+proptest! {
+    #[test]
+    fn json_fixtures_never_panic(text in any::<String>()) {
+        let _ = fixture::parse_json(Path::new("f.json"), &text);
+    }
+
+    #[test]
+    fn structured_json_fixtures_never_panic(value in json_value()) {
+        let _ = fixture::parse_json(Path::new("f.json"), &value.to_string());
+    }
+
+    #[test]
+    fn hcl_fixtures_never_panic(text in any::<String>()) {
+        let _ = fixture::parse_hcl(Path::new("f.hcl"), &text);
+    }
+
+    #[test]
+    fn hcl_like_fixtures_never_panic(text in hcl_like()) {
+        let _ = fixture::parse_hcl(Path::new("f.hcl"), &text);
+    }
+
+    #[test]
+    fn sizes_never_panic(text in any::<String>(), sizeish in r"[0-9. ]{0,40}[kKmMgGtTpPiIbB ]{0,4}") {
+        let _ = fixture::parse_size(&text);
+        let _ = fixture::parse_size(&sizeish);
+    }
+
+    #[test]
+    fn long_versions_never_panic(
+        raw in r"[vV]?([0-9]{1,60}\.){0,300}[0-9]{0,60}(-[0-9A-Za-z.+~-]{0,200})?(\+[0-9A-Za-z.-]{0,200})?"
+    ) {
+        let _ = version::parse(&raw);
+        let _ = version::VersionInfo::from_raw(&raw);
+    }
+
+    #[test]
+    fn decoders_never_panic_on_large_documents(
+        value in json_value(),
+        key in prop::sample::select(vec!["path", "bytes", "version", "error"]),
+    ) {
+        let mut top = serde_json::Map::new();
+        top.insert(key.to_string(), value.clone());
+        let doc = serde_json::Value::Object(top).to_string();
+        let _ = contract::decode_create(doc.as_bytes());
+        let _ = contract::decode_fingerprint(doc.as_bytes());
+        let _ = contract::decode_create(value.to_string().as_bytes());
+        let _ = contract::decode_fingerprint(value.to_string().as_bytes());
+    }
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_crash_in_json() {
+    let deep = format!("{{\"name\": {}", "[".repeat(200_000));
+    assert!(fixture::parse_json(Path::new("deep.json"), &deep).is_err());
+    for doc in [
+        format!("{{\"path\": {}", "[".repeat(200_000)),
+        format!("{{\"version\": {}", "{\"a\":".repeat(100_000)),
+        "[".repeat(200_000),
+    ] {
+        assert!(contract::decode_create(doc.as_bytes()).is_err());
+        assert!(contract::decode_fingerprint(doc.as_bytes()).is_err());
+    }
+}
+
+/// Through the binary, so that a stack overflow fails this test alone.
+#[test]
+fn deep_nesting_is_an_input_error_not_a_crash_in_hcl() {
+    let area = util::Scratch::new();
+    for (name, text) in [
+        ("arrays.hcl", format!("name = {}", "[".repeat(50_000))),
+        ("objects.hcl", format!("name = {}", "{a = ".repeat(50_000))),
+        ("parens.hcl", format!("name = {}", "(".repeat(50_000))),
+    ] {
+        let path = area.path().join(name);
+        fs::write(&path, text).unwrap();
+        let out = Command::new(bin())
+            .args(["check", "--list", "--fixture"])
+            .arg(&path)
+            .timeout(RUN_LIMIT)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Hostile plugins: bounded time, nothing left, nothing touched outside.
+// ---------------------------------------------------------------------------
+
+/// Where a run may write, and what must not change around it.
+struct Area {
+    scratch: util::Scratch,
+    /// A dir beside the area, in the system temp dir.
+    outside: tempfile::TempDir,
+}
+
+impl Area {
+    /// `<area>/deep/er/tmp` is TMPDIR, so that a plugin climbing out of its
+    /// volumes dir with `../` still lands inside the area where it is seen;
+    /// `<area>/cwd` is the working directory; canaries sit beside both, and in
+    /// a dir outside the area.
+    fn new() -> Area {
+        let scratch = util::Scratch::new();
+        let area = scratch.path();
+        for dir in ["deep/er/tmp", "cwd", "deep/canaries"] {
+            fs::create_dir_all(area.join(dir)).unwrap();
+        }
+        let outside = tempfile::Builder::new()
+            .prefix("dhv-canary-")
+            .tempdir()
+            .unwrap();
+        for dir in [
+            area.join("deep/canaries"),
+            area.join("deep"),
+            outside.path().to_path_buf(),
+        ] {
+            fs::write(dir.join("canary"), format!("canary in {}\n", dir.display())).unwrap();
+        }
+        Area { scratch, outside }
+    }
+
+    fn path(&self) -> &Path {
+        self.scratch.path()
+    }
+
+    fn tmp(&self) -> PathBuf {
+        self.path().join("deep/er/tmp")
+    }
+
+    fn cwd(&self) -> PathBuf {
+        self.path().join("cwd")
+    }
+
+    /// Every entry of the area and of the outside dir, with its size and mtime.
+    fn state(&self) -> BTreeMap<PathBuf, (u64, SystemTime)> {
+        let mut all = tree(self.path());
+        all.extend(tree(self.outside.path()));
+        all
+    }
+}
+
+/// Every entry below `dir` (symlinks not followed) with size and mtime.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, (u64, SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(meta) = fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(e.path());
+            }
+            let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            // A dir's own mtime changes when its entries do; those show up
+            // as entries, so only files carry their mtime.
+            let key = if meta.is_dir() {
+                (0, SystemTime::UNIX_EPOCH)
+            } else {
+                (meta.len(), mtime)
+            };
+            out.insert(e.path(), key);
+        }
+    }
+    out
+}
+
+/// Live processes tied to `area`: its path in their environment (plugins get
+/// `DHV_*` paths below TMPDIR), as their working directory (fingerprint calls
+/// get no path in their environment but run in the binary's cwd), or on their
+/// command line.
+fn processes_tied_to(area: &Path) -> Vec<String> {
+    let needle = area.to_string_lossy().into_owned();
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        let Ok(pid_num) = pid.parse::<i32>() else {
+            continue;
+        };
+        if pid == me || !util::alive_with(pid_num, "") {
+            continue;
+        }
+        let env = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cwd = fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
+        if String::from_utf8_lossy(&env).contains(&needle)
+            || String::from_utf8_lossy(&cmdline).contains(&needle)
+            || cwd.starts_with(area)
+        {
+            found.push(format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+            ));
+        }
+    }
+    found
+}
+
+/// Waits for `probe` to hold, polling; false when `limit` passed first.
+fn wait_for(limit: Duration, mut probe: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if probe() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs `dhv-conform check` on a hostile sample and holds the run to the bounds.
+fn hostile_run_stays_in_bounds(name: &str, timeout_scale: &str) {
+    let area = Area::new();
+    let before = area.state();
+    let samples_before = tree(&repo().join("sample-plugins"));
+    let started = Instant::now();
+    let out = Command::new(bin())
+        .args([
+            "check",
+            sample(name).to_str().unwrap(),
+            "-q",
+            "--timeout-scale",
+            timeout_scale,
+        ])
+        .env("TMPDIR", area.tmp())
+        .current_dir(area.cwd())
+        .timeout(RUN_LIMIT)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    eprintln!("{name}: exit {:?} after {took:?}", out.status.code());
+
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{name}: expected a verdict (exit 0 or 1) within {RUN_LIMIT:?}; got {:?} after {took:?}; stderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Nothing left running: the binary reaps what it kills before it exits;
+    // the short wait only covers a process the kernel is still tearing down.
+    let settled = wait_for(Duration::from_secs(2), || {
+        processes_tied_to(area.path()).is_empty()
+    });
+    assert!(
+        settled,
+        "{name}: processes left behind: {:?}",
+        processes_tied_to(area.path())
+    );
+    let left: Vec<_> = fs::read_dir(area.tmp())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "{name}: temp files left behind: {left:?}");
+    let after = area.state();
+    let changed: Vec<_> = after
+        .iter()
+        .filter(|(p, meta)| before.get(*p) != Some(meta))
+        .map(|(p, _)| p.display().to_string())
+        .chain(
+            before
+                .keys()
+                .filter(|p| !after.contains_key(*p))
+                .map(|p| format!("removed {}", p.display())),
+        )
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "{name}: touched outside its temp dir: {changed:?}"
+    );
+    let samples_after = tree(&repo().join("sample-plugins"));
+    let new: Vec<_> = samples_after
+        .keys()
+        .filter(|p| !samples_before.contains_key(*p))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "{name}: new files in sample-plugins/: {new:?}"
+    );
+}
+
+macro_rules! hostile {
+    ($($test:ident => $name:literal at $scale:literal),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                hostile_run_stays_in_bounds($name, $scale);
+            }
+        )*
+    };
+}
+
+// The two hanging plugins run at a tenth of Nomad's limits (6 s for a create)
+// to keep the suite short; the bound is the same.
+hostile! {
+    hanging_create_is_bounded_and_leaves_nothing => "hanging-create" at "0.1",
+    ignores_sigterm_is_bounded_and_leaves_nothing => "ignores-sigterm" at "0.1",
+    leaked_child_is_bounded_and_leaves_nothing => "leaked-child" at "1",
+    setsid_daemon_is_bounded_and_leaves_nothing => "setsid-daemon" at "1",
+    slow_fingerprint_is_bounded_and_leaves_nothing => "slow-fingerprint" at "1",
+    eval_name_is_bounded_and_leaves_nothing => "eval-name" at "1",
+    name_as_path_is_bounded_and_leaves_nothing => "name-as-path" at "1",
+    blind_delete_is_bounded_and_leaves_nothing => "blind-delete" at "1",
+}
+
+// ---------------------------------------------------------------------------
+// Ctrl-C.
+// ---------------------------------------------------------------------------
+
+/// Waits for `child` at most `limit`, killing it when it takes longer.
+fn wait_bounded(mut child: Child, limit: Duration) -> ExitStatus {
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(status) => status.unwrap(),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = rx.recv();
+            panic!("dhv-conform did not finish within {limit:?}");
+        }
+    }
+}
+
+/// Starts a check of `plugin`, waits until a plugin call with a volumes dir is
+/// running, sends SIGINT, and holds the teardown to its promises.
+fn interrupt_mid_run(plugin: &str) {
+    let area = Area::new();
+    let child = StdCommand::new(bin())
+        .args(["check", sample(plugin).to_str().unwrap(), "-q"])
+        .env("TMPDIR", area.tmp())
+        .current_dir(area.cwd())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let running = format!("DHV_VOLUMES_DIR={}", area.tmp().display());
+    let started = wait_for(Duration::from_secs(30), || {
+        !util::processes_with_env_containing(&running).is_empty()
+    });
+    if !started {
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = wait_bounded(child, RUN_LIMIT);
+        panic!("{plugin}: no plugin call started within 30 s");
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = wait_bounded(child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130), "{plugin}: {status:?}");
+    let settled = wait_for(Duration::from_secs(5), || {
+        processes_tied_to(area.path()).is_empty()
+    });
+    assert!(
+        settled,
+        "{plugin}: processes left after Ctrl-C: {:?}",
+        processes_tied_to(area.path())
+    );
+    let left: Vec<_> = fs::read_dir(area.tmp())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "{plugin}: temp files left after Ctrl-C: {left:?}"
+    );
+}
+
+#[test]
+fn ctrl_c_during_a_hanging_create_exits_130_and_leaves_nothing() {
+    interrupt_mid_run("hanging-create");
+}
+
+/// Many checks in flight, each leaving a background child: a check whose call
+/// was just killed must not get to start another one before the exit.
+#[test]
+fn ctrl_c_with_many_calls_in_flight_exits_130_and_leaves_nothing() {
+    interrupt_mid_run("leaked-child");
+}
+
+// ---------------------------------------------------------------------------
+// Memory.
+// ---------------------------------------------------------------------------
+
+/// `dhv-conform run` of a create that prints 1 GiB on stdout and 1 GiB on
+/// stderr: the output is capped and drained, and the binary's peak RSS stays
+/// small.
+///
+/// The peak is read two ways. The plugin itself, once both floods are through
+/// the pipes, reads `VmHWM` from its parent's (the binary's) `/proc` status:
+/// exact for the binary's own image, on any Linux. And, when GNU time is
+/// installed, `/usr/bin/time -f %M` reports the high-water mark over the
+/// binary's whole life. (`getrusage`/`wait4` from this test would not do: a
+/// child's `ru_maxrss` starts from the RSS of the process that spawned it, and
+/// a test binary is large.)
+#[test]
+fn memory_stays_flat_when_a_plugin_prints_a_gibibyte() {
+    const BOUND_KIB: u64 = 64 * 1024;
+    let area = Area::new();
+    let hwm = area.path().join("vmhwm");
+    let plugin = area.scratch.plugin(
+        "flood",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/bin:/bin\n\
+             head -c 1073741824 /dev/zero &\nhead -c 1073741824 /dev/zero >&2\nwait\n\
+             grep VmHWM /proc/$PPID/status > {}\n",
+            hwm.display()
+        ),
+    );
+    let maxrss = area.path().join("maxrss");
+    let gnu_time = StdCommand::new("/usr/bin/time")
+        .args(["-f", "%M", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let mut cmd = if gnu_time {
+        let mut c = Command::new("/usr/bin/time");
+        c.args(["-f", "%M", "-o"]).arg(&maxrss).arg(bin());
+        c
+    } else {
+        Command::new(bin())
+    };
+    let started = Instant::now();
+    let out = cmd
+        .args(["run", plugin.to_str().unwrap(), "create", "--volumes-dir"])
+        .arg(area.tmp())
+        .env("TMPDIR", area.tmp())
+        .current_dir(area.cwd())
+        .timeout(RUN_LIMIT)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    // Nomad would reject the output (exit 1); anything else is a crash.
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{:?} after {took:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The number on the last line ("VmHWM:  8420 kB"; GNU time may put
+    // "Command exited with non-zero status 1" first).
+    let kib = |text: &str| -> u64 {
+        text.lines()
+            .last()
+            .and_then(|l| l.split_whitespace().find_map(|w| w.parse().ok()))
+            .unwrap_or_else(|| panic!("no number in {text:?}"))
+    };
+    let during = kib(&fs::read_to_string(&hwm).expect("the plugin got to the end of its flood"));
+    eprintln!("flood: {took:?}; VmHWM after 2 GiB of output: {during} KiB");
+    assert!(
+        during < BOUND_KIB,
+        "VmHWM {during} KiB after 2 GiB of output (bound {BOUND_KIB} KiB)"
+    );
+    if gnu_time {
+        let whole = kib(&fs::read_to_string(&maxrss).unwrap());
+        eprintln!("flood: peak RSS over the whole run (GNU time): {whole} KiB");
+        assert!(
+            whole < BOUND_KIB,
+            "peak RSS {whole} KiB (bound {BOUND_KIB} KiB)"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The fleet job: examples/nomad/conformance.nomad.hcl.
+// ---------------------------------------------------------------------------
+
+fn job_file() -> hcl::Body {
+    let text = fs::read_to_string(repo().join("examples/nomad/conformance.nomad.hcl")).unwrap();
+    hcl::from_str::<hcl::Body>(&text).expect("the job file is valid HCL")
+}
+
+fn block<'a>(body: &'a hcl::Body, id: &str) -> &'a hcl::Block {
+    body.blocks()
+        .find(|b| b.identifier() == id)
+        .unwrap_or_else(|| panic!("no {id} block"))
+}
+
+fn attr<'a>(body: &'a hcl::Body, key: &str) -> &'a hcl::Expression {
+    body.attributes()
+        .find(|a| a.key() == key)
+        .map(|a| a.expr())
+        .unwrap_or_else(|| panic!("no {key} attribute"))
+}
+
+#[test]
+fn the_nomad_job_is_a_sysbatch_job_on_raw_exec() {
+    let body = job_file();
+    let job = block(&body, "job");
+    assert_eq!(job.labels()[0].as_str(), "dhv-conformance");
+    assert_eq!(attr(job.body(), "type"), &hcl::Expression::from("sysbatch"));
+    let task = block(block(job.body(), "group").body(), "task");
+    assert_eq!(
+        attr(task.body(), "driver"),
+        &hcl::Expression::from("raw_exec")
+    );
+}
+
+/// The wrapper script the job renders, run by hand against a plugin dir with a
+/// conformant and a broken plugin: one verdict line and four files per plugin,
+/// and the worst exit code.
+#[test]
+fn the_nomad_job_script_checks_every_plugin_in_the_dir() {
+    use hcl::eval::Evaluate;
+    let body = job_file();
+    let task = block(block(block(&body, "job").body(), "group").body(), "task");
+    let template = block(task.body(), "template");
+    let script = match attr(template.body(), "data")
+        .evaluate(&hcl::eval::Context::new())
+        .expect("the script needs no variables")
+    {
+        hcl::Value::String(s) => s,
+        other => panic!("template data is not a string: {other:?}"),
+    };
+    assert!(script.starts_with("#!/bin/sh\n"), "{script}");
+
+    let area = Area::new();
+    let plugins = area.path().join("plugins");
+    fs::create_dir(&plugins).unwrap();
+    for name in ["reference", "logs-on-stdout"] {
+        fs::copy(sample(name), plugins.join(name)).unwrap();
+    }
+    fs::write(plugins.join("README"), "not a plugin\n").unwrap();
+    let wrapper = area.scratch.plugin("check-plugins.sh", &script);
+    let reports = area.path().join("alloc/data/dhv-conform");
+    let out = Command::new("/bin/sh")
+        .arg(&wrapper)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("DHV_CONFORM", bin())
+        // What Nomad leaves when the node has no such meta.
+        .env("PLUGIN_DIR_META", "${meta.dhv_plugin_dir}")
+        .env("PLUGIN_DIR_DEFAULT", &plugins)
+        .env("REPORT_DIR", &reports)
+        .env("TMPDIR", area.tmp())
+        .current_dir(area.cwd())
+        .timeout(RUN_LIMIT)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("reference: conformant\n"), "{stdout}");
+    assert!(
+        stdout.contains("logs-on-stdout: NOT conformant\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("README"), "{stdout}");
+    for name in ["reference", "logs-on-stdout"] {
+        for ext in ["json", "junit.xml", "md", "log"] {
+            let file = reports.join(format!("{name}.{ext}"));
+            assert!(file.is_file(), "missing {}", file.display());
+        }
+        let report: serde_json::Value =
+            serde_json::from_slice(&fs::read(reports.join(format!("{name}.json"))).unwrap())
+                .unwrap();
+        assert_eq!(report["schema"], "dhv-conform/report/v1");
+    }
+}
