@@ -19,11 +19,17 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     for i in 0..PLUGINS {
         let path = dir.path().join(format!("plugin-{i:03}"));
-        std::fs::write(&path, format!("#!/bin/sh\nsleep {DELAY}\necho '{{\"version\": \"1.0.{i}\"}}'\n"))
-            .expect("write plugin");
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\nsleep {DELAY}\necho '{{\"version\": \"1.0.{i}\"}}'\n"),
+        )
+        .expect("write plugin");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let delay = Duration::from_secs_f64(DELAY.parse().expect("delay"));
 
     let mut walls = Vec::new();
@@ -33,7 +39,12 @@ fn main() {
         let fp = rt.block_on(fingerprinter.fingerprint()).expect("scan");
         let wall = start.elapsed();
         let found = fp.attributes.len();
-        assert_eq!(found, PLUGINS + 1, "round {round}: every plugin (and mkdir) answers within 1 s: {:?}", fp.discovery.left_out);
+        assert_eq!(
+            found,
+            PLUGINS + 1,
+            "round {round}: every plugin (and mkdir) answers within 1 s: {:?}",
+            fp.discovery.left_out
+        );
         walls.push(wall);
     }
     walls.sort();
