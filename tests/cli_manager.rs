@@ -6,13 +6,13 @@ mod util;
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
-use util::{Scratch, processes_mentioning};
+use util::{Node, Scratch, processes_mentioning};
 
 const ID1: &str = "aaaaaaaa-1111-4111-8111-111111111111";
 const ID2: &str = "bbbbbbbb-2222-4222-8222-222222222222";
@@ -28,33 +28,7 @@ delete) rm -rf "$DHV_VOLUMES_DIR/$DHV_VOLUME_ID" ;;
 esac
 "#;
 
-/// A node for the binary: plugin dir, volumes dir, state dir.
-struct Node {
-    plugins: Scratch,
-    work: tempfile::TempDir,
-}
-
 impl Node {
-    fn new() -> Node {
-        let work = tempfile::Builder::new()
-            .prefix("dhv-cli-")
-            .tempdir()
-            .unwrap();
-        fs::create_dir(work.path().join("volumes")).unwrap();
-        Node {
-            plugins: Scratch::new(),
-            work,
-        }
-    }
-
-    fn volumes(&self) -> PathBuf {
-        self.work.path().join("volumes")
-    }
-
-    fn state(&self) -> PathBuf {
-        self.work.path().join("state")
-    }
-
     /// `dhv-conform volume VERB` with this node's dirs.
     fn volume(&self, verb: &str) -> Command {
         let mut cmd = Command::cargo_bin("dhv-conform").unwrap();

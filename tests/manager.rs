@@ -21,7 +21,7 @@ use dhv_conform::plugin::{
     BoxFuture, ExternalPlugin, Fingerprint, HostVolumePlugin, PluginError, Recorder, Timeouts,
 };
 use dhv_conform::version::VersionInfo;
-use util::{Scratch, processes_mentioning};
+use util::{Node, Scratch, processes_mentioning};
 
 const ID1: &str = "11111111-1111-4111-8111-111111111111";
 const ID2: &str = "22222222-2222-4222-8222-222222222222";
@@ -35,34 +35,7 @@ fn rt() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// A node: a plugin dir (the scratch root), a volumes dir, a state dir, and a
-/// log file the test plugins append to.
-struct Node {
-    plugins: Scratch,
-    work: tempfile::TempDir,
-}
-
 impl Node {
-    fn new() -> Node {
-        let work = tempfile::Builder::new()
-            .prefix("dhv-node-")
-            .tempdir()
-            .unwrap();
-        fs::create_dir(work.path().join("volumes")).unwrap();
-        Node {
-            plugins: Scratch::new(),
-            work,
-        }
-    }
-
-    fn volumes(&self) -> PathBuf {
-        self.work.path().join("volumes")
-    }
-
-    fn state(&self) -> PathBuf {
-        self.work.path().join("state")
-    }
-
     fn log(&self) -> PathBuf {
         self.work.path().join("calls.log")
     }

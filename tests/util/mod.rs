@@ -89,3 +89,32 @@ pub fn processes_with_env_containing(needle: &str) -> Vec<String> {
     }
     found
 }
+
+/// A node's dirs for manager tests: a plugin dir (the scratch root), a volumes
+/// dir and a state dir beside it.
+pub struct Node {
+    pub plugins: Scratch,
+    pub work: tempfile::TempDir,
+}
+
+impl Node {
+    pub fn new() -> Node {
+        let work = tempfile::Builder::new()
+            .prefix("dhv-node-")
+            .tempdir()
+            .unwrap();
+        fs::create_dir(work.path().join("volumes")).unwrap();
+        Node {
+            plugins: Scratch::new(),
+            work,
+        }
+    }
+
+    pub fn volumes(&self) -> PathBuf {
+        self.work.path().join("volumes")
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.work.path().join("state")
+    }
+}
