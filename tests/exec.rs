@@ -10,11 +10,7 @@ use dhv_conform::exec::{ExitReason, Invocation, KillMode};
 use util::{Scratch, processes_mentioning};
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+    util::runtime()
 }
 
 #[test]

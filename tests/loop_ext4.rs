@@ -10,29 +10,6 @@ use std::process::Command as StdCommand;
 
 use assert_cmd::Command;
 
-/// Why loop mounts cannot be tested here, or `None` when they can.
-fn unsupported() -> Option<String> {
-    if !nix::unistd::Uid::effective().is_root() {
-        return Some("not running as root".into());
-    }
-    for tool in ["mkfs.ext4", "losetup", "mount", "umount"] {
-        let found = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
-            .iter()
-            .any(|d| Path::new(d).join(tool).exists());
-        if !found {
-            return Some(format!("{tool} is not installed"));
-        }
-    }
-    match StdCommand::new("losetup").arg("-f").output() {
-        Ok(out) if out.status.success() => None,
-        Ok(out) => Some(format!(
-            "no free loop device: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
-        Err(e) => Some(format!("cannot run losetup: {e}")),
-    }
-}
-
 fn mentions(cmd: &str, args: &[&str], needle: &str) -> Vec<String> {
     let out = StdCommand::new(cmd)
         .args(args)
@@ -48,7 +25,7 @@ fn mentions(cmd: &str, args: &[&str], needle: &str) -> Vec<String> {
 
 #[test]
 fn loop_ext4_passes_every_must_check_and_leaves_nothing() {
-    if let Some(why) = unsupported() {
+    if let Some(why) = util::loop_devices_unusable() {
         println!("SKIPPED loop-ext4: {why}");
         return;
     }

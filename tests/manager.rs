@@ -28,11 +28,7 @@ const ID2: &str = "22222222-2222-4222-8222-222222222222";
 const ID3: &str = "33333333-3333-4333-8333-333333333333";
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+    util::runtime()
 }
 
 impl Node {

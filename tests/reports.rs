@@ -18,6 +18,8 @@
 
 mod util;
 
+use util::loop_devices_unusable;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -313,29 +315,6 @@ fn key_skeleton(value: &serde_json::Value, prefix: &str, keys: &mut BTreeSet<Str
             }
         }
         _ => {}
-    }
-}
-
-/// Why loop devices cannot be used here, or `None` when they can.
-fn loop_devices_unusable() -> Option<String> {
-    if !nix::unistd::Uid::effective().is_root() {
-        return Some("not running as root".into());
-    }
-    for tool in ["mkfs.ext4", "losetup", "mount", "umount"] {
-        let found = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
-            .iter()
-            .any(|d| Path::new(d).join(tool).exists());
-        if !found {
-            return Some(format!("{tool} is not installed"));
-        }
-    }
-    match std::process::Command::new("losetup").arg("-f").output() {
-        Ok(out) if out.status.success() => None,
-        Ok(out) => Some(format!(
-            "no free loop device: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
-        Err(e) => Some(format!("cannot run losetup: {e}")),
     }
 }
 

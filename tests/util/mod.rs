@@ -118,3 +118,35 @@ impl Node {
         self.work.path().join("state")
     }
 }
+
+/// Why loop devices cannot be used here, or `None` when they can.
+pub fn loop_devices_unusable() -> Option<String> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return Some("not running as root".into());
+    }
+    for tool in ["mkfs.ext4", "losetup", "mount", "umount"] {
+        let found = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+            .iter()
+            .any(|d| Path::new(d).join(tool).exists());
+        if !found {
+            return Some(format!("{tool} is not installed"));
+        }
+    }
+    match std::process::Command::new("losetup").arg("-f").output() {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(format!(
+            "no free loop device: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Some(format!("cannot run losetup: {e}")),
+    }
+}
+
+/// A small multi-thread runtime for tests that drive the library directly.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
