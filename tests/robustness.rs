@@ -368,6 +368,22 @@ fn processes_tied_to(area: &Path) -> Vec<String> {
 }
 
 /// Waits for `probe` to hold, polling; false when `limit` passed first.
+/// No process tied to the area outlives `settle`, and its temp dir is empty.
+fn assert_left_nothing(area: &Area, what: &str, settle: Duration) {
+    let settled = wait_for(settle, || processes_tied_to(area.path()).is_empty());
+    assert!(
+        settled,
+        "{what}: processes left behind: {:?}",
+        processes_tied_to(area.path())
+    );
+    let left: Vec<_> = fs::read_dir(area.tmp())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "{what}: temp files left behind: {left:?}");
+}
+
 fn wait_for(limit: Duration, mut probe: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
     loop {
@@ -409,22 +425,9 @@ fn hostile_run_stays_in_bounds(name: &str, timeout_scale: &str) {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    // Nothing left running: the binary reaps what it kills before it exits;
-    // the short wait only covers a process the kernel is still tearing down.
-    let settled = wait_for(Duration::from_secs(2), || {
-        processes_tied_to(area.path()).is_empty()
-    });
-    assert!(
-        settled,
-        "{name}: processes left behind: {:?}",
-        processes_tied_to(area.path())
-    );
-    let left: Vec<_> = fs::read_dir(area.tmp())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "{name}: temp files left behind: {left:?}");
+    // The binary reaps what it kills before it exits; the short wait only
+    // covers a process the kernel is still tearing down.
+    assert_left_nothing(&area, name, Duration::from_secs(2));
     let after = area.state();
     let changed: Vec<_> = after
         .iter()
@@ -526,22 +529,10 @@ fn interrupt_mid_run(plugin: &str) {
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     let status = wait_bounded(child, Duration::from_secs(30));
     assert_eq!(status.code(), Some(130), "{plugin}: {status:?}");
-    let settled = wait_for(Duration::from_secs(5), || {
-        processes_tied_to(area.path()).is_empty()
-    });
-    assert!(
-        settled,
-        "{plugin}: processes left after Ctrl-C: {:?}",
-        processes_tied_to(area.path())
-    );
-    let left: Vec<_> = fs::read_dir(area.tmp())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(
-        left.is_empty(),
-        "{plugin}: temp files left after Ctrl-C: {left:?}"
+    assert_left_nothing(
+        &area,
+        &format!("{plugin} after Ctrl-C"),
+        Duration::from_secs(5),
     );
 }
 

@@ -321,8 +321,7 @@ impl Drop for StdoutToStderr {
 fn install_interrupt_handler(rt: &tokio::runtime::Runtime) {
     rt.spawn(async {
         if tokio::signal::ctrl_c().await.is_ok() {
-            crate::exec::kill_all();
-            if let Some(root) = conformance::run_root() {
+            if let Some(root) = conformance::interrupt() {
                 let _ = std::fs::remove_dir_all(root);
             }
             eprintln!("\ndhv-conform: interrupted; every plugin process was killed and the temp dir removed");

@@ -100,32 +100,31 @@ impl Barrier {
 }
 
 /// The directory every check's sandbox lives in; removed when the suite ends.
-/// [`run_root`] exposes it so Ctrl-C handling can remove it too.
+/// [`interrupt`] hands it over so Ctrl-C handling can remove it too.
 static RUN_ROOT: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
 
-/// The live run's temp dir, if a suite is running.
+/// Interrupts the live run (Ctrl-C): stops the runner ([`crate::exec::kill_all`]:
+/// every plugin process is killed and none can start any more), waits at most
+/// 5 s until no check is inside its sandbox, and returns the run's temp dir for
+/// the caller to remove, if a suite is running.
 ///
-/// Once the runner has been stopped ([`crate::exec::kill_all`], on Ctrl-C),
-/// this first waits, at most 5 s, until no check is inside its sandbox: checks
-/// that were running when their plugins were killed end within moments (no
-/// plugin can start any more, and no new check makes a sandbox), and removing
-/// the dir before they do would race with them creating dirs in it.
-pub fn run_root() -> Option<std::path::PathBuf> {
-    if crate::exec::stopped() {
-        // The caller is typically a task on the suite's own runtime (the Ctrl-C
-        // handler): hand its worker's other tasks to another thread while we
-        // wait, or the checks we wait for could not finish their calls (with
-        // one worker, the wait would last the whole bound).
-        let wait = || Active::wait_idle(DRAIN_BOUND);
-        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-            Ok(tokio::runtime::RuntimeFlavor::CurrentThread) => wait(),
-            _ => tokio::task::block_in_place(wait),
-        }
+/// The wait matters: checks whose plugins were just killed end within moments,
+/// and removing the dir before they do would race with them making dirs in it.
+pub fn interrupt() -> Option<std::path::PathBuf> {
+    crate::exec::kill_all();
+    // The caller is typically a task on the suite's own runtime (the Ctrl-C
+    // handler): hand its worker's other tasks to another thread while we
+    // wait, or the checks we wait for could not finish their calls (with
+    // one worker, the wait would last the whole bound).
+    let wait = || Active::wait_idle(DRAIN_BOUND);
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::CurrentThread) | Err(_) => wait(),
+        _ => tokio::task::block_in_place(wait),
     }
     RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-/// How long [`run_root`] waits for running checks after the runner stopped.
+/// How long [`interrupt`] waits for running checks after the runner stopped.
 const DRAIN_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long [`run_suite`] waits for the process to exit after the runner

@@ -16,5 +16,5 @@ mod target;
 
 pub use catalogue::{CATALOGUE, CheckSpec};
 pub use context::{RequestTemplate, Settings};
-pub use engine::{EngineError, SuiteOptions, SuiteOutcome, run_root, run_suite, selected};
+pub use engine::{EngineError, SuiteOptions, SuiteOutcome, interrupt, run_suite, selected};
 pub use target::Target;

@@ -36,14 +36,6 @@ impl Target {
         matches!(self, Target::Builtin)
     }
 
-    /// How reports name it.
-    pub fn display(&self) -> String {
-        match self {
-            Target::Builtin => "mkdir".into(),
-            Target::External(p) => p.display().to_string(),
-        }
-    }
-
     /// A callable instance that records into `recorder`.
     pub(crate) fn instance(&self, timeouts: Timeouts, recorder: &Recorder) -> Instance {
         match self {
