@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::unix::pipe;
 
 pub use crate::contract::ExitReason;
@@ -178,23 +177,26 @@ impl Invocation {
     /// Runs the call to completion (see the module docs for every step).
     pub async fn run(&self) -> Result<Outcome, SpawnError> {
         unix::ensure_subreaper();
-        let env_strings: Vec<String> = self.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let env = unix::env_block(&self.env).map_err(|source| SpawnError {
+            program: self.program.clone(),
+            source,
+        })?;
 
         let (spawned, start) = {
             let mut lock = unix::spawn_lock();
             let start = Instant::now();
-            let spawned = unix::spawn(&self.program, &self.args, &env_strings, self.cwd.as_deref())
+            let spawned = unix::spawn(&self.program, &self.args, &env, self.cwd.as_deref())
                 .map_err(|source| SpawnError {
                     program: self.program.clone(),
                     source,
                 })?;
-            unix::register(&mut lock, spawned.pid, env_strings.clone());
+            unix::register(&mut lock, spawned.pid, unix::EnvBlock::clone(&env));
             (spawned, start)
         };
         let pid = spawned.pid;
         let mut guard = CallGuard {
             pgid: pid,
-            env: env_strings.clone(),
+            env: unix::EnvBlock::clone(&env),
             done: false,
             leader_reaped: false,
         };
@@ -220,32 +222,43 @@ impl Invocation {
         let exit_fd =
             unsafe { AsyncFd::register_with_interest(exit_fd, tokio::io::Interest::READABLE) }
                 .map_err(|e| harness_error(e.into()))?;
-        let mut out_task = tokio::spawn(capture(stdout, self.output_cap));
-        let mut err_task = tokio::spawn(capture(stderr, self.output_cap));
+        // Both pipes are read right here, in the same loop that waits for the
+        // exit and the timers: no task per pipe, no hand-off between threads.
+        let mut out = Capture::new(self.output_cap);
+        let mut err = Capture::new(self.output_cap);
 
         // Phase 1: until the leader exits (or is killed for overrunning).
+        let exited = unix::wait_exit(pid, &exit_fd);
+        tokio::pin!(exited);
         let deadline = self
             .timeout
             .map(|t| tokio::time::Instant::from_std(start + t));
+        let overrun = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now));
+        tokio::pin!(overrun);
+        let kill = tokio::time::sleep(self.term_grace);
+        tokio::pin!(kill);
         let mut timed_out = false;
-        let mut kill_at: Option<tokio::time::Instant> = None;
+        let mut kill_pending = false;
         let status = loop {
             tokio::select! {
-                status = unix::wait_exit(pid, &exit_fd) => break status,
-                _ = sleep_until_opt(deadline), if !timed_out => {
+                status = &mut exited => break status,
+                ready = stdout.readable(), if !out.eof => out.read_ready(&stdout, ready),
+                ready = stderr.readable(), if !err.eof => err.read_ready(&stderr, ready),
+                _ = &mut overrun, if deadline.is_some() && !timed_out => {
                     timed_out = true;
                     match self.kill_mode {
                         KillMode::Group => {
                             unix::signal_group(pid, Signal::SIGTERM);
-                            kill_at = Some(tokio::time::Instant::now() + self.term_grace);
+                            kill.as_mut().reset(tokio::time::Instant::now() + self.term_grace);
+                            kill_pending = true;
                         }
                         KillMode::NomadLeader => unix::signal_one(pid, Signal::SIGKILL),
                         KillMode::GroupKill => unix::signal_group(pid, Signal::SIGKILL),
                     }
                 }
-                _ = sleep_until_opt(kill_at), if kill_at.is_some() => {
+                _ = &mut kill, if kill_pending => {
                     unix::signal_group(pid, Signal::SIGKILL);
-                    kill_at = None;
+                    kill_pending = false;
                 }
             }
         };
@@ -256,48 +269,28 @@ impl Invocation {
             (true, sig) => ExitReason::Signal(sig),
         };
 
-        // Phase 2: the wait-delay. Both pipes at EOF means nobody holds them.
-        let grace = tokio::time::sleep(self.wait_delay);
-        tokio::pin!(grace);
-        let (mut out, mut err) = (None, None);
-        while out.is_none() || err.is_none() {
-            tokio::select! {
-                r = &mut out_task, if out.is_none() => out = Some(r.unwrap_or_default()),
-                r = &mut err_task, if err.is_none() => err = Some(r.unwrap_or_default()),
-                _ = &mut grace => break,
-            }
-        }
-        let open_after_delay = out.is_none() || err.is_none();
+        // Phase 2: the wait-delay. Both pipes at EOF means nobody holds them;
+        // usually they already are, and no timer is armed at all.
+        drain_until(&stdout, &mut out, &stderr, &mut err, self.wait_delay).await;
+        let open_after_delay = !(out.eof && err.eof);
 
         // Phase 3: find, record, kill and reap whatever is left.
-        let leftovers = unix::sweep(pid, &env_strings, &inodes).await;
+        let leftovers = unix::sweep(pid, &env, &inodes).await;
         guard.done = true;
         unix::unregister(pid);
         // With the holders dead the pipes close; a holder we could not attribute
         // must not hang us, so this wait is bounded too.
-        let bound = tokio::time::sleep(Duration::from_secs(1));
-        tokio::pin!(bound);
-        while out.is_none() || err.is_none() {
-            tokio::select! {
-                r = &mut out_task, if out.is_none() => out = Some(r.unwrap_or_default()),
-                r = &mut err_task, if err.is_none() => err = Some(r.unwrap_or_default()),
-                _ = &mut bound => break,
-            }
-        }
+        drain_until(&stdout, &mut out, &stderr, &mut err, Duration::from_secs(1)).await;
         // A leak is a pipe held past the wait-delay by someone: a leftover seen
         // holding it, or a holder we could not find (the pipe never closed). A
         // pipe that was merely read late on a loaded machine is not one.
-        let leaked = open_after_delay
-            && (leftovers.iter().any(|l| l.held_stdio) || out.is_none() || err.is_none());
-        out_task.abort();
-        err_task.abort();
-        let out = out.unwrap_or_default();
-        let err = err.unwrap_or_default();
+        let leaked =
+            open_after_delay && (leftovers.iter().any(|l| l.held_stdio) || !(out.eof && err.eof));
 
         Ok(Outcome {
             exit,
-            stdout: out.bytes,
-            stderr: err.bytes,
+            stdout: out.kept,
+            stderr: err.kept,
             stdout_truncated: out.truncated,
             stderr_truncated: err.truncated,
             timed_out,
@@ -312,7 +305,7 @@ impl Invocation {
 /// Kills everything a call started if its future is dropped before the end.
 struct CallGuard {
     pgid: i32,
-    env: Vec<String>,
+    env: unix::EnvBlock,
     done: bool,
     /// Once reaped, the leader's pid may be re-used: never wait on it again.
     leader_reaped: bool,
@@ -321,41 +314,108 @@ struct CallGuard {
 impl Drop for CallGuard {
     fn drop(&mut self) {
         if !self.done {
-            unix::sweep_detached(self.pgid, std::mem::take(&mut self.env), self.leader_reaped);
+            unix::sweep_detached(
+                self.pgid,
+                unix::EnvBlock::clone(&self.env),
+                self.leader_reaped,
+            );
         }
     }
 }
 
-#[derive(Default)]
-struct Captured {
-    bytes: Vec<u8>,
+/// Reads of one output stream: the bytes kept, up to the cap, and whether
+/// more came after it.
+struct Capture {
+    kept: Vec<u8>,
+    cap: usize,
     truncated: bool,
+    /// The stream is at EOF (or failed, which ends it too).
+    eof: bool,
+    /// Where output past the cap is read and dropped; only a flood allocates it.
+    discard: Vec<u8>,
 }
 
-/// Reads a pipe to EOF, keeping at most `cap` bytes and dropping the rest.
-async fn capture(mut pipe: impl AsyncRead + Unpin, cap: usize) -> Captured {
-    let mut kept = Vec::new();
-    let mut truncated = false;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = cap.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-                truncated |= n > room;
+/// Output up to the cap is read in pieces of this size.
+const READ_CHUNK: usize = 8192;
+/// The buffer that output past the cap is drained through.
+const DISCARD_BUF: usize = 64 * 1024;
+/// Reads per readiness event, so that a flood on one pipe cannot starve the
+/// other pipe, the exit or the timers.
+const READS_PER_WAKE: usize = 16;
+
+impl Capture {
+    fn new(cap: usize) -> Capture {
+        Capture {
+            kept: Vec::new(),
+            cap,
+            truncated: false,
+            eof: false,
+            discard: Vec::new(),
+        }
+    }
+
+    /// Reads what `pipe` has ready now, without waiting. Synchronous, so a
+    /// `select!` that drops the readiness future can never lose bytes.
+    fn read_ready(&mut self, pipe: &pipe::Receiver, ready: std::io::Result<()>) {
+        if ready.is_err() {
+            self.eof = true;
+            return;
+        }
+        let mut chunk = [0u8; READ_CHUNK];
+        for _ in 0..READS_PER_WAKE {
+            let room = self.cap.saturating_sub(self.kept.len());
+            let read = if room == 0 {
+                if self.discard.is_empty() {
+                    self.discard = vec![0; DISCARD_BUF];
+                }
+                let read = pipe.try_read(&mut self.discard);
+                self.truncated |= matches!(read, Ok(n) if n > 0);
+                read
+            } else {
+                // Through the stack: most plugins print a line or nothing, and
+                // then an empty stream allocates nothing and a line allocates
+                // just its own length.
+                let read = pipe.try_read(&mut chunk[..room.min(READ_CHUNK)]);
+                if let Ok(n) = read {
+                    self.kept.extend_from_slice(&chunk[..n]);
+                }
+                read
+            };
+            match read {
+                Ok(0) => {
+                    self.eof = true;
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.eof = true;
+                    return;
+                }
             }
         }
     }
-    Captured {
-        bytes: kept,
-        truncated,
-    }
 }
 
-async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+/// Reads both pipes until both are at EOF or `limit` has passed.
+async fn drain_until(
+    stdout: &pipe::Receiver,
+    out: &mut Capture,
+    stderr: &pipe::Receiver,
+    err: &mut Capture,
+    limit: Duration,
+) {
+    if out.eof && err.eof {
+        return;
+    }
+    let limit = tokio::time::sleep(limit);
+    tokio::pin!(limit);
+    while !(out.eof && err.eof) {
+        tokio::select! {
+            ready = stdout.readable(), if !out.eof => out.read_ready(stdout, ready),
+            ready = stderr.readable(), if !err.eof => err.read_ready(stderr, ready),
+            _ = &mut limit => return,
+        }
     }
 }

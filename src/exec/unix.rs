@@ -14,6 +14,7 @@
 //! leaving the group cannot be attributed and is not reported.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ffi::CString;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +25,30 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
+
+/// A call's environment as handed to `execve`, `KEY=value` each, in order;
+/// shared by the spawn, the live-call table and the sweeps without copying.
+pub(crate) type EnvBlock = std::sync::Arc<[CString]>;
+
+/// Builds the [`EnvBlock`] for `env`. Fails on a NUL byte, which no
+/// environment can hold.
+pub(crate) fn env_block(env: &[(String, String)]) -> std::io::Result<EnvBlock> {
+    env.iter()
+        .map(|(k, v)| {
+            // Sized for the NUL too, so that CString::new does not reallocate.
+            let mut kv = Vec::with_capacity(k.len() + v.len() + 2);
+            kv.extend_from_slice(k.as_bytes());
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "NUL byte in an environment variable",
+                )
+            })
+        })
+        .collect()
+}
 
 /// A process the plugin left behind, as seen in `/proc` when it was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,8 +82,8 @@ fn leaders() -> &'static Mutex<HashSet<i32>> {
 
 /// Live calls: leader pid → the env it was started with (for attribution and for
 /// [`kill_all`]).
-fn live_calls() -> &'static Mutex<HashMap<i32, Vec<String>>> {
-    static CALLS: OnceLock<Mutex<HashMap<i32, Vec<String>>>> = OnceLock::new();
+fn live_calls() -> &'static Mutex<HashMap<i32, EnvBlock>> {
+    static CALLS: OnceLock<Mutex<HashMap<i32, EnvBlock>>> = OnceLock::new();
     CALLS.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
@@ -71,7 +96,7 @@ pub(crate) fn spawn_lock() -> std::sync::MutexGuard<'static, HashSet<i32>> {
 pub(crate) fn register(
     guard: &mut std::sync::MutexGuard<'static, HashSet<i32>>,
     pid: i32,
-    env: Vec<String>,
+    env: EnvBlock,
 ) {
     guard.insert(pid);
     live_calls()
@@ -152,21 +177,26 @@ fn process_table() -> Vec<Proc> {
 /// ancestor. Only when the main thread has ended on its own (`pthread_exit`,
 /// leaving a zombie thread) can orphans land elsewhere; then every thread is read.
 fn unexpected_children() -> Vec<i32> {
-    let read = |task: &std::path::Path, pids: &mut Vec<i32>| {
-        if let Ok(text) = fs::read_to_string(task.join("children")) {
-            pids.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok()),
-            );
-        }
-    };
     let mut pids = Vec::new();
-    let main = std::path::PathBuf::from(format!("/proc/self/task/{}", std::process::id()));
-    if main_thread_running(&main) {
-        read(&main, &mut pids);
-    } else if let Ok(tasks) = fs::read_dir("/proc/self/task") {
-        for task in tasks.flatten() {
-            read(&task.path(), &mut pids);
+    let parse = |text: &[u8], pids: &mut Vec<i32>| {
+        pids.extend(
+            String::from_utf8_lossy(text)
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    };
+    match main_task() {
+        Some(main) if main.running() => {
+            let _ = reread(&main.children, |text| parse(text, &mut pids));
+        }
+        _ => {
+            if let Ok(tasks) = fs::read_dir("/proc/self/task") {
+                for task in tasks.flatten() {
+                    if let Ok(text) = fs::read(task.path().join("children")) {
+                        parse(&text, &mut pids);
+                    }
+                }
+            }
         }
     }
     let leaders = leaders().lock().unwrap_or_else(|e| e.into_inner());
@@ -174,17 +204,80 @@ fn unexpected_children() -> Vec<i32> {
     pids
 }
 
-/// Whether the main thread is alive (not a zombie left by `pthread_exit`).
-/// Unknown counts as not running, so the caller falls back to reading every thread.
-fn main_thread_running(task: &std::path::Path) -> bool {
-    let Ok(text) = fs::read_to_string(task.join("stat")) else {
-        return false;
-    };
-    let state = text.rfind(')').and_then(|i| text.get(i + 2..i + 3));
-    !matches!(state, None | Some("Z") | Some("X"))
+/// The main thread's `children` and `stat` files, opened once. Reading an open
+/// procfs file again from offset 0 regenerates it, at a fraction of the cost
+/// of opening it anew, and the sweep reads both after every call.
+struct MainTask {
+    /// Whose files they are: a forked child must not read its parent's.
+    pid: u32,
+    children: fs::File,
+    stat: fs::File,
 }
 
-fn environ_matches(pid: i32, env: &[String]) -> bool {
+impl MainTask {
+    /// Whether the main thread is alive (not a zombie left by `pthread_exit`).
+    /// Unknown counts as not running, so the caller falls back to reading every
+    /// thread.
+    fn running(&self) -> bool {
+        if self.pid != std::process::id() {
+            return false;
+        }
+        reread(&self.stat, |text| {
+            let state = text
+                .iter()
+                .rposition(|&b| b == b')')
+                .and_then(|i| text.get(i + 2));
+            !matches!(state, None | Some(b'Z') | Some(b'X'))
+        })
+        .unwrap_or(false)
+    }
+}
+
+fn main_task() -> Option<&'static MainTask> {
+    static MAIN: OnceLock<Option<MainTask>> = OnceLock::new();
+    MAIN.get_or_init(|| {
+        let pid = std::process::id();
+        let dir = format!("/proc/{pid}/task/{pid}");
+        Some(MainTask {
+            pid,
+            children: fs::File::open(format!("{dir}/children")).ok()?,
+            stat: fs::File::open(format!("{dir}/stat")).ok()?,
+        })
+    })
+    .as_ref()
+}
+
+/// Calls `f` with the whole current content of an open procfs file.
+fn reread<T>(file: &fs::File, f: impl FnOnce(&[u8]) -> T) -> std::io::Result<T> {
+    use std::os::unix::fs::FileExt;
+    // Both files are a line of a few hundred bytes at most, unless hundreds of
+    // orphans are waiting: the stack holds the usual case.
+    let mut small = [0u8; 1024];
+    let mut len = 0;
+    while len < small.len() {
+        match file.read_at(&mut small[len..], len as u64) {
+            Ok(0) => return Ok(f(&small[..len])),
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut text = small.to_vec();
+    loop {
+        if len == text.len() {
+            text.resize(2 * len, 0);
+        }
+        match file.read_at(&mut text[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(f(&text[..len]))
+}
+
+fn environ_matches(pid: i32, env: &[CString]) -> bool {
     let Ok(raw) = fs::read(format!("/proc/{pid}/environ")) else {
         return false;
     };
@@ -221,7 +314,7 @@ fn holds_pipe(pid: i32, inodes: &[u64]) -> bool {
 
 /// Finds every process that belongs to the call led by `pgid` (see the module docs).
 /// Zombies are included (they must be reaped) but not reported as leftovers.
-fn members(pgid: i32, env: &[String]) -> (Vec<Proc>, bool) {
+fn members(pgid: i32, env: &[CString]) -> (Vec<Proc>, bool) {
     // Fast path: nothing left in the group and no strays re-parented to us.
     let group_alive = killpg(Pid::from_raw(pgid), None).is_ok();
     let strays = unexpected_children();
@@ -256,14 +349,29 @@ fn members(pgid: i32, env: &[String]) -> (Vec<Proc>, bool) {
 
 /// Finds, records, kills and reaps everything the call led by `pgid` left behind.
 /// `inodes` are the call's stdout/stderr pipe inodes, to tell who held them.
-pub(crate) async fn sweep(pgid: i32, env: &[String], inodes: &[u64]) -> Vec<Leftover> {
-    // Cheap test first, on this thread: usually nothing is left at all.
-    if killpg(Pid::from_raw(pgid), None).is_err() && unexpected_children().is_empty() {
-        return Vec::new();
+pub(crate) async fn sweep(pgid: i32, env: &EnvBlock, inodes: &[u64]) -> Vec<Leftover> {
+    // Cheap tests first, on this thread: usually nothing is left at all.
+    if killpg(Pid::from_raw(pgid), None).is_err() {
+        let strays = unexpected_children();
+        if strays.is_empty() {
+            return Vec::new();
+        }
+        // Zombies handed to us as subreaper (what is left of a group some
+        // other call killed) have no descendants to look for: reap them, and
+        // spare the walk of the whole process table.
+        if strays
+            .iter()
+            .all(|&p| read_stat(p).is_none_or(|p| p.zombie))
+        {
+            for pid in strays {
+                reap_if_ours(pid);
+            }
+            return Vec::new();
+        }
     }
     // Walking /proc blocks: keep it off the async workers, which are timing
     // other plugins' calls.
-    let (env, inodes) = (env.to_vec(), inodes.to_vec());
+    let (env, inodes) = (EnvBlock::clone(env), inodes.to_vec());
     let found = tokio::task::spawn_blocking(move || {
         let (procs, _) = members(pgid, &env);
         let leftovers: Vec<Leftover> = procs
@@ -324,7 +432,7 @@ fn reap_if_ours(pid: i32) -> bool {
 /// The synchronous sweep used when a call is cancelled (its future dropped):
 /// find everything attributable while the tree is intact, kill it all, and reap
 /// on a helper thread so the caller never blocks.
-pub(crate) fn sweep_detached(pgid: i32, env: Vec<String>, leader_reaped: bool) {
+pub(crate) fn sweep_detached(pgid: i32, env: EnvBlock, leader_reaped: bool) {
     let (procs, _) = members(pgid, &env);
     signal_group(pgid, Signal::SIGKILL);
     if !leader_reaped {
@@ -371,11 +479,11 @@ pub fn kill_all() {
         let _no_spawns = spawn_lock();
         STOPPED.store(true, Ordering::SeqCst);
     }
-    let calls: Vec<(i32, Vec<String>)> = live_calls()
+    let calls: Vec<(i32, EnvBlock)> = live_calls()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .map(|(k, v)| (*k, v.clone()))
+        .map(|(k, v)| (*k, EnvBlock::clone(v)))
         .collect();
     for (pgid, env) in &calls {
         signal_group(*pgid, Signal::SIGKILL);
@@ -404,10 +512,9 @@ pub(crate) struct Spawned {
 pub(crate) fn spawn(
     program: &std::path::Path,
     args: &[std::ffi::OsString],
-    env: &[String],
+    env: &[CString],
     cwd: Option<&std::path::Path>,
 ) -> std::io::Result<Spawned> {
-    use std::ffi::CString;
     use std::io::{Error, ErrorKind};
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::os::unix::ffi::OsStrExt;
@@ -423,16 +530,11 @@ pub(crate) fn spawn(
     for a in args {
         argv_owned.push(cstr(a.as_bytes())?);
     }
-    let envp_owned: Vec<CString> = env
-        .iter()
-        .map(|kv| cstr(kv.as_bytes()))
-        .collect::<Result<_, _>>()?;
     let cwd = cwd.map(|d| cstr(d.as_os_str().as_bytes())).transpose()?;
     let mut argv: Vec<*mut libc::c_char> =
         argv_owned.iter().map(|c| c.as_ptr() as *mut _).collect();
     argv.push(std::ptr::null_mut());
-    let mut envp: Vec<*mut libc::c_char> =
-        envp_owned.iter().map(|c| c.as_ptr() as *mut _).collect();
+    let mut envp: Vec<*mut libc::c_char> = env.iter().map(|c| c.as_ptr() as *mut _).collect();
     envp.push(std::ptr::null_mut());
 
     let pipe = || -> std::io::Result<(OwnedFd, OwnedFd)> {
