@@ -26,6 +26,8 @@ use util::{Node, Scratch, processes_mentioning};
 const ID1: &str = "11111111-1111-4111-8111-111111111111";
 const ID2: &str = "22222222-2222-4222-8222-222222222222";
 const ID3: &str = "33333333-3333-4333-8333-333333333333";
+const ID4: &str = "44444444-4444-4444-8444-444444444444";
+const ID5: &str = "55555555-5555-4555-8555-555555555555";
 
 fn rt() -> tokio::runtime::Runtime {
     util::runtime()
@@ -605,6 +607,12 @@ fn restore_with_a_missing_plugin_restores_the_rest() {
         .unwrap();
     rt.block_on(m.create(VolumeSpec::new("goes", "b").with_id(ID2)))
         .unwrap();
+    // Two more, so that each plugin has several volumes: the plugin is looked
+    // up once per restore, and its answer must hold for every volume.
+    rt.block_on(m.create(VolumeSpec::new("stays", "d").with_id(ID4)))
+        .unwrap();
+    rt.block_on(m.create(VolumeSpec::new("goes", "e").with_id(ID5)))
+        .unwrap();
     let reg = node.work.path().join("registered");
     fs::create_dir(&reg).unwrap();
     rt.block_on(m.register(RegisterSpec::new("c", &reg).with_id(ID3)))
@@ -613,13 +621,15 @@ fn restore_with_a_missing_plugin_restores_the_rest() {
     fs::remove_dir(&reg).unwrap();
 
     let results = rt.block_on(node.manager().restore()).unwrap();
-    assert_eq!(results.len(), 3);
+    assert_eq!(results.len(), 5);
     let by_id: BTreeMap<_, _> = results.iter().map(|r| (r.volume.id.as_str(), r)).collect();
-    assert!(by_id[ID1].is_ok());
-    assert_eq!(
-        by_id[ID2].error().unwrap().to_string(),
-        "no such plugin: \"goes\""
-    );
+    assert!(by_id[ID1].is_ok() && by_id[ID4].is_ok());
+    for id in [ID2, ID5] {
+        assert_eq!(
+            by_id[id].error().unwrap().to_string(),
+            "no such plugin: \"goes\""
+        );
+    }
     assert!(
         by_id[ID3]
             .error()
@@ -628,7 +638,7 @@ fn restore_with_a_missing_plugin_restores_the_rest() {
             .starts_with("could not verify host path for \"c\": stat "),
     );
     // A failed restore forgets nothing.
-    assert_eq!(rt.block_on(node.manager().list()).unwrap().len(), 3);
+    assert_eq!(rt.block_on(node.manager().list()).unwrap().len(), 5);
 }
 
 /// Counts how many creates run at once. With a barrier of `n`, each call waits

@@ -5,7 +5,8 @@
 //! stored request (plugins must be idempotent), and a registered one is checked
 //! with `stat`. Unlike Nomad, a missing plugin fails only its own volumes, and at
 //! most [`with_restore_concurrency`](HostVolumeManager::with_restore_concurrency)
-//! calls run at once. Restore reads the state and never writes it: a volume that
+//! calls run at once. Each plugin is looked up once per restore, not once per
+//! volume. Restore reads the state and never writes it: a volume that
 //! fails to restore stays saved, to be tried again next time.
 
 use std::collections::HashMap;
@@ -18,7 +19,7 @@ use super::error::ManagerError;
 use super::volume::Volume;
 use super::volumes::HostVolumeManager;
 use crate::contract::CreateRequest;
-use crate::plugin::{HostVolumePlugin, Timeouts};
+use crate::plugin::{HostVolumePlugin, PluginError, Timeouts};
 
 /// The outcome of restoring one volume.
 #[derive(Debug)]
@@ -72,19 +73,27 @@ impl HostVolumeManager {
         results.resize_with(volumes.len(), || None);
         let mut tasks = JoinSet::new();
         let mut slot_of = HashMap::new();
+        // One lookup per plugin, not per volume: a node's thousand volumes
+        // usually share a plugin or two, and a lookup walks the plugin dir.
+        let mut plugins: HashMap<&str, Result<Arc<dyn HostVolumePlugin>, PluginError>> =
+            HashMap::new();
 
         for (slot, volume) in volumes.iter().enumerate() {
             let job = match &volume.create_request {
                 None => Job::Stat,
-                Some(req) => match self
-                    .plugin_with(volume.plugin_id.as_deref().unwrap_or_default(), timeouts)
-                {
-                    Ok(plugin) => Job::Create(plugin, Box::new(req.clone())),
-                    Err(e) => {
-                        results[slot] = Some(Err(e.into()));
-                        continue;
+                Some(req) => {
+                    let id = volume.plugin_id.as_deref().unwrap_or_default();
+                    let plugin = plugins
+                        .entry(id)
+                        .or_insert_with(|| self.plugin_with(id, timeouts));
+                    match plugin {
+                        Ok(plugin) => Job::Create(Arc::clone(plugin), Box::new(req.clone())),
+                        Err(e) => {
+                            results[slot] = Some(Err(e.clone().into()));
+                            continue;
+                        }
                     }
-                },
+                }
             };
             // Taken before spawning, so that at most `restore_concurrency`
             // tasks exist at all, not just run.
