@@ -91,8 +91,9 @@ pub(crate) struct LoggedCall {
     /// The plugin itself reported failure (non-zero exit, signal, could not
     /// start), as opposed to Nomad rejecting the output of a successful run.
     pub plugin_failed: bool,
-    /// The raw call, for external plugins.
-    pub run: Option<PluginRun>,
+    /// The raw call, for external plugins; shared, so that the run-wide
+    /// checks can each take the whole log without copying every call's output.
+    pub run: Option<Arc<PluginRun>>,
     /// For a failed create made while nothing else ran in its volumes dir:
     /// what it left there.
     pub residue: Option<Vec<String>>,
@@ -359,7 +360,7 @@ impl Ctx {
                 alone,
                 plugin_failed: !run.succeeded(),
                 residue: None,
-                run: Some(run),
+                run: Some(Arc::new(run)),
             });
         }
     }
@@ -434,7 +435,7 @@ impl Ctx {
             limit,
             alone,
             plugin_failed: !call.exited_zero(),
-            run: call.run.clone(),
+            run: call.run.clone().map(Arc::new),
             residue,
         });
     }

@@ -336,10 +336,10 @@ pub fn run_suite(
 /// one call left out is the probes' clean-up delete after the last check,
 /// which nothing records.
 fn busy_time(check_runs: Vec<PluginRun>, shared: &Shared) -> (usize, Duration) {
-    let logged = shared.log().into_iter().filter_map(|c| c.run);
+    let logged: Vec<_> = shared.log().into_iter().filter_map(|c| c.run).collect();
     let mut seen = HashSet::new();
     let mut busy = Duration::ZERO;
-    for run in check_runs.into_iter().chain(logged) {
+    for run in check_runs.iter().chain(logged.iter().map(|r| &**r)) {
         let pid = run.result.as_ref().map(|o| o.pid).ok();
         if seen.insert((run.started_at, pid, run.operation.clone())) {
             busy += run.duration();

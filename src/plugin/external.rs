@@ -74,6 +74,16 @@ impl Recorder {
     pub fn runs(&self) -> Vec<PluginRun> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// How many calls were recorded so far.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether no call was recorded yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// One raw call of a plugin executable and everything observed about it.

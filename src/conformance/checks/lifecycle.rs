@@ -30,7 +30,7 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
             Some(p) => spec.with_parameters(p.clone()),
             None => spec,
         };
-        let before = ctx.recorder.runs().len();
+        let before = ctx.recorder.len();
         let volume = manager.create(spec).await;
         ctx.log_runs_from(before, true);
         let volume = volume.map_err(|e| {
@@ -42,7 +42,7 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
         let canary = plant_in_volume(ctx, &volume.host_path, "create before the restart")?;
         made.push((volume, canary));
     }
-    let before_restore = ctx.recorder.runs().len();
+    let before_restore = ctx.recorder.len();
     let restored = manager.restore().await;
     ctx.log_runs_from(before_restore, false);
     let restored =
@@ -66,7 +66,7 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
             _ => {}
         }
     }
-    let before_delete = ctx.recorder.runs().len();
+    let before_delete = ctx.recorder.len();
     for (volume, _) in &made {
         if manager.delete(&volume.id).await.is_ok() {
             ctx.untrack(&volume.id);
