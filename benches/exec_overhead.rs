@@ -97,8 +97,10 @@ fn main() {
             runner();
             bare();
         }
+        let calls = iterations as f64;
         let mut ours = Vec::with_capacity(iterations);
         let mut base = Vec::with_capacity(iterations);
+        let (mut ours_cpu, mut base_cpu) = (0.0, 0.0);
         let mut nomad: Result<Vec<f64>, String> = match &go {
             Ok(_) if threads == 0 => Ok(Vec::with_capacity(iterations)),
             Ok(_) => Err("only measured without the extra threads".into()),
@@ -109,8 +111,12 @@ fn main() {
         for start in (0..iterations).step_by(GO_CHUNK) {
             let n = GO_CHUNK.min(iterations - start);
             for _ in 0..n {
-                ours.push(time(runner));
-                base.push(time(bare));
+                let (wall, cpu) = time(runner);
+                ours.push(wall);
+                ours_cpu += cpu;
+                let (wall, cpu) = time(bare);
+                base.push(wall);
+                base_cpu += cpu;
             }
             if let (Ok(go), Ok(times)) = (&go, &mut nomad) {
                 match run_go_baseline(go, program, n, 5) {
@@ -130,6 +136,12 @@ fn main() {
             "  overhead per call: {overhead:.3} ms (median), {:.3} ms (mean); ratio {:.2}x",
             ours.mean - base.mean,
             ours.median / base.median
+        );
+        println!(
+            "  CPU in this process per call: runner {:.3} ms, bare {:.3} ms (+{:.3} ms)",
+            ours_cpu / calls,
+            base_cpu / calls,
+            (ours_cpu - base_cpu) / calls
         );
         match nomad {
             Ok(times) => {
@@ -283,11 +295,26 @@ fn requested_iterations() -> Option<usize> {
     std::env::args().skip(1).find_map(|a| a.parse().ok())
 }
 
-/// Milliseconds one call of `f` took.
-fn time(f: impl FnOnce()) -> f64 {
+/// Milliseconds one call of `f` took: wall time, and CPU time of this whole
+/// process (every thread: the runner's work happens on the runtime's workers).
+/// The spawned program's own CPU is not in it.
+fn time(f: impl FnOnce()) -> (f64, f64) {
+    let cpu = process_cpu_ms();
     let start = Instant::now();
     f();
-    start.elapsed().as_secs_f64() * 1e3
+    (start.elapsed().as_secs_f64() * 1e3, process_cpu_ms() - cpu)
+}
+
+/// `CLOCK_PROCESS_CPUTIME_ID`, in milliseconds: exact, unlike `getrusage`'s
+/// tick-sampled figures.
+fn process_cpu_ms() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
 }
 
 /// Summary of a sample of per-call times, in milliseconds.
