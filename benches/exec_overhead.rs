@@ -19,6 +19,8 @@
 //! buffer, `cmd.Output()`), and prints its per-call times next to ours. Without
 //! Go that line is skipped, and says so.
 
+mod common;
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -50,7 +52,7 @@ fn main() {
         "exec_overhead: {iterations} calls per case after {warmup} warm-up calls, {} cores",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    let go = build_go_baseline(dir.path());
+    let go = common::build_go(dir.path(), "nomad_exec", GO_BASELINE);
     let mut worst = 0.0f64;
     // `check` runs 16 libtest threads next to the runtime's workers; anything
     // the runner does per thread of the process shows up in the third case.
@@ -231,29 +233,6 @@ func main() {
 	}
 }
 "#;
-
-/// Builds [`GO_BASELINE`] in `dir`, or says why it could not.
-fn build_go_baseline(dir: &Path) -> Result<PathBuf, String> {
-    let src = dir.join("nomad_exec.go");
-    let bin = dir.join("nomad_exec");
-    std::fs::write(&src, GO_BASELINE).map_err(|e| e.to_string())?;
-    let out = Command::new("go")
-        .arg("build")
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src)
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "")
-        .output()
-        .map_err(|e| format!("go: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "go build failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(bin)
-}
 
 /// Runs the Go loop against `program`: its per-call times in milliseconds.
 fn run_go_baseline(

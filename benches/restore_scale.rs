@@ -26,6 +26,8 @@
 //! the baselines `xargs`/`env` or the Go program itself), and
 //! `getrusage(RUSAGE_SELF)` is the manager's own.
 
+mod common;
+
 use std::error::Error;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -83,7 +85,7 @@ fn main() -> Result<()> {
     std::fs::write(&xargs_input, xargs_lines(&envs, &plugin))?;
     let go_input = work.path().join("go.lines");
     std::fs::write(&go_input, go_lines(&envs))?;
-    let go = build_go_restore(work.path());
+    let go = common::build_go(work.path(), "nomad_restore", GO_RESTORE);
     if let Err(e) = &go {
         println!("Nomad's Go path: not measured ({e})");
     }
@@ -386,26 +388,3 @@ func main() {
 	}
 }
 "#;
-
-/// Builds [`GO_RESTORE`] in `dir`, or says why it could not.
-fn build_go_restore(dir: &Path) -> std::result::Result<PathBuf, String> {
-    let src = dir.join("nomad_restore.go");
-    let bin = dir.join("nomad_restore");
-    std::fs::write(&src, GO_RESTORE).map_err(|e| e.to_string())?;
-    let out = Command::new("go")
-        .arg("build")
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src)
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "")
-        .output()
-        .map_err(|e| format!("go: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "go build failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(bin)
-}
