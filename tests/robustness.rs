@@ -9,7 +9,7 @@
 
 mod util;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as StdCommand, ExitStatus, Stdio};
@@ -477,6 +477,53 @@ hostile! {
     eval_name_is_bounded_and_leaves_nothing => "eval-name" at "1",
     name_as_path_is_bounded_and_leaves_nothing => "name-as-path" at "1",
     blind_delete_is_bounded_and_leaves_nothing => "blind-delete" at "1",
+}
+
+// Every other broken sample, held to the same bounds: whatever its fault, a
+// run ends with a verdict and leaves nothing behind. Left out: `writes-cwd`,
+// whose fault is writing into its working dir (the harness's own, as under
+// Nomad); `process.cwd-independent` reports it.
+hostile! {
+    bad_version_leaves_nothing => "bad-version" at "1",
+    bytes_out_of_range_leaves_nothing => "bytes-out-of-range" at "1",
+    crash_unsafe_leaves_nothing => "crash-unsafe" at "1",
+    crlf_shebang_leaves_nothing => "crlf-shebang" at "1",
+    fails_on_existing_dir_leaves_nothing => "fails-on-existing-dir" at "1",
+    fails_on_missing_dir_leaves_nothing => "fails-on-missing-dir" at "1",
+    logs_on_stdout_leaves_nothing => "logs-on-stdout" at "1",
+    missing_shebang_leaves_nothing => "missing-shebang" at "1",
+    missing_version_leaves_nothing => "missing-version" at "1",
+    needs_home_leaves_nothing => "needs-home" at "1",
+    needs_path_leaves_nothing => "needs-path" at "1",
+    non_semver_version_leaves_nothing => "non-semver-version" at "1",
+    nonexistent_path_leaves_nothing => "nonexistent-path" at "1",
+    not_executable_leaves_nothing => "not-executable" at "1",
+    null_version_leaves_nothing => "null-version" at "1",
+    racy_concurrency_leaves_nothing => "racy-concurrency" at "1",
+    relative_path_leaves_nothing => "relative-path" at "1",
+    shared_path_leaves_nothing => "shared-path" at "1",
+    side_file_leaves_nothing => "side-file" at "1",
+    string_bytes_leaves_nothing => "string-bytes" at "1",
+    text_error_leaves_nothing => "text-error" at "1",
+}
+
+/// The sweep above covers every sample but the two good ones and `writes-cwd`.
+#[test]
+fn the_sweep_covers_every_broken_sample() {
+    let source = include_str!("robustness.rs");
+    let swept: BTreeSet<&str> = source
+        .lines()
+        .filter_map(|l| l.split_once("=> \"")?.1.split_once('"').map(|(n, _)| n))
+        .collect();
+    let missing: Vec<String> = fs::read_dir(repo().join("sample-plugins"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.') && !n.ends_with(".md"))
+        .filter(|n| !["reference", "loop-ext4", "writes-cwd"].contains(&n.as_str()))
+        .filter(|n| !swept.contains(n.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "samples not swept: {missing:?}");
 }
 
 // ---------------------------------------------------------------------------
