@@ -187,7 +187,9 @@ fn unexpected_children() -> Vec<i32> {
     };
     match main_task() {
         Some(main) if main.running() => {
-            let _ = reread(&main.children, |text| parse(text, &mut pids));
+            if let Ok(text) = reread(&main.children) {
+                parse(&text, &mut pids);
+            }
         }
         _ => {
             if let Ok(tasks) = fs::read_dir("/proc/self/task") {
@@ -222,14 +224,14 @@ impl MainTask {
         if self.pid != std::process::id() {
             return false;
         }
-        reread(&self.stat, |text| {
-            let state = text
-                .iter()
-                .rposition(|&b| b == b')')
-                .and_then(|i| text.get(i + 2));
-            !matches!(state, None | Some(b'Z') | Some(b'X'))
-        })
-        .unwrap_or(false)
+        let Ok(text) = reread(&self.stat) else {
+            return false;
+        };
+        let state = text
+            .iter()
+            .rposition(|&b| b == b')')
+            .and_then(|i| text.get(i + 2));
+        !matches!(state, None | Some(b'Z') | Some(b'X'))
     }
 }
 
@@ -247,22 +249,12 @@ fn main_task() -> Option<&'static MainTask> {
     .as_ref()
 }
 
-/// Calls `f` with the whole current content of an open procfs file.
-fn reread<T>(file: &fs::File, f: impl FnOnce(&[u8]) -> T) -> std::io::Result<T> {
+/// The whole current content of an open procfs file.
+fn reread(file: &fs::File) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
-    // Both files are a line of a few hundred bytes at most, unless hundreds of
-    // orphans are waiting: the stack holds the usual case.
-    let mut small = [0u8; 1024];
+    // Both files are a line of a few hundred bytes, unless many orphans wait.
+    let mut text = vec![0u8; 1024];
     let mut len = 0;
-    while len < small.len() {
-        match file.read_at(&mut small[len..], len as u64) {
-            Ok(0) => return Ok(f(&small[..len])),
-            Ok(n) => len += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let mut text = small.to_vec();
     loop {
         if len == text.len() {
             text.resize(2 * len, 0);
@@ -274,7 +266,8 @@ fn reread<T>(file: &fs::File, f: impl FnOnce(&[u8]) -> T) -> std::io::Result<T> 
             Err(e) => return Err(e),
         }
     }
-    Ok(f(&text[..len]))
+    text.truncate(len);
+    Ok(text)
 }
 
 fn environ_matches(pid: i32, env: &[CString]) -> bool {
