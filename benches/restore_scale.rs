@@ -91,41 +91,39 @@ fn main() -> Result<()> {
     }
 
     let default_concurrency = 4 * cores;
-    let mut contenders: Vec<Contender> = vec![
-        Contender::new(format!(
-            "manager restore, concurrency {default_concurrency}"
-        )),
-        Contender::new("manager restore, concurrency 2".into()),
-        Contender::new("xargs -P 2 env -i (shell)".into()),
+    let mut contenders = vec![
+        Contender::new(Way::Manager(default_concurrency)),
+        Contender::new(Way::Manager(2)),
+        Contender::new(Way::Xargs),
     ];
-    if go.is_ok() {
-        contenders.push(Contender::new("Nomad's Go path (goroutine each)".into()));
+    if let Ok(go) = go {
+        contenders.push(Contender::new(Way::NomadGo(go)));
     }
+    let count = contenders.len();
     for round in 0..rounds {
-        for k in 0..contenders.len() {
-            let which = (round + k) % contenders.len();
+        for k in 0..count {
+            let c = &mut contenders[(round + k) % count];
             reboot(&volumes)?;
             let before = Usage::now();
             let started = Instant::now();
-            match which {
-                0 | 1 => {
-                    let concurrency = if which == 0 { default_concurrency } else { 2 };
+            match &c.way {
+                Way::Manager(concurrency) => {
                     let manager = HostVolumeManager::open(&state)?
                         .with_plugin_dir(&plugin_dir)
                         .with_volumes_dir(&volumes)
-                        .with_restore_concurrency(concurrency);
+                        .with_restore_concurrency(*concurrency);
                     let results = rt.block_on(manager.restore())?;
                     if let Some(bad) = results.iter().find(|r| !r.is_ok()) {
                         return Err(format!("restore failed: {:?}", bad.error()).into());
                     }
                 }
-                2 => run_quiet(
+                Way::Xargs => run_quiet(
                     Command::new("xargs")
                         .args(["-P", "2", "-L", "1", "env", "-i"])
                         .stdin(std::fs::File::open(&xargs_input)?),
                 )?,
-                _ => run_quiet(
-                    Command::new(go.as_ref().expect("only listed when built"))
+                Way::NomadGo(go) => run_quiet(
+                    Command::new(go)
                         .arg(&plugin)
                         .stdin(std::fs::File::open(&go_input)?),
                 )?,
@@ -134,11 +132,9 @@ fn main() -> Result<()> {
             let used = Usage::now().since(&before);
             let made = std::fs::read_dir(&volumes)?.count();
             if made != n {
-                return Err(
-                    format!("{}: {made} of {n} volumes made", contenders[which].label).into(),
-                );
+                return Err(format!("{}: {made} of {n} volumes made", c.way).into());
             }
-            contenders[which].record(wall, used);
+            c.record(wall, used);
         }
     }
 
@@ -148,34 +144,31 @@ fn main() -> Result<()> {
     }
     // Ratios are taken within a round, where both sides saw the same machine,
     // and then their median: steadier than a ratio of two medians.
-    let ratio = |a: usize, b: usize| {
-        let per_round: Vec<f64> = contenders[a]
-            .walls
-            .iter()
-            .zip(&contenders[b].walls)
-            .map(|(x, y)| x / y)
-            .collect();
+    let ratio = |a: &Contender, b: &Contender| {
+        let per_round: Vec<f64> = a.walls.iter().zip(&b.walls).map(|(x, y)| x / y).collect();
         median(&per_round)
     };
+    let (ours, baselines): (Vec<&Contender>, Vec<&Contender>) = contenders
+        .iter()
+        .partition(|c| matches!(c.way, Way::Manager(_)));
     println!();
-    for ours in [0, 1] {
-        let r = ratio(ours, 2);
-        println!(
-            "{} / xargs: {r:.2}x (target <= {XARGS_TARGET}x: {})",
-            contenders[ours].label,
-            if r <= XARGS_TARGET { "met" } else { "NOT met" }
-        );
-    }
-    if contenders.len() > 3 {
-        for ours in [0, 1] {
-            let r = ratio(ours, 3);
+    for base in &baselines {
+        let target = match base.way {
+            Way::Xargs => XARGS_TARGET,
+            _ => 1.0,
+        };
+        for c in &ours {
+            let r = ratio(c, base);
             println!(
-                "{} / Nomad's Go path: {r:.2}x (target <= 1.0x: {})",
-                contenders[ours].label,
-                if r <= 1.0 { "met" } else { "NOT met" }
+                "{} / {}: {r:.2}x (target <= {target}x: {})",
+                c.way,
+                base.way,
+                if r <= target { "met" } else { "NOT met" }
             );
         }
-        println!("Nomad's Go path / xargs: {:.2}x", ratio(3, 2));
+    }
+    if let [xargs, go] = baselines[..] {
+        println!("{} / {}: {:.2}x", go.way, xargs.way, ratio(go, xargs));
     }
     Ok(())
 }
@@ -279,18 +272,38 @@ impl Usage {
     }
 }
 
+/// A way of bringing the volumes back.
+enum Way {
+    /// The manager's restore at this concurrency.
+    Manager(usize),
+    /// `xargs -P 2 env -i`, one line per volume.
+    Xargs,
+    /// The Go program at this path, restoring as Nomad does.
+    NomadGo(PathBuf),
+}
+
+impl std::fmt::Display for Way {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Way::Manager(c) => write!(f, "manager restore, concurrency {c}"),
+            Way::Xargs => f.write_str("xargs -P 2 env -i (shell)"),
+            Way::NomadGo(_) => f.write_str("Nomad's Go path (goroutine each)"),
+        }
+    }
+}
+
 /// One way of bringing the volumes back, and its runs.
 struct Contender {
-    label: String,
+    way: Way,
     walls: Vec<f64>,
     own_cpu: Vec<f64>,
     child_cpu: Vec<f64>,
 }
 
 impl Contender {
-    fn new(label: String) -> Contender {
+    fn new(way: Way) -> Contender {
         Contender {
-            label,
+            way,
             walls: Vec::new(),
             own_cpu: Vec::new(),
             child_cpu: Vec::new(),
@@ -309,7 +322,7 @@ impl std::fmt::Display for Contender {
         write!(
             f,
             "{:<40} wall {:>6.3} s   CPU: started processes {:>6.3} s, in-process {:>6.3} s",
-            self.label,
+            self.way.to_string(),
             median(&self.walls),
             median(&self.child_cpu),
             median(&self.own_cpu),

@@ -214,8 +214,6 @@ impl Invocation {
             program: self.program.clone(),
             source,
         };
-        let stdout = pipe::Receiver::from_owned_fd(spawned.stdout).map_err(harness_error)?;
-        let stderr = pipe::Receiver::from_owned_fd(spawned.stderr).map_err(harness_error)?;
         let exit_fd = unix::pidfd(pid).map_err(harness_error)?;
         // SAFETY: the AsyncFd owns the OwnedFd, so the descriptor stays open and
         // the same for the AsyncFd's whole life.
@@ -224,8 +222,8 @@ impl Invocation {
                 .map_err(|e| harness_error(e.into()))?;
         // Both pipes are read right here, in the same loop that waits for the
         // exit and the timers: no task per pipe, no hand-off between threads.
-        let mut out = Capture::new(self.output_cap);
-        let mut err = Capture::new(self.output_cap);
+        let mut out = Capture::new(spawned.stdout, self.output_cap).map_err(harness_error)?;
+        let mut err = Capture::new(spawned.stderr, self.output_cap).map_err(harness_error)?;
 
         // Phase 1: until the leader exits (or is killed for overrunning).
         let exited = unix::wait_exit(pid, &exit_fd);
@@ -242,8 +240,8 @@ impl Invocation {
         let status = loop {
             tokio::select! {
                 status = &mut exited => break status,
-                ready = stdout.readable(), if !out.eof => out.read_ready(&stdout, ready),
-                ready = stderr.readable(), if !err.eof => err.read_ready(&stderr, ready),
+                ready = out.pipe.readable(), if !out.eof => out.read_ready(ready),
+                ready = err.pipe.readable(), if !err.eof => err.read_ready(ready),
                 _ = &mut overrun, if deadline.is_some() && !timed_out => {
                     timed_out = true;
                     match self.kill_mode {
@@ -271,7 +269,7 @@ impl Invocation {
 
         // Phase 2: the wait-delay. Both pipes at EOF means nobody holds them;
         // usually they already are, and no timer is armed at all.
-        drain_until(&stdout, &mut out, &stderr, &mut err, self.wait_delay).await;
+        drain_until(&mut out, &mut err, self.wait_delay).await;
         let open_after_delay = !(out.eof && err.eof);
 
         // Phase 3: find, record, kill and reap whatever is left.
@@ -280,7 +278,7 @@ impl Invocation {
         unix::unregister(pid);
         // With the holders dead the pipes close; a holder we could not attribute
         // must not hang us, so this wait is bounded too.
-        drain_until(&stdout, &mut out, &stderr, &mut err, Duration::from_secs(1)).await;
+        drain_until(&mut out, &mut err, Duration::from_secs(1)).await;
         // A leak is a pipe held past the wait-delay by someone: a leftover seen
         // holding it, or a holder we could not find (the pipe never closed). A
         // pipe that was merely read late on a loaded machine is not one.
@@ -323,9 +321,10 @@ impl Drop for CallGuard {
     }
 }
 
-/// Reads of one output stream: the bytes kept, up to the cap, and whether
-/// more came after it.
+/// One output stream of a call: its pipe, the bytes kept, up to the cap, and
+/// whether more came after it.
 struct Capture {
+    pipe: pipe::Receiver,
     kept: Vec<u8>,
     cap: usize,
     truncated: bool,
@@ -344,19 +343,21 @@ const DISCARD_BUF: usize = 64 * 1024;
 const READS_PER_WAKE: usize = 16;
 
 impl Capture {
-    fn new(cap: usize) -> Capture {
-        Capture {
+    fn new(pipe: std::os::fd::OwnedFd, cap: usize) -> std::io::Result<Capture> {
+        Ok(Capture {
+            pipe: pipe::Receiver::from_owned_fd(pipe)?,
             kept: Vec::new(),
             cap,
             truncated: false,
             eof: false,
             discard: Vec::new(),
-        }
+        })
     }
 
-    /// Reads what `pipe` has ready now, without waiting. Synchronous, so a
-    /// `select!` that drops the readiness future can never lose bytes.
-    fn read_ready(&mut self, pipe: &pipe::Receiver, ready: std::io::Result<()>) {
+    /// Reads what the pipe has ready now, without waiting; `ready` is the
+    /// readiness the caller waited for. Synchronous, so a `select!` that drops
+    /// the readiness future can never lose bytes.
+    fn read_ready(&mut self, ready: std::io::Result<()>) {
         if ready.is_err() {
             self.eof = true;
             return;
@@ -368,14 +369,14 @@ impl Capture {
                 if self.discard.is_empty() {
                     self.discard = vec![0; DISCARD_BUF];
                 }
-                let read = pipe.try_read(&mut self.discard);
+                let read = self.pipe.try_read(&mut self.discard);
                 self.truncated |= matches!(read, Ok(n) if n > 0);
                 read
             } else {
                 // Through the stack: most plugins print a line or nothing, and
                 // then an empty stream allocates nothing and a line allocates
                 // just its own length.
-                let read = pipe.try_read(&mut chunk[..room.min(READ_CHUNK)]);
+                let read = self.pipe.try_read(&mut chunk[..room.min(READ_CHUNK)]);
                 if let Ok(n) = read {
                     self.kept.extend_from_slice(&chunk[..n]);
                 }
@@ -399,13 +400,7 @@ impl Capture {
 }
 
 /// Reads both pipes until both are at EOF or `limit` has passed.
-async fn drain_until(
-    stdout: &pipe::Receiver,
-    out: &mut Capture,
-    stderr: &pipe::Receiver,
-    err: &mut Capture,
-    limit: Duration,
-) {
+async fn drain_until(out: &mut Capture, err: &mut Capture, limit: Duration) {
     if out.eof && err.eof {
         return;
     }
@@ -413,8 +408,8 @@ async fn drain_until(
     tokio::pin!(limit);
     while !(out.eof && err.eof) {
         tokio::select! {
-            ready = stdout.readable(), if !out.eof => out.read_ready(stdout, ready),
-            ready = stderr.readable(), if !err.eof => err.read_ready(stderr, ready),
+            ready = out.pipe.readable(), if !out.eof => out.read_ready(ready),
+            ready = err.pipe.readable(), if !err.eof => err.read_ready(ready),
             _ = &mut limit => return,
         }
     }

@@ -305,14 +305,47 @@ fn holds_pipe(pid: i32, inodes: &[u64]) -> bool {
     })
 }
 
+/// The first, cheap look after a call: whether its process group still has a
+/// member, and which orphans were re-parented to us.
+struct Remains {
+    group_alive: bool,
+    strays: Vec<i32>,
+}
+
+impl Remains {
+    fn of(pgid: i32) -> Remains {
+        Remains {
+            group_alive: killpg(Pid::from_raw(pgid), None).is_ok(),
+            strays: unexpected_children(),
+        }
+    }
+
+    /// Nothing at all is left: the usual case.
+    fn nothing(&self) -> bool {
+        !self.group_alive && self.strays.is_empty()
+    }
+}
+
 /// Finds every process that belongs to the call led by `pgid` (see the module docs).
 /// Zombies are included (they must be reaped) but not reported as leftovers.
-fn members(pgid: i32, env: &[CString]) -> (Vec<Proc>, bool) {
-    // Fast path: nothing left in the group and no strays re-parented to us.
-    let group_alive = killpg(Pid::from_raw(pgid), None).is_ok();
-    let strays = unexpected_children();
-    if !group_alive && strays.is_empty() {
-        return (Vec::new(), false);
+fn members(pgid: i32, env: &[CString]) -> Vec<Proc> {
+    let remains = Remains::of(pgid);
+    if remains.nothing() {
+        return Vec::new();
+    }
+    if !remains.group_alive {
+        // Strays that are all zombies (what is left of a group some call
+        // killed) or already gone have no descendants to look for: they only
+        // need reaping, and the walk of the whole process table is spared.
+        let stats: Option<Vec<Proc>> = remains
+            .strays
+            .iter()
+            .filter_map(|&pid| read_stat(pid))
+            .map(|p| p.zombie.then_some(p))
+            .collect();
+        if let Some(zombies) = stats {
+            return zombies;
+        }
     }
     let me = std::process::id() as i32;
     let table = process_table();
@@ -325,8 +358,9 @@ fn members(pgid: i32, env: &[CString]) -> (Vec<Proc>, bool) {
         if p.pid == me {
             continue;
         }
-        let orphan_of_call =
-            p.ppid == me && strays.contains(&p.pid) && (p.zombie || environ_matches(p.pid, env));
+        let orphan_of_call = p.ppid == me
+            && remains.strays.contains(&p.pid)
+            && (p.zombie || environ_matches(p.pid, env));
         if p.pgid == pgid || orphan_of_call {
             seeds.push(i);
         }
@@ -337,36 +371,21 @@ fn members(pgid: i32, env: &[CString]) -> (Vec<Proc>, bool) {
             seeds.extend(children.get(&table[i].pid).into_iter().flatten());
         }
     }
-    (found.into_iter().map(|i| table[i].clone()).collect(), true)
+    found.into_iter().map(|i| table[i].clone()).collect()
 }
 
 /// Finds, records, kills and reaps everything the call led by `pgid` left behind.
 /// `inodes` are the call's stdout/stderr pipe inodes, to tell who held them.
 pub(crate) async fn sweep(pgid: i32, env: &EnvBlock, inodes: &[u64]) -> Vec<Leftover> {
-    // Cheap tests first, on this thread: usually nothing is left at all.
-    if killpg(Pid::from_raw(pgid), None).is_err() {
-        let strays = unexpected_children();
-        if strays.is_empty() {
-            return Vec::new();
-        }
-        // Zombies handed to us as subreaper (what is left of a group some
-        // other call killed) have no descendants to look for: reap them, and
-        // spare the walk of the whole process table.
-        if strays
-            .iter()
-            .all(|&p| read_stat(p).is_none_or(|p| p.zombie))
-        {
-            for pid in strays {
-                reap_if_ours(pid);
-            }
-            return Vec::new();
-        }
+    // Cheap test first, on this thread: usually nothing is left at all.
+    if Remains::of(pgid).nothing() {
+        return Vec::new();
     }
     // Walking /proc blocks: keep it off the async workers, which are timing
     // other plugins' calls.
     let (env, inodes) = (EnvBlock::clone(env), inodes.to_vec());
     let found = tokio::task::spawn_blocking(move || {
-        let (procs, _) = members(pgid, &env);
+        let procs = members(pgid, &env);
         let leftovers: Vec<Leftover> = procs
             .iter()
             .filter(|p| !p.zombie)
@@ -426,7 +445,7 @@ fn reap_if_ours(pid: i32) -> bool {
 /// find everything attributable while the tree is intact, kill it all, and reap
 /// on a helper thread so the caller never blocks.
 pub(crate) fn sweep_detached(pgid: i32, env: EnvBlock, leader_reaped: bool) {
-    let (procs, _) = members(pgid, &env);
+    let procs = members(pgid, &env);
     signal_group(pgid, Signal::SIGKILL);
     if !leader_reaped {
         signal_one(pgid, Signal::SIGKILL);
@@ -480,7 +499,7 @@ pub fn kill_all() {
         .collect();
     for (pgid, env) in &calls {
         signal_group(*pgid, Signal::SIGKILL);
-        let (procs, _) = members(*pgid, env);
+        let procs = members(*pgid, env);
         for p in procs {
             signal_one(p.pid, Signal::SIGKILL);
         }
