@@ -7,7 +7,7 @@
 //! including where the input simply stops. It works byte by byte with an
 //! explicit stack, so depth costs memory (bounded by Go's own limit), not stack.
 
-use super::json::DecodeError;
+use super::decode_error::DecodeError;
 use super::quote::escape_rune;
 
 /// JSON's white space: exactly these four bytes, as in Go.
