@@ -40,6 +40,10 @@ pub struct CheckArgs {
     /// Write (or overwrite) the --snapshot file instead of comparing.
     #[arg(long, requires = "snapshot")]
     pub bless: bool,
+    /// The node's name in the report [default: the host name]; `report merge` tells
+    /// nodes apart by it (a Nomad job passes `${node.unique.name}`).
+    #[arg(long, value_name = "NAME")]
+    pub node_name: Option<String>,
     /// Multiply every time limit by X (for slow machines; reported).
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     pub timeout_scale: f64,
@@ -111,6 +115,7 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         }
         None => RequestTemplate::default(),
     };
+    let node = node_info(args.node_name.as_deref())?;
     let color = color_choice(args.color.as_deref())?;
     let json_to_stdout = args.json.as_deref() == Some("-");
     let libtest = libtest_args(&args, color)?;
@@ -140,7 +145,8 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     if args.list {
         return Ok(EXIT_OK);
     }
-    let report = outcome.report;
+    let mut report = outcome.report;
+    report.node = node;
 
     let table = report::summary_table(&report, color.unwrap_or(false));
     // Quiet keeps only the verdict line of the table.
@@ -241,6 +247,21 @@ fn write_output(dest: &str, text: &str) -> Result<(), CliError> {
     std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(fail)?;
     tmp.persist(path).map_err(|e| fail(e.error))?;
     Ok(())
+}
+
+/// The node to record: `--node-name`, else the host name (none when it cannot be read).
+fn node_info(flag: Option<&str>) -> Result<Option<report::NodeInfo>, CliError> {
+    let name = match flag {
+        Some(name) if name.trim().is_empty() => {
+            return Err(CliError::usage("--node-name must not be empty"));
+        }
+        Some(name) => name.to_owned(),
+        None => match nix::unistd::gethostname() {
+            Ok(host) => host.to_string_lossy().into_owned(),
+            Err(_) => return Ok(None),
+        },
+    };
+    Ok(Some(report::NodeInfo { name }))
 }
 
 /// `Some(true)` colour, `Some(false)` none, decided from `--color` and NO_COLOR.

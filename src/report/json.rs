@@ -73,6 +73,9 @@ mod tests {
                 "version": "0.1.0"
               },
               "spec": "nomad-1.10",
+              "node": {
+                "name": "client-1"
+              },
               "plugin": {
                 "path": "/opt/nomad/plugins/example",
                 "builtin": false,

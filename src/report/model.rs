@@ -125,6 +125,9 @@ pub struct Report {
     pub tool: ToolInfo,
     /// The contract version checked against, e.g. `nomad-1.10`.
     pub spec: String,
+    /// The node the run was made on; `None` in reports written before the field existed.
+    #[serde(default)]
+    pub node: Option<NodeInfo>,
     /// The plugin under test.
     pub plugin: PluginInfo,
     /// The options the run was made with.
@@ -153,6 +156,7 @@ impl Report {
             schema: SCHEMA.to_owned(),
             tool: ToolInfo::current(),
             spec: spec.into(),
+            node: None,
             plugin,
             options,
             checks,
@@ -195,6 +199,15 @@ impl ToolInfo {
             version: env!("CARGO_PKG_VERSION").to_owned(),
         }
     }
+}
+
+/// The node a run was made on: what tells one node's report from another's when a
+/// fleet's reports are merged (`dhv-conform report merge`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    /// `check --node-name`, by default the host name (a Nomad job passes
+    /// `${node.unique.name}`).
+    pub name: String,
 }
 
 /// The plugin under test.

@@ -3,8 +3,8 @@
 //! with table-breaking characters, and failing invocations with output.
 
 use super::model::{
-    CheckResult, Invocation, Level, PluginInfo, Report, RunOptions, SCHEMA, Status, Summary,
-    TOOL_NAME, TimingProfile, ToolInfo, VersionInfo,
+    CheckResult, Invocation, Level, NodeInfo, PluginInfo, Report, RunOptions, SCHEMA, Status,
+    Summary, TOOL_NAME, TimingProfile, ToolInfo, VersionInfo,
 };
 
 const PLUGIN: &str = "/opt/nomad/plugins/example";
@@ -97,6 +97,9 @@ pub(crate) fn report(strict: bool) -> Report {
             version: "0.1.0".to_owned(),
         },
         spec: "nomad-1.10".to_owned(),
+        node: Some(NodeInfo {
+            name: "client-1".to_owned(),
+        }),
         plugin: PluginInfo {
             path: PLUGIN.to_owned(),
             builtin: false,
