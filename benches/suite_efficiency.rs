@@ -193,6 +193,7 @@ fn suite(rt: &tokio::runtime::Runtime, plugin: &std::path::Path, threads: Option
             logfile: Some("/dev/null".into()),
             ..Arguments::default()
         },
+        progress: Default::default(),
     };
     let (children0, self0) = (
         cpu_seconds(libc::RUSAGE_CHILDREN),

@@ -198,12 +198,21 @@ fn usage_errors_exit_2() {
         (&[&dir], "is a directory, not an executable"),
         (
             &[&reference, "--timeout-scale", "0"],
-            "--timeout-scale must be a positive number, not 0",
+            "--timeout-scale must be a number greater than 0 and at most 100, not 0",
         ),
         (
             &[&reference, "--timeout-scale", "NaN"],
-            "--timeout-scale must be a positive number, not NaN",
+            "--timeout-scale must be a number greater than 0 and at most 100, not NaN",
         ),
+        (
+            &[&reference, "--timeout-scale", "1e300"],
+            "--timeout-scale must be a number greater than 0 and at most 100, not 1e300",
+        ),
+        (
+            &[&reference, "--timeout-scale", "inf"],
+            "at most 100, not inf",
+        ),
+        (&[&reference, "--slow-after", "0"], "--slow-after must be"),
         (&[&reference, "--bless"], "--snapshot <FILE>"),
         (
             &[&reference, "--color", "sometimes"],
@@ -385,7 +394,7 @@ fn exact_selects_one_check() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.ids(), BTreeSet::from(["create.idempotent".to_owned()]));
     assert!(out.report().options.filtered);
-    assert!(out.stderr.contains("running 1 test"), "{}", out.stderr);
+    assert!(out.stderr.contains("running 1 check"), "{}", out.stderr);
 }
 
 #[test]
@@ -395,8 +404,7 @@ fn list_prints_the_whole_catalogue() {
     let listed: BTreeSet<&str> = out
         .stdout
         .lines()
-        .filter_map(|l| l.strip_suffix(": test"))
-        .filter_map(|l| l.split_once("] ").map(|(_, id)| id))
+        .filter_map(|l| l.split_whitespace().nth(1))
         .collect();
     let catalogue: BTreeSet<&str> = CATALOGUE.iter().map(|c| c.id).collect();
     assert_eq!(catalogue.len(), 43);
@@ -440,7 +448,7 @@ fn json_to_stdout_is_only_json() {
     let report = out.report();
     assert_eq!(report.schema, report::SCHEMA);
     assert_eq!(report.checks.len(), CATALOGUE.len());
-    assert!(out.stderr.contains("running 43 tests"), "{}", out.stderr);
+    assert!(out.stderr.contains("running 43 checks"), "{}", out.stderr);
     assert!(
         out.stderr.ends_with("verdict: conformant\n"),
         "{}",
@@ -476,7 +484,7 @@ fn json_to_stdout_appends_to_a_stderr_log() {
     assert_eq!(status.code(), Some(0));
     let text = fs::read_to_string(&log).unwrap();
     assert!(text.starts_with("earlier CI output\n"), "{text}");
-    assert!(text.contains("running 1 test"), "{text}");
+    assert!(text.contains("running 1 check"), "{text}");
     assert!(text.ends_with("verdict: conformant\n"), "{text}");
 }
 

@@ -1,14 +1,17 @@
 //! `dhv-conform check [PLUGIN] [FILTER]`: the conformance suite, its reports,
 //! and the snapshot gate.
 
-use std::io::{IsTerminal, Write as _};
-use std::os::fd::{AsFd as _, OwnedFd};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
 
+use super::progress::{Format, Printer, Stream};
 use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, EXIT_SNAPSHOT};
-use crate::conformance::{self, RequestTemplate, Settings, SuiteOptions, Target, fixture};
+use crate::conformance::{
+    self, CATALOGUE, Progress, RequestTemplate, Settings, SuiteOptions, Target, fixture,
+};
 use crate::report::{self, Redactions, SnapshotOutcome};
 
 /// Arguments of `check`.
@@ -44,25 +47,28 @@ pub struct CheckArgs {
     /// nodes apart by it (a Nomad job passes `${node.unique.name}`).
     #[arg(long, value_name = "NAME")]
     pub node_name: Option<String>,
-    /// Multiply every time limit by X (for slow machines; reported).
+    /// Multiply every time limit by X, more than 0 and at most 100 (for slow machines; reported).
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     pub timeout_scale: f64,
+    /// Print a SLOW line for a check still running after SECS seconds, and every SECS after.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub slow_after: f64,
     /// Match FILTER and --skip against whole ids.
     #[arg(long)]
     pub exact: bool,
     /// Skip checks whose id contains FILTER (repeatable).
     #[arg(long, value_name = "FILTER")]
     pub skip: Vec<String>,
-    /// List the checks instead of running them.
+    /// List the checks (level, id, rule) instead of running them; JSON lines with --format json.
     #[arg(long)]
     pub list: bool,
     /// How many checks run at once [default: all of them].
     #[arg(long, value_name = "N")]
     pub test_threads: Option<usize>,
-    /// Output format of the progress lines.
+    /// Output format of the progress lines (json: JSON lines only on stdout).
     #[arg(long, value_name = "pretty|terse|json")]
     pub format: Option<String>,
-    /// One character per check.
+    /// One character per check, and only the verdict line of the table.
     #[arg(short, long)]
     pub quiet: bool,
     /// Colour: auto, always or never (NO_COLOR is honoured).
@@ -70,43 +76,24 @@ pub struct CheckArgs {
     pub color: Option<String>,
 }
 
+/// Exit codes, for `check --help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  conformant
+  1  non-conformant: a must failed (or a should, with --strict)
+  2  usage or input error: bad flag, missing plugin, bad fixture, no check matches the filter
+  3  --snapshot missing or different
+  4  the harness itself failed
+  130/143/129  interrupted by SIGINT/SIGTERM/SIGHUP";
+
+/// The largest `--timeout-scale`: beyond it a limit stops meaning anything.
+const MAX_TIMEOUT_SCALE: f64 = 100.0;
+
 /// Runs `check`.
 pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
-    let target = Target::parse(&args.plugin);
-    if let Target::External(path) = &target {
-        match std::fs::metadata(path) {
-            Err(e) => {
-                let arg = path.to_string_lossy();
-                let looks_like_filter = conformance::CATALOGUE
-                    .iter()
-                    .any(|c| c.id.contains(arg.as_ref()));
-                let hint = if looks_like_filter {
-                    format!(
-                        " (to run {arg:?} on the built-in plugin, name it first: `check mkdir {arg}`)"
-                    )
-                } else {
-                    String::new()
-                };
-                return Err(CliError::usage(format!(
-                    "plugin {}: {e}{hint}",
-                    path.display()
-                )));
-            }
-            Ok(m) if m.is_dir() => {
-                return Err(CliError::usage(format!(
-                    "plugin {} is a directory, not an executable",
-                    path.display()
-                )));
-            }
-            Ok(_) => {}
-        }
-    }
-    if !(args.timeout_scale.is_finite() && args.timeout_scale > 0.0) {
-        return Err(CliError::usage(format!(
-            "--timeout-scale must be a positive number, not {}",
-            args.timeout_scale
-        )));
-    }
+    validate_numbers(&args)?;
+    let color = color_choice(args.color.as_deref())?.unwrap_or(false);
+    let format = progress_format(&args)?;
     let template = match &args.fixture {
         Some(path) => {
             fixture::load(path)
@@ -116,11 +103,30 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         None => RequestTemplate::default(),
     };
     let node = node_info(args.node_name.as_deref())?;
-    let color = color_choice(args.color.as_deref())?;
+    if args.list {
+        return list(&args, format);
+    }
+    let chosen = selection(&args)?;
+    let target = target(&args.plugin)?;
     let json_to_stdout = args.json.as_deref() == Some("-");
-    let libtest = libtest_args(&args, color)?;
+    let (progress_to, table_to) = match (json_to_stdout, format) {
+        (true, _) => (Stream::Stderr, Stream::Stderr),
+        (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
+        (false, _) => (Stream::Stdout, Stream::Stdout),
+    };
+    let printer = Printer::new(
+        format,
+        color,
+        args.strict,
+        progress_to,
+        Duration::from_secs_f64(args.slow_after),
+        CATALOGUE.len() - chosen,
+    );
+    printer.begin(&describe(&target, &args.plugin), chosen);
+    let ticker = printer.watch_slow(|_| None);
 
     install_interrupt_handler(rt);
+    let hook = printer.clone();
     let opts = SuiteOptions {
         settings: Settings {
             target,
@@ -129,61 +135,190 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         },
         strict: args.strict,
         fixture: args.fixture.as_ref().map(|p| p.display().to_string()),
-        libtest,
+        libtest: libtest_args(&args)?,
+        progress: Progress::new(move |e| hook.on_event(e)),
     };
-    let outcome = {
-        let _progress_to_stderr = if json_to_stdout {
-            let redirect = StdoutToStderr::start()
-                .map_err(|e| CliError::harness(format!("cannot point stdout at stderr: {e}")))?;
-            Some(redirect)
-        } else {
-            None
-        };
-        conformance::run_suite(rt, opts)
-    }
-    .map_err(|e| CliError::harness(e.to_string()))?;
-    if args.list {
-        return Ok(EXIT_OK);
-    }
+    let outcome = conformance::run_suite(rt, opts);
+    printer.end(outcome.as_ref().ok().map(|o| o.report.summary.verdict));
+    let _ = ticker.join();
+    let outcome = outcome.map_err(|e| CliError::harness(e.to_string()))?;
     let mut report = outcome.report;
     report.node = node;
-
-    let table = report::summary_table(&report, color.unwrap_or(false));
-    // Quiet keeps only the verdict line of the table.
-    let shown = if args.quiet {
-        table
-            .lines()
-            .last()
-            .map(|l| format!("{l}\n"))
-            .unwrap_or_default()
-    } else {
-        format!("\n{table}")
-    };
-    if json_to_stdout {
-        eprint!("{shown}");
-    } else {
-        print!("{shown}");
-    }
-    if let Some(dest) = &args.json {
-        write_output(dest, &report::to_json(&report))?;
-    }
-    if let Some(path) = &args.junit {
-        write_output(&path.to_string_lossy(), &report::to_junit(&report))?;
-    }
-    if let Some(path) = &args.markdown {
-        write_output(&path.to_string_lossy(), &report::to_markdown(&report))?;
-    }
-    let snapshot_code = match &args.snapshot {
-        Some(path) => snapshot_gate(&report, path, args.bless)?,
-        None => EXIT_OK,
-    };
+    table_to.write(&table(&report, color, args.quiet));
+    let code = write_reports(&args, &report)?;
     if outcome.harness_failed {
         return Ok(EXIT_HARNESS);
     }
-    if snapshot_code != EXIT_OK {
-        return Ok(snapshot_code);
+    Ok(if code != EXIT_OK {
+        code
+    } else {
+        report.exit_code()
+    })
+}
+
+/// The summary table; quiet keeps only its verdict line.
+fn table(report: &report::Report, color: bool, quiet: bool) -> String {
+    let table = report::summary_table(report, color);
+    if quiet {
+        let last = table.lines().last().unwrap_or_default();
+        format!("{last}\n")
+    } else {
+        format!("\n{table}")
     }
-    Ok(report.exit_code())
+}
+
+/// Writes the requested report files; returns the snapshot gate's exit code.
+fn write_reports(args: &CheckArgs, report: &report::Report) -> CliResult {
+    if let Some(dest) = &args.json {
+        write_output(dest, &report::to_json(report))?;
+    }
+    if let Some(path) = &args.junit {
+        write_output(&path.to_string_lossy(), &report::to_junit(report))?;
+    }
+    if let Some(path) = &args.markdown {
+        write_output(&path.to_string_lossy(), &report::to_markdown(report))?;
+    }
+    match &args.snapshot {
+        Some(path) => snapshot_gate(report, path, args.bless),
+        None => Ok(EXIT_OK),
+    }
+}
+
+/// Bad numbers are input errors, before anything runs.
+fn validate_numbers(args: &CheckArgs) -> Result<(), CliError> {
+    let scale = args.timeout_scale;
+    if !(scale.is_finite() && scale > 0.0 && scale <= MAX_TIMEOUT_SCALE) {
+        let shown = if scale.abs() >= 1e6 {
+            format!("{scale:e}")
+        } else {
+            scale.to_string()
+        };
+        return Err(CliError::usage(format!(
+            "--timeout-scale must be a number greater than 0 and at most {MAX_TIMEOUT_SCALE}, not {shown}"
+        )));
+    }
+    let slow = args.slow_after;
+    if !(slow.is_finite() && slow > 0.0 && slow <= 86_400.0) {
+        return Err(CliError::usage(format!(
+            "--slow-after must be a number of seconds greater than 0 (at most a day), not {slow}"
+        )));
+    }
+    if args.test_threads == Some(0) {
+        return Err(CliError::usage("--test-threads must be at least 1"));
+    }
+    Ok(())
+}
+
+/// How many checks the filter, `--exact` and `--skip` leave; none is exit 2,
+/// because a typo in a CI filter must not pass as "conformant".
+fn selection(args: &CheckArgs) -> Result<usize, CliError> {
+    let selector = selector(args);
+    let chosen = CATALOGUE
+        .iter()
+        .filter(|c| conformance::selected(&selector, c.id))
+        .count();
+    if chosen > 0 {
+        return Ok(chosen);
+    }
+    let mut what = Vec::new();
+    if let Some(f) = &args.filter {
+        let exact = if args.exact { " (--exact)" } else { "" };
+        what.push(format!("the filter {f:?}{exact}"));
+    }
+    if !args.skip.is_empty() {
+        what.push(format!("--skip {}", args.skip.join(", ")));
+    }
+    let hint = match args.filter.as_deref().map(super::explain::close_ids) {
+        Some(close) if !close.is_empty() => format!("; did you mean {}?", close.join(", ")),
+        _ => "; `dhv-conform check --list` lists the ids".to_owned(),
+    };
+    Err(CliError::usage(format!(
+        "no check matches {}{hint}",
+        what.join(" with ")
+    )))
+}
+
+/// The filter options alone, as the engine's `selected` reads them.
+fn selector(args: &CheckArgs) -> Arguments {
+    Arguments {
+        filter: args.filter.clone(),
+        exact: args.exact,
+        skip: args.skip.clone(),
+        ..Arguments::default()
+    }
+}
+
+/// `--list`: level, id and rule of each selected check, or JSON lines.
+fn list(args: &CheckArgs, format: Format) -> CliResult {
+    selection(args)?;
+    let selector = selector(args);
+    let chosen = CATALOGUE
+        .iter()
+        .filter(|c| conformance::selected(&selector, c.id));
+    let width = CATALOGUE.iter().map(|c| c.id.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for c in chosen {
+        if format == Format::Json {
+            let entry = report::CatalogueEntry {
+                id: c.id.to_owned(),
+                group: c.group().to_owned(),
+                level: c.level,
+                rule: c.rule.to_owned(),
+            };
+            out.push_str(&serde_json::to_string(&entry).unwrap_or_default());
+            out.push('\n');
+        } else {
+            out.push_str(&format!(
+                "{:<6}  {:<width$}  {}\n",
+                c.level.as_str(),
+                c.id,
+                c.rule
+            ));
+        }
+    }
+    Stream::Stdout.write(&out);
+    Ok(EXIT_OK)
+}
+
+/// The plugin to check; a missing file or a directory is exit 2.
+fn target(arg: &str) -> Result<Target, CliError> {
+    let target = Target::parse(arg);
+    let Target::External(path) = &target else {
+        return Ok(target);
+    };
+    match std::fs::metadata(path) {
+        Err(e) => {
+            let looks_like_filter = CATALOGUE.iter().any(|c| c.id.contains(arg));
+            let hint = if looks_like_filter {
+                format!(
+                    " (to run {arg:?} on the built-in plugin, name it first: `check mkdir {arg}`)"
+                )
+            } else {
+                String::new()
+            };
+            Err(CliError::usage(format!(
+                "plugin {}: {e}{hint}",
+                path.display()
+            )))
+        }
+        Ok(m) if m.is_dir() => Err(CliError::usage(format!(
+            "plugin {} is a directory, not an executable",
+            path.display()
+        ))),
+        Ok(_) => Ok(target),
+    }
+}
+
+/// What is being checked, in words: `mkdir` is the built-in even when a file
+/// of that name is in the working directory, and the line says so.
+fn describe(target: &Target, arg: &str) -> String {
+    match target {
+        Target::Builtin if Path::new(arg).exists() => format!(
+            "the built-in mkdir plugin (not the file ./{arg}: name it ./{arg} to check that)"
+        ),
+        Target::Builtin => "the built-in mkdir plugin".to_owned(),
+        Target::External(path) => path.display().to_string(),
+    }
 }
 
 /// Compares (or blesses) the normalised report.
@@ -277,65 +412,34 @@ fn color_choice(flag: Option<&str>) -> Result<Option<bool>, CliError> {
     }
 }
 
-fn libtest_args(args: &CheckArgs, color: Option<bool>) -> Result<Arguments, CliError> {
-    let format = match args.format.as_deref() {
-        None => None,
-        Some("pretty") => Some(FormatSetting::Pretty),
-        Some("terse") => Some(FormatSetting::Terse),
-        Some("json") => Some(FormatSetting::Json),
-        Some(other) => {
-            return Err(CliError::usage(format!(
-                "--format must be pretty, terse or json, not {other:?}"
-            )));
-        }
-    };
-    if args.test_threads == Some(0) {
-        return Err(CliError::usage("--test-threads must be at least 1"));
+/// `--format` and `-q`: how progress is shown.
+fn progress_format(args: &CheckArgs) -> Result<Format, CliError> {
+    match args.format.as_deref() {
+        None | Some("pretty") if args.quiet => Ok(Format::Terse),
+        None | Some("pretty") => Ok(Format::Pretty),
+        Some("terse") => Ok(Format::Terse),
+        Some("json") => Ok(Format::Json),
+        Some(other) => Err(CliError::usage(format!(
+            "--format must be pretty, terse or json, not {other:?}"
+        ))),
     }
+}
+
+/// libtest-mimic runs the trials; its printer is silenced (the CLI prints its
+/// own progress) and it must not filter again: the engine already did.
+fn libtest_args(args: &CheckArgs) -> Result<Arguments, CliError> {
     Ok(Arguments {
         filter: args.filter.clone(),
         exact: args.exact,
         skip: args.skip.clone(),
-        list: args.list,
-        quiet: args.quiet,
-        format,
+        logfile: Some("/dev/null".to_owned()),
         // Checks mostly wait (on plugin processes, or on a shared probe): one
         // thread each, so a slow probe never keeps an independent check waiting.
-        test_threads: Some(args.test_threads.unwrap_or(conformance::CATALOGUE.len())),
-        color: Some(match color {
-            Some(true) => ColorSetting::Always,
-            _ => ColorSetting::Never,
-        }),
+        test_threads: Some(args.test_threads.unwrap_or(CATALOGUE.len())),
+        color: Some(ColorSetting::Never),
+        format: Some(FormatSetting::Pretty),
         ..Arguments::default()
     })
-}
-
-/// Points fd 1 at stderr until dropped, so that with `--json -` stdout carries the
-/// report alone while libtest-mimic's progress lines go to stderr.
-///
-/// libtest-mimic writes progress to stdout or to a `logfile` it opens with
-/// `File::create`; given `/dev/stderr` that would truncate the file stderr is
-/// redirected to, wiping the earlier lines of a CI log opened with `2>>`.
-struct StdoutToStderr {
-    saved: OwnedFd,
-}
-
-impl StdoutToStderr {
-    fn start() -> std::io::Result<StdoutToStderr> {
-        let stdout = std::io::stdout();
-        stdout.lock().flush()?;
-        let saved = stdout.as_fd().try_clone_to_owned()?;
-        nix::unistd::dup2_stdout(std::io::stderr())?;
-        Ok(StdoutToStderr { saved })
-    }
-}
-
-impl Drop for StdoutToStderr {
-    fn drop(&mut self) {
-        // Progress still buffered belongs on stderr: flush before fd 1 moves back.
-        let _ = std::io::stdout().lock().flush();
-        let _ = nix::unistd::dup2_stdout(&self.saved);
-    }
 }
 
 /// Ctrl-C kills every plugin process and removes the run's temp dir before exiting.

@@ -5,7 +5,9 @@
 //! missing or different; 4 the harness itself failed.
 
 mod check;
+mod explain;
 mod plugins;
+mod progress;
 mod run;
 mod volume;
 
@@ -77,7 +79,10 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the conformance checks against a plugin.
+    #[command(after_help = check::EXIT_CODES_HELP)]
     Check(Box<check::CheckArgs>),
+    /// Explain a check: its rule, why Nomad cares, how to fix a failure.
+    Explain(explain::ExplainArgs),
     /// Run one plugin operation exactly as Nomad would, and show what Nomad sees.
     Run(Box<run::RunArgs>),
     /// Discover and fingerprint a plugin dir like a Nomad client.
@@ -85,6 +90,12 @@ enum Command {
     /// Manage volumes by hand with the Nomad-compatible manager.
     #[command(subcommand)]
     Volume(volume::VolumeCommand),
+}
+
+/// Prints to stdout; a reader that went away (`dhv-conform ... | head -1`) is
+/// not an error worth a panic: the rest of the output is dropped quietly.
+pub(crate) fn print_stdout(text: &str) {
+    progress::Stream::Stdout.write(text);
 }
 
 /// Entry point of the binary.
@@ -102,6 +113,7 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Check(args) => check::run(&runtime, *args),
+        Command::Explain(args) => explain::run(args),
         Command::Run(args) => runtime.block_on(run::run(*args)),
         Command::Plugins(args) => runtime.block_on(plugins::run(args)),
         Command::Volume(cmd) => runtime.block_on(volume::run(cmd)),

@@ -32,6 +32,8 @@ pub struct SuiteOptions {
     pub fixture: Option<String>,
     /// libtest options: filter, `--exact`, `--skip`, `--list`, threads, format.
     pub libtest: Arguments,
+    /// Told as each check starts and ends.
+    pub progress: super::Progress,
 }
 
 /// What a suite produced.
@@ -212,10 +214,12 @@ pub fn run_suite(
             );
             let handle = rt.handle().clone();
             let strict = opts.strict;
+            let progress = opts.progress.clone();
             Trial::ignorable_test(spec.id, move || {
                 if spec.aggregate {
                     barrier.wait();
                 }
+                progress.send(super::ProgressEvent::Started(spec.id));
                 let active = Active::enter();
                 let start = Instant::now();
                 let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -256,6 +260,7 @@ pub fn run_suite(
                     }
                 };
                 let result = to_result(spec, finding, start.elapsed(), &runs);
+                progress.send(super::ProgressEvent::Finished(&result));
                 calls.lock().unwrap_or_else(|e| e.into_inner()).extend(runs);
                 let verdict = libtest_verdict(&result, strict);
                 results

@@ -73,6 +73,7 @@ pub fn summary_table(report: &Report, color: bool) -> String {
         for inv in c.evidence() {
             write_invocation(&mut out, inv);
         }
+        let _ = writeln!(out, "see: dhv-conform explain {}", c.id);
     }
 
     let s = &report.summary;
@@ -157,9 +158,10 @@ fn short(message: &str) -> String {
     }
 }
 
-/// Escapes control characters other than newline and tab, so plugin output cannot move
-/// the cursor, recolour the terminal or hide text.
-fn printable(text: &str) -> Cow<'_, str> {
+/// Escapes control characters other than newline and tab (ESC, NUL, CR, ...) as
+/// `\u{1b}`, so plugin output cannot move the cursor, recolour the terminal or hide
+/// text. Every renderer and command that shows plugin text passes it through here.
+pub fn printable(text: &str) -> Cow<'_, str> {
     if !text
         .chars()
         .any(|c| c.is_control() && c != '\n' && c != '\t')
@@ -207,9 +209,11 @@ mod tests {
                 env -i DHV_OPERATION=create DHV_VOLUMES_DIR=/tmp/.tmpAbC123/volumes DHV_VOLUME_ID=0b9c8f6e-3f1d-4c4e-9a53-1f2d3c4b5a69 DHV_VOLUME_NAME=conformance-0b9c8f6e /opt/nomad/plugins/example create
                 stderr:
                   | mkdir: cannot create directory: File exists
+            see: dhv-conform explain create.idempotent
 
             ---- fingerprint.version-semver (should, warn) ----
             version "1.2" is accepted by go-version but is not SemVer 2.0 | use "1.2.0"
+            see: dhv-conform explain fingerprint.version-semver
 
             passed: 2, failed: 1, warnings: 1, skipped: 1, info: 1 — verdict: NON-CONFORMANT
         "#);

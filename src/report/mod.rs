@@ -9,6 +9,7 @@
 //! Redaction of machine-specific text (paths, ids, durations, pids) is declared once, in
 //! [`Redactions`], and used by the snapshot, by `--snapshot` and by insta tests alike.
 
+mod events;
 mod human;
 mod json;
 mod junit;
@@ -19,7 +20,8 @@ mod redact;
 mod sample;
 mod snapshot;
 
-pub use human::summary_table;
+pub use events::{CatalogueEntry, Event, SuiteCounts, SuiteEvent, TestEvent};
+pub use human::{printable, summary_table};
 pub use json::{from_json, to_json};
 pub use junit::to_junit;
 pub use markdown::to_markdown;

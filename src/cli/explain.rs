@@ -1,0 +1,227 @@
+//! `dhv-conform explain <ID>`: the rule behind one check, why Nomad cares, and
+//! how to fix a failure; `--all --markdown` renders `docs/checks.md`.
+//!
+//! The rules travel with the tool: a plugin author reading a failure in a CI
+//! log has the binary, not necessarily the project's docs.
+
+use std::fmt::Write as _;
+
+use super::{CliError, CliResult, EXIT_OK};
+use crate::conformance::rules::{self, Rule};
+use crate::conformance::{CATALOGUE, CheckSpec};
+
+/// Arguments of `explain`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// The check id, e.g. `create.idempotent`.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub id: Option<String>,
+    /// Explain every check.
+    #[arg(long)]
+    pub all: bool,
+    /// Markdown instead of plain text (`--all --markdown` is docs/checks.md).
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+/// Runs `explain`.
+pub fn run(args: ExplainArgs) -> CliResult {
+    let entries: Vec<(&CheckSpec, &Rule)> = match &args.id {
+        None => CATALOGUE.iter().map(|s| (s, prose(s))).collect(),
+        Some(id) => match CATALOGUE.iter().find(|s| s.id == id.as_str()) {
+            Some(spec) => vec![(spec, prose(spec))],
+            None => return Err(unknown(id)),
+        },
+    };
+    let text = if args.markdown && args.all {
+        checks_markdown()
+    } else if args.markdown {
+        entries.iter().map(|(s, r)| markdown_entry(s, r)).collect()
+    } else {
+        let parts: Vec<String> = entries.iter().map(|(s, r)| plain_entry(s, r)).collect();
+        parts.join("\n")
+    };
+    super::print_stdout(&text);
+    Ok(EXIT_OK)
+}
+
+fn prose(spec: &CheckSpec) -> &'static Rule {
+    // A test holds rules.rs to the catalogue; an entry missing here is a bug.
+    rules::find(spec.id).unwrap_or(&MISSING)
+}
+
+const MISSING: Rule = Rule {
+    id: "",
+    why: "(not written yet)",
+    fix: "(not written yet)",
+    samples: &[],
+};
+
+/// Exit 2 naming the ids a typo was probably meant to be.
+fn unknown(id: &str) -> CliError {
+    let close = close_ids(id);
+    let hint = if close.is_empty() {
+        "; `dhv-conform check --list` lists every check".to_owned()
+    } else {
+        format!("; did you mean {}?", close.join(", "))
+    };
+    CliError::usage(format!("no check has the id {id:?}{hint}"))
+}
+
+/// Catalogue ids that contain `id`, share its group, or are a few edits away.
+pub fn close_ids(id: &str) -> Vec<&'static str> {
+    let group = id.split('.').next().unwrap_or(id);
+    let mut close: Vec<(usize, &'static str)> = CATALOGUE
+        .iter()
+        .filter_map(|s| {
+            let d = distance(id, s.id);
+            let related = (!id.is_empty() && s.id.contains(id)) || d <= 3;
+            related.then_some((d, s.id))
+        })
+        .collect();
+    if close.is_empty() {
+        close = CATALOGUE
+            .iter()
+            .filter(|s| s.group() == group)
+            .map(|s| (0, s.id))
+            .collect();
+    }
+    close.sort();
+    close.into_iter().map(|(_, id)| id).take(6).collect()
+}
+
+/// Levenshtein distance, over chars; ids are short, so the quadratic cost is nothing.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(here + 1);
+            prev = here;
+        }
+    }
+    row[b.len()]
+}
+
+fn plain_entry(spec: &CheckSpec, rule: &Rule) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{} ({})", spec.id, spec.level);
+    let _ = writeln!(out, "  rule: {}", spec.rule);
+    let _ = writeln!(out, "  why Nomad cares: {}", rule.why);
+    let _ = writeln!(out, "  how to fix it: {}", rule.fix);
+    let _ = writeln!(
+        out,
+        "  sample plugins with this fault: {}",
+        samples(rule, false)
+    );
+    out
+}
+
+fn samples(rule: &Rule, links: bool) -> String {
+    if rule.samples.is_empty() {
+        return "none".to_owned();
+    }
+    let names: Vec<String> = rule
+        .samples
+        .iter()
+        .map(|s| {
+            if links {
+                format!("[`{s}`](../sample-plugins/{s})")
+            } else {
+                format!("sample-plugins/{s}")
+            }
+        })
+        .collect();
+    names.join(", ")
+}
+
+fn markdown_entry(spec: &CheckSpec, rule: &Rule) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "### `{}` ({})\n", spec.id, spec.level);
+    let _ = writeln!(out, "- **Rule:** {}", spec.rule);
+    let _ = writeln!(out, "- **Why Nomad cares:** {}", rule.why);
+    let _ = writeln!(out, "- **How to fix it:** {}", rule.fix);
+    let _ = writeln!(out, "- **Sample plugin:** {}\n", samples(rule, true));
+    out
+}
+
+/// The whole of `docs/checks.md`.
+pub fn checks_markdown() -> String {
+    let mut out = String::new();
+    out.push_str(
+        "<!-- Generated by `dhv-conform explain --all --markdown` from src/conformance/ \
+         (catalogue.rs and rules.rs); a test keeps it in sync. Do not edit by hand. -->\n\n",
+    );
+    out.push_str("# The conformance checks\n\n");
+    out.push_str(
+        "What `dhv-conform check PLUGIN` verifies. Every check runs the plugin exactly as a \
+         Nomad client does (cleared environment, the `DHV_*` variables, stdin `/dev/null`), \
+         with its own volumes dir and fresh volume ids. Ids are stable: filters, reports and \
+         snapshots use them. `dhv-conform explain ID` prints one entry.\n\n\
+         Levels: **must** failures make the plugin non-conformant (exit 1); **should** \
+         failures are warnings (failures under `--strict`); **info** is a measurement.\n\n",
+    );
+    out.push_str("| id | level | rule |\n|---|---|---|\n");
+    for spec in CATALOGUE {
+        let _ = writeln!(
+            out,
+            "| [`{}`](#{}) | {} | {} |",
+            spec.id,
+            anchor(spec),
+            spec.level,
+            spec.rule.replace('|', "\\|")
+        );
+    }
+    let mut group = "";
+    for spec in CATALOGUE {
+        if spec.group() != group {
+            group = spec.group();
+            let _ = writeln!(out, "\n## {group}");
+        }
+        out.push('\n');
+        out.push_str(&markdown_entry(spec, prose(spec)));
+    }
+    while out.ends_with("\n\n") {
+        out.pop();
+    }
+    out
+}
+
+/// GitHub's heading anchor for an entry: lower case, punctuation but `-` dropped.
+fn anchor(spec: &CheckSpec) -> String {
+    format!("{} {}", spec.id, spec.level)
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_ascii_alphanumeric() || c == '-' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_ids_table() {
+        assert_eq!(close_ids("create.idempotnt"), ["create.idempotent"]);
+        assert!(close_ids("idempotent").contains(&"delete.idempotent"));
+        assert!(close_ids("timing.nothing").contains(&"timing.margin"));
+        assert!(close_ids("zzz").is_empty());
+    }
+
+    #[test]
+    fn anchors_match_github() {
+        let spec = CATALOGUE
+            .iter()
+            .find(|s| s.id == "create.idempotent")
+            .unwrap();
+        assert_eq!(anchor(spec), "createidempotent-must");
+    }
+}
