@@ -6,7 +6,7 @@ mod util;
 
 use std::time::Duration;
 
-use dhv_conform::exec::{ExitReason, Invocation, KillMode};
+use dhv_conform::exec::{ExitReason, Invocation, KillMode, Supervisor};
 use util::{Scratch, processes_mentioning};
 
 fn rt() -> tokio::runtime::Runtime {
@@ -297,4 +297,93 @@ fn dhv_env() -> Vec<(String, String)> {
             uuid::Uuid::new_v4().to_string(),
         ),
     ]
+}
+
+/// Waits, bounded, until `path` exists.
+async fn appears(path: &std::path::Path) {
+    let wait = async {
+        while !path.exists() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .unwrap_or_else(|_| panic!("{} never appeared", path.display()));
+}
+
+#[test]
+fn cancelling_one_supervisor_leaves_another_supervisors_calls_alone() {
+    let s = Scratch::new();
+    let (ready_a, ready_b, go_b) = (
+        s.path().join("ready-a"),
+        s.path().join("ready-b"),
+        s.path().join("go"),
+    );
+    let a_plugin = s.plugin(
+        "a",
+        &format!(
+            "#!/bin/sh\nsetsid sh -c 'exec sleep 1007.1' >/dev/null 2>&1 </dev/null &\ntouch {}\nexec sleep 1007.2\n",
+            ready_a.display()
+        ),
+    );
+    let b_plugin = s.plugin(
+        "b",
+        &format!(
+            "#!/bin/sh\nsleep 1007.3 &\ntouch {}\nwhile [ ! -e {} ]; do sleep 0.01; done\nkill $!\necho b-done\n",
+            ready_b.display(),
+            go_b.display()
+        ),
+    );
+    let (a, b) = (Supervisor::new(), Supervisor::new());
+    rt().block_on(async {
+        let inv_a = Invocation::new(&a_plugin).env(dhv_env()).supervised_by(&a);
+        let call_a = tokio::spawn(async move { inv_a.run().await });
+        let inv_b = Invocation::new(&b_plugin).env(dhv_env()).supervised_by(&b);
+        let call_b = tokio::spawn(async move { inv_b.run().await });
+        appears(&ready_a).await;
+        appears(&ready_b).await;
+        assert_eq!((a.live_calls(), b.live_calls()), (1, 1));
+
+        a.cancel();
+        let out_a = tokio::time::timeout(Duration::from_secs(5), call_a)
+            .await
+            .expect("a cancelled call returns promptly")
+            .unwrap()
+            .unwrap();
+        assert_eq!(out_a.exit, ExitReason::Signal(9));
+        assert!(
+            processes_mentioning("1007.1").is_empty(),
+            "a's daemon survived"
+        );
+        assert!(a.is_cancelled() && !b.is_cancelled());
+        // b's call and the child it started are untouched.
+        assert_eq!(b.live_calls(), 1);
+        assert_eq!(processes_mentioning("1007.3").len(), 1);
+
+        // Nothing starts through the cancelled supervisor any more...
+        let refused = Invocation::new(&a_plugin).supervised_by(&a).run().await;
+        assert_eq!(
+            refused.unwrap_err().source.raw_os_error(),
+            Some(libc::ECANCELED)
+        );
+        // ...while a fresh one works.
+        let fresh = Supervisor::new();
+        let ok = Invocation::new("/bin/true")
+            .supervised_by(&fresh)
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(ok.exit, ExitReason::Code(0));
+
+        std::fs::write(&go_b, "").unwrap();
+        let out_b = tokio::time::timeout(Duration::from_secs(10), call_b)
+            .await
+            .expect("b finishes")
+            .unwrap()
+            .unwrap();
+        assert_eq!(out_b.exit, ExitReason::Code(0));
+        assert_eq!(String::from_utf8_lossy(&out_b.stdout), "b-done\n");
+        assert_eq!(b.live_calls(), 0);
+    });
+    assert!(processes_mentioning("1007.").is_empty());
 }

@@ -119,6 +119,8 @@ pub(crate) struct Shared {
     /// The probes' sandboxes, kept so their volumes are deleted at the end.
     probes: Mutex<Vec<Ctx>>,
     log: Mutex<Vec<LoggedCall>>,
+    /// Every plugin call of the run runs under it: an interrupt cancels it.
+    pub supervisor: crate::exec::Supervisor,
 }
 
 impl Shared {
@@ -131,6 +133,7 @@ impl Shared {
             create_probe: OnceCell::new(),
             probes: Mutex::new(Vec::new()),
             log: Mutex::new(Vec::new()),
+            supervisor: crate::exec::Supervisor::new(),
         }
     }
 
@@ -196,10 +199,11 @@ impl Ctx {
         let volumes = dir.join("volumes");
         std::fs::create_dir_all(&volumes)?;
         let recorder = Recorder::new();
-        let plugin = shared
-            .settings
-            .target
-            .instance(shared.settings.timeouts(), &recorder);
+        let plugin = shared.settings.target.instance(
+            shared.settings.timeouts(),
+            &recorder,
+            &shared.supervisor,
+        );
         Ok(Ctx {
             shared,
             spec,

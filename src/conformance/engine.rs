@@ -60,7 +60,7 @@ pub enum EngineError {
     /// The run's temp dir could not be made.
     #[error("cannot create the run's temp dir: {0}")]
     TempDir(#[source] std::io::Error),
-    /// The runner was stopped ([`crate::exec::kill_all`], on Ctrl-C) during
+    /// The run's supervisor was cancelled ([`interrupt`], on Ctrl-C) during
     /// the run, and the process did not exit: there is no report of a run
     /// cut short.
     #[error("the run was interrupted")]
@@ -104,16 +104,25 @@ impl Barrier {
 /// The directory every check's sandbox lives in; removed when the suite ends.
 /// [`interrupt`] hands it over so Ctrl-C handling can remove it too.
 static RUN_ROOT: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+/// The live run's supervisor, for [`interrupt`] to cancel.
+static RUN_SUPERVISOR: Mutex<Option<crate::exec::Supervisor>> = Mutex::new(None);
 
-/// Interrupts the live run (Ctrl-C): stops the runner ([`crate::exec::kill_all`]:
-/// every plugin process is killed and none can start any more), waits at most
+/// Interrupts the live run (Ctrl-C): cancels its supervisor
+/// ([`crate::exec::Supervisor::cancel`]: every plugin process of the run is
+/// killed and none can start any more), waits at most
 /// 5 s until no check is inside its sandbox, and returns the run's temp dir for
 /// the caller to remove, if a suite is running.
 ///
 /// The wait matters: checks whose plugins were just killed end within moments,
 /// and removing the dir before they do would race with them making dirs in it.
 pub fn interrupt() -> Option<std::path::PathBuf> {
-    crate::exec::kill_all();
+    let supervisor = RUN_SUPERVISOR
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    if let Some(supervisor) = supervisor {
+        supervisor.cancel();
+    }
     // The caller is typically a task on the suite's own runtime (the Ctrl-C
     // handler): hand its worker's other tasks to another thread while we
     // wait, or the checks we wait for could not finish their calls (with
@@ -186,6 +195,7 @@ pub fn run_suite(
         opts.settings.clone(),
         root.path().to_path_buf(),
     ));
+    *RUN_SUPERVISOR.lock().unwrap_or_else(|e| e.into_inner()) = Some(shared.supervisor.clone());
     let chosen: Vec<&'static CheckSpec> = CATALOGUE
         .iter()
         .filter(|c| selected(&opts.libtest, c.id))
@@ -224,7 +234,7 @@ pub fn run_suite(
                 let start = Instant::now();
                 let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
                     handle.block_on(async {
-                        if crate::exec::stopped() {
+                        if shared.supervisor.is_cancelled() {
                             // Ctrl-C: the run's temp dir is being removed, and a
                             // new sandbox would put a dir back into it.
                             return Ok((Finding::Skip("interrupted".into()), Vec::new()));
@@ -283,12 +293,13 @@ pub fn run_suite(
     args.skip.clear();
     args.exact = false;
     let conclusion = libtest_mimic::run(&args, trials);
-    if crate::exec::stopped() {
+    if shared.supervisor.is_cancelled() {
         // Ctrl-C: whoever stopped the runner removes the temp dir and exits
         // the process. Returning now would hand a report of a run cut short
         // to the caller (and race that exit with ours).
         std::thread::sleep(EXIT_BOUND);
         *RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *RUN_SUPERVISOR.lock().unwrap_or_else(|e| e.into_inner()) = None;
         return Err(EngineError::Interrupted);
     }
     rt.block_on(shared.cleanup());
@@ -316,6 +327,7 @@ pub fn run_suite(
         timing,
     );
     *RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    *RUN_SUPERVISOR.lock().unwrap_or_else(|e| e.into_inner()) = None;
     let root_path = root.path().to_path_buf();
     if let Err(e) = root.close() {
         // A plugin that leaves a mount behind makes its dir unremovable: say so

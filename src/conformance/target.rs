@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
+use crate::exec::Supervisor;
 use crate::plugin::{
     ExternalPlugin, Fingerprint, HostVolumePlugin, MkdirPlugin, PluginError, PluginRun, Recorder,
     Timeouts,
@@ -37,13 +38,19 @@ impl Target {
     }
 
     /// A callable instance that records into `recorder`.
-    pub(crate) fn instance(&self, timeouts: Timeouts, recorder: &Recorder) -> Instance {
+    pub(crate) fn instance(
+        &self,
+        timeouts: Timeouts,
+        recorder: &Recorder,
+        supervisor: &Supervisor,
+    ) -> Instance {
         match self {
             Target::Builtin => Instance::Builtin(MkdirPlugin),
             Target::External(path) => Instance::External(Arc::new(
                 ExternalPlugin::from_path(path)
                     .with_timeouts(timeouts)
-                    .with_recorder(recorder.clone()),
+                    .with_recorder(recorder.clone())
+                    .with_supervisor(supervisor.clone()),
             )),
         }
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginError, explain, go_quote};
 use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, ExitReason, Operation};
-use crate::exec::{Invocation, KillMode, Leftover, Outcome};
+use crate::exec::{Invocation, KillMode, Leftover, Outcome, Supervisor};
 use crate::version::VersionInfo;
 
 /// Time limits per operation.
@@ -210,6 +210,7 @@ pub struct ExternalPlugin {
     extra_env: Vec<(String, String)>,
     cwd: Option<PathBuf>,
     recorder: Option<Recorder>,
+    supervisor: Supervisor,
 }
 
 impl ExternalPlugin {
@@ -265,6 +266,7 @@ impl ExternalPlugin {
             extra_env: Vec::new(),
             cwd: None,
             recorder: None,
+            supervisor: Supervisor::new(),
         }
     }
 
@@ -305,6 +307,18 @@ impl ExternalPlugin {
         self
     }
 
+    /// Runs every call under `supervisor`, so that whoever owns it can cancel
+    /// them (by default each plugin has a supervisor of its own).
+    pub fn with_supervisor(mut self, supervisor: Supervisor) -> Self {
+        self.supervisor = supervisor;
+        self
+    }
+
+    /// The supervisor the calls run under.
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
+    }
+
     /// The executable's path.
     pub fn executable(&self) -> &Path {
         &self.executable
@@ -340,7 +354,8 @@ impl ExternalPlugin {
             .env(env.clone())
             .timeout(timeout)
             .kill_mode(self.kill_mode)
-            .output_cap(self.output_cap);
+            .output_cap(self.output_cap)
+            .supervised_by(&self.supervisor);
         if let Some(dir) = &self.cwd {
             inv = inv.current_dir(dir);
         }

@@ -1,0 +1,204 @@
+//! One call's lifecycle, in the order it happens: start under a supervisor,
+//! wait for the leader (reading both pipes and enforcing the time limit in the
+//! same loop), the wait-delay, then the sweep of whatever is left.
+
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use tokio::io::unix::AsyncFd;
+
+use super::capture::{Capture, drain_until};
+use super::spawn::{self, EnvBlock, pipe_inode, signal_group, signal_one};
+use super::supervisor::Supervisor;
+use super::{ExitReason, Invocation, KillMode, Outcome, SpawnError, process_wide, sweep};
+
+/// A started call: the leader, its pipes, and the guard that cleans up after
+/// it whatever happens to the future running it.
+struct Started {
+    pid: i32,
+    env: EnvBlock,
+    start: Instant,
+    inodes: Vec<u64>,
+    exit_fd: AsyncFd<std::os::fd::OwnedFd>,
+    out: Capture,
+    err: Capture,
+    guard: CallGuard,
+}
+
+impl Invocation {
+    /// Runs the call to completion (see the module docs for every step), under
+    /// its supervisor, or under a fresh one of its own when none was given.
+    pub async fn run(&self) -> Result<Outcome, SpawnError> {
+        let supervisor = self.supervisor.clone().unwrap_or_default();
+        let mut call = self.start(supervisor)?;
+        let (status, timed_out) = self.wait_leader(&mut call).await;
+        let duration = call.start.elapsed();
+        call.guard.leader_reaped = true;
+        let exit = match status {
+            (false, code) => ExitReason::Code(code),
+            (true, sig) => ExitReason::Signal(sig),
+        };
+        Ok(self.finish(call, exit, timed_out, duration).await)
+    }
+
+    fn spawn_error(&self, source: std::io::Error) -> SpawnError {
+        SpawnError {
+            program: self.program.clone(),
+            source,
+        }
+    }
+
+    /// Spawns the leader and registers it with the supervisor and as a child
+    /// of this process, atomically with respect to a cancel and to a reap.
+    fn start(&self, supervisor: Supervisor) -> Result<Started, SpawnError> {
+        process_wide::ensure_subreaper();
+        let env = spawn::env_block(&self.env).map_err(|e| self.spawn_error(e))?;
+        let (pid, (spawned, start)) = supervisor
+            .admit(&env, || {
+                let mut leaders = process_wide::leaders();
+                let start = Instant::now();
+                let spawned = spawn::spawn(&self.program, &self.args, &env, self.cwd.as_deref())?;
+                leaders.insert(spawned.pid);
+                Ok((spawned.pid, (spawned, start)))
+            })
+            .map_err(|e| self.spawn_error(e))?;
+        let guard = CallGuard {
+            supervisor,
+            pgid: pid,
+            env: EnvBlock::clone(&env),
+            done: false,
+            leader_reaped: false,
+        };
+        let inodes = [spawned.stdout.as_fd(), spawned.stderr.as_fd()]
+            .into_iter()
+            .filter_map(pipe_inode)
+            .collect();
+        let exit_fd = spawn::pidfd(pid).map_err(|e| self.spawn_error(e))?;
+        // SAFETY: the AsyncFd owns the OwnedFd, so the descriptor stays open and
+        // the same for the AsyncFd's whole life.
+        let exit_fd =
+            unsafe { AsyncFd::register_with_interest(exit_fd, tokio::io::Interest::READABLE) }
+                .map_err(|e| self.spawn_error(e.into()))?;
+        // Both pipes are read right here, in the same loop that waits for the
+        // exit and the timers: no task per pipe, no hand-off between threads.
+        let out = Capture::new(spawned.stdout, self.output_cap).map_err(|e| self.spawn_error(e))?;
+        let err = Capture::new(spawned.stderr, self.output_cap).map_err(|e| self.spawn_error(e))?;
+        Ok(Started {
+            pid,
+            env,
+            start,
+            inodes,
+            exit_fd,
+            out,
+            err,
+            guard,
+        })
+    }
+
+    /// Phase 1: until the leader exits (or is killed for overrunning). Returns
+    /// its wait status and whether it timed out.
+    async fn wait_leader(&self, call: &mut Started) -> ((bool, i32), bool) {
+        let pid = call.pid;
+        let exited = spawn::wait_exit(pid, &call.exit_fd);
+        tokio::pin!(exited);
+        let deadline = self
+            .timeout
+            .map(|t| tokio::time::Instant::from_std(call.start + t));
+        let overrun = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now));
+        tokio::pin!(overrun);
+        let kill = tokio::time::sleep(self.term_grace);
+        tokio::pin!(kill);
+        let (out, err) = (&mut call.out, &mut call.err);
+        let mut timed_out = false;
+        let mut kill_pending = false;
+        let status = loop {
+            tokio::select! {
+                status = &mut exited => break status,
+                ready = out.pipe.readable(), if !out.eof => out.read_ready(ready),
+                ready = err.pipe.readable(), if !err.eof => err.read_ready(ready),
+                _ = &mut overrun, if deadline.is_some() && !timed_out => {
+                    timed_out = true;
+                    match self.kill_mode {
+                        KillMode::Group => {
+                            signal_group(pid, Signal::SIGTERM);
+                            kill.as_mut().reset(tokio::time::Instant::now() + self.term_grace);
+                            kill_pending = true;
+                        }
+                        KillMode::NomadLeader => signal_one(pid, Signal::SIGKILL),
+                        KillMode::GroupKill => signal_group(pid, Signal::SIGKILL),
+                    }
+                }
+                _ = &mut kill, if kill_pending => {
+                    signal_group(pid, Signal::SIGKILL);
+                    kill_pending = false;
+                }
+            }
+        };
+        (status, timed_out)
+    }
+
+    /// Phases 2 and 3: the wait-delay, then find, record, kill and reap
+    /// whatever is left.
+    async fn finish(
+        &self,
+        mut call: Started,
+        exit: ExitReason,
+        timed_out: bool,
+        duration: Duration,
+    ) -> Outcome {
+        let (out, err) = (&mut call.out, &mut call.err);
+        // Both pipes at EOF means nobody holds them; usually they already
+        // are, and no timer is armed at all.
+        drain_until(out, err, self.wait_delay).await;
+        let open_after_delay = !(out.eof && err.eof);
+
+        let leftovers = sweep::sweep(call.pid, &call.env, &call.inodes).await;
+        call.guard.done = true;
+        process_wide::forget_leader(call.pid);
+        call.guard.supervisor.release(call.pid);
+        // With the holders dead the pipes close; a holder we could not attribute
+        // must not hang us, so this wait is bounded too.
+        drain_until(out, err, Duration::from_secs(1)).await;
+        // A leak is a pipe held past the wait-delay by someone: a leftover seen
+        // holding it, or a holder we could not find (the pipe never closed). A
+        // pipe that was merely read late on a loaded machine is not one.
+        let leaked =
+            open_after_delay && (leftovers.iter().any(|l| l.held_stdio) || !(out.eof && err.eof));
+        Outcome {
+            exit,
+            stdout: std::mem::take(&mut out.kept),
+            stderr: std::mem::take(&mut err.kept),
+            stdout_truncated: out.truncated,
+            stderr_truncated: err.truncated,
+            timed_out,
+            leaked,
+            leftovers,
+            duration,
+            pid: call.pid as u32,
+        }
+    }
+}
+
+/// Kills everything a call started if its future is dropped before the end.
+struct CallGuard {
+    supervisor: Supervisor,
+    pgid: i32,
+    env: EnvBlock,
+    done: bool,
+    /// Once reaped, the leader's pid may be re-used: never wait on it again.
+    leader_reaped: bool,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            sweep::sweep_detached(
+                self.supervisor.clone(),
+                self.pgid,
+                EnvBlock::clone(&self.env),
+                self.leader_reaped,
+            );
+        }
+    }
+}

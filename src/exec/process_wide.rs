@@ -1,0 +1,135 @@
+//! The only process-wide state of the runner: the child subreaper flag and the
+//! set of children this process spawned as call leaders.
+//!
+//! Both are facts about the *process*, not about a run, which is why they live
+//! here and nowhere else: whatever [`Supervisor`](super::Supervisor) started a
+//! call, its leader is a child of this process, and an orphan re-parented to us
+//! is a child of this process too. Telling the two apart (and never reaping a
+//! leader some call is about to wait for) needs the one set of every leader,
+//! shared by all supervisors. Everything else (live calls, cancellation) belongs
+//! to a supervisor.
+//!
+//! Why a subreaper: a plugin that runs `setsid daemon &` and exits leaves a
+//! process that is in neither its process group nor its session. Without help it
+//! would be re-parented to init and be invisible to us. With
+//! `PR_SET_CHILD_SUBREAPER` set on this process, such orphans are re-parented to
+//! *us*, so they can be found (as our children that we did not spawn), recorded,
+//! killed and reaped.
+
+use std::fs;
+use std::sync::{Mutex, MutexGuard, Once, OnceLock};
+
+use super::procfs::{parse_pids, reread};
+
+/// Makes this process a child subreaper, once. Failure is not fatal: escaped
+/// daemons are then re-parented to init and only group members are found.
+pub(crate) fn ensure_subreaper() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = nix::sys::prctl::set_child_subreaper(true);
+    });
+}
+
+/// Leaders this process spawned and has not finished with, whichever
+/// supervisor owns them.
+static LEADERS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// The set of live leaders, locked. Held across a spawn and the registration
+/// of its leader, so that a reap never takes a leader some call is about to
+/// wait for (see [`reap_if_ours`](super::sweep)).
+pub(crate) struct Leaders(MutexGuard<'static, Vec<i32>>);
+
+impl Leaders {
+    /// Whether `pid` is a live leader.
+    pub fn contains(&self, pid: i32) -> bool {
+        self.0.contains(&pid)
+    }
+
+    /// Records a freshly spawned leader.
+    pub fn insert(&mut self, pid: i32) {
+        self.0.push(pid);
+    }
+}
+
+/// Locks the set of live leaders.
+pub(crate) fn leaders() -> Leaders {
+    Leaders(LEADERS.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Forgets a leader once its call is over.
+pub(crate) fn forget_leader(pid: i32) {
+    leaders().0.retain(|&p| p != pid);
+}
+
+/// Our children that no live call owns as a leader: orphans re-parented to us.
+///
+/// Runs once per call, so it must not cost one procfs read per thread (`check`
+/// has 20 and more). Linux (since 3.19; the runner needs 5.3 for pidfd anyway)
+/// gives an orphan to the *first live thread* of the subreaper, which is the
+/// main thread for as long as it runs, whichever thread spawned the orphan's
+/// ancestor. Only when the main thread has ended on its own (`pthread_exit`,
+/// leaving a zombie thread) can orphans land elsewhere; then every thread is read.
+pub(crate) fn unexpected_children() -> Vec<i32> {
+    let mut pids = Vec::new();
+    match main_task() {
+        Some(main) if main.running() => {
+            if let Ok(text) = reread(&main.children) {
+                parse_pids(&text, &mut pids);
+            }
+        }
+        _ => {
+            if let Ok(tasks) = fs::read_dir("/proc/self/task") {
+                for task in tasks.flatten() {
+                    if let Ok(text) = fs::read(task.path().join("children")) {
+                        parse_pids(&text, &mut pids);
+                    }
+                }
+            }
+        }
+    }
+    let leaders = leaders();
+    pids.retain(|&p| !leaders.contains(p));
+    pids
+}
+
+/// The main thread's `children` and `stat` files, opened once: they belong to
+/// the process, and the sweep reads both after every call.
+struct MainTask {
+    /// Whose files they are: a forked child must not read its parent's.
+    pid: u32,
+    children: fs::File,
+    stat: fs::File,
+}
+
+impl MainTask {
+    /// Whether the main thread is alive (not a zombie left by `pthread_exit`).
+    /// Unknown counts as not running, so the caller falls back to reading every
+    /// thread.
+    fn running(&self) -> bool {
+        if self.pid != std::process::id() {
+            return false;
+        }
+        let Ok(text) = reread(&self.stat) else {
+            return false;
+        };
+        let state = text
+            .iter()
+            .rposition(|&b| b == b')')
+            .and_then(|i| text.get(i + 2));
+        !matches!(state, None | Some(b'Z') | Some(b'X'))
+    }
+}
+
+fn main_task() -> Option<&'static MainTask> {
+    static MAIN: OnceLock<Option<MainTask>> = OnceLock::new();
+    MAIN.get_or_init(|| {
+        let pid = std::process::id();
+        let dir = format!("/proc/{pid}/task/{pid}");
+        Some(MainTask {
+            pid,
+            children: fs::File::open(format!("{dir}/children")).ok()?,
+            stat: fs::File::open(format!("{dir}/stat")).ok()?,
+        })
+    })
+    .as_ref()
+}

@@ -1,0 +1,114 @@
+//! Reading the process table from `/proc`: who is whose child, in which group,
+//! with which environment and command line, holding which pipes.
+
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+
+/// One row of the process table.
+#[derive(Debug, Clone)]
+pub(crate) struct Proc {
+    pub pid: i32,
+    pub ppid: i32,
+    pub pgid: i32,
+    pub zombie: bool,
+}
+
+/// The row of `pid`, or `None` when it is gone (or unreadable).
+pub(crate) fn read_stat(pid: i32) -> Option<Proc> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may itself hold spaces or ')'.
+    let rest = &text[text.rfind(')')? + 2..];
+    let mut fields = rest.split(' ');
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgid = fields.next()?.parse().ok()?;
+    Some(Proc {
+        pid,
+        ppid,
+        pgid,
+        zombie: state == "Z" || state == "X",
+    })
+}
+
+/// Every process we can see.
+pub(crate) fn process_table() -> Vec<Proc> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(read_stat)
+        .collect()
+}
+
+/// The whole current content of an open procfs file, read again from offset 0
+/// (which regenerates it, at a fraction of the cost of opening it anew).
+pub(crate) fn reread(file: &fs::File) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    // The files read this way are a line of a few hundred bytes, unless many
+    // orphans wait.
+    let mut text = vec![0u8; 1024];
+    let mut len = 0;
+    loop {
+        if len == text.len() {
+            text.resize(2 * len, 0);
+        }
+        match file.read_at(&mut text[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    text.truncate(len);
+    Ok(text)
+}
+
+/// The pids listed, white space separated, in `text` (a `children` or
+/// `cgroup.procs` file).
+pub(crate) fn parse_pids(text: &[u8], pids: &mut Vec<i32>) {
+    pids.extend(
+        String::from_utf8_lossy(text)
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok()),
+    );
+}
+
+/// Whether `pid`'s environment still holds every variable of `env`.
+pub(crate) fn environ_matches(pid: i32, env: &[CString]) -> bool {
+    let Ok(raw) = fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let vars: HashSet<&[u8]> = raw.split(|b| *b == 0).collect();
+    !env.is_empty() && env.iter().all(|kv| vars.contains(kv.as_bytes()))
+}
+
+/// `pid`'s command line, arguments joined by spaces (`[comm]` when it has none).
+pub(crate) fn cmdline(pid: i32) -> String {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let parts: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    if parts.is_empty() {
+        fs::read_to_string(format!("/proc/{pid}/comm"))
+            .map(|c| format!("[{}]", c.trim()))
+            .unwrap_or_default()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// Whether `pid` holds open a pipe with one of these inodes.
+pub(crate) fn holds_pipe(pid: i32, inodes: &[u64]) -> bool {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        fs::metadata(fd.path())
+            .map(|m| inodes.contains(&m.ino()))
+            .unwrap_or(false)
+    })
+}

@@ -1,0 +1,273 @@
+//! Starting a leader and waiting for it: `posix_spawn` into a process group of
+//! its own, a pidfd to wait on, signals to its group.
+
+use std::ffi::{CString, OsString};
+use std::io::{Error, ErrorKind};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+/// A call's environment as handed to `execve`, `KEY=value` each, in order;
+/// shared by the spawn, the live-call table and the sweeps without copying.
+pub(crate) type EnvBlock = std::sync::Arc<[CString]>;
+
+/// Builds the [`EnvBlock`] for `env`. Fails on a NUL byte, which no
+/// environment can hold.
+pub(crate) fn env_block(env: &[(String, String)]) -> std::io::Result<EnvBlock> {
+    env.iter()
+        .map(|(k, v)| {
+            // Sized for the NUL too, so that CString::new does not reallocate.
+            let mut kv = Vec::with_capacity(k.len() + v.len() + 2);
+            kv.extend_from_slice(k.as_bytes());
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).map_err(|_| {
+                Error::new(
+                    ErrorKind::InvalidInput,
+                    "NUL byte in an environment variable",
+                )
+            })
+        })
+        .collect()
+}
+
+/// Sends `sig` to every process of the group led by `pgid`.
+pub(crate) fn signal_group(pgid: i32, sig: Signal) {
+    let _ = killpg(Pid::from_raw(pgid), sig);
+}
+
+/// Sends `sig` to one process.
+pub(crate) fn signal_one(pid: i32, sig: Signal) {
+    let _ = kill(Pid::from_raw(pid), sig);
+}
+
+/// The inode of a pipe end, so leftovers holding the other end can be recognised.
+/// `fstat` on the descriptor gives the same pipefs inode as following
+/// `/proc/<pid>/fd/N`, without a path walk through procfs.
+pub(crate) fn pipe_inode(fd: std::os::fd::BorrowedFd<'_>) -> Option<u64> {
+    nix::sys::stat::fstat(fd).ok().map(|st| st.st_ino)
+}
+
+/// A leader just started by [`spawn`], with the parent's ends of its pipes.
+pub(crate) struct Spawned {
+    pub pid: i32,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+fn cstr(bytes: &[u8]) -> std::io::Result<CString> {
+    CString::new(bytes).map_err(|_| Error::new(ErrorKind::InvalidInput, "NUL byte in argument"))
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid two-element array; the fds are owned from here on.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::last_os_error());
+    }
+    // SAFETY: pipe2 just returned these two fresh descriptors.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Starts `program` with exactly `env` (in order), stdin `/dev/null`, stdout and
+/// stderr on fresh pipes, every signal at its default disposition and an empty
+/// mask, in a new process group. `argv[0]` is the program path, as Nomad passes it.
+///
+/// `posix_spawn` rather than `std::process::Command`: std sorts the environment
+/// (Nomad does not), and its `execvp` falls back to `/bin/sh` for a script without
+/// a shebang (Nomad gets `exec format error`). Caller holds the leaders lock.
+pub(crate) fn spawn(
+    program: &Path,
+    args: &[OsString],
+    env: &[CString],
+    cwd: Option<&Path>,
+) -> std::io::Result<Spawned> {
+    let path = cstr(program.as_os_str().as_bytes())?;
+    let mut argv_owned = vec![path.clone()];
+    for a in args {
+        argv_owned.push(cstr(a.as_bytes())?);
+    }
+    let cwd = cwd.map(|d| cstr(d.as_os_str().as_bytes())).transpose()?;
+    let mut argv: Vec<*mut libc::c_char> =
+        argv_owned.iter().map(|c| c.as_ptr() as *mut _).collect();
+    argv.push(std::ptr::null_mut());
+    let mut envp: Vec<*mut libc::c_char> = env.iter().map(|c| c.as_ptr() as *mut _).collect();
+    envp.push(std::ptr::null_mut());
+
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let mut plan = SpawnPlan::new()?;
+    plan.stdio(&out_w, &err_w, cwd.as_ref())?;
+    plan.own_group_default_signals()?;
+    let pid = plan.spawn(&path, &argv, &envp)?;
+    drop((out_w, err_w));
+    Ok(Spawned {
+        pid,
+        stdout: out_r,
+        stderr: err_r,
+    })
+}
+
+/// The file actions and attributes of one `posix_spawn`, destroyed on drop.
+struct SpawnPlan {
+    actions: libc::posix_spawn_file_actions_t,
+    attr: libc::posix_spawnattr_t,
+}
+
+fn check(rc: libc::c_int) -> std::io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(Error::from_raw_os_error(rc))
+    }
+}
+
+impl SpawnPlan {
+    fn new() -> std::io::Result<Box<SpawnPlan>> {
+        // Boxed: the structures are initialised in place and must not move.
+        // SAFETY: both are plain C structs, initialised by their init calls
+        // before any other use.
+        let mut plan: Box<SpawnPlan> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: init on zeroed, owned, pinned-by-box structures.
+        check(unsafe { libc::posix_spawn_file_actions_init(&mut plan.actions) })?;
+        // SAFETY: as above; on failure the actions are destroyed here.
+        if let Err(e) = check(unsafe { libc::posix_spawnattr_init(&mut plan.attr) }) {
+            unsafe { libc::posix_spawn_file_actions_destroy(&mut plan.actions) };
+            std::mem::forget(plan);
+            return Err(e);
+        }
+        Ok(plan)
+    }
+
+    /// stdin `/dev/null`, stdout and stderr onto the pipes, the working dir.
+    fn stdio(
+        &mut self,
+        out: &OwnedFd,
+        err: &OwnedFd,
+        cwd: Option<&CString>,
+    ) -> std::io::Result<()> {
+        let a = &mut self.actions;
+        // SAFETY: the actions are initialised; the strings outlive the spawn
+        // (glibc copies the paths when the action is added).
+        unsafe {
+            check(libc::posix_spawn_file_actions_addopen(
+                a,
+                0,
+                c"/dev/null".as_ptr(),
+                libc::O_RDONLY,
+                0,
+            ))?;
+            check(libc::posix_spawn_file_actions_adddup2(
+                a,
+                out.as_raw_fd(),
+                1,
+            ))?;
+            check(libc::posix_spawn_file_actions_adddup2(
+                a,
+                err.as_raw_fd(),
+                2,
+            ))?;
+            if let Some(dir) = cwd {
+                check(libc::posix_spawn_file_actions_addchdir_np(a, dir.as_ptr()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A new process group; every signal default and unblocked.
+    fn own_group_default_signals(&mut self) -> std::io::Result<()> {
+        // SAFETY: the attr is initialised; the sets are initialised before use.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::sigemptyset(&mut none);
+            check(libc::posix_spawnattr_setsigdefault(&mut self.attr, &all))?;
+            check(libc::posix_spawnattr_setsigmask(&mut self.attr, &none))?;
+            check(libc::posix_spawnattr_setpgroup(&mut self.attr, 0))?;
+            let flags = libc::POSIX_SPAWN_SETPGROUP
+                | libc::POSIX_SPAWN_SETSIGDEF
+                | libc::POSIX_SPAWN_SETSIGMASK;
+            check(libc::posix_spawnattr_setflags(
+                &mut self.attr,
+                flags as libc::c_short,
+            ))
+        }
+    }
+
+    fn spawn(
+        &self,
+        path: &CString,
+        argv: &[*mut libc::c_char],
+        envp: &[*mut libc::c_char],
+    ) -> std::io::Result<i32> {
+        let mut pid: libc::pid_t = 0;
+        // SAFETY: argv and envp are NULL-terminated arrays of pointers into
+        // CStrings that outlive this call; actions and attr are initialised.
+        check(unsafe {
+            libc::posix_spawn(
+                &mut pid,
+                path.as_ptr(),
+                &self.actions,
+                &self.attr,
+                argv.as_ptr(),
+                envp.as_ptr(),
+            )
+        })?;
+        Ok(pid)
+    }
+}
+
+impl Drop for SpawnPlan {
+    fn drop(&mut self) {
+        // SAFETY: both were initialised in `new` and are destroyed once.
+        unsafe {
+            libc::posix_spawn_file_actions_destroy(&mut self.actions);
+            libc::posix_spawnattr_destroy(&mut self.attr);
+        }
+    }
+}
+
+/// A descriptor that becomes readable when `pid` exits (Linux 5.3+).
+pub(crate) fn pidfd(pid: i32) -> std::io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(Error::last_os_error());
+    }
+    // SAFETY: the syscall returned a fresh descriptor that we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Waits for our child `pid` to exit and reaps it, without blocking a thread.
+pub(crate) async fn wait_exit(pid: i32, pidfd: &tokio::io::unix::AsyncFd<OwnedFd>) -> (bool, i32) {
+    loop {
+        match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => return (false, code),
+            Ok(WaitStatus::Signaled(_, sig, _)) => return (true, sig as i32),
+            Ok(_) => {}
+            Err(Errno::EINTR) => continue,
+            // Not ours any more: nothing to report but a kill.
+            Err(_) => return (true, Signal::SIGKILL as i32),
+        }
+        match pidfd.readable().await {
+            Ok(mut ready) => ready.clear_ready(),
+            Err(_) => return (true, Signal::SIGKILL as i32),
+        }
+    }
+}
+
+/// Blocks until our child `pid` is reaped (used on a helper thread after SIGKILL).
+pub(crate) fn reap_blocking(pid: i32) {
+    loop {
+        match waitpid(Pid::from_raw(pid), None) {
+            Err(Errno::EINTR) => continue,
+            _ => return,
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The handle that owns a set of calls: which are live, and whether the set
+//! has been cancelled.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use nix::sys::signal::Signal;
+
+use super::spawn::{EnvBlock, signal_group, signal_one};
+use super::sweep;
+
+/// Owns the calls run through it: the registry of live calls and a cancel
+/// flag. Cheap to clone; clones share both.
+///
+/// A run (a conformance suite, a manager command) makes one and passes it down
+/// to every call it makes ([`Invocation::supervised_by`](super::Invocation::supervised_by),
+/// [`ExternalPlugin::with_supervisor`](crate::plugin::ExternalPlugin::with_supervisor)).
+/// [`cancel`](Supervisor::cancel) then kills that run's plugin processes and
+/// nothing else: several supervisors live side by side in one process, and a
+/// fresh one stays usable after another was cancelled (a teardown that still
+/// has deletes to send after an interrupt runs them through a new supervisor).
+#[derive(Clone, Default)]
+pub struct Supervisor(Arc<Mutex<State>>);
+
+#[derive(Default)]
+struct State {
+    cancelled: bool,
+    /// Live calls: leader pid (= process group id) → the env it was started
+    /// with, for attribution of what it leaves.
+    calls: HashMap<i32, EnvBlock>,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("Supervisor")
+            .field("cancelled", &state.cancelled)
+            .field("live_calls", &state.calls.len())
+            .finish()
+    }
+}
+
+impl Supervisor {
+    /// A supervisor with no calls, not cancelled.
+    pub fn new() -> Supervisor {
+        Supervisor::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Kills every live call of this supervisor (each whole process group and
+    /// whatever it left behind) and makes every later call through it fail to
+    /// start with `ECANCELED`. Returns at once: the killed calls reap their own
+    /// processes and return to their callers. Idempotent.
+    pub fn cancel(&self) {
+        let calls: Vec<(i32, EnvBlock)> = {
+            // Under the lock a spawn holds until its leader is registered: a
+            // spawn in flight is in `calls` by now, and a later one sees the flag.
+            let mut state = self.lock();
+            state.cancelled = true;
+            state
+                .calls
+                .iter()
+                .map(|(pgid, env)| (*pgid, EnvBlock::clone(env)))
+                .collect()
+        };
+        for (pgid, env) in &calls {
+            signal_group(*pgid, Signal::SIGKILL);
+            for pid in sweep::member_pids(*pgid, env) {
+                signal_one(pid, Signal::SIGKILL);
+            }
+        }
+    }
+
+    /// Whether [`cancel`](Self::cancel) has run.
+    pub fn is_cancelled(&self) -> bool {
+        self.lock().cancelled
+    }
+
+    /// How many calls are live right now.
+    pub fn live_calls(&self) -> usize {
+        self.lock().calls.len()
+    }
+
+    /// Runs `spawn` (which starts a leader and returns its pid) unless this
+    /// supervisor is cancelled, and registers the leader, atomically with
+    /// respect to [`cancel`](Self::cancel).
+    pub(crate) fn admit<T>(
+        &self,
+        env: &EnvBlock,
+        spawn: impl FnOnce() -> std::io::Result<(i32, T)>,
+    ) -> std::io::Result<(i32, T)> {
+        let mut state = self.lock();
+        if state.cancelled {
+            return Err(std::io::Error::from_raw_os_error(libc::ECANCELED));
+        }
+        let (pid, spawned) = spawn()?;
+        state.calls.insert(pid, EnvBlock::clone(env));
+        Ok((pid, spawned))
+    }
+
+    /// Forgets a call once everything it left is dealt with.
+    pub(crate) fn release(&self, pid: i32) {
+        self.lock().calls.remove(&pid);
+    }
+}
