@@ -8,6 +8,7 @@ mod check;
 mod explain;
 mod plugins;
 mod progress;
+mod report;
 mod run;
 mod volume;
 
@@ -90,6 +91,9 @@ enum Command {
     /// Manage volumes by hand with the Nomad-compatible manager.
     #[command(subcommand)]
     Volume(volume::VolumeCommand),
+    /// Work with JSON reports: `report merge` turns many nodes' reports into one.
+    #[command(subcommand)]
+    Report(report::ReportCommand),
 }
 
 /// Prints to stdout; a reader that went away (`dhv-conform ... | head -1`) is
@@ -117,6 +121,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => runtime.block_on(run::run(*args)),
         Command::Plugins(args) => runtime.block_on(plugins::run(args)),
         Command::Volume(cmd) => runtime.block_on(volume::run(cmd)),
+        Command::Report(cmd) => report::run(cmd),
     };
     match result {
         Ok(code) => ExitCode::from(code),

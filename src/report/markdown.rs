@@ -110,7 +110,7 @@ fn counts_phrase(s: &Summary) -> String {
 /// Escapes text for a table cell or list item: Markdown punctuation that could start
 /// formatting, links, HTML or a new cell is backslash-escaped, and line breaks become
 /// `<br>` because a raw newline would end the row.
-fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {
@@ -133,7 +133,7 @@ fn escape(text: &str) -> String {
 /// A code span that survives backticks inside `text`: the fence is one backtick longer
 /// than the longest run inside, as CommonMark requires. Pipes are escaped too, because
 /// GitHub splits table cells on `|` even inside code spans.
-fn code_span(text: &str) -> String {
+pub(super) fn code_span(text: &str) -> String {
     let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest_run + 1);
     let text = text.replace('\n', " ").replace('|', "\\|");

@@ -10,6 +10,7 @@
 //! [`Redactions`], and used by the snapshot, by `--snapshot` and by insta tests alike.
 
 mod events;
+pub mod fleet;
 mod human;
 mod json;
 mod junit;
