@@ -180,7 +180,7 @@ impl Sample {
 fn suite(rt: &tokio::runtime::Runtime, plugin: &std::path::Path, threads: Option<usize>) -> Sample {
     let opts = SuiteOptions {
         settings: Settings {
-            target: Target::External(plugin.to_path_buf()),
+            target: Target::Executable(plugin.to_path_buf()),
             template: RequestTemplate::default(),
             timeout_scale: 1.0,
         },

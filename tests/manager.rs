@@ -12,13 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dhv_conform::contract::{CreateRequest, CreateResponse, DeleteRequest};
+use dhv_conform::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
 use dhv_conform::manager::{
     Cleanup, DeleteOutcome, Fingerprinter, HostVolumeManager, ManagerError, RegisterSpec,
     VolumeSpec,
 };
 use dhv_conform::plugin::{
-    BoxFuture, ExternalPlugin, Fingerprint, HostVolumePlugin, PluginError, Recorder, Timeouts,
+    BoxFuture, ExternalPlugin, Fingerprint, HostVolumePlugin, PluginCall, Recorder, Timeouts,
 };
 use dhv_conform::version::VersionInfo;
 use util::{Node, Scratch, processes_mentioning};
@@ -655,35 +655,42 @@ impl HostVolumePlugin for CountingPlugin {
         "counting"
     }
 
-    fn fingerprint(&self) -> BoxFuture<'_, Result<Fingerprint, PluginError>> {
-        Box::pin(async {
-            Ok(Fingerprint {
-                version: VersionInfo::from_raw("2.0"),
-            })
-        })
+    fn fingerprint(&self) -> BoxFuture<'_, PluginCall<Fingerprint>> {
+        Box::pin(PluginCall::timed(
+            Operation::Fingerprint,
+            Vec::new(),
+            async {
+                Ok(Fingerprint {
+                    version: VersionInfo::from_raw("2.0"),
+                })
+            },
+        ))
     }
 
-    fn create<'a>(
-        &'a self,
-        req: &'a CreateRequest,
-    ) -> BoxFuture<'a, Result<CreateResponse, PluginError>> {
-        Box::pin(async move {
-            let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-            self.max.fetch_max(now, Ordering::SeqCst);
-            if let Some(b) = &self.barrier {
-                b.wait().await;
-            }
-            self.now.fetch_sub(1, Ordering::SeqCst);
-            Ok(CreateResponse {
-                path: format!("{}/{}", req.volumes_dir, req.volume_id),
-                bytes: 0,
-                error: String::new(),
-            })
-        })
+    fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, PluginCall<CreateResponse>> {
+        Box::pin(PluginCall::timed(
+            Operation::Create,
+            req.env(),
+            async move {
+                let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+                self.max.fetch_max(now, Ordering::SeqCst);
+                if let Some(b) = &self.barrier {
+                    b.wait().await;
+                }
+                self.now.fetch_sub(1, Ordering::SeqCst);
+                Ok(CreateResponse {
+                    path: format!("{}/{}", req.volumes_dir, req.volume_id),
+                    bytes: 0,
+                    error: String::new(),
+                })
+            },
+        ))
     }
 
-    fn delete<'a>(&'a self, _req: &'a DeleteRequest) -> BoxFuture<'a, Result<(), PluginError>> {
-        Box::pin(async { Ok(()) })
+    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, PluginCall<()>> {
+        Box::pin(PluginCall::timed(Operation::Delete, req.env(), async {
+            Ok(())
+        }))
     }
 }
 

@@ -283,7 +283,7 @@ fn list(args: &CheckArgs, format: Format) -> CliResult {
 /// The plugin to check; a missing file or a directory is exit 2.
 fn target(arg: &str) -> Result<Target, CliError> {
     let target = Target::parse(arg);
-    let Target::External(path) = &target else {
+    let Some(path) = target.path() else {
         return Ok(target);
     };
     match std::fs::metadata(path) {
@@ -317,7 +317,7 @@ fn describe(target: &Target, arg: &str) -> String {
             "the built-in mkdir plugin (not the file ./{arg}: name it ./{arg} to check that)"
         ),
         Target::Builtin => "the built-in mkdir plugin".to_owned(),
-        Target::External(path) => path.display().to_string(),
+        Target::Executable(path) => path.display().to_string(),
     }
 }
 

@@ -7,9 +7,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK};
+use crate::contract::Operation;
 use crate::contract::{self, CreateRequest, DeleteRequest, Parameters};
 use crate::plugin::{
-    ExternalPlugin, HostVolumePlugin, MkdirPlugin, PluginError, PluginRun, Timeouts,
+    CallOptions, HostVolumePlugin, PluginCall, PluginError, PluginRun, PluginSource, Timeouts,
 };
 use crate::version::VersionInfo;
 
@@ -122,7 +123,6 @@ struct Report {
 
 /// Runs `run`.
 pub async fn run(args: RunArgs) -> CliResult {
-    let builtin = args.plugin == "mkdir";
     let id = match &args.id {
         Some(id) if !contract::is_valid_volume_id(id) => {
             return Err(CliError::usage(format!(
@@ -133,11 +133,11 @@ pub async fn run(args: RunArgs) -> CliResult {
         None => uuid::Uuid::new_v4().to_string(),
     };
     let parameters = parse_parameters(args.parameters.as_deref())?;
-    let plugin_path = PathBuf::from(&args.plugin);
-    if !builtin && !plugin_path.exists() {
+    let source = PluginSource::parse(&args.plugin);
+    if let Some(path) = source.path().filter(|p| !p.exists()) {
         return Err(CliError::usage(format!(
             "plugin {} does not exist",
-            plugin_path.display()
+            path.display()
         )));
     }
     let volumes_dir = match &args.volumes_dir {
@@ -152,20 +152,18 @@ pub async fn run(args: RunArgs) -> CliResult {
     })?;
     let volumes_dir = std::path::absolute(&volumes_dir).unwrap_or(volumes_dir);
 
-    let external = (!builtin).then(|| {
-        let ext = ExternalPlugin::from_path(&plugin_path);
-        match args.timeout {
-            Some(t) => ext.with_timeouts(Timeouts {
-                fingerprint: t,
-                create: t,
-                delete: t,
-            }),
-            None => ext,
-        }
+    let timeouts = args.timeout.map_or_else(Timeouts::default, |t| Timeouts {
+        fingerprint: t,
+        create: t,
+        delete: t,
     });
-    let plugin_dir = match (&args.plugin_dir, &external) {
+    let plugin = source.open(&CallOptions {
+        timeouts,
+        ..CallOptions::default()
+    });
+    let plugin_dir = match (&args.plugin_dir, plugin.plugin_dir()) {
         (Some(d), _) => d.to_string_lossy().into_owned(),
-        (None, Some(ext)) => ext.plugin_dir().to_string_lossy().into_owned(),
+        (None, Some(dir)) => dir.to_string_lossy().into_owned(),
         (None, None) => String::new(),
     };
     let create = CreateRequest {
@@ -192,10 +190,7 @@ pub async fn run(args: RunArgs) -> CliResult {
         .unwrap_or_else(|| volumes_dir.join(&id).to_string_lossy().into_owned());
     let delete = DeleteRequest::for_created(&create, &created_path);
 
-    let report = match &external {
-        Some(ext) => run_external(ext, &args.operation, &create, &delete).await,
-        None => run_builtin(&args.operation, &create, &delete).await?,
-    };
+    let report = dispatch(plugin.as_ref(), &args.operation, &create, &delete).await?;
     let ok = report.error.is_none();
     if args.json {
         println!(
@@ -208,108 +203,75 @@ pub async fn run(args: RunArgs) -> CliResult {
     Ok(if ok { EXIT_OK } else { EXIT_FAIL })
 }
 
-async fn run_external(
-    ext: &ExternalPlugin,
-    op: &str,
-    create: &CreateRequest,
-    delete: &DeleteRequest,
-) -> Report {
-    let mut report = Report {
-        operation: op.to_string(),
-        ..Report::default()
-    };
-    let (run, error) = match op {
-        "fingerprint" => {
-            let (run, verdict) = ext.fingerprint_run().await;
-            match verdict {
-                Ok(fp) => {
-                    report.version = Some(fp.version);
-                    (run, None)
-                }
-                Err(e) => (run, Some(e)),
-            }
-        }
-        "create" => {
-            let (run, verdict) = ext.create_run(create).await;
-            match verdict {
-                Ok(resp) => {
-                    report.response = Some(json!({"path": resp.path, "bytes": resp.bytes}));
-                    (run, None)
-                }
-                Err(e) => (run, Some(e)),
-            }
-        }
-        "delete" => {
-            let (run, verdict) = ext.delete_run(delete).await;
-            (run, verdict.err())
-        }
-        other => {
-            let env = vec![(contract::var::OPERATION.to_string(), other.to_string())];
-            let run = ext.run(other, env).await;
-            let error = (!run.succeeded()).then(|| PluginError::Failed {
-                message: format!("operation {other:?} failed: {}", run.exit_error()),
-                exit: run
-                    .result
-                    .as_ref()
-                    .map(|o| o.exit)
-                    .unwrap_or(contract::ExitReason::Code(-1)),
-                timed_out: run.timed_out(),
-            });
-            (run, error)
-        }
-    };
-    if report.version.is_none() && op == "fingerprint" {
-        // Show what the plugin printed even when Nomad rejects the version.
-        if let Ok(fp) = contract::decode_fingerprint(run.stdout()) {
-            report.version = fp.version.as_deref().map(VersionInfo::from_raw);
-        }
-    }
-    if let Some(PluginError::Start { explanation, .. }) = &error {
-        report.explanation = Some(explanation.clone());
-    }
-    report.error = error.map(|e| e.to_string());
-    report.env = run.env.clone();
-    report.run = Some(run);
-    report
-}
-
-async fn run_builtin(
+/// Makes the one call, through the plugin interface whatever the plugin is.
+async fn dispatch(
+    plugin: &dyn HostVolumePlugin,
     op: &str,
     create: &CreateRequest,
     delete: &DeleteRequest,
 ) -> Result<Report, CliError> {
-    let plugin = MkdirPlugin;
-    let start = std::time::Instant::now();
     let mut report = Report {
         operation: op.to_string(),
         ..Report::default()
     };
-    match op {
-        "fingerprint" => match plugin.fingerprint().await {
-            Ok(fp) => report.version = Some(fp.version),
-            Err(e) => report.error = Some(e.to_string()),
-        },
-        "create" => {
-            report.env = create.env();
-            match plugin.create(create).await {
-                Ok(resp) => report.response = Some(json!({"path": resp.path, "bytes": resp.bytes})),
-                Err(e) => report.error = Some(e.to_string()),
+    match op.parse::<Operation>() {
+        Ok(Operation::Fingerprint) => {
+            let call = plugin.fingerprint().await;
+            if let Some(fp) = report.absorb(call) {
+                report.version = Some(fp.version);
+            }
+            if report.version.is_none() {
+                // Show what the plugin printed even when Nomad rejects the version.
+                let stdout = report.run.as_ref().map(PluginRun::stdout).unwrap_or(&[]);
+                if let Ok(fp) = contract::decode_fingerprint(stdout) {
+                    report.version = fp.version.as_deref().map(VersionInfo::from_raw);
+                }
             }
         }
-        "delete" => {
-            report.env = delete.env();
-            if let Err(e) = plugin.delete(delete).await {
-                report.error = Some(e.to_string());
+        Ok(Operation::Create) => {
+            if let Some(resp) = report.absorb(plugin.create(create).await) {
+                report.response = Some(json!({"path": resp.path, "bytes": resp.bytes}));
             }
         }
-        other => {
-            return Err(CliError::usage(format!(
-                "the built-in mkdir plugin has no operation {other:?} (fingerprint, create, delete)"
-            )));
+        Ok(Operation::Delete) => {
+            report.absorb(plugin.delete(delete).await);
+        }
+        Err(_) => {
+            let env = vec![(contract::var::OPERATION.to_string(), op.to_string())];
+            let Some(run) = plugin.run_unknown(op, env).await else {
+                return Err(CliError::usage(format!(
+                    "the built-in mkdir plugin has no operation {op:?} (fingerprint, create, delete)"
+                )));
+            };
+            if !run.succeeded() {
+                report.error = Some(format!("operation {op:?} failed: {}", run.exit_error()));
+            }
+            report.env = run.env.clone();
+            report.run = Some(run);
         }
     }
-    report.builtin_duration = Some(start.elapsed());
     Ok(report)
+}
+
+impl Report {
+    /// Takes a call's evidence; returns its value when it succeeded.
+    fn absorb<T>(&mut self, call: PluginCall<T>) -> Option<T> {
+        self.env = call.request;
+        if call.run.is_none() {
+            self.builtin_duration = Some(call.duration);
+        }
+        self.run = call.run;
+        match call.result {
+            Ok(value) => Some(value),
+            Err(e) => {
+                if let PluginError::Start { explanation, .. } = &e {
+                    self.explanation = Some(explanation.clone());
+                }
+                self.error = Some(e.to_string());
+                None
+            }
+        }
+    }
 }
 
 fn to_json(r: &Report) -> Value {

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
 
 use super::catalogue::{CATALOGUE, CheckSpec};
-use super::checks;
-use super::context::{Ctx, Finding, Settings, Shared};
+use super::checks::{self, CheckFn};
+use super::context::{Ctx, Finding, RunLog, Settings, Shared};
 use super::evidence;
 use crate::plugin::PluginRun;
 use crate::report::{CheckResult, Level, Report, RunOptions, Status};
@@ -180,6 +180,19 @@ impl Drop for Active {
     }
 }
 
+/// What every trial of one run shares.
+#[derive(Clone)]
+struct RunState {
+    shared: Arc<Shared>,
+    barrier: Arc<Barrier>,
+    results: Arc<Mutex<BTreeMap<&'static str, CheckResult>>>,
+    harness_failed: Arc<Mutex<bool>>,
+    calls: Arc<Mutex<Vec<PluginRun>>>,
+    handle: tokio::runtime::Handle,
+    strict: bool,
+    progress: super::Progress,
+}
+
 /// Runs the suite: the trials print libtest-style lines as they finish; the
 /// report is returned for the renderers.
 pub fn run_suite(
@@ -191,99 +204,37 @@ pub fn run_suite(
         .tempdir()
         .map_err(EngineError::TempDir)?;
     *RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()) = Some(root.path().to_path_buf());
-    let shared = Arc::new(Shared::new(
-        opts.settings.clone(),
-        root.path().to_path_buf(),
-    ));
-    *RUN_SUPERVISOR.lock().unwrap_or_else(|e| e.into_inner()) = Some(shared.supervisor.clone());
     let chosen: Vec<&'static CheckSpec> = CATALOGUE
         .iter()
         .filter(|c| selected(&opts.libtest, c.id))
         .collect();
-    let barrier = Arc::new(Barrier {
-        remaining: Mutex::new(chosen.iter().filter(|c| !c.aggregate).count()),
-        done: Condvar::new(),
-    });
-    let results: Arc<Mutex<BTreeMap<&'static str, CheckResult>>> = Arc::default();
-    let harness_failed = Arc::new(Mutex::new(false));
-    let calls: Arc<Mutex<Vec<PluginRun>>> = Arc::default();
-
-    // Aggregates go last, so with any number of threads they are dispatched
-    // after every check they wait for.
+    let state = RunState {
+        shared: Arc::new(Shared::new(
+            opts.settings.clone(),
+            root.path().to_path_buf(),
+        )),
+        barrier: Arc::new(Barrier {
+            remaining: Mutex::new(chosen.iter().filter(|c| !c.is_run_wide()).count()),
+            done: Condvar::new(),
+        }),
+        results: Arc::default(),
+        harness_failed: Arc::new(Mutex::new(false)),
+        calls: Arc::default(),
+        handle: rt.handle().clone(),
+        strict: opts.strict,
+        progress: opts.progress.clone(),
+    };
+    *RUN_SUPERVISOR.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(state.shared.supervisor.clone());
+    // Run-wide checks go last, so with any number of threads they are
+    // dispatched after every check they wait for.
     let mut ordered = chosen.clone();
-    ordered.sort_by_key(|c| c.aggregate);
+    ordered.sort_by_key(|c| c.is_run_wide());
     let trials: Vec<Trial> = ordered
         .into_iter()
         .map(|spec| {
-            let (shared, barrier, results, failed, calls) = (
-                shared.clone(),
-                barrier.clone(),
-                results.clone(),
-                harness_failed.clone(),
-                calls.clone(),
-            );
-            let handle = rt.handle().clone();
-            let strict = opts.strict;
-            let progress = opts.progress.clone();
-            Trial::ignorable_test(spec.id, move || {
-                if spec.aggregate {
-                    barrier.wait();
-                }
-                progress.send(super::ProgressEvent::Started(spec.id));
-                let active = Active::enter();
-                let start = Instant::now();
-                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    handle.block_on(async {
-                        if shared.supervisor.is_cancelled() {
-                            // Ctrl-C: the run's temp dir is being removed, and a
-                            // new sandbox would put a dir back into it.
-                            return Ok((Finding::Skip("interrupted".into()), Vec::new()));
-                        }
-                        let ctx = Ctx::new(shared.clone(), spec)?;
-                        let finding = checks::run(&ctx).await;
-                        ctx.cleanup().await;
-                        Ok::<_, std::io::Error>((finding, ctx.evidence()))
-                    })
-                }));
-                let (finding, runs) = match outcome {
-                    Ok(Ok(found)) => found,
-                    Ok(Err(e)) => {
-                        *failed.lock().unwrap_or_else(|e| e.into_inner()) = true;
-                        (
-                            Finding::Fail(format!(
-                                "harness error: cannot make the check's sandbox: {e}"
-                            )),
-                            Vec::new(),
-                        )
-                    }
-                    Err(panic) => {
-                        *failed.lock().unwrap_or_else(|e| e.into_inner()) = true;
-                        let what = panic
-                            .downcast_ref::<String>()
-                            .cloned()
-                            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                            .unwrap_or_default();
-                        (
-                            Finding::Fail(format!("harness error: the check panicked: {what}")),
-                            Vec::new(),
-                        )
-                    }
-                };
-                let result = to_result(spec, finding, start.elapsed(), &runs);
-                progress.send(super::ProgressEvent::Finished(&result));
-                calls.lock().unwrap_or_else(|e| e.into_inner()).extend(runs);
-                let verdict = libtest_verdict(&result, strict);
-                results
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(spec.id, result);
-                drop(active);
-                if !spec.aggregate {
-                    barrier.finish_one();
-                }
-                verdict
-            })
-            .with_kind(spec.level.as_str())
+            let state = state.clone();
+            Trial::ignorable_test(spec.id, move || state.trial(spec)).with_kind(spec.level.as_str())
         })
         .collect();
 
@@ -293,7 +244,7 @@ pub fn run_suite(
     args.skip.clear();
     args.exact = false;
     let conclusion = libtest_mimic::run(&args, trials);
-    if shared.supervisor.is_cancelled() {
+    if state.shared.supervisor.is_cancelled() {
         // Ctrl-C: whoever stopped the runner removes the temp dir and exits
         // the process. Returning now would hand a report of a run cut short
         // to the caller (and race that exit with ours).
@@ -302,32 +253,16 @@ pub fn run_suite(
         *RUN_SUPERVISOR.lock().unwrap_or_else(|e| e.into_inner()) = None;
         return Err(EngineError::Interrupted);
     }
-    rt.block_on(shared.cleanup());
-
-    let checks: Vec<CheckResult> =
-        std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()))
-            .into_values()
-            .collect();
-    let (plugin_calls, plugin_busy) = busy_time(
-        std::mem::take(&mut *calls.lock().unwrap_or_else(|e| e.into_inner())),
-        &shared,
-    );
-    let timing = super::checks::timing_profiles(&shared);
-    let plugin = evidence::plugin_info(&shared);
-    let report = Report::new(
-        crate::contract::SPEC_VERSION,
-        plugin,
-        RunOptions {
-            strict: opts.strict,
-            timeout_scale: opts.settings.timeout_scale,
-            fixture: opts.fixture.clone(),
-            filtered: chosen.len() != CATALOGUE.len(),
-        },
-        checks,
-        timing,
-    );
+    rt.block_on(state.shared.cleanup());
+    let outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
     *RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()) = None;
     *RUN_SUPERVISOR.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    remove_root(root);
+    Ok(outcome)
+}
+
+/// Removes the run's temp dir, saying so when it cannot.
+fn remove_root(root: tempfile::TempDir) {
     let root_path = root.path().to_path_buf();
     if let Err(e) = root.close() {
         // A plugin that leaves a mount behind makes its dir unremovable: say so
@@ -337,14 +272,115 @@ pub fn run_suite(
             root_path.display()
         );
     }
-    let harness_failed = *harness_failed.lock().unwrap_or_else(|e| e.into_inner());
-    Ok(SuiteOutcome {
-        report,
-        conclusion,
-        harness_failed,
-        plugin_calls,
-        plugin_busy,
-    })
+}
+
+impl RunState {
+    /// One trial: the check, its result recorded, libtest's verdict returned.
+    fn trial(&self, spec: &'static CheckSpec) -> Result<Completion, Failed> {
+        if spec.is_run_wide() {
+            self.barrier.wait();
+        }
+        self.progress.send(super::ProgressEvent::Started(spec.id));
+        let active = Active::enter();
+        let start = Instant::now();
+        let outcome =
+            std::panic::catch_unwind(AssertUnwindSafe(|| self.handle.block_on(self.check(spec))));
+        let (finding, runs) = match outcome {
+            Ok(Ok(found)) => found,
+            Ok(Err(e)) => self.harness_error(format!("cannot make the check's sandbox: {e}")),
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                self.harness_error(format!("the check panicked: {what}"))
+            }
+        };
+        let result = to_result(spec, finding, start.elapsed(), &runs);
+        self.progress.send(super::ProgressEvent::Finished(&result));
+        self.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(runs);
+        let verdict = libtest_verdict(&result, self.strict);
+        self.results
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(spec.id, result);
+        drop(active);
+        if !spec.is_run_wide() {
+            self.barrier.finish_one();
+        }
+        verdict
+    }
+
+    /// Runs the check's function: a scenario in its own sandbox, or a
+    /// run-wide judgement over the call log.
+    async fn check(&self, spec: &'static CheckSpec) -> std::io::Result<(Finding, Vec<PluginRun>)> {
+        if self.shared.supervisor.is_cancelled() {
+            // Ctrl-C: the run's temp dir is being removed, and a new sandbox
+            // would put a dir back into it.
+            return Ok((Finding::Skip("interrupted".into()), Vec::new()));
+        }
+        match spec.run {
+            CheckFn::RunWide(judge) => {
+                let log = RunLog {
+                    calls: self.shared.log.calls(),
+                    in_process: self.shared.settings.target.is_builtin(),
+                };
+                Ok((judge(&log).unwrap_or_else(|f| f), Vec::new()))
+            }
+            CheckFn::Scenario(body) => {
+                let ctx = Ctx::new(self.shared.clone(), spec)?;
+                let finding = checks::run_scenario(&ctx, body).await;
+                ctx.cleanup().await;
+                Ok((finding, ctx.evidence()))
+            }
+        }
+    }
+
+    fn harness_error(&self, what: String) -> (Finding, Vec<PluginRun>) {
+        *self
+            .harness_failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = true;
+        (Finding::Fail(format!("harness error: {what}")), Vec::new())
+    }
+
+    /// The suite's outcome once every trial has finished.
+    fn outcome(&self, opts: &SuiteOptions, filtered: bool, conclusion: Conclusion) -> SuiteOutcome {
+        let checks: Vec<CheckResult> =
+            std::mem::take(&mut *self.results.lock().unwrap_or_else(|e| e.into_inner()))
+                .into_values()
+                .collect();
+        let (plugin_calls, plugin_busy) = busy_time(
+            std::mem::take(&mut *self.calls.lock().unwrap_or_else(|e| e.into_inner())),
+            &self.shared,
+        );
+        let report = Report::new(
+            crate::contract::SPEC_VERSION,
+            evidence::plugin_info(&self.shared),
+            RunOptions {
+                strict: opts.strict,
+                timeout_scale: opts.settings.timeout_scale,
+                fixture: opts.fixture.clone(),
+                filtered,
+            },
+            checks,
+            checks::timing_profiles(&self.shared),
+        );
+        SuiteOutcome {
+            report,
+            conclusion,
+            harness_failed: *self
+                .harness_failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+            plugin_calls,
+            plugin_busy,
+        }
+    }
 }
 
 /// Counts every plugin call once: each check's own calls, plus the shared
@@ -353,7 +389,12 @@ pub fn run_suite(
 /// one call left out is the probes' clean-up delete after the last check,
 /// which nothing records.
 fn busy_time(check_runs: Vec<PluginRun>, shared: &Shared) -> (usize, Duration) {
-    let logged: Vec<_> = shared.log().into_iter().filter_map(|c| c.run).collect();
+    let logged: Vec<_> = shared
+        .log
+        .calls()
+        .into_iter()
+        .filter_map(|c| c.run)
+        .collect();
     let mut seen = HashSet::new();
     let mut busy = Duration::ZERO;
     for run in check_runs.iter().chain(logged.iter().map(|r| &**r)) {

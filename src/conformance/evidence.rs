@@ -4,8 +4,8 @@
 use sha2::{Digest, Sha256};
 
 use super::context::Shared;
-use super::target::Target;
 use crate::plugin::PluginRun;
+use crate::plugin::PluginSource;
 use crate::report::{self, Invocation, PluginInfo, Status};
 
 /// How many calls a check's report keeps (the failing ones first).
@@ -13,7 +13,7 @@ const MAX_INVOCATIONS: usize = 20;
 
 /// The report's description of the plugin under test.
 pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
-    let version = shared.fingerprint_result().and_then(|call| {
+    let version = shared.probes.fingerprint_result().and_then(|call| {
         // A version Nomad rejects is still reported, raw, with no canonical form.
         let info = match &call.result {
             Ok(fp) => fp.version.clone(),
@@ -30,13 +30,13 @@ pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
         })
     });
     match &shared.settings.target {
-        Target::Builtin => PluginInfo {
+        PluginSource::Builtin => PluginInfo {
             path: "mkdir".into(),
             builtin: true,
             sha256: None,
             version,
         },
-        Target::External(path) => PluginInfo {
+        PluginSource::Executable(path) => PluginInfo {
             path: path.display().to_string(),
             builtin: false,
             sha256: std::fs::read(path)

@@ -211,7 +211,7 @@ pub async fn scan(
     let mut tasks = tokio::task::JoinSet::new();
     let mut by_task = HashMap::new();
     for (id, plugin) in probes {
-        let handle = tasks.spawn(async move { plugin.fingerprint().await });
+        let handle = tasks.spawn(async move { plugin.fingerprint().await.result });
         by_task.insert(handle.id(), id);
     }
     while let Some(joined) = tasks.join_next_with_id().await {

@@ -109,6 +109,7 @@ impl HostVolumeManager {
                     Job::Create(plugin, req) => plugin
                         .create(&req)
                         .await
+                        .result
                         .map(|r| r.path)
                         .map_err(ManagerError::from),
                     Job::Stat => match tokio::fs::metadata(&host_path).await {

@@ -14,8 +14,7 @@ use super::spec::{DEFAULT_NODE_POOL, RegisterSpec, VolumeSpec};
 use super::state::{State, StateStore};
 use super::volume::Volume;
 use crate::contract::{self, CreateRequest, DeleteRequest};
-use crate::plugin::mkdir::MKDIR_ID;
-use crate::plugin::{ExternalPlugin, HostVolumePlugin, MkdirPlugin, PluginError, Timeouts};
+use crate::plugin::{CallOptions, HostVolumePlugin, PluginError, PluginSource, Timeouts};
 
 /// What a delete did.
 #[derive(Debug, Clone)]
@@ -177,15 +176,11 @@ impl HostVolumeManager {
         if let Some(p) = self.overrides.get(id) {
             return Ok(Arc::clone(p));
         }
-        if id == MKDIR_ID {
-            return Ok(Arc::new(MkdirPlugin));
-        }
-        let Some(dir) = &self.plugin_dir else {
-            return Err(PluginError::NoSuchPlugin { id: id.to_string() });
-        };
-        Ok(Arc::new(
-            ExternalPlugin::lookup(dir, id)?.with_timeouts(timeouts),
-        ))
+        let source = PluginSource::lookup(self.plugin_dir.as_deref(), id)?;
+        Ok(source.open(&CallOptions {
+            timeouts,
+            ..CallOptions::default()
+        }))
     }
 
     /// Discovers and fingerprints the plugins like a client, and says which
@@ -243,7 +238,7 @@ impl HostVolumeManager {
             node_id: self.node_id.clone(),
             parameters: spec.parameters.clone(),
         };
-        let resp = plugin.create(&req).await?;
+        let resp = plugin.create(&req).await.result?;
         let volume = Volume {
             id: spec.id.clone(),
             name: spec.name.clone(),
@@ -258,7 +253,7 @@ impl HostVolumeManager {
             Err(source) => {
                 let cleanup = if first_create {
                     let undo = DeleteRequest::for_created(&req, &resp.path);
-                    match plugin.delete(&undo).await {
+                    match plugin.delete(&undo).await.result {
                         Ok(()) => Cleanup::Deleted,
                         Err(e) => Cleanup::DeleteFailed(e),
                     }
@@ -323,7 +318,8 @@ impl HostVolumeManager {
             let plugin = self.plugin(plugin_id)?;
             plugin
                 .delete(&DeleteRequest::for_created(req, &volume.host_path))
-                .await?;
+                .await
+                .result?;
         }
         let key = id.to_string();
         self.state

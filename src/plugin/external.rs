@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginError, explain, go_quote};
+use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, explain, go_quote};
 use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, ExitReason, Operation};
 use crate::exec::{Invocation, KillMode, Leftover, Outcome, Supervisor};
 use crate::version::VersionInfo;
@@ -43,13 +43,20 @@ impl Timeouts {
         }
     }
 
-    /// The limit for `op`; unknown operations get the create limit.
-    pub fn for_operation(&self, op: &str) -> Duration {
+    /// The limit for `op`.
+    pub fn limit(&self, op: Operation) -> Duration {
         match op {
-            "fingerprint" => self.fingerprint,
-            "delete" => self.delete,
-            _ => self.create,
+            Operation::Fingerprint => self.fingerprint,
+            Operation::Create => self.create,
+            Operation::Delete => self.delete,
         }
+    }
+
+    /// The limit for the operation word `op`; words Nomad does not send get
+    /// the create limit.
+    pub fn for_operation(&self, op: &str) -> Duration {
+        op.parse::<Operation>()
+            .map_or(self.create, |op| self.limit(op))
     }
 }
 
@@ -489,18 +496,36 @@ impl HostVolumePlugin for ExternalPlugin {
         &self.id
     }
 
-    fn fingerprint(&self) -> BoxFuture<'_, Result<Fingerprint, PluginError>> {
-        Box::pin(async move { self.fingerprint_run().await.1 })
+    fn plugin_dir(&self) -> Option<&Path> {
+        Some(&self.plugin_dir)
     }
 
-    fn create<'a>(
+    fn fingerprint(&self) -> BoxFuture<'_, PluginCall<Fingerprint>> {
+        Box::pin(async move {
+            let (run, result) = self.fingerprint_run().await;
+            PluginCall::from_run(Operation::Fingerprint, run, result)
+        })
+    }
+
+    fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, PluginCall<CreateResponse>> {
+        Box::pin(async move {
+            let (run, result) = self.create_run(req).await;
+            PluginCall::from_run(Operation::Create, run, result)
+        })
+    }
+
+    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, PluginCall<()>> {
+        Box::pin(async move {
+            let (run, result) = self.delete_run(req).await;
+            PluginCall::from_run(Operation::Delete, run, result)
+        })
+    }
+
+    fn run_unknown<'a>(
         &'a self,
-        req: &'a CreateRequest,
-    ) -> BoxFuture<'a, Result<CreateResponse, PluginError>> {
-        Box::pin(async move { self.create_run(req).await.1 })
-    }
-
-    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, Result<(), PluginError>> {
-        Box::pin(async move { self.delete_run(req).await.1 })
+        op: &'a str,
+        env: Vec<(String, String)>,
+    ) -> BoxFuture<'a, Option<PluginRun>> {
+        Box::pin(async move { Some(self.run(op, env).await) })
     }
 }

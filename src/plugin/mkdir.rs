@@ -8,8 +8,8 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginError, go_quote};
-use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Parameters};
+use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, go_quote};
+use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation, Parameters};
 use crate::version::VersionInfo;
 
 /// The built-in plugin's id.
@@ -149,38 +149,47 @@ impl HostVolumePlugin for MkdirPlugin {
         true
     }
 
-    fn fingerprint(&self) -> BoxFuture<'_, Result<Fingerprint, PluginError>> {
-        Box::pin(async {
-            Ok(Fingerprint {
-                version: VersionInfo::from_raw(MKDIR_VERSION),
-            })
-        })
+    fn fingerprint(&self) -> BoxFuture<'_, PluginCall<Fingerprint>> {
+        Box::pin(PluginCall::timed(
+            Operation::Fingerprint,
+            crate::contract::fingerprint_env(),
+            async {
+                Ok(Fingerprint {
+                    version: VersionInfo::from_raw(MKDIR_VERSION),
+                })
+            },
+        ))
     }
 
-    fn create<'a>(
-        &'a self,
-        req: &'a CreateRequest,
-    ) -> BoxFuture<'a, Result<CreateResponse, PluginError>> {
+    fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, PluginCall<CreateResponse>> {
         // File system calls block: keep them off the async workers.
-        let req = req.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || Self::create_now(&req))
-                .await
-                .unwrap_or_else(|e| {
-                    Err(PluginError::Builtin(format!("mkdir plugin panicked: {e}")))
-                })
-        })
+        let owned = req.clone();
+        Box::pin(PluginCall::timed(
+            Operation::Create,
+            req.env(),
+            async move {
+                tokio::task::spawn_blocking(move || Self::create_now(&owned))
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(PluginError::Builtin(format!("mkdir plugin panicked: {e}")))
+                    })
+            },
+        ))
     }
 
-    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, Result<(), PluginError>> {
-        let req = req.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || Self::delete_now(&req))
-                .await
-                .unwrap_or_else(|e| {
-                    Err(PluginError::Builtin(format!("mkdir plugin panicked: {e}")))
-                })
-        })
+    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, PluginCall<()>> {
+        let owned = req.clone();
+        Box::pin(PluginCall::timed(
+            Operation::Delete,
+            req.env(),
+            async move {
+                tokio::task::spawn_blocking(move || Self::delete_now(&owned))
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(PluginError::Builtin(format!("mkdir plugin panicked: {e}")))
+                    })
+            },
+        ))
     }
 }
 

@@ -3,13 +3,18 @@
 //! ([`ExternalPlugin`]).
 //!
 //! The trait is what the manager needs (fingerprint, create, delete, with Nomad's
-//! error texts). External plugins additionally expose every raw call
-//! ([`PluginRun`]) through a [`Recorder`], which is what the conformance checks
-//! judge: exit, output, leaks and timings, not just the decoded result.
+//! error texts). Every call returns its result together with its evidence
+//! ([`PluginCall`]: the request sent, the duration, and for executables the raw
+//! process record, [`PluginRun`]), for the built-in and external plugins alike:
+//! that evidence is what the conformance checks judge (exit, output, leaks and
+//! timings), not just the decoded result. [`PluginSource`] is the one parser
+//! that turns `mkdir` or a path into a plugin.
 
+mod call;
 mod explain;
 pub mod external;
 pub mod mkdir;
+mod source;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,8 +23,10 @@ pub use crate::contract::go_quote;
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, ExitReason};
 use crate::version::VersionInfo;
 
+pub use call::PluginCall;
 pub use external::{ExternalPlugin, PluginRun, Recorder, Timeouts};
 pub use mkdir::MkdirPlugin;
+pub use source::{CallOptions, PluginSource};
 
 /// A boxed, sendable future: keeps [`HostVolumePlugin`] object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -41,17 +48,32 @@ pub trait HostVolumePlugin: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// The plugin dir an executable is run with (`DHV_PLUGIN_DIR`); `None`
+    /// for the built-in.
+    fn plugin_dir(&self) -> Option<&std::path::Path> {
+        None
+    }
+
     /// Asks the plugin for its version.
-    fn fingerprint(&self) -> BoxFuture<'_, Result<Fingerprint, PluginError>>;
+    fn fingerprint(&self) -> BoxFuture<'_, PluginCall<Fingerprint>>;
 
     /// Creates (or, for an existing id, updates) a volume.
-    fn create<'a>(
-        &'a self,
-        req: &'a CreateRequest,
-    ) -> BoxFuture<'a, Result<CreateResponse, PluginError>>;
+    fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, PluginCall<CreateResponse>>;
 
     /// Deletes a volume.
-    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, Result<(), PluginError>>;
+    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, PluginCall<()>>;
+
+    /// Runs an operation Nomad does not have (`PLUGIN <op>` with `env`), to see
+    /// that the plugin refuses it. `None` when the plugin has no process to
+    /// run it in (the built-in).
+    fn run_unknown<'a>(
+        &'a self,
+        op: &'a str,
+        env: Vec<(String, String)>,
+    ) -> BoxFuture<'a, Option<PluginRun>> {
+        let _ = (op, env);
+        Box::pin(async { None })
+    }
 }
 
 /// Why a plugin call failed. `Display` is Nomad's own text where Nomad has one.

@@ -5,13 +5,17 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::{CheckResult, join_all};
-use crate::conformance::context::{Ctx, Finding};
+use crate::conformance::context::{Ctx, Expect, Finding};
 
 /// `concurrency.create` (must): 8 distinct creates at once.
 pub async fn create(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
-    let calls = join_all(reqs.iter().map(|r| ctx.create(r))).await;
+    let calls = join_all(
+        reqs.iter()
+            .map(|r| ctx.create(r, Expect::Success, "one of 8 concurrent creates")),
+    )
+    .await;
     let mut problems = Vec::new();
     let mut paths = BTreeSet::new();
     for (i, call) in calls.iter().enumerate() {
@@ -32,7 +36,13 @@ pub async fn create(ctx: &Ctx) -> CheckResult {
     }
     for (req, call) in reqs.iter().zip(&calls) {
         if let Ok(resp) = &call.result {
-            ctx.delete(req, &resp.path).await;
+            ctx.delete(
+                req,
+                &resp.path,
+                Expect::Success,
+                "delete after the concurrent creates",
+            )
+            .await;
         }
     }
     if problems.is_empty() {
@@ -59,7 +69,12 @@ pub async fn delete(ctx: &Ctx) -> CheckResult {
                 .path,
         );
     }
-    let calls = join_all(reqs.iter().zip(&made).map(|(r, p)| ctx.delete(r, p))).await;
+    let calls = join_all(
+        reqs.iter()
+            .zip(&made)
+            .map(|(r, p)| ctx.delete(r, p, Expect::Success, "one of 8 concurrent deletes")),
+    )
+    .await;
     let mut problems = Vec::new();
     for (i, (call, path)) in calls.iter().zip(&made).enumerate() {
         if let Err(e) = &call.result {
@@ -82,7 +97,14 @@ pub async fn delete(ctx: &Ctx) -> CheckResult {
 pub async fn same_volume(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let req = ctx.request();
-    let calls = join_all((0..4).map(|_| ctx.create(&req))).await;
+    let calls = join_all((0..4).map(|_| {
+        ctx.create(
+            &req,
+            Expect::Success,
+            "one of 4 identical concurrent creates",
+        )
+    }))
+    .await;
     let mut problems = Vec::new();
     let mut paths = BTreeSet::new();
     for (i, call) in calls.iter().enumerate() {
@@ -97,7 +119,13 @@ pub async fn same_volume(ctx: &Ctx) -> CheckResult {
         problems.push(format!("different paths: {paths:?}"));
     }
     if let Some(path) = paths.iter().next() {
-        ctx.delete(&req, path).await;
+        ctx.delete(
+            &req,
+            path,
+            Expect::Success,
+            "delete after the identical creates",
+        )
+        .await;
     }
     if problems.is_empty() {
         Ok(Finding::Pass("4 at once: all exit 0, one path".into()))

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::{CheckResult, shown};
-use crate::conformance::context::{Ctx, Finding, canary_intact};
+use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, plant_in_volume};
 use crate::contract::{self, CreateRequest, Parameters};
 
 /// `create.succeeds` (must): the default create exits 0 within 60 s.
@@ -182,21 +182,9 @@ pub async fn idempotent(ctx: &Ctx) -> CheckResult {
             canary.display()
         )));
     }
-    ctx.delete(&req, &first.path).await;
+    ctx.delete_ok(&req, &first.path, "delete after the second create")
+        .await?;
     Ok(Finding::Pass("same path and bytes; data kept".into()))
-}
-
-/// Writes a canary into a volume, or fails the check saying the path is unusable.
-pub(crate) fn plant_in_volume(
-    ctx: &Ctx,
-    path: &str,
-    step: &str,
-) -> Result<std::path::PathBuf, Finding> {
-    ctx.plant(Path::new(path), ".dhv-conform-canary").map_err(|e| {
-        Finding::Fail(format!(
-            "{step}: expected a writable directory at `path` {path:?}; writing a file there failed: {e}"
-        ))
-    })
 }
 
 /// `create.distinct` (must): two volumes, two paths; the second leaves the first alone.
@@ -219,8 +207,10 @@ pub async fn distinct(ctx: &Ctx) -> CheckResult {
     } else {
         Ok(Finding::Pass("two volumes, two paths, A intact".into()))
     };
-    ctx.delete(&b_req, &b.path).await;
-    ctx.delete(&a_req, &a.path).await;
+    ctx.delete(&b_req, &b.path, Expect::Success, "delete of volume B")
+        .await;
+    ctx.delete(&a_req, &a.path, Expect::Success, "delete of volume A")
+        .await;
     result
 }
 
@@ -234,7 +224,14 @@ pub async fn update(ctx: &Ctx) -> CheckResult {
     if bigger.capacity_max_bytes > 0 && bigger.capacity_max_bytes < bigger.capacity_min_bytes {
         bigger.capacity_max_bytes = bigger.capacity_min_bytes;
     }
-    let call = ctx.create(&bigger).await;
+    // Either: the rule judges the update's outcome below.
+    let call = ctx
+        .create(
+            &bigger,
+            Expect::Either,
+            "create again with capacity min doubled",
+        )
+        .await;
     let result = match &call.result {
         Ok(resp) if resp.path == first.path => Ok(Finding::Pass("update kept the path".into())),
         Ok(resp) => Err(Finding::Fail(format!(
@@ -246,7 +243,13 @@ pub async fn update(ctx: &Ctx) -> CheckResult {
             bigger.capacity_min_bytes
         ))),
     };
-    ctx.delete(&req, &first.path).await;
+    ctx.delete(
+        &req,
+        &first.path,
+        Expect::Success,
+        "delete after the update",
+    )
+    .await;
     result
 }
 
@@ -254,7 +257,7 @@ pub async fn update(ctx: &Ctx) -> CheckResult {
 /// safely: success, or a clean failure; nothing runs from them.
 pub async fn parameters(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
-    let marker = ctx.dir.join("parameter-marker");
+    let marker = ctx.sandbox.dir.join("parameter-marker");
     let m = marker.display();
     let hostile: Parameters = [
         ("dhv_conform_probe", format!("<>&\"'$(touch {m})")),
@@ -270,7 +273,7 @@ pub async fn parameters(ctx: &Ctx) -> CheckResult {
     ] {
         let mut req = ctx.request();
         req.parameters = Some(params);
-        let outcome = super::input::create_cleanly(ctx, &req, label, false).await?;
+        let outcome = ctx.create_cleanly(&req, label, false).await?;
         notes.push(outcome);
     }
     if marker.exists() {

@@ -4,23 +4,32 @@
 use std::path::Path;
 
 use super::CheckResult;
-use super::create::plant_in_volume;
-use crate::conformance::context::{Ctx, Finding, canary_intact, listing};
+use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, listing, plant_in_volume};
 use crate::contract::DeleteRequest;
 
-/// Creates one volume for a delete check.
-async fn one_volume(ctx: &Ctx) -> Result<(crate::contract::CreateRequest, String), Finding> {
-    ctx.require_create().await?;
-    let req = ctx.request();
-    let resp = ctx.create_ok(&req, "create before delete").await?;
-    Ok((req, resp.path))
-}
-
-/// `delete.succeeds` (must): delete of a created volume exits 0.
+/// `delete.succeeds` (must): delete of a created volume exits 0. Judged on
+/// the run's delete probe, which the other checks' "needs delete.succeeds"
+/// rests on.
 pub async fn succeeds(ctx: &Ctx) -> CheckResult {
-    let (req, path) = one_volume(ctx).await?;
-    let call = ctx.delete(&req, &path).await;
-    match call.result {
+    ctx.require_create().await?;
+    let probe = ctx.delete_probe().await;
+    ctx.cite(probe.create.run.as_ref());
+    if let Err(e) = &probe.create.result {
+        return Err(Finding::Fail(format!(
+            "create before delete: expected create to succeed; got: {e}"
+        )));
+    }
+    let Some(call) = &probe.delete else {
+        unreachable!("the probe deletes whenever its create succeeded");
+    };
+    ctx.cite(call.run.as_ref());
+    let path = call
+        .request
+        .iter()
+        .find(|(k, _)| k == crate::contract::var::CREATED_PATH)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    match &call.result {
         Ok(()) => Ok(Finding::Pass(format!(
             "exit 0 in {:.1} ms",
             call.duration.as_secs_f64() * 1e3
@@ -33,10 +42,8 @@ pub async fn succeeds(ctx: &Ctx) -> CheckResult {
 
 /// `delete.removes` (must): the created path is gone after delete.
 pub async fn removes(ctx: &Ctx) -> CheckResult {
-    let (req, path) = one_volume(ctx).await?;
-    if let Err(e) = ctx.delete(&req, &path).await.result {
-        return Err(Finding::Skip(format!("needs delete.succeeds ({e})")));
-    }
+    let (req, path) = ctx.one_volume("create before delete").await?;
+    ctx.delete_ok(&req, &path, "delete").await?;
     if Path::new(&path).exists() {
         Err(Finding::Fail(format!(
             "expected {path:?} to be gone after delete; it still exists"
@@ -48,11 +55,13 @@ pub async fn removes(ctx: &Ctx) -> CheckResult {
 
 /// `delete.idempotent` (must): deleting twice is fine.
 pub async fn idempotent(ctx: &Ctx) -> CheckResult {
-    let (req, path) = one_volume(ctx).await?;
-    if let Err(e) = ctx.delete(&req, &path).await.result {
-        return Err(Finding::Skip(format!("needs delete.succeeds ({e})")));
-    }
-    match ctx.delete(&req, &path).await.result {
+    let (req, path) = ctx.one_volume("create before delete").await?;
+    ctx.delete_ok(&req, &path, "first delete").await?;
+    // Either: the rule judges the second delete itself, below.
+    let again = ctx
+        .delete(&req, &path, Expect::Either, "second delete")
+        .await;
+    match again.result {
         Ok(()) => Ok(Finding::Pass("second delete exits 0".into())),
         Err(e) => Err(Finding::Fail(format!(
             "expected a second delete of the same volume to exit 0 (Nomad retries deletes); got: {e}"
@@ -65,7 +74,16 @@ pub async fn never_created(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let req = ctx.request();
     let path = Path::new(&req.volumes_dir).join(&req.volume_id);
-    match ctx.delete(&req, &path.to_string_lossy()).await.result {
+    // Either: the rule judges this delete itself, below.
+    let call = ctx
+        .delete(
+            &req,
+            &path.to_string_lossy(),
+            Expect::Either,
+            "delete of a never-created volume",
+        )
+        .await;
+    match call.result {
         Ok(()) => Ok(Finding::Pass("exit 0".into())),
         Err(e) => Err(Finding::Fail(format!(
             "expected delete of a volume that was never created to exit 0; got: {e}"
@@ -80,9 +98,7 @@ pub async fn isolated(ctx: &Ctx) -> CheckResult {
     let a = ctx.create_ok(&a_req, "create of volume A").await?;
     let b = ctx.create_ok(&b_req, "create of volume B").await?;
     let canary = plant_in_volume(ctx, &b.path, "create of volume B")?;
-    if let Err(e) = ctx.delete(&a_req, &a.path).await.result {
-        return Err(Finding::Skip(format!("needs delete.succeeds ({e})")));
-    }
+    ctx.delete_ok(&a_req, &a.path, "delete of volume A").await?;
     let result = if !Path::new(&b.path).exists() || !canary_intact(&canary) {
         Err(Finding::Fail(format!(
             "expected volume B ({:?}) and its files to survive the delete of volume A ({:?}); B is gone or changed",
@@ -93,25 +109,27 @@ pub async fn isolated(ctx: &Ctx) -> CheckResult {
             "the other volume and its files are intact".into(),
         ))
     };
-    ctx.delete(&b_req, &b.path).await;
+    ctx.delete(&b_req, &b.path, Expect::Success, "delete of volume B")
+        .await;
     result
 }
 
 /// `delete.no-residue` (should): nothing the plugin made remains after all deletes.
 pub async fn no_residue(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
-    let before = listing(&ctx.volumes);
+    let before = listing(&ctx.sandbox.volumes);
     let reqs = [ctx.request(), ctx.request()];
     let mut made = Vec::new();
     for req in &reqs {
         made.push(ctx.create_ok(req, "create").await?.path);
     }
     for (req, path) in reqs.iter().zip(&made) {
-        if let Err(e) = ctx.delete(req, path).await.result {
-            return Err(Finding::Skip(format!("needs delete.succeeds ({e})")));
-        }
+        ctx.delete_ok(req, path, "delete").await?;
     }
-    let left: Vec<String> = listing(&ctx.volumes).difference(&before).cloned().collect();
+    let left: Vec<String> = listing(&ctx.sandbox.volumes)
+        .difference(&before)
+        .cloned()
+        .collect();
     if left.is_empty() {
         Ok(Finding::Pass("volumes dir as it was".into()))
     } else {
@@ -138,11 +156,32 @@ pub async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
     let mut nomads = DeleteRequest::for_created(&new_req, &new_req.volumes_dir);
     nomads.volume_name.clear();
     nomads.namespace.clear();
-    let call = ctx.delete_raw(&nomads).await;
-    let dir_ok = ctx.volumes.is_dir();
+    // Either: refusing this delete is as safe as doing it carefully.
+    let call = ctx
+        .delete_raw(
+            &nomads,
+            Expect::Either,
+            "Nomad's delete after a failed state write",
+        )
+        .await;
+    let dir_ok = ctx.sandbox.volumes.is_dir();
     let other_ok = canary_intact(&canary);
-    ctx.delete(&new_req, &new.path).await;
-    ctx.delete(&other_req, &other.path).await;
+    // Either: Nomad's delete may have removed it already, and whether a
+    // second delete exits 0 is delete.idempotent's business.
+    ctx.delete(
+        &new_req,
+        &new.path,
+        Expect::Either,
+        "delete of the new volume",
+    )
+    .await;
+    ctx.delete(
+        &other_req,
+        &other.path,
+        Expect::Success,
+        "delete of the unrelated volume",
+    )
+    .await;
     if dir_ok && other_ok {
         Ok(Finding::Pass(format!(
             "the volumes dir and other volumes survived (the delete {})",

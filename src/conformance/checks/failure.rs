@@ -2,7 +2,7 @@
 //! what it does not know, and change nothing.
 
 use super::CheckResult;
-use crate::conformance::context::{Ctx, Finding, listing};
+use crate::conformance::context::{Ctx, Expect, Finding, listing};
 use crate::contract::var;
 
 /// The operation name sent; no Nomad version uses it.
@@ -11,16 +11,17 @@ const UNKNOWN_OP: &str = "dhv-conform-unknown-operation";
 /// `failure.unknown-operation` (should): `PLUGIN <unknown op>` exits non-zero.
 pub async fn unknown_operation(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
-    let Some(ext) = ctx.plugin.external() else {
-        return Err(Finding::Skip("built-in plugin".into()));
-    };
-    let before = listing(&ctx.volumes);
+    let before = listing(&ctx.sandbox.volumes);
     let mut env = ctx.request().env();
     if let Some(op) = env.iter_mut().find(|(k, _)| k == var::OPERATION) {
         op.1 = UNKNOWN_OP.to_string();
     }
-    let run = ext.run(UNKNOWN_OP, env).await;
-    let after = listing(&ctx.volumes);
+    let Some(run) = ctx.run_unknown(UNKNOWN_OP, env).await else {
+        return Err(Finding::Skip("built-in plugin".into()));
+    };
+    let error = (!run.succeeded()).then(|| run.exit_error());
+    ctx.note("an unknown operation", UNKNOWN_OP, Expect::Failure, error);
+    let after = listing(&ctx.sandbox.volumes);
     let added: Vec<_> = after.difference(&before).cloned().collect();
     if run.succeeded() {
         return Err(Finding::Fail(format!(

@@ -2,7 +2,7 @@
 //! version Nomad can parse, every time.
 
 use super::{CheckResult, join_all, shown};
-use crate::conformance::context::{Ctx, Finding};
+use crate::conformance::context::{Ctx, Expect, Finding};
 use crate::contract;
 use crate::plugin::PluginError;
 
@@ -115,9 +115,13 @@ pub async fn stable(ctx: &Ctx) -> CheckResult {
     let want = fp.version.raw.clone();
     let mut seen = Vec::new();
     for _ in 0..3 {
-        seen.push(ctx.fingerprint().await);
+        seen.push(
+            ctx.fingerprint(Expect::Success, "repeated fingerprint")
+                .await,
+        );
     }
-    let burst = join_all((0..8).map(|_| ctx.fingerprint())).await;
+    let burst =
+        join_all((0..8).map(|_| ctx.fingerprint(Expect::Success, "concurrent fingerprint"))).await;
     seen.extend(burst);
     let mut problems = Vec::new();
     for (i, call) in seen.iter().enumerate() {

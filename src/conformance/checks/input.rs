@@ -4,72 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::CheckResult;
-use crate::conformance::context::{Ctx, Finding, canary_intact, listing};
-use crate::contract::CreateRequest;
-
-/// Creates `req`; a success is deleted again (and with `no_residue`, must then
-/// leave nothing); a failure must be clean (nothing new in the volumes dir, no
-/// process left, no hang). Returns a note on what happened.
-pub(crate) async fn create_cleanly(
-    ctx: &Ctx,
-    req: &CreateRequest,
-    label: &str,
-    no_residue: bool,
-) -> Result<String, Finding> {
-    let dir = Path::new(&req.volumes_dir);
-    let before = listing(dir);
-    let call = ctx.create(req).await;
-    if let Some(run) = &call.run {
-        if run.timed_out() {
-            return Err(Finding::Fail(format!(
-                "{label}: expected create to succeed or fail promptly; it hung and was killed after {:?}",
-                run.timeout
-            )));
-        }
-    }
-    match &call.result {
-        Ok(resp) => {
-            let del = ctx.delete(req, &resp.path).await;
-            if let Err(e) = del.result {
-                return Err(Finding::Fail(format!(
-                    "{label}: create succeeded, but its delete failed: {e}"
-                )));
-            }
-            let left: Vec<String> = listing(dir).difference(&before).cloned().collect();
-            if no_residue && !left.is_empty() {
-                return Err(Finding::Fail(format!(
-                    "{label}: create succeeded, but after delete the volumes dir still holds {}",
-                    left.join(", ")
-                )));
-            }
-            Ok(format!("{label}: created and deleted"))
-        }
-        Err(e) => {
-            let left: Vec<String> = listing(dir).difference(&before).cloned().collect();
-            let procs: Vec<String> = call
-                .run
-                .iter()
-                .flat_map(|r| r.leftovers().iter().map(|l| l.cmdline.clone()))
-                .collect();
-            if !left.is_empty() || !procs.is_empty() {
-                return Err(Finding::Fail(format!(
-                    "{label}: expected a failed create to leave nothing behind; it failed ({e}) and left{}{}",
-                    if left.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" files: {}", left.join(", "))
-                    },
-                    if procs.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" processes: {}", procs.join(", "))
-                    }
-                )));
-            }
-            Ok(format!("{label}: refused cleanly"))
-        }
-    }
-}
+use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, listing};
 
 /// Canary files planted around (not in) the volumes dir, and what else is there.
 struct Surroundings {
@@ -81,14 +16,14 @@ impl Surroundings {
     /// The check's dir holds the volumes dir; canaries go beside it, in the
     /// check's dir, and in a sibling dir that a traversal would reach.
     fn plant(ctx: &Ctx) -> std::io::Result<Surroundings> {
-        let sibling = ctx.dir.join("sibling");
+        let sibling = ctx.sandbox.dir.join("sibling");
         std::fs::create_dir_all(&sibling)?;
         let canaries = vec![
-            ctx.plant(&ctx.dir, "canary-beside-volumes")?,
+            ctx.plant(&ctx.sandbox.dir, "canary-beside-volumes")?,
             ctx.plant(&sibling, "canary-in-sibling")?,
         ];
         Ok(Surroundings {
-            root: ctx.dir.clone(),
+            root: ctx.sandbox.dir.clone(),
             canaries,
         })
     }
@@ -112,7 +47,7 @@ pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     // The volumes dir sits two levels below the test area's top, so `../../`
     // lands inside the area where the change is seen.
-    let volumes = ctx.dir.join("area").join("volumes");
+    let volumes = ctx.sandbox.dir.join("area").join("volumes");
     std::fs::create_dir_all(&volumes)
         .map_err(|e| Finding::Skip(format!("cannot prepare the test area: {e}")))?;
     let around = Surroundings::plant(ctx)
@@ -128,11 +63,27 @@ pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
         let mut req = ctx.request_in(&volumes);
         req.volume_name = name.clone();
         let before = around.outside(&volumes);
-        let call = ctx.create(&req).await;
+        // Either: refusing such a name is as good as treating it as data.
+        let call = ctx
+            .create(
+                &req,
+                Expect::Either,
+                &format!("create with volume name {name:?}"),
+            )
+            .await;
         let after_create = around.outside(&volumes);
-        if let Ok(resp) = &call.result {
-            ctx.delete(&req, &resp.path).await;
-        }
+        let deleted = match &call.result {
+            Ok(resp) => Some(
+                ctx.delete(
+                    &req,
+                    &resp.path,
+                    Expect::Success,
+                    &format!("delete of volume {name:?}"),
+                )
+                .await,
+            ),
+            Err(_) => None,
+        };
         let after_delete = around.outside(&volumes);
         let added: Vec<_> = after_create.difference(&before).cloned().collect();
         let removed: Vec<_> = before.difference(&after_delete).cloned().collect();
@@ -147,6 +98,10 @@ pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
                 removed.join(", ")
             )));
         }
+        if let Some(deleted) = deleted {
+            ctx.need(deleted, &format!("delete of volume {name:?}"))
+                .await?;
+        }
         notes.push(match &call.result {
             Ok(_) => format!("name {name:?}: created and deleted inside the volumes dir"),
             Err(_) => format!("name {name:?}: refused"),
@@ -158,7 +113,7 @@ pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
 /// `input.name-injection` (must): names with shell syntax run nothing.
 pub async fn name_injection(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
-    let marker = |n: u8| ctx.dir.join(format!("injected-{n}"));
+    let marker = |n: u8| ctx.sandbox.dir.join(format!("injected-{n}"));
     let names = [
         format!("x$(touch {})", marker(1).display()),
         format!("x`touch {}`", marker(2).display()),
@@ -171,7 +126,10 @@ pub async fn name_injection(ctx: &Ctx) -> CheckResult {
     for name in &names {
         let mut req = ctx.request();
         req.volume_name = name.clone();
-        notes.push(create_cleanly(ctx, &req, &format!("name {name:?}"), false).await?);
+        notes.push(
+            ctx.create_cleanly(&req, &format!("name {name:?}"), false)
+                .await?,
+        );
         if let Some(hit) = (1..=4).map(marker).find(|m| m.exists()) {
             return Err(Finding::Fail(format!(
                 "with volume name {name:?}: expected no command to run; the marker {} appeared — the plugin \
@@ -199,7 +157,7 @@ pub async fn capacity_edge(ctx: &Ctx) -> CheckResult {
         let mut req = ctx.request();
         req.capacity_min_bytes = min;
         req.capacity_max_bytes = max;
-        notes.push(create_cleanly(ctx, &req, label, true).await?);
+        notes.push(ctx.create_cleanly(&req, label, true).await?);
     }
     Ok(Finding::Pass(notes.join("; ")))
 }

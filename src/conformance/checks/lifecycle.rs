@@ -2,13 +2,10 @@
 //! in the middle of an operation.
 
 use std::path::Path;
-use std::time::Duration;
 
 use super::CheckResult;
-use super::create::plant_in_volume;
-use crate::conformance::context::{Ctx, Finding, canary_intact, listing};
-use crate::contract::{CreateRequest, DeleteRequest, Operation};
-use crate::exec::KillMode;
+use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, listing, plant_in_volume};
+use crate::contract::{CreateRequest, DeleteRequest};
 use crate::manager::VolumeSpec;
 
 /// `lifecycle.restore` (must): an agent restart calls create again for every
@@ -23,7 +20,7 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
     let template = ctx.request();
     let mut made = Vec::new();
     for i in 0..4 {
-        let spec = VolumeSpec::new(ctx.plugin.id(), format!("{}-{i}", template.volume_name))
+        let spec = VolumeSpec::new(ctx.plugin().id(), format!("{}-{i}", template.volume_name))
             .with_namespace(template.namespace.clone())
             .with_capacity(template.capacity_min_bytes, template.capacity_max_bytes);
         let spec = match &template.parameters {
@@ -68,9 +65,17 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
     }
     let before_delete = ctx.recorder.len();
     for (volume, _) in &made {
-        if manager.delete(&volume.id).await.is_ok() {
+        let deleted = manager.delete(&volume.id).await;
+        if deleted.is_ok() {
             ctx.untrack(&volume.id);
         }
+        let error = deleted.err().map(|e| e.to_string());
+        ctx.note(
+            "delete through the manager after the restore",
+            "delete",
+            Expect::Success,
+            error,
+        );
     }
     ctx.log_runs_from(before_delete, true);
     if problems.is_empty() {
@@ -92,12 +97,17 @@ pub async fn recreate(ctx: &Ctx) -> CheckResult {
     let req = ctx.request();
     let first = ctx.create_ok(&req, "first create").await?;
     let canary = plant_in_volume(ctx, &first.path, "first create")?;
-    if let Err(e) = ctx.delete(&req, &first.path).await.result {
-        return Err(Finding::Skip(format!("needs delete.succeeds ({e})")));
-    }
+    ctx.delete_ok(&req, &first.path, "delete between the creates")
+        .await?;
     let second = ctx.create_ok(&req, "create after delete").await?;
     let stale = canary.exists();
-    ctx.delete(&req, &second.path).await;
+    ctx.delete(
+        &req,
+        &second.path,
+        Expect::Success,
+        "delete after the re-create",
+    )
+    .await;
     if stale {
         Err(Finding::Fail(format!(
             "expected the re-created volume to be empty; the file {} from before the delete is still there",
@@ -111,41 +121,34 @@ pub async fn recreate(ctx: &Ctx) -> CheckResult {
 /// Where in an operation's measured run time the crash checks kill it.
 const KILL_POINTS: [f64; 3] = [0.1, 0.5, 0.9];
 
-/// Kills `op` for `req` at `after` with SIGKILL to its whole process group.
-async fn crash(ctx: &Ctx, op: Operation, env: Vec<(String, String)>, after: Duration) {
-    let Some(ext) = ctx.plugin.external() else {
-        return;
-    };
-    let crasher = ext.clone().with_kill_mode(KillMode::GroupKill);
-    crasher.run_with_timeout(op.as_str(), env, after).await;
-}
-
 /// `lifecycle.crash-create` (should): a create killed part way is finished by
 /// the next create, and delete then leaves nothing.
 pub async fn crash_create(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     ctx.require_create().await?;
-    let before = listing(&ctx.volumes);
+    let before = listing(&ctx.sandbox.volumes);
     let probe = ctx.request();
-    let call = ctx.create(&probe).await;
-    let resp = call.result.map_err(|e| {
-        Finding::Fail(format!(
-            "measuring create: expected it to succeed; got: {e}"
-        ))
-    })?;
+    let call = ctx
+        .create(&probe, Expect::Success, "measuring create")
+        .await;
     let normal = call.duration;
-    ctx.delete(&probe, &resp.path).await;
+    let resp = ctx.need(call, "measuring create").await?;
+    ctx.delete_ok(&probe, &resp.path, "delete after measuring create")
+        .await?;
     let mut notes = Vec::new();
     for point in KILL_POINTS {
         let req = ctx.request();
         let at = normal.mul_f64(point);
-        crash(ctx, Operation::Create, req.env(), at).await;
         let label = format!(
             "create killed at {:.0}% ({:.1} ms)",
             point * 100.0,
             at.as_secs_f64() * 1e3
         );
-        let again = ctx.create(&req).await;
+        ctx.crash_create(&req, at, &label).await;
+        // Either: the rule judges create again itself, below.
+        let again = ctx
+            .create(&req, Expect::Either, &format!("{label}: create again"))
+            .await;
         let resp = match again.result {
             Ok(resp) => resp,
             Err(e) => {
@@ -161,14 +164,14 @@ pub async fn crash_create(ctx: &Ctx) -> CheckResult {
                 resp.path
             )));
         }
-        if let Err(e) = ctx.delete(&req, &resp.path).await.result {
-            return Err(Finding::Fail(format!(
-                "{label}: delete afterwards failed: {e}"
-            )));
-        }
+        ctx.delete_ok(&req, &resp.path, &format!("{label}: delete afterwards"))
+            .await?;
         notes.push(format!("{:.0}%", point * 100.0));
     }
-    let left: Vec<String> = listing(&ctx.volumes).difference(&before).cloned().collect();
+    let left: Vec<String> = listing(&ctx.sandbox.volumes)
+        .difference(&before)
+        .cloned()
+        .collect();
     if !left.is_empty() {
         return Err(Finding::Fail(format!(
             "after crashed creates, re-creates and deletes, expected an empty volumes dir; left: {}",
@@ -191,11 +194,11 @@ pub async fn crash_delete(ctx: &Ctx) -> CheckResult {
     let resp = ctx
         .create_ok(&probe, "create before measuring delete")
         .await?;
-    let call = ctx.delete(&probe, &resp.path).await;
-    if let Err(e) = call.result {
-        return Err(Finding::Skip(format!("needs delete.succeeds ({e})")));
-    }
+    let call = ctx
+        .delete(&probe, &resp.path, Expect::Success, "measuring delete")
+        .await;
     let normal = call.duration;
+    ctx.need(call, "measuring delete").await?;
     let mut notes = Vec::new();
     for point in KILL_POINTS {
         let req: CreateRequest = ctx.request();
@@ -203,19 +206,23 @@ pub async fn crash_delete(ctx: &Ctx) -> CheckResult {
             .create_ok(&req, "create before the crashed delete")
             .await?;
         let at = normal.mul_f64(point);
-        crash(
-            ctx,
-            Operation::Delete,
-            DeleteRequest::for_created(&req, &resp.path).env(),
-            at,
-        )
-        .await;
         let label = format!(
             "delete killed at {:.0}% ({:.1} ms)",
             point * 100.0,
             at.as_secs_f64() * 1e3
         );
-        if let Err(e) = ctx.delete(&req, &resp.path).await.result {
+        ctx.crash_delete(&DeleteRequest::for_created(&req, &resp.path), at, &label)
+            .await;
+        // Either: the rule judges delete again itself, below.
+        let again = ctx
+            .delete(
+                &req,
+                &resp.path,
+                Expect::Either,
+                &format!("{label}: delete again"),
+            )
+            .await;
+        if let Err(e) = again.result {
             return Err(Finding::Fail(format!(
                 "{label}: expected delete again to exit 0; got: {e}"
             )));

@@ -2,67 +2,47 @@
 //! groups them. Each reads like its rule: do the scenario through [`Ctx`], look
 //! at what the plugin printed *and* at the disk, and return a [`Finding`].
 
-mod concurrency;
-mod create;
-mod delete;
-mod failure;
-mod fingerprint;
-mod input;
-mod lifecycle;
-mod process;
-mod run_wide;
+pub(crate) mod concurrency;
+pub(crate) mod create;
+pub(crate) mod delete;
+pub(crate) mod failure;
+pub(crate) mod fingerprint;
+pub(crate) mod input;
+pub(crate) mod lifecycle;
+pub(crate) mod process;
+pub(crate) mod run_wide;
 
-use super::context::{Ctx, Finding};
+use super::context::{Ctx, Finding, RunLog};
+use crate::plugin::BoxFuture;
 
-/// Runs the check `ctx.spec.id`. Aggregate checks get the whole run's calls.
-pub(crate) async fn run(ctx: &Ctx) -> Finding {
-    let result = match ctx.spec.id {
-        "fingerprint.runs" => fingerprint::runs(ctx).await,
-        "fingerprint.json" => fingerprint::json(ctx).await,
-        "fingerprint.version" => fingerprint::version(ctx).await,
-        "fingerprint.version-semver" => fingerprint::version_semver(ctx).await,
-        "fingerprint.stable" => fingerprint::stable(ctx).await,
-        "create.succeeds" => create::succeeds(ctx).await,
-        "create.response" => create::response(ctx).await,
-        "create.path-exists" => create::path_exists(ctx).await,
-        "create.path-in-volumes-dir" => create::path_in_volumes_dir(ctx).await,
-        "create.bytes-in-range" => create::bytes_in_range(ctx).await,
-        "create.idempotent" => create::idempotent(ctx).await,
-        "create.distinct" => create::distinct(ctx).await,
-        "create.update" => create::update(ctx).await,
-        "create.parameters" => create::parameters(ctx).await,
-        "delete.succeeds" => delete::succeeds(ctx).await,
-        "delete.removes" => delete::removes(ctx).await,
-        "delete.idempotent" => delete::idempotent(ctx).await,
-        "delete.never-created" => delete::never_created(ctx).await,
-        "delete.isolated" => delete::isolated(ctx).await,
-        "delete.no-residue" => delete::no_residue(ctx).await,
-        "delete.auto-delete-safe" => delete::auto_delete_safe(ctx).await,
-        "lifecycle.restore" => lifecycle::restore(ctx).await,
-        "lifecycle.recreate" => lifecycle::recreate(ctx).await,
-        "lifecycle.crash-create" => lifecycle::crash_create(ctx).await,
-        "lifecycle.crash-delete" => lifecycle::crash_delete(ctx).await,
-        "concurrency.create" => concurrency::create(ctx).await,
-        "concurrency.delete" => concurrency::delete(ctx).await,
-        "concurrency.same-volume" => concurrency::same_volume(ctx).await,
-        "failure.unknown-operation" => failure::unknown_operation(ctx).await,
-        "process.env-self-contained" => process::env_self_contained(ctx).await,
-        "process.cwd-independent" => process::cwd_independent(ctx).await,
-        "input.name-traversal" => input::name_traversal(ctx).await,
-        "input.name-injection" => input::name_injection(ctx).await,
-        "input.capacity-edge" => input::capacity_edge(ctx).await,
-        "fingerprint.deadline" => run_wide::deadline(ctx, "fingerprint"),
-        "create.deadline" => run_wide::deadline(ctx, "create"),
-        "delete.deadline" => run_wide::deadline(ctx, "delete"),
-        "failure.clean" => run_wide::failure_clean(ctx),
-        "failure.error-json" => run_wide::error_json(ctx),
-        "process.no-stdio-leak" => run_wide::no_stdio_leak(ctx),
-        "process.no-orphans" => run_wide::no_orphans(ctx),
-        "timing.margin" => run_wide::timing_margin(ctx),
-        "timing.profile" => run_wide::timing_profile(ctx),
-        _ => Err(Finding::Skip("not implemented".into())),
-    };
-    result.unwrap_or_else(|finding| finding)
+/// A check that runs its own scenario in its sandbox.
+pub(crate) type ScenarioFn = for<'a> fn(&'a Ctx) -> BoxFuture<'a, CheckResult>;
+
+/// A check judged over the run's call log, once every scenario has finished.
+pub(crate) type RunWideFn = fn(&RunLog) -> CheckResult;
+
+/// What a catalogue entry runs.
+#[derive(Clone, Copy)]
+pub(crate) enum CheckFn {
+    /// Its own scenario, in parallel with the others.
+    Scenario(ScenarioFn),
+    /// A judgement over every call of the run.
+    RunWide(RunWideFn),
+}
+
+impl std::fmt::Debug for CheckFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CheckFn::Scenario(_) => "Scenario",
+            CheckFn::RunWide(_) => "RunWide",
+        })
+    }
+}
+
+/// Runs a scenario check: its body, then every call it made accounted for.
+pub(crate) async fn run_scenario(ctx: &Ctx, body: ScenarioFn) -> Finding {
+    let finding = body(ctx).await.unwrap_or_else(|finding| finding);
+    ctx.settle(finding).await
 }
 
 /// A check's body returns its finding, or short-cuts with `?` on a finding
@@ -123,7 +103,7 @@ pub(crate) fn timing_profiles(
     shared: &super::context::Shared,
 ) -> Vec<crate::report::TimingProfile> {
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-    run_wide::profiles(&shared.log())
+    run_wide::profiles(&shared.log.calls())
         .into_iter()
         .map(|p| crate::report::TimingProfile {
             operation: p.op.to_string(),

@@ -5,9 +5,8 @@
 use std::os::unix::fs::PermissionsExt;
 
 use super::CheckResult;
-use crate::conformance::context::{Ctx, Finding, listing};
-use crate::contract::DeleteRequest;
-use crate::plugin::{ExternalPlugin, PluginRun};
+use crate::conformance::context::{Ctx, Expect, Finding, Variant, listing};
+use crate::contract::{DeleteRequest, Operation};
 
 /// The variables a shell session has and Nomad does not give: ours, or sane
 /// defaults when we run without them ourselves.
@@ -36,62 +35,91 @@ enum Tried {
     Hangs,
 }
 
-/// Tries `op` with `plugin` (one fresh volume for create and delete).
-async fn try_op(ctx: &Ctx, plugin: &ExternalPlugin, op: &str) -> Tried {
-    let judge = |run: &PluginRun, ok: bool| match (ok, run.timed_out()) {
+/// Tries `op` with `plugin` (one fresh volume for create and delete). The
+/// call of `op` itself is made with `expect`; the create before a delete and
+/// the delete after a create are steps that must succeed.
+async fn try_op(
+    ctx: &Ctx,
+    plugin: &Variant<'_>,
+    op: Operation,
+    expect: Expect,
+    how: &str,
+) -> Tried {
+    let judge = |call_ok: bool, timed_out: bool| match (call_ok, timed_out) {
         (true, _) => Tried::Works,
         (false, true) => Tried::Hangs,
         (false, false) => Tried::Fails,
     };
-    if op == "fingerprint" {
-        let (run, result) = plugin.fingerprint_run().await;
-        return judge(&run, result.is_ok());
+    if op == Operation::Fingerprint {
+        let call = plugin
+            .fingerprint(expect, &format!("fingerprint {how}"))
+            .await;
+        return judge(call.ok(), call.timed_out());
     }
     let req = ctx.request();
-    let (run, result) = plugin.create_run(&req).await;
-    let Ok(resp) = result else {
-        return judge(&run, false);
+    let create_expect = if op == Operation::Create {
+        expect
+    } else {
+        Expect::Success
     };
-    let (del_run, deleted) = plugin
-        .delete_run(&DeleteRequest::for_created(&req, &resp.path))
+    let call = plugin
+        .create(&req, create_expect, &format!("create {how}"))
+        .await;
+    let Ok(resp) = &call.result else {
+        return judge(false, call.timed_out());
+    };
+    let delete_expect = if op == Operation::Delete {
+        expect
+    } else {
+        Expect::Success
+    };
+    let deleted = plugin
+        .delete(
+            &DeleteRequest::for_created(&req, &resp.path),
+            delete_expect,
+            &format!("delete {how}"),
+        )
         .await;
     match op {
-        "create" => Tried::Works,
-        _ => judge(&del_run, deleted.is_ok()),
+        Operation::Delete => judge(deleted.ok(), deleted.timed_out()),
+        _ => Tried::Works,
     }
 }
 
-/// Whether `op` succeeds for `plugin`.
-async fn op_works(ctx: &Ctx, plugin: &ExternalPlugin, op: &str) -> bool {
-    try_op(ctx, plugin, op).await == Tried::Works
+/// Whether `op` succeeds for `plugin`, tried for a diagnosis (either outcome
+/// is expected: the comparison is what the check judges).
+async fn op_works(ctx: &Ctx, plugin: &Variant<'_>, op: Operation, how: &str) -> bool {
+    try_op(ctx, plugin, op, Expect::Either, how).await == Tried::Works
 }
 
 /// `process.env-self-contained` (must): works with exactly Nomad's env; when it
 /// does not, name the variables it silently depends on.
 pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
-    let Some(ext) = ctx.plugin.external() else {
-        return Err(Finding::Skip("built-in plugin".into()));
-    };
+    let nomads = ctx.variant(|_| {});
     let mut dependent = Vec::new();
     let mut broken: Vec<&str> = Vec::new();
-    for op in ["fingerprint", "create", "delete"] {
-        match try_op(ctx, ext, op).await {
+    for op in Operation::ALL {
+        let op_name = op.as_str();
+        // Either: a failure here is diagnosed below, not taken as such.
+        match try_op(ctx, &nomads, op, Expect::Either, "with Nomad's environment").await {
             Tried::Works => continue,
             Tried::Hangs => {
-                broken.push(op);
+                broken.push(op_name);
                 continue;
             }
             Tried::Fails => {}
         }
         let full = harness_env();
-        if !op_works(ctx, &ext.clone().with_extra_env(full.clone()), op).await {
-            broken.push(op); // fails either way: not an environment problem
+        let with_all = ctx.variant(|o| o.extra_env = full.clone());
+        if !op_works(ctx, &with_all, op, "with PATH, HOME and LANG").await {
+            broken.push(op_name); // fails either way: not an environment problem
             continue;
         }
         let mut needed = Vec::new();
         for var in &full {
-            if op_works(ctx, &ext.clone().with_extra_env(vec![var.clone()]), op).await {
+            let with_one = ctx.variant(|o| o.extra_env = vec![var.clone()]);
+            if op_works(ctx, &with_one, op, &format!("with {}", var.0)).await {
                 needed.push(var.0.clone());
             }
         }
@@ -101,7 +129,7 @@ pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
             needed.join(" or ")
         };
         dependent.push(format!(
-            "{op} fails under Nomad's environment but works with {names}"
+            "{op_name} fails under Nomad's environment but works with {names}"
         ));
     }
     if dependent.is_empty() && broken.len() == 3 {
@@ -135,18 +163,26 @@ pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
 pub async fn cwd_independent(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     ctx.require_create().await?;
-    let Some(ext) = ctx.plugin.external() else {
-        return Err(Finding::Skip("built-in plugin".into()));
-    };
-    let cwd = ctx.dir.join("unrelated-cwd");
+    let cwd = ctx.sandbox.dir.join("unrelated-cwd");
     std::fs::create_dir_all(&cwd)
         .map_err(|e| Finding::Skip(format!("cannot make a working dir: {e}")))?;
     let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o555));
-    let elsewhere = ext.clone().with_cwd(&cwd);
+    let elsewhere = ctx.variant(|o| o.cwd = Some(cwd.clone()));
+    let here = ctx.variant(|_| {});
     let mut problems = Vec::new();
-    for op in ["fingerprint", "create", "delete"] {
-        // Only a failure that the working directory causes counts here.
-        if !op_works(ctx, &elsewhere, op).await && op_works(ctx, ext, op).await {
+    for op in Operation::ALL {
+        // Only a failure that the working directory causes is this check's
+        // diagnosis; a call that fails from both dirs is still a call that did
+        // not do what was expected (the ledger reports it).
+        let there = try_op(
+            ctx,
+            &elsewhere,
+            op,
+            Expect::Success,
+            "from an unrelated read-only dir",
+        )
+        .await;
+        if there != Tried::Works && op_works(ctx, &here, op, "from the harness's own dir").await {
             problems.push(format!(
                 "{op} failed there (it works from the harness's own directory)"
             ));

@@ -4,17 +4,31 @@
 use std::time::Duration;
 
 use super::{CheckResult, shown};
-use crate::conformance::context::{Ctx, Finding, LoggedCall};
-use crate::contract;
+use crate::conformance::context::{Finding, LoggedCall, RunLog};
+use crate::contract::{self, Operation};
 
-fn calls_of<'a>(log: &'a [LoggedCall], op: &str) -> Vec<&'a LoggedCall> {
+fn calls_of(log: &[LoggedCall], op: Operation) -> Vec<&LoggedCall> {
     log.iter().filter(|c| c.op == op).collect()
 }
 
+/// `fingerprint.deadline` (must): every fingerprint finished within 1 s.
+pub fn fingerprint_deadline(log: &RunLog) -> CheckResult {
+    deadline(log, Operation::Fingerprint)
+}
+
+/// `create.deadline` (must): every create finished within 60 s.
+pub fn create_deadline(log: &RunLog) -> CheckResult {
+    deadline(log, Operation::Create)
+}
+
+/// `delete.deadline` (must): every delete finished within 60 s.
+pub fn delete_deadline(log: &RunLog) -> CheckResult {
+    deadline(log, Operation::Delete)
+}
+
 /// `<op>.deadline` (must): every call of `op` finished within its limit.
-pub fn deadline(ctx: &Ctx, op: &str) -> CheckResult {
-    let log = ctx.shared.log();
-    let calls = calls_of(&log, op);
+fn deadline(log: &RunLog, op: Operation) -> CheckResult {
+    let calls = log.of(op);
     if calls.is_empty() {
         return Err(Finding::Skip(format!("no {op} call in this run")));
     }
@@ -43,13 +57,13 @@ pub fn deadline(ctx: &Ctx, op: &str) -> CheckResult {
 }
 
 /// `failure.clean` (must): a failed create left nothing behind.
-pub fn failure_clean(ctx: &Ctx) -> CheckResult {
-    let log = ctx.shared.log();
+pub fn failure_clean(log: &RunLog) -> CheckResult {
+    let log = &log.calls;
     // Nomad rejecting the output of a create that succeeded is another check's
     // business (create.response): here only the plugin's own failures count.
     let failed: Vec<&LoggedCall> = log
         .iter()
-        .filter(|c| c.op == "create" && c.plugin_failed)
+        .filter(|c| c.op == Operation::Create && c.plugin_failed)
         .collect();
     if failed.is_empty() {
         return Err(Finding::Skip("no create failed in this run".into()));
@@ -94,12 +108,12 @@ pub fn failure_clean(ctx: &Ctx) -> CheckResult {
 
 /// `failure.error-json` (should): failing creates and deletes explain themselves
 /// as `{"error": "..."}` (or print nothing).
-pub fn error_json(ctx: &Ctx) -> CheckResult {
-    ctx.require_process()?;
-    let log = ctx.shared.log();
+pub fn failure_error_json(log: &RunLog) -> CheckResult {
+    log.require_process()?;
+    let log = &log.calls;
     let failed: Vec<&LoggedCall> = log
         .iter()
-        .filter(|c| (c.op == "create" || c.op == "delete") && c.plugin_failed)
+        .filter(|c| c.op != Operation::Fingerprint && c.plugin_failed)
         .filter(|c| {
             c.run
                 .as_ref()
@@ -135,9 +149,9 @@ pub fn error_json(ctx: &Ctx) -> CheckResult {
 }
 
 /// `process.no-stdio-leak` (must): nobody held stdout/stderr after exit.
-pub fn no_stdio_leak(ctx: &Ctx) -> CheckResult {
-    ctx.require_process()?;
-    let log = ctx.shared.log();
+pub fn process_no_stdio_leak(log: &RunLog) -> CheckResult {
+    log.require_process()?;
+    let log = &log.calls;
     let leaks: Vec<String> = log
         .iter()
         .filter_map(|c| {
@@ -171,9 +185,9 @@ pub fn no_stdio_leak(ctx: &Ctx) -> CheckResult {
 }
 
 /// `process.no-orphans` (should): nothing the plugin started outlived it.
-pub fn no_orphans(ctx: &Ctx) -> CheckResult {
-    ctx.require_process()?;
-    let log = ctx.shared.log();
+pub fn process_no_orphans(log: &RunLog) -> CheckResult {
+    log.require_process()?;
+    let log = &log.calls;
     let orphans: Vec<String> = log
         .iter()
         .flat_map(|c| {
@@ -212,7 +226,7 @@ pub fn no_orphans(ctx: &Ctx) -> CheckResult {
 
 /// Duration percentiles of one operation.
 pub(crate) struct Profile {
-    pub op: &'static str,
+    pub op: Operation,
     pub count: usize,
     pub p50: Duration,
     pub p95: Duration,
@@ -222,7 +236,7 @@ pub(crate) struct Profile {
 
 /// Per-operation timing over the run's calls (nearest-rank percentiles).
 pub(crate) fn profiles(log: &[LoggedCall]) -> Vec<Profile> {
-    ["fingerprint", "create", "delete"]
+    Operation::ALL
         .into_iter()
         .filter_map(|op| {
             let mut d: Vec<Duration> = calls_of(log, op).iter().map(|c| c.duration).collect();
@@ -244,10 +258,10 @@ pub(crate) fn profiles(log: &[LoggedCall]) -> Vec<Profile> {
 /// `timing.margin` (should): p95 under half the limit. Judged on the calls a
 /// check made one at a time: the deliberate bursts (8 fingerprints or creates
 /// at once) measure the machine's contention more than the plugin.
-pub fn timing_margin(ctx: &Ctx) -> CheckResult {
-    let log = ctx.shared.log();
+pub fn timing_margin(log: &RunLog) -> CheckResult {
+    let log = &log.calls;
     let solo: Vec<LoggedCall> = log.iter().filter(|c| c.alone).cloned().collect();
-    let all = profiles(if solo.is_empty() { &log } else { &solo });
+    let all = profiles(if solo.is_empty() { log } else { &solo });
     if all.is_empty() {
         return Err(Finding::Skip("no plugin call in this run".into()));
     }
@@ -276,8 +290,8 @@ pub fn timing_margin(ctx: &Ctx) -> CheckResult {
 }
 
 /// `timing.profile` (info): the measurements.
-pub fn timing_profile(ctx: &Ctx) -> CheckResult {
-    let all = profiles(&ctx.shared.log());
+pub fn timing_profile(log: &RunLog) -> CheckResult {
+    let all = profiles(&log.calls);
     if all.is_empty() {
         return Err(Finding::Skip("no plugin call in this run".into()));
     }

@@ -1,0 +1,508 @@
+//! The calls a check makes. Each states what it expects ([`Expect`]); the
+//! check's ledger keeps every call with its expectation, and an unmet one is
+//! the check's finding (see [`Ctx::settle`]). Calls of the plugin as Nomad
+//! runs it are also logged for the run-wide checks ([`CallLog`]).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{Ctx, Finding, listing};
+use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
+use crate::exec::KillMode;
+use crate::manager::{HostVolumeManager, ManagerError, Volume};
+use crate::plugin::{CallOptions, Fingerprint, HostVolumePlugin, PluginCall, PluginRun};
+
+/// What a check expects of one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// The call must succeed (exit 0, output accepted).
+    Success,
+    /// The call must fail (non-zero exit).
+    Failure,
+    /// Either is fine: the check's rule judges the outcome itself (say why at the call).
+    Either,
+}
+
+/// One call in a check's ledger.
+#[derive(Debug, Clone)]
+struct Entry {
+    step: String,
+    /// The operation, when it is one of Nomad's.
+    op: Option<Operation>,
+    /// The operation word sent.
+    word: String,
+    expect: Expect,
+    /// Nomad's error text; `None` when the call succeeded.
+    error: Option<String>,
+}
+
+impl Entry {
+    fn met(&self) -> bool {
+        match self.expect {
+            Expect::Success => self.error.is_none(),
+            Expect::Failure => self.error.is_some(),
+            Expect::Either => true,
+        }
+    }
+
+    /// "step: expected create to succeed; got: …".
+    fn describe(&self) -> String {
+        match (&self.error, self.expect) {
+            (Some(e), _) => format!("{}: expected {} to succeed; got: {e}", self.step, self.word),
+            (None, _) => format!(
+                "{}: expected {} to fail; it succeeded",
+                self.step, self.word
+            ),
+        }
+    }
+}
+
+/// A check's own record of its calls: what each was expected to do, which
+/// volumes are live, and how many calls are under way.
+#[derive(Default)]
+pub(super) struct Ledger {
+    entries: Mutex<Vec<Entry>>,
+    /// Volumes created and not yet deleted: [`Ctx::cleanup`] deletes them, so
+    /// a check that stops early leaves no mount or device behind.
+    live: Mutex<BTreeMap<String, (CreateRequest, String)>>,
+    in_flight: AtomicUsize,
+    /// Calls started so far: a call was alone only if no other started before it ended.
+    started: AtomicUsize,
+}
+
+impl Ledger {
+    fn note(&self, step: &str, op: &str, expect: Expect, error: Option<String>) {
+        lock(&self.entries).push(Entry {
+            step: step.to_string(),
+            op: op.parse().ok(),
+            word: op.to_string(),
+            expect,
+            error,
+        });
+    }
+
+    fn unmet(&self) -> Vec<Entry> {
+        lock(&self.entries)
+            .iter()
+            .filter(|e| !e.met())
+            .cloned()
+            .collect()
+    }
+
+    /// Marks a call as under way, to tell calls made alone from deliberate bursts.
+    fn enter(&self) -> Solo<'_> {
+        Solo {
+            ticket: self.started.fetch_add(1, Ordering::SeqCst),
+            started_alone: self.in_flight.fetch_add(1, Ordering::SeqCst) == 0,
+            ledger: self,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A call under way in a sandbox; [`alone`](Solo::alone) tells whether any
+/// other call of the same check overlapped it.
+struct Solo<'a> {
+    /// How many calls had started before this one.
+    ticket: usize,
+    started_alone: bool,
+    ledger: &'a Ledger,
+}
+
+impl Solo<'_> {
+    /// Nothing ran when it started, and nothing started since: a call that
+    /// began and ended alone may still have had a whole other call inside it.
+    fn alone(&self) -> bool {
+        self.started_alone
+            && self.ledger.in_flight.load(Ordering::SeqCst) == 1
+            && self.ledger.started.load(Ordering::SeqCst) == self.ticket + 1
+    }
+}
+
+impl Drop for Solo<'_> {
+    fn drop(&mut self) {
+        self.ledger.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Every plugin call of the run, for the checks evaluated over the whole run.
+#[derive(Debug, Clone)]
+pub(crate) struct LoggedCall {
+    pub check: &'static str,
+    pub op: Operation,
+    pub duration: Duration,
+    pub limit: Duration,
+    /// No other call of the same check overlapped it (not part of a burst).
+    pub alone: bool,
+    /// The plugin itself reported failure (non-zero exit, signal, could not
+    /// start), as opposed to Nomad rejecting the output of a successful run.
+    pub plugin_failed: bool,
+    /// The raw call, for external plugins; shared, so that the run-wide
+    /// checks can each take the whole log without copying every call's output.
+    pub run: Option<Arc<PluginRun>>,
+    /// For a failed create made while nothing else ran in its volumes dir:
+    /// what it left there.
+    pub residue: Option<Vec<String>>,
+}
+
+/// The run's call log: what the run-wide checks judge, and all they see.
+#[derive(Debug, Default)]
+pub(crate) struct CallLog(Mutex<Vec<LoggedCall>>);
+
+impl CallLog {
+    /// Every call logged so far.
+    pub fn calls(&self) -> Vec<LoggedCall> {
+        lock(&self.0).clone()
+    }
+
+    fn push(&self, call: LoggedCall) {
+        lock(&self.0).push(call);
+    }
+}
+
+/// What a run-wide check judges: every call of the run, and whether they
+/// were calls of an in-process plugin (no process to judge).
+#[derive(Debug, Clone)]
+pub(crate) struct RunLog {
+    /// Every call of the run, in the order logged.
+    pub calls: Vec<LoggedCall>,
+    /// The plugin runs in-process (the built-in).
+    pub in_process: bool,
+}
+
+impl RunLog {
+    /// `Err(skip)` when there are no processes to judge.
+    pub fn require_process(&self) -> Result<(), Finding> {
+        if self.in_process {
+            Err(Finding::Skip("built-in plugin".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The calls of `op`.
+    pub fn of(&self, op: Operation) -> Vec<&LoggedCall> {
+        self.calls.iter().filter(|c| c.op == op).collect()
+    }
+}
+
+impl Ctx {
+    /// Creates, logging the call for the run-wide checks.
+    pub async fn create(
+        &self,
+        req: &CreateRequest,
+        expect: Expect,
+        step: &str,
+    ) -> PluginCall<CreateResponse> {
+        let solo = self.calls.enter();
+        let before = solo
+            .started_alone
+            .then(|| listing(Path::new(&req.volumes_dir)));
+        let call = self.plugin.create(req).await;
+        let alone = solo.alone();
+        let residue = match (&call.result, before, alone) {
+            (Err(_), Some(before), true) => {
+                let after = listing(Path::new(&req.volumes_dir));
+                Some(after.difference(&before).cloned().collect())
+            }
+            _ => None,
+        };
+        drop(solo);
+        self.log(&call, alone, residue);
+        self.account(step, expect, &call);
+        if let Ok(resp) = &call.result {
+            lock(&self.calls.live).insert(req.volume_id.clone(), (req.clone(), resp.path.clone()));
+        }
+        call
+    }
+
+    /// Deletes the volume `req` created at `created_path`.
+    pub async fn delete(
+        &self,
+        req: &CreateRequest,
+        created_path: &str,
+        expect: Expect,
+        step: &str,
+    ) -> PluginCall<()> {
+        self.delete_raw(&DeleteRequest::for_created(req, created_path), expect, step)
+            .await
+    }
+
+    /// Sends exactly this delete request.
+    pub async fn delete_raw(
+        &self,
+        req: &DeleteRequest,
+        expect: Expect,
+        step: &str,
+    ) -> PluginCall<()> {
+        let solo = self.calls.enter();
+        let call = self.plugin.delete(req).await;
+        let alone = solo.alone();
+        drop(solo);
+        self.log(&call, alone, None);
+        self.account(step, expect, &call);
+        if call.ok() {
+            lock(&self.calls.live).remove(&req.volume_id);
+        }
+        call
+    }
+
+    /// Fingerprints once more (the probe is [`fingerprint_probe`](Self::fingerprint_probe)).
+    pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
+        let solo = self.calls.enter();
+        let call = self.plugin.fingerprint().await;
+        let alone = solo.alone();
+        drop(solo);
+        self.log(&call, alone, None);
+        self.account(step, expect, &call);
+        call
+    }
+
+    /// Creates, expecting success: the response, or the finding for this
+    /// step (see [`need`](Self::need)).
+    pub async fn create_ok(
+        &self,
+        req: &CreateRequest,
+        step: &str,
+    ) -> Result<CreateResponse, Finding> {
+        let call = self.create(req, Expect::Success, step).await;
+        self.need(call, step).await
+    }
+
+    /// Deletes, expecting success; `Err` is the finding for this step.
+    pub async fn delete_ok(
+        &self,
+        req: &CreateRequest,
+        path: &str,
+        step: &str,
+    ) -> Result<(), Finding> {
+        let call = self.delete(req, path, Expect::Success, step).await;
+        self.need(call, step).await
+    }
+
+    /// A call's value, or the finding its failure makes: a skip naming the
+    /// prerequisite when that prerequisite itself did not pass, else this
+    /// check's failure.
+    pub async fn need<T>(&self, call: PluginCall<T>, step: &str) -> Result<T, Finding> {
+        match call.result {
+            Ok(value) => Ok(value),
+            Err(e) => match self.failed_prerequisite(call.operation).await {
+                Some(needs) => Err(Finding::Skip(needs)),
+                None => Err(Finding::Fail(format!(
+                    "{step}: expected {} to succeed; got: {e}",
+                    call.operation
+                ))),
+            },
+        }
+    }
+
+    /// Records a call made some other way (through the manager, or an
+    /// operation Nomad does not have) in the ledger.
+    pub fn note(&self, step: &str, op: &str, expect: Expect, error: Option<String>) {
+        self.calls.note(step, op, expect, error);
+    }
+
+    fn account<T>(&self, step: &str, expect: Expect, call: &PluginCall<T>) {
+        let error = call.result.as_ref().err().map(|e| e.to_string());
+        self.calls
+            .note(step, call.operation.as_str(), expect, error);
+    }
+
+    fn log<T>(&self, call: &PluginCall<T>, alone: bool, residue: Option<Vec<String>>) {
+        self.shared.log.push(LoggedCall {
+            check: self.spec.id,
+            op: call.operation,
+            duration: call.duration,
+            limit: self.shared.settings.timeouts().limit(call.operation),
+            alone,
+            plugin_failed: !call.exited_zero(),
+            run: call.run.clone().map(Arc::new),
+            residue,
+        });
+    }
+
+    /// The check's finding once every call is accounted for. A call that did
+    /// not do what was expected of it is the check's failure, with that call
+    /// as evidence, unless the check already failed, or the call failed only
+    /// because its prerequisite did (then the finding stands: the
+    /// prerequisite's own check reports the cause).
+    pub async fn settle(&self, finding: Finding) -> Finding {
+        let mut own = Vec::new();
+        for entry in self.calls.unmet() {
+            let explained = match entry.op {
+                Some(op) if entry.expect == Expect::Success => {
+                    self.failed_prerequisite(op).await.is_some()
+                }
+                _ => false,
+            };
+            if !explained {
+                own.push(entry.describe());
+            }
+        }
+        match (finding, own.first()) {
+            (finding @ Finding::Fail(_), _) | (finding, None) => finding,
+            (_, Some(first)) => Finding::Fail(if own.len() == 1 {
+                first.clone()
+            } else {
+                format!(
+                    "{first} (and {} more calls did not do what was expected)",
+                    own.len() - 1
+                )
+            }),
+        }
+    }
+
+    /// The same plugin with other call options (a working dir, extra
+    /// variables), sharing this check's recorder and ledger. Its calls are
+    /// not what Nomad makes, so they are not logged for the run-wide checks.
+    pub fn variant(&self, adjust: impl FnOnce(&mut CallOptions)) -> Variant<'_> {
+        let mut opts = CallOptions {
+            timeouts: self.shared.settings.timeouts(),
+            recorder: Some(self.recorder.clone()),
+            supervisor: Some(self.shared.supervisor.clone()),
+            ..CallOptions::default()
+        };
+        adjust(&mut opts);
+        Variant {
+            ctx: self,
+            plugin: self.shared.settings.target.open(&opts),
+        }
+    }
+
+    /// Runs `create` and kills it (SIGKILL to its whole group) after `after`.
+    /// Killed on purpose, so either outcome is expected.
+    pub async fn crash_create(&self, req: &CreateRequest, after: Duration, step: &str) {
+        self.crasher(after).create(req, Expect::Either, step).await;
+    }
+
+    /// Runs `delete` and kills it after `after` (see [`crash_create`](Self::crash_create)).
+    pub async fn crash_delete(&self, req: &DeleteRequest, after: Duration, step: &str) {
+        self.crasher(after).delete(req, Expect::Either, step).await;
+    }
+
+    fn crasher(&self, after: Duration) -> Variant<'_> {
+        self.variant(|o| {
+            o.kill_mode = Some(KillMode::GroupKill);
+            o.timeouts.create = after;
+            o.timeouts.delete = after;
+        })
+    }
+
+    /// Runs an operation Nomad does not have; `None` for the built-in.
+    pub async fn run_unknown(&self, op: &str, env: Vec<(String, String)>) -> Option<PluginRun> {
+        self.plugin.run_unknown(op, env).await
+    }
+
+    /// A manager over this sandbox (state in `<dir>/state`) that drives the
+    /// plugin under test, for the checks that exercise what a Nomad client does
+    /// around plugins (restore).
+    pub fn manager(&self) -> Result<HostVolumeManager, ManagerError> {
+        let template = self.request();
+        let mut manager = HostVolumeManager::open(self.sandbox.dir.join("state"))?
+            .with_volumes_dir(&self.sandbox.volumes)
+            .with_node_id(template.node_id)
+            .with_node_pool(template.node_pool)
+            .with_timeouts(self.shared.settings.timeouts())
+            .with_restore_timeout(
+                crate::contract::RESTORE_TIMEOUT.mul_f64(self.shared.settings.timeout_scale),
+            )
+            .with_plugin(self.plugin.clone());
+        if let Some(dir) = self.plugin.plugin_dir() {
+            manager = manager.with_plugin_dir(dir);
+        }
+        Ok(manager)
+    }
+
+    /// Remembers a volume made through the manager, for [`cleanup`](Self::cleanup).
+    pub fn track(&self, volume: &Volume) {
+        if let Some(req) = &volume.create_request {
+            lock(&self.calls.live)
+                .insert(volume.id.clone(), (req.clone(), volume.host_path.clone()));
+        }
+    }
+
+    /// Forgets a volume deleted through the manager.
+    pub fn untrack(&self, id: &str) {
+        lock(&self.calls.live).remove(id);
+    }
+
+    /// Logs, for the run-wide checks, the raw calls recorded since the
+    /// recorder held `start` calls (calls the manager made on our behalf).
+    pub fn log_runs_from(&self, start: usize, alone: bool) {
+        let timeouts = self.shared.settings.timeouts();
+        for run in self.recorder.runs().into_iter().skip(start) {
+            let Ok(op) = run.operation.parse::<Operation>() else {
+                continue;
+            };
+            self.shared.log.push(LoggedCall {
+                check: self.spec.id,
+                op,
+                duration: run.duration(),
+                limit: timeouts.limit(op),
+                alone,
+                plugin_failed: !run.succeeded(),
+                residue: None,
+                run: Some(Arc::new(run)),
+            });
+        }
+    }
+
+    /// Deletes every volume this sandbox created and did not delete (a check
+    /// that stopped early). Not logged: it is housekeeping after the verdict.
+    pub async fn cleanup(&self) {
+        let live = std::mem::take(&mut *lock(&self.calls.live));
+        for (req, path) in live.into_values() {
+            let _ = self
+                .plugin
+                .delete(&DeleteRequest::for_created(&req, &path))
+                .await;
+        }
+    }
+}
+
+/// The plugin under test with other call options ([`Ctx::variant`]).
+pub(crate) struct Variant<'a> {
+    ctx: &'a Ctx,
+    plugin: Arc<dyn HostVolumePlugin>,
+}
+
+impl Variant<'_> {
+    /// Fingerprints.
+    pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
+        let call = self.plugin.fingerprint().await;
+        self.ctx.account(step, expect, &call);
+        call
+    }
+
+    /// Creates.
+    pub async fn create(
+        &self,
+        req: &CreateRequest,
+        expect: Expect,
+        step: &str,
+    ) -> PluginCall<CreateResponse> {
+        let call = self.plugin.create(req).await;
+        self.ctx.account(step, expect, &call);
+        if let Ok(resp) = &call.result {
+            lock(&self.ctx.calls.live)
+                .insert(req.volume_id.clone(), (req.clone(), resp.path.clone()));
+        }
+        call
+    }
+
+    /// Deletes.
+    pub async fn delete(&self, req: &DeleteRequest, expect: Expect, step: &str) -> PluginCall<()> {
+        let call = self.plugin.delete(req).await;
+        self.ctx.account(step, expect, &call);
+        if call.ok() {
+            lock(&self.ctx.calls.live).remove(&req.volume_id);
+        }
+        call
+    }
+}

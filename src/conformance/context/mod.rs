@@ -1,0 +1,238 @@
+//! What a check works with, split by concern:
+//! - [`sandbox`]: the check's own dirs, listings of them and canary files;
+//! - [`calls`]: the calls a check makes, each with its stated expectation
+//!   ([`Expect`]), and the run's call log ([`CallLog`]) that the run-wide
+//!   checks read (and nothing else);
+//! - [`probes`]: the run's shared first calls and the prerequisites checks
+//!   derive from them ("needs create.succeeds");
+//! - [`steps`]: the scenario steps several checks share (create cleanly,
+//!   plant a canary in a volume).
+//!
+//! [`Ctx`] ties them together for one check; [`Shared`] holds what the checks
+//! of one run share.
+
+mod calls;
+mod probes;
+mod sandbox;
+mod steps;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+pub(crate) use calls::{CallLog, Expect, LoggedCall, RunLog, Variant};
+pub(crate) use probes::Probes;
+pub(crate) use sandbox::{Sandbox, canary_intact, listing};
+pub(crate) use steps::plant_in_volume;
+
+use super::catalogue::CheckSpec;
+use crate::contract::{CreateRequest, Parameters};
+use crate::plugin::{CallOptions, HostVolumePlugin, PluginRun, PluginSource, Recorder, Timeouts};
+
+/// The volume request every check starts from: CONFORMANCE.md's defaults, or a
+/// user fixture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestTemplate {
+    /// Volume name; `None` means `conformance-<short id>` per volume.
+    pub name: Option<String>,
+    /// DHV_NAMESPACE.
+    pub namespace: String,
+    /// DHV_NODE_POOL.
+    pub node_pool: String,
+    /// DHV_CAPACITY_MIN_BYTES.
+    pub capacity_min: i64,
+    /// DHV_CAPACITY_MAX_BYTES.
+    pub capacity_max: i64,
+    /// DHV_PARAMETERS (`None` is Nomad's `null`).
+    pub parameters: Option<Parameters>,
+}
+
+impl Default for RequestTemplate {
+    fn default() -> Self {
+        RequestTemplate {
+            name: None,
+            namespace: "default".into(),
+            node_pool: "default".into(),
+            capacity_min: 10 << 20,
+            capacity_max: 20 << 20,
+            parameters: None,
+        }
+    }
+}
+
+/// How a run is configured.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The plugin under test.
+    pub target: PluginSource,
+    /// The request checks start from.
+    pub template: RequestTemplate,
+    /// Multiplies every time limit.
+    pub timeout_scale: f64,
+}
+
+impl Settings {
+    /// Nomad's limits, scaled.
+    pub fn timeouts(&self) -> Timeouts {
+        Timeouts::default().scaled(self.timeout_scale)
+    }
+}
+
+/// A verdict before the level is applied (a failed should becomes a warning).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// The rule holds.
+    Pass(String),
+    /// The rule is broken: expected vs. got.
+    Fail(String),
+    /// Not evaluated, with the reason.
+    Skip(String),
+    /// A measurement.
+    Info(String),
+}
+
+/// State shared by every check of one run.
+pub(crate) struct Shared {
+    pub settings: Settings,
+    pub root: PathBuf,
+    pub node_id: String,
+    pub probes: Probes,
+    pub log: CallLog,
+    /// Every plugin call of the run runs under it: an interrupt cancels it.
+    pub supervisor: crate::exec::Supervisor,
+}
+
+impl Shared {
+    pub fn new(settings: Settings, root: PathBuf) -> Shared {
+        Shared {
+            settings,
+            root,
+            node_id: uuid::Uuid::new_v4().to_string(),
+            probes: Probes::default(),
+            log: CallLog::default(),
+            supervisor: crate::exec::Supervisor::new(),
+        }
+    }
+
+    /// Deletes what the probes created; call once every check has finished.
+    pub async fn cleanup(&self) {
+        self.probes.cleanup().await;
+    }
+}
+
+/// One check's context: its sandbox, the plugin whose every call is recorded
+/// and accounted for, and the run it belongs to.
+pub(crate) struct Ctx {
+    pub shared: Arc<Shared>,
+    pub spec: &'static CheckSpec,
+    /// The check's own dirs.
+    pub sandbox: Sandbox,
+    /// Every raw call this check made, for its evidence.
+    pub recorder: Recorder,
+    /// The plugin under test, as Nomad runs it (fingerprint is logged against
+    /// Nomad's 1 s limit but only killed at the create limit: whether it works
+    /// and whether it is quick are separate checks).
+    plugin: Arc<dyn HostVolumePlugin>,
+    /// Every call made, with what was expected of it.
+    calls: calls::Ledger,
+    /// Probe calls a check's verdict rests on, shown as its evidence.
+    cited: Mutex<Vec<PluginRun>>,
+}
+
+impl Ctx {
+    pub fn new(shared: Arc<Shared>, spec: &'static CheckSpec) -> std::io::Result<Ctx> {
+        let dir = shared.root.join(spec.id);
+        Ctx::in_dir(shared, spec, dir)
+    }
+
+    fn in_dir(shared: Arc<Shared>, spec: &'static CheckSpec, dir: PathBuf) -> std::io::Result<Ctx> {
+        let sandbox = Sandbox::new(dir)?;
+        let recorder = Recorder::new();
+        let mut timeouts = shared.settings.timeouts();
+        timeouts.fingerprint = timeouts.create;
+        let plugin = shared.settings.target.open(&CallOptions {
+            timeouts,
+            recorder: Some(recorder.clone()),
+            supervisor: Some(shared.supervisor.clone()),
+            ..CallOptions::default()
+        });
+        Ok(Ctx {
+            shared,
+            spec,
+            sandbox,
+            recorder,
+            plugin,
+            calls: calls::Ledger::default(),
+            cited: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn is_builtin(&self) -> bool {
+        self.shared.settings.target.is_builtin()
+    }
+
+    /// The plugin under test, for the manager the lifecycle checks drive.
+    pub fn plugin(&self) -> &Arc<dyn HostVolumePlugin> {
+        &self.plugin
+    }
+
+    /// A fresh request: new UUID, name `conformance-<short id>` unless the fixture names it.
+    pub fn request(&self) -> CreateRequest {
+        self.request_in(&self.sandbox.volumes)
+    }
+
+    /// A fresh request for another volumes dir.
+    pub fn request_in(&self, volumes: &std::path::Path) -> CreateRequest {
+        let t = &self.shared.settings.template;
+        let id = uuid::Uuid::new_v4().to_string();
+        CreateRequest {
+            volumes_dir: volumes.to_string_lossy().into_owned(),
+            plugin_dir: self
+                .plugin
+                .plugin_dir()
+                .map(|d| d.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            node_pool: t.node_pool.clone(),
+            namespace: t.namespace.clone(),
+            volume_name: t
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("conformance-{}", &id[..8])),
+            volume_id: id,
+            capacity_min_bytes: t.capacity_min,
+            capacity_max_bytes: t.capacity_max,
+            node_id: self.shared.node_id.clone(),
+            parameters: t.parameters.clone(),
+        }
+    }
+
+    /// Shows a probe's call as evidence for this check's verdict.
+    pub fn cite(&self, run: Option<&PluginRun>) {
+        if let Some(run) = run {
+            self.cited
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(run.clone());
+        }
+    }
+
+    /// Every call behind this check's verdict: the probes it cited, then its own.
+    pub fn evidence(&self) -> Vec<PluginRun> {
+        let mut runs = self.cited.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        runs.extend(self.recorder.runs());
+        runs
+    }
+
+    /// `Err(skip)` for the built-in plugin, which runs in-process.
+    pub fn require_process(&self) -> Result<(), Finding> {
+        if self.is_builtin() {
+            Err(Finding::Skip("built-in plugin".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Writes a canary file with unique content into `dir`; returns its path.
+    pub fn plant(&self, dir: &std::path::Path, name: &str) -> std::io::Result<PathBuf> {
+        sandbox::plant(dir, name)
+    }
+}

@@ -1,0 +1,199 @@
+//! The run's shared first calls (a fingerprint, a default create, a delete of
+//! a created volume), made once, and the prerequisites derived from them: a
+//! check skips "needs X" only when X itself did not pass, so one root cause is
+//! reported once and its dependents skip.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::OnceCell;
+
+use super::{Ctx, Expect, Finding, Shared};
+use crate::contract::{CreateRequest, CreateResponse, Operation};
+use crate::plugin::{Fingerprint, PluginCall};
+
+/// The first default create.
+#[derive(Debug, Clone)]
+pub(crate) struct CreateProbe {
+    pub request: CreateRequest,
+    pub call: PluginCall<CreateResponse>,
+    /// Whether the path existed right after create.
+    pub path_existed: bool,
+}
+
+/// The first delete of a created volume (in a sandbox of its own).
+#[derive(Debug, Clone)]
+pub(crate) struct DeleteProbe {
+    /// The create before it, and its path when it succeeded.
+    pub create: PluginCall<CreateResponse>,
+    /// The delete, when the create succeeded.
+    pub delete: Option<PluginCall<()>>,
+}
+
+impl DeleteProbe {
+    fn passed(&self) -> bool {
+        self.delete.as_ref().is_some_and(PluginCall::ok)
+    }
+}
+
+/// The probes of one run.
+#[derive(Default)]
+pub(crate) struct Probes {
+    fingerprint: OnceCell<PluginCall<Fingerprint>>,
+    create: OnceCell<CreateProbe>,
+    delete: OnceCell<DeleteProbe>,
+    /// The probes' sandboxes, kept so their volumes are deleted at the end.
+    sandboxes: Mutex<Vec<Ctx>>,
+}
+
+impl Probes {
+    /// The fingerprint probe's result, if it ran.
+    pub fn fingerprint_result(&self) -> Option<&PluginCall<Fingerprint>> {
+        self.fingerprint.get()
+    }
+
+    /// Deletes what the probes created.
+    pub async fn cleanup(&self) {
+        let sandboxes =
+            std::mem::take(&mut *self.sandboxes.lock().unwrap_or_else(|e| e.into_inner()));
+        for probe in sandboxes {
+            probe.cleanup().await;
+        }
+    }
+
+    fn keep(&self, ctx: Ctx) {
+        self.sandboxes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(ctx);
+    }
+}
+
+/// A sandbox for a shared probe, beside the checks' own. A run whose temp dir
+/// cannot take one more dir is a harness failure; the engine turns the panic
+/// into exit 4.
+fn probe_ctx(shared: Arc<Shared>, id: &str) -> Ctx {
+    let spec = crate::conformance::catalogue::find(id).expect("probes are catalogued checks");
+    let dir = shared.root.join(format!("probe-{id}"));
+    Ctx::in_dir(shared, spec, dir).expect("cannot make the probe's sandbox")
+}
+
+impl Ctx {
+    /// The run's first fingerprint, made once and shared.
+    pub async fn fingerprint_probe(&self) -> &PluginCall<Fingerprint> {
+        let shared = self.shared.clone();
+        self.shared
+            .probes
+            .fingerprint
+            .get_or_init(|| async move {
+                let probe = probe_ctx(shared, "fingerprint.runs");
+                probe.fingerprint(Expect::Success, "fingerprint").await
+            })
+            .await
+    }
+
+    /// The run's first default create, made once and shared.
+    pub async fn create_probe(&self) -> &CreateProbe {
+        let shared = self.shared.clone();
+        self.shared
+            .probes
+            .create
+            .get_or_init(|| async move {
+                let probe = probe_ctx(shared.clone(), "create.succeeds");
+                let request = probe.request();
+                let call = probe
+                    .create(&request, Expect::Success, "create with the default request")
+                    .await;
+                let path_existed = match &call.result {
+                    Ok(resp) => !resp.path.is_empty() && Path::new(&resp.path).exists(),
+                    Err(_) => false,
+                };
+                shared.probes.keep(probe);
+                CreateProbe {
+                    request,
+                    call,
+                    path_existed,
+                }
+            })
+            .await
+    }
+
+    /// The run's first delete of a created volume, made once and shared.
+    pub async fn delete_probe(&self) -> &DeleteProbe {
+        let shared = self.shared.clone();
+        self.shared
+            .probes
+            .delete
+            .get_or_init(|| async move {
+                let probe = probe_ctx(shared.clone(), "delete.succeeds");
+                let req = probe.request();
+                let create = probe
+                    .create(&req, Expect::Success, "create before delete")
+                    .await;
+                let delete = match &create.result {
+                    Ok(resp) => Some(
+                        probe
+                            .delete(&req, &resp.path, Expect::Success, "delete")
+                            .await,
+                    ),
+                    Err(_) => None,
+                };
+                shared.probes.keep(probe);
+                DeleteProbe { create, delete }
+            })
+            .await
+    }
+
+    /// `Err(skip)` unless the default create works: checks that need a volume
+    /// skip instead of repeating create.succeeds's failure.
+    pub async fn require_create(&self) -> Result<(), Finding> {
+        let probe = self.create_probe().await;
+        if !probe.call.exited_zero() {
+            return Err(Finding::Skip("needs create.succeeds".into()));
+        }
+        match &probe.call.result {
+            Err(_) => Err(Finding::Skip("needs create.response".into())),
+            Ok(resp) if !Path::new(&resp.path).is_absolute() || !probe.path_existed => {
+                Err(Finding::Skip("needs create.path-exists".into()))
+            }
+            Ok(_) => Ok(()),
+        }
+    }
+
+    /// `Err(skip)` unless a created volume can be deleted (delete.succeeds passed).
+    pub async fn require_delete(&self) -> Result<(), Finding> {
+        self.require_create().await?;
+        if self.delete_probe().await.passed() {
+            Ok(())
+        } else {
+            Err(Finding::Skip("needs delete.succeeds".into()))
+        }
+    }
+
+    /// Why a call of `op` expected to succeed may have failed for a reason
+    /// another check reports: the "needs X" of that check, when X did not pass.
+    pub async fn failed_prerequisite(&self, op: Operation) -> Option<String> {
+        let skip = |f: Finding| match f {
+            Finding::Skip(why) => Some(why),
+            _ => None,
+        };
+        match op {
+            Operation::Fingerprint => {
+                let probe = self.fingerprint_probe().await;
+                let limit = self.shared.settings.timeouts().fingerprint;
+                if !probe.exited_zero() {
+                    Some("needs fingerprint.runs".into())
+                } else if probe.duration > limit {
+                    // Calls made under Nomad's limit time out for that reason.
+                    Some("needs fingerprint.deadline".into())
+                } else if !probe.ok() {
+                    Some("needs fingerprint.version".into())
+                } else {
+                    None
+                }
+            }
+            Operation::Create => self.require_create().await.err().and_then(skip),
+            Operation::Delete => self.require_delete().await.err().and_then(skip),
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! A check's own corner of the run's temp dir: its dir, the volumes dir inside
+//! it, listings of what is there, and canary files that show whether anything
+//! was touched.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// One check's dirs.
+#[derive(Debug, Clone)]
+pub(crate) struct Sandbox {
+    /// The check's own dir; the volumes dir and any canaries live below it.
+    pub dir: PathBuf,
+    /// DHV_VOLUMES_DIR for this check.
+    pub volumes: PathBuf,
+}
+
+impl Sandbox {
+    /// Makes `dir` and its volumes dir.
+    pub fn new(dir: PathBuf) -> std::io::Result<Sandbox> {
+        let volumes = dir.join("volumes");
+        std::fs::create_dir_all(&volumes)?;
+        Ok(Sandbox { dir, volumes })
+    }
+}
+
+/// Writes a canary file with unique content into `dir`; returns its path.
+pub(crate) fn plant(dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+    let path = dir.join(name);
+    std::fs::write(&path, canary_text(&path))?;
+    Ok(path)
+}
+
+/// The content of a canary file: its own path, so a moved or swapped file is caught.
+pub(crate) fn canary_text(path: &Path) -> String {
+    format!("dhv-conform canary {}\n", path.display())
+}
+
+/// Whether the canary at `path` is still there, unchanged.
+pub(crate) fn canary_intact(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .map(|t| t == canary_text(path))
+        .unwrap_or(false)
+}
+
+/// Every entry below `dir` (relative paths, `/`-separated, symlinks not
+/// followed), capped so a runaway plugin cannot make us walk forever.
+pub(crate) fn listing(dir: &Path) -> BTreeSet<String> {
+    const CAP: usize = 20_000;
+    let mut out = BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let rel = path
+                .strip_prefix(dir)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                stack.push(path);
+            }
+            out.insert(rel);
+            if out.len() >= CAP {
+                return out;
+            }
+        }
+    }
+    out
+}

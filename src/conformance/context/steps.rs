@@ -1,0 +1,86 @@
+//! Scenario steps several checks share: plant a canary in a volume, create a
+//! volume that must then be deleted cleanly, create a volume to delete.
+
+use std::path::{Path, PathBuf};
+
+use super::{Ctx, Expect, Finding, listing};
+use crate::contract::CreateRequest;
+
+/// Writes a canary into a volume, or fails the check saying the path is unusable.
+pub(crate) fn plant_in_volume(ctx: &Ctx, path: &str, step: &str) -> Result<PathBuf, Finding> {
+    ctx.plant(Path::new(path), ".dhv-conform-canary").map_err(|e| {
+        Finding::Fail(format!(
+            "{step}: expected a writable directory at `path` {path:?}; writing a file there failed: {e}"
+        ))
+    })
+}
+
+impl Ctx {
+    /// Creates one volume for a check that deletes it: its request and path.
+    pub async fn one_volume(&self, step: &str) -> Result<(CreateRequest, String), Finding> {
+        self.require_create().await?;
+        let req = self.request();
+        let resp = self.create_ok(&req, step).await?;
+        Ok((req, resp.path))
+    }
+
+    /// Creates `req`, which may succeed or fail (the rule of the checks that
+    /// use it); a success must then be deleted (and with `no_residue`, leave
+    /// nothing); a failure must be clean (nothing new in the volumes dir, no
+    /// process left, no hang). Returns a note on what happened.
+    pub async fn create_cleanly(
+        &self,
+        req: &CreateRequest,
+        label: &str,
+        no_residue: bool,
+    ) -> Result<String, Finding> {
+        let dir = Path::new(&req.volumes_dir);
+        let before = listing(dir);
+        // Either: these requests may be refused; how is judged below.
+        let call = self.create(req, Expect::Either, label).await;
+        if let Some(run) = call.run.as_ref().filter(|r| r.timed_out()) {
+            return Err(Finding::Fail(format!(
+                "{label}: expected create to succeed or fail promptly; it hung and was killed after {:?}",
+                run.timeout
+            )));
+        }
+        match &call.result {
+            Ok(resp) => {
+                let step = format!("{label}: delete after a successful create");
+                self.delete_ok(req, &resp.path, &step).await?;
+                let left: Vec<String> = listing(dir).difference(&before).cloned().collect();
+                if no_residue && !left.is_empty() {
+                    return Err(Finding::Fail(format!(
+                        "{label}: create succeeded, but after delete the volumes dir still holds {}",
+                        left.join(", ")
+                    )));
+                }
+                Ok(format!("{label}: created and deleted"))
+            }
+            Err(e) => {
+                let left: Vec<String> = listing(dir).difference(&before).cloned().collect();
+                let procs: Vec<String> = call
+                    .run
+                    .iter()
+                    .flat_map(|r| r.leftovers().iter().map(|l| l.cmdline.clone()))
+                    .collect();
+                if left.is_empty() && procs.is_empty() {
+                    return Ok(format!("{label}: refused cleanly"));
+                }
+                let files = if left.is_empty() {
+                    String::new()
+                } else {
+                    format!(" files: {}", left.join(", "))
+                };
+                let procs = if procs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" processes: {}", procs.join(", "))
+                };
+                Err(Finding::Fail(format!(
+                    "{label}: expected a failed create to leave nothing behind; it failed ({e}) and left{files}{procs}"
+                )))
+            }
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The one parser from what a user names (`mkdir`, a path, or an id in a
+//! plugin dir) to a callable plugin, and the options a caller runs it with.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::mkdir::MKDIR_ID;
+use super::{ExternalPlugin, HostVolumePlugin, MkdirPlugin, PluginError, Recorder, Timeouts};
+use crate::exec::{KillMode, Supervisor};
+
+/// Where a plugin comes from: the built-in, or an executable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PluginSource {
+    /// The built-in `mkdir` plugin.
+    Builtin,
+    /// A plugin executable, by path (its id is the file name, its plugin dir
+    /// the parent).
+    Executable(PathBuf),
+}
+
+/// How calls of a plugin are made. The built-in ignores what only applies to
+/// a process (kill mode, working directory, extra variables).
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// Time limits (default: Nomad's).
+    pub timeouts: Timeouts,
+    /// How an overrunning call is killed (default: its whole process group).
+    pub kill_mode: Option<KillMode>,
+    /// The working directory, when not ours.
+    pub cwd: Option<PathBuf>,
+    /// Variables added to Nomad's environment (not what Nomad does: for diagnoses).
+    pub extra_env: Vec<(String, String)>,
+    /// Keeps every raw call.
+    pub recorder: Option<Recorder>,
+    /// Runs every call under this supervisor, so its owner can cancel them
+    /// (default: one of the plugin's own).
+    pub supervisor: Option<Supervisor>,
+}
+
+impl PluginSource {
+    /// `mkdir` means the built-in; anything else is a path. Nothing is checked
+    /// here, so that a file that cannot run is reported by the call that tries.
+    pub fn parse(arg: &str) -> PluginSource {
+        if arg == MKDIR_ID {
+            PluginSource::Builtin
+        } else {
+            PluginSource::Executable(PathBuf::from(arg))
+        }
+    }
+
+    /// Plugin `id` as a Nomad client finds it: the built-in `mkdir`, or an
+    /// executable of `plugin_dir`, confined to it (see [`ExternalPlugin::lookup`]).
+    pub fn lookup(plugin_dir: Option<&Path>, id: &str) -> Result<PluginSource, PluginError> {
+        if id == MKDIR_ID {
+            return Ok(PluginSource::Builtin);
+        }
+        let Some(dir) = plugin_dir else {
+            return Err(PluginError::NoSuchPlugin { id: id.to_string() });
+        };
+        let found = ExternalPlugin::lookup(dir, id)?;
+        Ok(PluginSource::Executable(found.executable().to_path_buf()))
+    }
+
+    /// Whether this is the in-process built-in.
+    pub fn is_builtin(&self) -> bool {
+        matches!(self, PluginSource::Builtin)
+    }
+
+    /// The executable's path, if it is one.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            PluginSource::Builtin => None,
+            PluginSource::Executable(path) => Some(path),
+        }
+    }
+
+    /// A plugin that makes its calls with `opts`.
+    pub fn open(&self, opts: &CallOptions) -> Arc<dyn HostVolumePlugin> {
+        match self {
+            PluginSource::Builtin => Arc::new(MkdirPlugin),
+            PluginSource::Executable(path) => {
+                let mut plugin = ExternalPlugin::from_path(path)
+                    .with_timeouts(opts.timeouts)
+                    .with_extra_env(opts.extra_env.clone());
+                if let Some(mode) = opts.kill_mode {
+                    plugin = plugin.with_kill_mode(mode);
+                }
+                if let Some(dir) = &opts.cwd {
+                    plugin = plugin.with_cwd(dir);
+                }
+                if let Some(recorder) = &opts.recorder {
+                    plugin = plugin.with_recorder(recorder.clone());
+                }
+                if let Some(supervisor) = &opts.supervisor {
+                    plugin = plugin.with_supervisor(supervisor.clone());
+                }
+                Arc::new(plugin)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mkdir_is_the_builtin_and_anything_else_a_path() {
+        assert_eq!(PluginSource::parse("mkdir"), PluginSource::Builtin);
+        assert_eq!(
+            PluginSource::parse("./mkdir"),
+            PluginSource::Executable(PathBuf::from("./mkdir"))
+        );
+        assert!(
+            PluginSource::parse("mkdir")
+                .open(&CallOptions::default())
+                .is_builtin()
+        );
+        let ext = PluginSource::parse("/bin/true").open(&CallOptions::default());
+        assert!(!ext.is_builtin());
+        assert_eq!(ext.id(), "true");
+        assert_eq!(ext.plugin_dir(), Some(Path::new("/bin")));
+    }
+
+    #[test]
+    fn lookup_finds_the_builtin_without_a_dir_and_nothing_else() {
+        assert_eq!(
+            PluginSource::lookup(None, "mkdir"),
+            Ok(PluginSource::Builtin)
+        );
+        assert!(matches!(
+            PluginSource::lookup(None, "other"),
+            Err(PluginError::NoSuchPlugin { .. })
+        ));
+    }
+}
