@@ -76,6 +76,30 @@ pub struct CheckArgs {
     pub color: Option<String>,
 }
 
+/// `2026-12-01T13:05:09Z`: the run's start, for JUnit's `timestamp` and the report.
+fn rfc3339_utc(at: std::time::SystemTime) -> String {
+    let secs = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (proleptic Gregorian), in 400-year eras.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
 /// Exit codes, for `check --help`.
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
@@ -138,12 +162,15 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         libtest: libtest_args(&args)?,
         progress: Progress::new(move |e| hook.on_event(e)),
     };
+    let started = std::time::SystemTime::now();
     let outcome = conformance::run_suite(rt, opts);
     printer.end(outcome.as_ref().ok().map(|o| o.report.summary.verdict));
     let _ = ticker.join();
     let outcome = outcome.map_err(|e| CliError::harness(e.to_string()))?;
     let mut report = outcome.report;
     report.node = node;
+    report.started_at = Some(rfc3339_utc(started));
+    report.duration_ms = started.elapsed().ok().map(|d| d.as_millis() as u64);
     table_to.write(&table(&report, color, args.quiet));
     let code = write_reports(&args, &report)?;
     if outcome.harness_failed {
@@ -453,4 +480,23 @@ fn install_interrupt_handler(rt: &tokio::runtime::Runtime) {
             std::process::exit(130);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rfc3339_table() {
+        use std::time::{Duration, UNIX_EPOCH};
+        for (secs, want) in [
+            (0, "1970-01-01T00:00:00Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (1_798_722_309, "2026-12-31T13:05:09Z"),
+            (4_107_542_399, "2100-02-28T23:59:59Z"),
+        ] {
+            assert_eq!(
+                super::rfc3339_utc(UNIX_EPOCH + Duration::from_secs(secs)),
+                want
+            );
+        }
+    }
 }

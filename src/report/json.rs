@@ -76,6 +76,8 @@ mod tests {
               "node": {
                 "name": "client-1"
               },
+              "started_at": "2026-12-01T13:05:09Z",
+              "duration_ms": 2345,
               "plugin": {
                 "path": "/opt/nomad/plugins/example",
                 "builtin": false,

@@ -2,10 +2,13 @@
 //!
 //! JUnit knows only pass, failure and skipped, so the mapping is a decision: a warning is
 //! a failure only under `--strict` (when it fails the run) and otherwise a passing case
-//! marked with a `status=warn` property, so that CI dashboards go red exactly when the
-//! exit code does. Skips carry their reason as the skip message: never silent.
+//! marked with a `status=warn` property and a `warning` property, its text in
+//! `system-err` too (reporters that hide `system-out` still show it), so that CI
+//! dashboards go red exactly when the exit code does. Skips are `<skipped message>`,
+//! counted in the suite's `skipped` attribute: never silent. The shape is the one
+//! Jenkins' and GitLab's JUnit schema describe (a test validates it).
 
-use quick_junit::{NonSuccessKind, Property, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{NonSuccessKind, Property, TestCase, TestCaseStatus, TestSuite, XmlString};
 
 use super::model::{CheckResult, Report, Status};
 use std::time::Duration;
@@ -24,16 +27,39 @@ pub fn to_junit(report: &Report) -> String {
             .into_iter()
             .map(|check| test_case(check, report.options.strict)),
     );
+    let time = run_time(report);
+    suite.set_time(time);
+    // quick-junit counts skips as `disabled`; JUnit readers want them as `skipped`,
+    // and nothing here is disabled.
+    let skipped = std::mem::take(&mut suite.disabled);
+    suite.extra.insert(
+        XmlString::new("skipped"),
+        XmlString::new(skipped.to_string()),
+    );
+    if let Some(at) = &report.started_at {
+        suite
+            .extra
+            .insert(XmlString::new("timestamp"), XmlString::new(at.as_str()));
+    }
 
     let mut root = quick_junit::Report::new(ROOT_NAME);
     root.add_test_suite(suite);
+    root.set_time(time);
     // Serialising into a String only fails on I/O errors, and a String has none.
     root.to_string().expect("JUnit XML serialises into memory")
 }
 
+/// The run's wall time, or the checks' summed time for a report without one.
+fn run_time(report: &Report) -> Duration {
+    let ms = report
+        .duration_ms
+        .unwrap_or_else(|| report.checks.iter().map(|c| c.duration_ms).sum());
+    Duration::from_millis(ms)
+}
+
 fn suite_properties(report: &Report) -> Vec<Property> {
     let version = report.plugin.version.as_ref();
-    vec![
+    let mut props = vec![
         Property::new("schema", &report.schema),
         Property::new("tool.version", &report.tool.version),
         Property::new("spec", &report.spec),
@@ -53,7 +79,11 @@ fn suite_properties(report: &Report) -> Vec<Property> {
         Property::new("timeout_scale", report.options.timeout_scale.to_string()),
         Property::new("filtered", report.options.filtered.to_string()),
         Property::new("verdict", report.summary.verdict.as_str()),
-    ]
+    ];
+    if let Some(node) = &report.node {
+        props.push(Property::new("node.name", &node.name));
+    }
+    props
 }
 
 fn test_case(check: &CheckResult, strict: bool) -> TestCase {
@@ -61,13 +91,13 @@ fn test_case(check: &CheckResult, strict: bool) -> TestCase {
     let status = if fails_run {
         let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
         status
-            .set_message(first_line(&check.message))
+            .set_message(clean(first_line(&check.message)))
             .set_type(check.level.as_str())
-            .set_description(&check.message);
+            .set_description(clean(&check.message));
         status
     } else if check.status == Status::Skip {
         let mut status = TestCaseStatus::skipped();
-        status.set_message(&check.message);
+        status.set_message(clean(&check.message));
         status
     } else {
         TestCaseStatus::success()
@@ -81,17 +111,20 @@ fn test_case(check: &CheckResult, strict: bool) -> TestCase {
 
     match check.status {
         Status::Fail | Status::Warn => {
-            // A passing warning still shows its message, since the case itself looks green.
-            let mut out = if fails_run {
-                String::new()
-            } else {
-                format!("{}\n", check.message)
-            };
-            let (evidence_out, evidence_err) = evidence(check);
-            out.push_str(&evidence_out);
-            set_if_any(&mut case, out, evidence_err);
+            let (out, mut err) = evidence(check);
+            if !fails_run {
+                // A passing warning: the case looks green, so say it where every
+                // reader looks (a property, and stderr, which fewer readers hide).
+                case.add_property(Property::new("warning", clean(first_line(&check.message))));
+                err.insert_str(0, &format!("warning: {}\n", clean(&check.message)));
+            }
+            set_if_any(&mut case, out, err);
         }
-        Status::Info => set_if_any(&mut case, format!("{}\n", check.message), String::new()),
+        Status::Info => set_if_any(
+            &mut case,
+            format!("{}\n", clean(&check.message)),
+            String::new(),
+        ),
         Status::Pass | Status::Skip => {}
     }
     case
@@ -125,7 +158,7 @@ fn evidence(check: &CheckResult) -> (String, String) {
             err.push_str(&format!("{head} stderr{cut}:\n{}\n", inv.stderr.trim_end()));
         }
     }
-    (out, err)
+    (clean(&out), clean(&err))
 }
 
 fn set_if_any(case: &mut TestCase, out: String, err: String) {
@@ -139,6 +172,12 @@ fn set_if_any(case: &mut TestCase, out: String, err: String) {
 
 fn first_line(message: &str) -> &str {
     message.lines().next().unwrap_or_default()
+}
+
+/// Plugin text with control characters escaped: XML 1.0 cannot carry most of them
+/// at all (a NUL makes the file unreadable), and the rest would reach a terminal.
+fn clean(text: &str) -> String {
+    super::printable(text).into_owned()
 }
 
 #[cfg(test)]
@@ -203,8 +242,8 @@ mod tests {
     fn snapshot() {
         insta::assert_snapshot!(to_junit(&sample::report(false)), @r#"
             <?xml version="1.0" encoding="UTF-8"?>
-            <testsuites name="dhv-conform" tests="6" failures="1" errors="0">
-                <testsuite name="/opt/nomad/plugins/example" tests="6" disabled="1" errors="0" failures="1">
+            <testsuites name="dhv-conform" tests="6" failures="1" errors="0" time="2.345">
+                <testsuite name="/opt/nomad/plugins/example" tests="6" disabled="0" errors="0" failures="1" time="2.345" skipped="1" timestamp="2026-12-01T13:05:09Z">
                     <properties>
                         <property name="schema" value="dhv-conform/report/v1"/>
                         <property name="tool.version" value="0.1.0"/>
@@ -217,6 +256,7 @@ mod tests {
                         <property name="timeout_scale" value="1"/>
                         <property name="filtered" value="false"/>
                         <property name="verdict" value="non-conformant"/>
+                        <property name="node.name" value="client-1"/>
                     </properties>
                     <testcase name="create.idempotent" classname="create" time="0.012">
                         <properties>
@@ -248,9 +288,10 @@ mod tests {
                         <properties>
                             <property name="level" value="should"/>
                             <property name="status" value="warn"/>
+                            <property name="warning" value="version &quot;1.2&quot; is accepted by go-version but is not SemVer 2.0 | use &quot;1.2.0&quot;"/>
                         </properties>
-                        <system-out>version &quot;1.2&quot; is accepted by go-version but is not SemVer 2.0 | use &quot;1.2.0&quot;
-            </system-out>
+                        <system-err>warning: version &quot;1.2&quot; is accepted by go-version but is not SemVer 2.0 | use &quot;1.2.0&quot;
+            </system-err>
                     </testcase>
                     <testcase name="process.no-orphans" classname="process" time="0.012">
                         <properties>

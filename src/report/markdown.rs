@@ -6,7 +6,8 @@
 
 use std::fmt::Write as _;
 
-use super::model::{CheckResult, Report, Status, Summary};
+use super::human::printable;
+use super::model::{CheckResult, Invocation, Report, Status, Summary};
 
 /// Renders the verdict line, a table of failed and warned checks (failures first, then by
 /// id), a collapsed list of skips with their reasons, and the counts.
@@ -45,6 +46,16 @@ pub fn to_markdown(report: &Report) -> String {
         );
     }
 
+    if report.options.filtered {
+        let ran: Vec<String> = checks.iter().map(|c| code_span(&c.id)).collect();
+        let _ = writeln!(
+            md,
+            "Filtered run: only these {} checks ran: {}.\n",
+            ran.len(),
+            ran.join(", ")
+        );
+    }
+
     let mut problems: Vec<&CheckResult> = checks
         .iter()
         .copied()
@@ -56,7 +67,7 @@ pub fn to_markdown(report: &Report) -> String {
         md.push_str("No check failed or warned.\n\n");
     } else {
         md.push_str("| Check | Level | Status | Message |\n|---|---|---|---|\n");
-        for c in problems {
+        for c in &problems {
             let status = match c.status {
                 Status::Fail => "❌ fail",
                 _ => "⚠️ warn",
@@ -70,6 +81,9 @@ pub fn to_markdown(report: &Report) -> String {
             );
         }
         md.push('\n');
+        for c in &problems {
+            details(&mut md, c);
+        }
     }
 
     let skips: Vec<&CheckResult> = checks
@@ -99,6 +113,59 @@ pub fn to_markdown(report: &Report) -> String {
     md
 }
 
+/// A collapsed block per failure or warning: the full message, and for each call
+/// behind it the reproduce line and what the plugin printed.
+fn details(md: &mut String, c: &CheckResult) {
+    let _ = writeln!(
+        md,
+        "<details><summary>{} <code>{}</code>: how to reproduce</summary>\n",
+        if c.status == Status::Fail {
+            "❌"
+        } else {
+            "⚠️"
+        },
+        html(&c.id)
+    );
+    md.push_str(&fenced("text", c.message.trim_end()));
+    for inv in c.evidence() {
+        invocation(md, inv);
+    }
+    let _ = writeln!(md, "See `dhv-conform explain {}`.\n\n</details>\n", c.id);
+}
+
+fn invocation(md: &mut String, inv: &Invocation) {
+    let _ = writeln!(
+        md,
+        "{} ({}):\n",
+        escape(&inv.operation),
+        escape(&inv.outcome())
+    );
+    md.push_str(&fenced("sh", &inv.reproduce));
+    for (name, text) in [("stdout", &inv.stdout), ("stderr", &inv.stderr)] {
+        if !text.is_empty() {
+            let _ = writeln!(md, "{name}:\n");
+            md.push_str(&fenced("text", text.trim_end()));
+        }
+    }
+}
+
+/// A fenced code block that `text` cannot close early: the fence is longer than
+/// any backtick run inside. Control characters are escaped first.
+fn fenced(lang: &str, text: &str) -> String {
+    let text = printable(text);
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}{lang}\n{text}\n{fence}\n\n")
+}
+
+/// Text for inside HTML tags.
+fn html(text: &str) -> String {
+    printable(text)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 fn counts_phrase(s: &Summary) -> String {
     let warnings = if s.warned == 1 { "warning" } else { "warnings" };
     format!(
@@ -111,6 +178,9 @@ fn counts_phrase(s: &Summary) -> String {
 /// formatting, links, HTML or a new cell is backslash-escaped, and line breaks become
 /// `<br>` because a raw newline would end the row.
 pub(super) fn escape(text: &str) -> String {
+    // A CRLF is a line break, not a control character to show.
+    let text = text.replace("\r\n", "\n");
+    let text = printable(&text);
     let mut out = String::with_capacity(text.len());
     let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {
@@ -134,6 +204,7 @@ pub(super) fn escape(text: &str) -> String {
 /// than the longest run inside, as CommonMark requires. Pipes are escaped too, because
 /// GitHub splits table cells on `|` even inside code spans.
 pub(super) fn code_span(text: &str) -> String {
+    let text = printable(text);
     let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest_run + 1);
     let text = text.replace('\n', " ").replace('|', "\\|");
@@ -157,9 +228,11 @@ mod tests {
             ("a | b", r"a \| b"),
             ("line one\nline two", "line one<br>line two"),
             ("crlf\r\nline", "crlf<br>line"),
+            ("esc\x1b[2Jnul\0", r"esc\\u{1b}\[2Jnul\\u{0}"),
             ("<script>&amp;", r"\<script\>\&amp;"),
             ("$(touch *x*)", r"$(touch \*x\*)"),
             (r"back\slash", r"back\\slash"),
+            ("esc\x1b[2Jnul\0", r"esc\\u{1b}\[2Jnul\\u{0}"),
         ];
         for (input, want) in cases {
             assert_eq!(escape(input), want, "{input:?}");
@@ -206,6 +279,38 @@ mod tests {
     }
 
     #[test]
+    fn filtered_run_says_which_checks_ran() {
+        let mut report = sample::report(false);
+        assert!(!to_markdown(&report).contains("Filtered run"));
+        report.options.filtered = true;
+        let md = to_markdown(&report);
+        assert!(
+            md.contains(
+                "Filtered run: only these 6 checks ran: `create.idempotent`, `create.succeeds`,"
+            ),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn plugin_text_reaches_the_markdown_without_control_characters() {
+        let mut report = sample::report(false);
+        let failed = report
+            .checks
+            .iter_mut()
+            .find(|c| c.status == Status::Fail)
+            .unwrap();
+        failed.message = "bad\x1b]0;title\x07 \0 output".into();
+        failed.invocations[1].stderr = "\x1b[31mred\x1b[0m ```\n".into();
+        failed.invocations[1].reproduce = "env -i A=\x1b[2J plugin create".into();
+        let md = to_markdown(&report);
+        assert!(!md.chars().any(|c| c.is_control() && c != '\n'), "{md:?}");
+        assert!(md.contains(r"\u{1b}[31mred"), "{md}");
+        // The stderr excerpt holds a fence; the block around it is longer.
+        assert!(md.contains("````text\n\\u{1b}[31mred"), "{md}");
+    }
+
+    #[test]
     fn snapshot() {
         insta::assert_snapshot!(to_markdown(&sample::report(true)), @r#"
             **dhv-conform**: `/opt/nomad/plugins/example` is **non-conformant** (nomad-1.10, strict) — 2 passed, 1 failed, 1 warning, 1 skipped
@@ -216,6 +321,39 @@ mod tests {
             |---|---|---|---|
             | `create.idempotent` | must | ❌ fail | the second create exited 1, expected 0<br>the volume at /tmp/.tmpAbC123/volumes/x was left in place |
             | `fingerprint.version-semver` | should | ⚠️ warn | version "1.2" is accepted by go-version but is not SemVer 2.0 \| use "1.2.0" |
+
+            <details><summary>❌ <code>create.idempotent</code>: how to reproduce</summary>
+
+            ```text
+            the second create exited 1, expected 0
+            the volume at /tmp/.tmpAbC123/volumes/x was left in place
+            ```
+
+            create (exit 1):
+
+            ```sh
+            env -i DHV_OPERATION=create DHV_VOLUMES_DIR=/tmp/.tmpAbC123/volumes DHV_VOLUME_ID=0b9c8f6e-3f1d-4c4e-9a53-1f2d3c4b5a69 DHV_VOLUME_NAME=conformance-0b9c8f6e /opt/nomad/plugins/example create
+            ```
+
+            stderr:
+
+            ```text
+            mkdir: cannot create directory: File exists
+            ```
+
+            See `dhv-conform explain create.idempotent`.
+
+            </details>
+
+            <details><summary>⚠️ <code>fingerprint.version-semver</code>: how to reproduce</summary>
+
+            ```text
+            version "1.2" is accepted by go-version but is not SemVer 2.0 | use "1.2.0"
+            ```
+
+            See `dhv-conform explain fingerprint.version-semver`.
+
+            </details>
 
             <details><summary>1 skipped</summary>
 

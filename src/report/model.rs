@@ -128,6 +128,13 @@ pub struct Report {
     /// The node the run was made on; `None` in reports written before the field existed.
     #[serde(default)]
     pub node: Option<NodeInfo>,
+    /// When the run started, RFC 3339 in UTC (`2026-12-01T13:05:09Z`); `None` in reports
+    /// written before the field existed.
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// Wall time of the whole run; `None` in reports written before the field existed.
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
     /// The plugin under test.
     pub plugin: PluginInfo,
     /// The options the run was made with.
@@ -157,6 +164,8 @@ impl Report {
             tool: ToolInfo::current(),
             spec: spec.into(),
             node: None,
+            started_at: None,
+            duration_ms: None,
             plugin,
             options,
             checks,

@@ -100,6 +100,8 @@ pub(crate) fn report(strict: bool) -> Report {
         node: Some(NodeInfo {
             name: "client-1".to_owned(),
         }),
+        started_at: Some("2026-12-01T13:05:09Z".to_owned()),
+        duration_ms: Some(2_345),
         plugin: PluginInfo {
             path: PLUGIN.to_owned(),
             builtin: false,
