@@ -111,13 +111,13 @@ pub const RULES: &[Rule] = &[
         "create.idempotent",
         "Nomad calls create again with the same request when the agent restarts (restore) and when a volume is updated. A create that fails or moves the volume on the second call loses the volume or its data.",
         "When the volume already exists, return its path unchanged and exit 0: `mkdir -p`, and check each step before doing it again.",
-        &["fails-on-existing-dir"],
+        &["fails-on-existing-dir", "rmdir-delete"],
     ),
     rule(
         "create.distinct",
         "Each volume id is a separate volume: two volumes sharing a path see each other's files, and deleting one deletes the other.",
         "Derive the path from `DHV_VOLUME_ID` (unique, a UUID), never from a constant or a counter.",
-        &["shared-path"],
+        &["rmdir-delete", "shared-path"],
     ),
     rule(
         "create.update",
@@ -165,7 +165,7 @@ pub const RULES: &[Rule] = &[
         "delete.isolated",
         "A delete that touches other volumes destroys other jobs' data.",
         "Remove only `$DHV_CREATED_PATH` (and the files the plugin keeps for that one volume id).",
-        &["shared-path"],
+        &["rmdir-delete", "shared-path"],
     ),
     rule(
         "delete.no-residue",
@@ -177,7 +177,7 @@ pub const RULES: &[Rule] = &[
         "delete.auto-delete-safe",
         "When Nomad fails to save a new volume's state it deletes the volume with `DHV_CREATED_PATH` set to the volumes dir itself and an empty name and namespace: a plugin that runs `rm -rf \"$DHV_CREATED_PATH\"` wipes every volume on the node.",
         "Derive what to remove from `DHV_VOLUME_ID`, or refuse a `DHV_CREATED_PATH` equal to `DHV_VOLUMES_DIR`.",
-        &["blind-delete", "shared-path"],
+        &["blind-delete", "rmdir-delete", "shared-path"],
     ),
     rule(
         "delete.deadline",
@@ -189,13 +189,13 @@ pub const RULES: &[Rule] = &[
         "lifecycle.restore",
         "When a Nomad agent restarts it calls create again, concurrently, for every volume it created. A plugin that fails here drops the volumes from the node; one that returns new paths hides the data.",
         "Make create idempotent and safe to run for many volumes at once: return the existing volume's path untouched.",
-        &["fails-on-existing-dir"],
+        &["fails-on-existing-dir", "rmdir-delete"],
     ),
     rule(
         "lifecycle.recreate",
         "Users delete a volume and create one with the same id; a stale leftover of the first volume would leak old data into the new one.",
         "Leave nothing of a deleted volume behind, so the next create starts empty.",
-        &[],
+        &["rmdir-delete"],
     ),
     rule(
         "lifecycle.crash-create",
@@ -213,13 +213,13 @@ pub const RULES: &[Rule] = &[
         "concurrency.create",
         "Nomad creates volumes concurrently (several jobs at once, restore at agent start); plugins that share a counter or file without a lock hand two volumes one path.",
         "Use a per-volume path from `DHV_VOLUME_ID`, and lock (e.g. `flock`) any shared file.",
-        &["racy-concurrency", "shared-path"],
+        &["busy-pool", "racy-concurrency", "shared-path"],
     ),
     rule(
         "concurrency.delete",
         "Several volumes are deleted at once (jobs stopping together); a race between deletes leaves volumes behind or fails them.",
         "Keep deletes independent of each other; lock any shared file.",
-        &[],
+        &["busy-pool"],
     ),
     rule(
         "concurrency.same-volume",
