@@ -64,4 +64,5 @@ pub mod exec;
 pub mod manager;
 pub mod plugin;
 pub mod report;
+pub mod safe_fs;
 pub mod version;

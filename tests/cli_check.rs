@@ -493,6 +493,8 @@ fn junit_and_markdown_files_are_written() {
     let out_dir = util::Scratch::new();
     let junit = out_dir.path().join("reports/junit.xml");
     let markdown = out_dir.path().join("summary.md");
+    // Output dirs must exist: a typo in one fails before the run (tests/outputs.rs).
+    fs::create_dir(out_dir.path().join("reports")).unwrap();
     let out = check([
         OsStr::new(&sample("reference")),
         OsStr::new("-q"),

@@ -133,6 +133,7 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     let chosen = selection(&args)?;
     let target = target(&args.plugin)?;
     let json_to_stdout = args.json.as_deref() == Some("-");
+    check_outputs(&args)?;
     let (progress_to, table_to) = match (json_to_stdout, format) {
         (true, _) => (Stream::Stderr, Stream::Stderr),
         (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
@@ -392,22 +393,43 @@ fn source_of(e: &dyn std::error::Error) -> String {
     e.source().map(|s| s.to_string()).unwrap_or_default()
 }
 
-/// Writes a report file (or stdout for `-`), atomically for files.
+/// Writes a report file (or stdout for `-`) with the crate's one writer:
+/// regular files atomically, devices, FIFOs and `/dev/stdout` in place.
 fn write_output(dest: &str, text: &str) -> Result<(), CliError> {
     if dest == "-" {
         print!("{text}");
         return Ok(());
     }
-    let path = Path::new(dest);
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let fail = |e: std::io::Error| CliError::usage(format!("cannot write {dest}: {e}"));
-    std::fs::create_dir_all(dir).map_err(fail)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(fail)?;
-    tmp.persist(path).map_err(|e| fail(e.error))?;
+    crate::safe_fs::write_file(
+        Path::new(dest),
+        text.as_bytes(),
+        &crate::safe_fs::WriteOptions::default(),
+    )
+    .map_err(|e| CliError::usage(e.to_string()))
+}
+
+/// Every output path can be written, checked before the run so that a typo
+/// fails in a second, not after minutes of checks.
+fn check_outputs(args: &CheckArgs) -> Result<(), CliError> {
+    let files = [
+        args.json.as_deref().filter(|j| *j != "-").map(Path::new),
+        args.junit.as_deref(),
+        args.markdown.as_deref(),
+    ];
+    for path in files.into_iter().flatten() {
+        crate::safe_fs::check_target(path).map_err(|e| CliError::usage(e.to_string()))?;
+    }
+    if let (Some(snap), true) = (&args.snapshot, args.bless) {
+        // --bless makes missing dirs: the nearest one that exists must take them.
+        let mut probe = snap.clone();
+        while let Some(dir) = probe.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if dir.exists() {
+                break;
+            }
+            probe = dir.to_path_buf();
+        }
+        crate::safe_fs::check_target(&probe).map_err(|e| CliError::usage(e.to_string()))?;
+    }
     Ok(())
 }
 

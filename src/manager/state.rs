@@ -28,7 +28,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -358,19 +357,14 @@ fn write_state(dir: &Path, state: &State) -> Result<(), StateError> {
     })
     .map_err(|e| write_err(e.into()))?;
     bytes.push(b'\n');
-    let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .suffix(TEMP_SUFFIX)
-        .tempfile_in(dir)
-        .map_err(write_err)?;
-    tmp.write_all(&bytes).map_err(write_err)?;
-    tmp.as_file().sync_all().map_err(write_err)?;
-    tmp.persist(&target).map_err(|e| write_err(e.error))?;
-    // The rename is only durable once the directory entry is on disk.
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(write_err)?;
-    Ok(())
+    let opts = crate::safe_fs::WriteOptions {
+        // The state holds the volumes' parameters: readable by root only.
+        mode: 0o600,
+        durable: true,
+        temp_prefix: TEMP_PREFIX,
+        temp_suffix: TEMP_SUFFIX,
+    };
+    crate::safe_fs::write_file(&target, &bytes, &opts).map_err(|e| write_err(e.source))
 }
 
 fn remove_stale_temps(dir: &Path) {

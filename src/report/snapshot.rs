@@ -8,7 +8,7 @@
 //! Writes are atomic, so an interrupted `--bless` never leaves half a snapshot behind.
 
 use std::fs;
-use std::io::{self, Write as _};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use similar::TextDiff;
@@ -111,20 +111,11 @@ pub enum SnapshotError {
         #[source]
         source: io::Error,
     },
-    /// The new snapshot could not be written to a temporary file beside the old one.
-    #[error("cannot write snapshot {} (temporary file in {})", path.display(), dir.display())]
+    /// The new snapshot could not be written (or renamed into place).
+    #[error("cannot write snapshot {} (in {})", path.display(), dir.display())]
     Write {
         /// The directory the temporary file was made in.
         dir: PathBuf,
-        /// The snapshot file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-    /// The written temporary file could not be renamed over the snapshot.
-    #[error("cannot replace snapshot {}", path.display())]
-    Replace {
         /// The snapshot file.
         path: PathBuf,
         /// Why.
@@ -175,9 +166,11 @@ pub fn diff(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
         .to_string()
 }
 
-/// Writes `normalised` to `path` atomically: a temporary file in the same directory is
-/// written, flushed to disk and renamed over `path`, so readers see the old snapshot or
-/// the new one, never a mix. Missing parent directories are created.
+/// Writes `normalised` to `path` with the crate's one writer
+/// ([`crate::safe_fs::write_file`]): a regular file is replaced atomically (a temporary
+/// file in the same directory, flushed to disk and renamed over it), so readers see the
+/// old snapshot or the new one, never a mix; a symlink's target is written and the link
+/// kept. Missing parent directories are created.
 pub fn bless(path: &Path, normalised: &str) -> Result<(), SnapshotError> {
     let dir = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
@@ -188,38 +181,18 @@ pub fn bless(path: &Path, normalised: &str) -> Result<(), SnapshotError> {
         path: path.to_owned(),
         source,
     })?;
-    let write_error = |source| SnapshotError::Write {
-        dir: dir.clone(),
-        path: path.to_owned(),
-        source,
+    let opts = crate::safe_fs::WriteOptions {
+        durable: true,
+        temp_prefix: ".snapshot",
+        ..Default::default()
     };
-    let mut temp = temp_builder().tempfile_in(&dir).map_err(write_error)?;
-    temp.write_all(normalised.as_bytes()).map_err(write_error)?;
-    temp.as_file().sync_all().map_err(write_error)?;
-    temp.persist(path).map_err(|e| SnapshotError::Replace {
-        path: path.to_owned(),
-        source: e.error,
-    })?;
-    // Makes the rename itself durable. Best effort: not every platform or file system
-    // can sync a directory, and the snapshot is already complete either way.
-    if let Ok(dir) = fs::File::open(&dir) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
-}
-
-/// A temp file builder whose files end up readable like any file the user writes:
-/// tempfile's default of 0600 would otherwise stick to the renamed snapshot.
-fn temp_builder() -> tempfile::Builder<'static, 'static> {
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".snapshot");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        // The umask still applies, as it would to a plain create.
-        builder.permissions(fs::Permissions::from_mode(0o666));
-    }
-    builder
+    crate::safe_fs::write_file(path, normalised.as_bytes(), &opts).map_err(|e| {
+        SnapshotError::Write {
+            dir,
+            path: path.to_owned(),
+            source: e.source,
+        }
+    })
 }
 
 #[cfg(test)]

@@ -150,3 +150,120 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// Runs the calling test again inside a private mount namespace
+/// (`unshare -m --propagation private`), so that the mounts it makes are
+/// seen by nobody else and vanish with it.
+///
+/// Returns `true` in the re-run (go on with the test body), `false` in the
+/// outer run once the inner one passed (or when it cannot run here: then it
+/// prints why). The inner run's failure fails the outer test.
+pub fn in_private_mount_ns(test: &str) -> bool {
+    const INSIDE: &str = "DHV_TEST_IN_MOUNT_NS";
+    if std::env::var_os(INSIDE).is_some() {
+        return true;
+    }
+    if !nix::unistd::Uid::effective().is_root() {
+        println!("SKIPPED {test}: needs root for a private mount namespace");
+        return false;
+    }
+    let me = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "--"])
+        .arg(me)
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env(INSIDE, "1")
+        .output();
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            println!("SKIPPED {test}: cannot run unshare: {e}");
+            return false;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && stderr.contains("unshare failed") {
+        println!("SKIPPED {test}: no private mount namespace here: {stderr}");
+        return false;
+    }
+    print!("{stdout}");
+    eprint!("{stderr}");
+    assert!(out.status.success(), "{test} failed in its mount namespace");
+    assert!(
+        stdout.contains("1 passed"),
+        "{test} did not run in its mount namespace"
+    );
+    false
+}
+
+/// `mount --bind from to`, panicking with mount's message.
+pub fn bind_mount(from: &Path, to: &Path) {
+    let out = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(from)
+        .arg(to)
+        .output()
+        .expect("run mount");
+    assert!(
+        out.status.success(),
+        "mount --bind {} {}: {}",
+        from.display(),
+        to.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The mount points at or below `dir`, from /proc/self/mountinfo.
+pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
+    dhv_conform::safe_fs::mounts_under(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.mount_point)
+        .collect()
+}
+
+/// A tree of sentinel files in `dir`, each with its own content.
+pub fn plant_sentinels(dir: &Path) {
+    for sub in ["", "a", "a/b"] {
+        let d = dir.join(sub);
+        fs::create_dir_all(&d).unwrap();
+        for i in 0..3 {
+            let f = d.join(format!("sentinel-{i}"));
+            fs::write(&f, format!("sentinel {}\n", f.display())).unwrap();
+        }
+    }
+}
+
+/// A digest of every entry below `dir`: path, kind, content and mode.
+pub fn tree_digest(dir: &Path) -> std::collections::BTreeMap<PathBuf, String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(meta) = fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            let what = if meta.is_dir() {
+                stack.push(e.path());
+                format!("dir {:o}", meta.mode())
+            } else if meta.is_file() {
+                let body = fs::read(e.path()).unwrap_or_default();
+                format!("file {:o} {:x?}", meta.mode(), sha(&body))
+            } else {
+                format!("other {:o}", meta.mode())
+            };
+            out.insert(e.path(), what);
+        }
+    }
+    out
+}
+
+fn sha(bytes: &[u8]) -> Vec<u8> {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).to_vec()
+}

@@ -1,0 +1,29 @@
+//! File-system safety: what the crate uses to remove, unmount and write files
+//! without ever touching what is not its own.
+//!
+//! The harness runs as root, next to plugins that mount things. A plain
+//! recursive removal of a run's temp dir would follow a mount a plugin left
+//! behind and delete the files of whatever was mounted there; a plain
+//! "write a temp file and rename it" would replace `/dev/null` with a regular
+//! file. This module is the one place that does those operations, carefully:
+//!
+//! - [`mountinfo`] reads `/proc/self/mountinfo`: which mounts lie under a dir;
+//! - [`unmount_under`] unmounts them, deepest first, each verified to be the
+//!   very mount that was listed before it is touched;
+//! - [`remove_tree`] removes a tree without ever crossing into another mount;
+//! - [`write_file`] is the crate's one writer of output files: regular files
+//!   are replaced atomically, anything else (a device, a FIFO, a symlink's
+//!   target) is written in place.
+//!
+//! It depends on nothing else in the crate.
+
+mod fd;
+pub mod mountinfo;
+mod remove;
+mod unmount;
+mod write;
+
+pub use mountinfo::{Mount, mounts_under};
+pub use remove::{Removal, remove_tree};
+pub use unmount::{Unmounted, unmount_under};
+pub use write::{WriteError, WriteOptions, check_target, write_file};

@@ -1,0 +1,164 @@
+//! Report paths are written, never blindly replaced: a device or FIFO is
+//! written in place, a symlink's target is written and the link kept, only
+//! regular files are replaced (atomically); and a path that cannot be
+//! written fails before the run, with exit 2.
+
+mod util;
+
+use std::fs;
+use std::os::unix::fs::FileTypeExt as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+
+fn sample(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sample-plugins")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `check mkdir create.succeeds` (quick) with `args`, in a scratch TMPDIR.
+fn check(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    let tmp = util::Scratch::new();
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .args(["check", "mkdir", "create.succeeds", "-q"])
+        .args(args)
+        .env("TMPDIR", tmp.path())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "temp files left: {left:?}");
+    out
+}
+
+/// A character device given as `--junit` (a private copy of /dev/null, so a
+/// regression cannot break the machine's own) stays a device.
+#[test]
+fn a_device_target_stays_a_device() {
+    if !nix::unistd::Uid::effective().is_root() {
+        println!("SKIPPED a_device_target_stays_a_device: mknod needs root");
+        return;
+    }
+    let dir = util::Scratch::new();
+    let null = dir.path().join("null");
+    let dev = nix::sys::stat::makedev(1, 3);
+    nix::sys::stat::mknod(
+        &null,
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+        dev,
+    )
+    .unwrap();
+    let out = check(&["--junit".as_ref(), null.as_os_str()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta = fs::symlink_metadata(&null).unwrap();
+    assert!(meta.file_type().is_char_device(), "replaced: {meta:?}");
+    let names: Vec<_> = fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert_eq!(names.len(), 1, "nothing beside it: {names:?}");
+}
+
+/// A FIFO gets the report through it, with a reader on the other end.
+#[test]
+fn a_fifo_target_is_written_through() {
+    let dir = util::Scratch::new();
+    let fifo = dir.path().join("junit.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let reader = {
+        let fifo = fifo.clone();
+        // Opening for reading blocks until the writer comes: a thread waits.
+        std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
+    };
+    let out = check(&["--junit".as_ref(), fifo.as_os_str()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let xml = reader.join().unwrap();
+    assert!(xml.contains("<testsuites"), "{xml}");
+    assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+}
+
+/// A symlink survives; its target gets the report.
+#[test]
+fn a_symlink_target_is_written_and_the_link_kept() {
+    let dir = util::Scratch::new();
+    fs::create_dir(dir.path().join("real")).unwrap();
+    let target = dir.path().join("real/report.md");
+    fs::write(&target, "old").unwrap();
+    let link = dir.path().join("summary.md");
+    std::os::unix::fs::symlink("real/report.md", &link).unwrap();
+    let out = check(&["--markdown".as_ref(), link.as_os_str()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let md = fs::read_to_string(&target).unwrap();
+    assert!(md.contains("**conformant**"), "{md}");
+}
+
+/// `--json /dev/stdout` goes to our stdout, wherever that is.
+#[test]
+fn dev_stdout_is_our_stdout() {
+    let out = check(&["--json".as_ref(), "/dev/stdout".as_ref()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\"schema\": \"dhv-conform/report/v1\""),
+        "{text}"
+    );
+}
+
+/// A missing parent dir (or any unwritable output) fails before the run:
+/// exit 2 within seconds although the plugin hangs for minutes.
+#[test]
+fn an_output_in_a_missing_dir_fails_before_the_run() {
+    let dir = util::Scratch::new();
+    for flag in ["--json", "--junit", "--markdown"] {
+        let path = dir.path().join("no-such-dir/report");
+        let tmp = util::Scratch::new();
+        let started = Instant::now();
+        let out = Command::cargo_bin("dhv-conform")
+            .unwrap()
+            .args(["check", &sample("hanging-create"), "-q", flag])
+            .arg(&path)
+            .env("TMPDIR", tmp.path())
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{flag}: took {:?}",
+            started.elapsed()
+        );
+        assert!(stderr.contains("no-such-dir"), "{flag}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{flag}: one line: {stderr}");
+        assert!(!path.parent().unwrap().exists());
+    }
+}
