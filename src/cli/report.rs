@@ -81,11 +81,17 @@ fn input_error(e: &dyn std::error::Error) -> CliError {
     CliError::usage(line)
 }
 
-/// Writes one output (stdout for `-`).
+/// Writes one output (stdout for `-`) with the crate's one writer: regular
+/// files atomically, devices, FIFOs and symlinks' targets in place.
 fn write_output(dest: &str, text: &str) -> Result<(), CliError> {
     if dest == "-" {
         print_stdout(text);
         return Ok(());
     }
-    std::fs::write(dest, text).map_err(|e| CliError::usage(format!("cannot write {dest}: {e}")))
+    crate::safe_fs::write_file(
+        std::path::Path::new(dest),
+        text.as_bytes(),
+        &crate::safe_fs::WriteOptions::default(),
+    )
+    .map_err(|e| CliError::usage(e.to_string()))
 }
