@@ -485,6 +485,7 @@ hostile! {
 // Nomad); `process.cwd-independent` reports it.
 hostile! {
     bad_version_leaves_nothing => "bad-version" at "1",
+    busy_pool_leaves_nothing => "busy-pool" at "1",
     bytes_out_of_range_leaves_nothing => "bytes-out-of-range" at "1",
     crash_unsafe_leaves_nothing => "crash-unsafe" at "1",
     crlf_shebang_leaves_nothing => "crlf-shebang" at "1",
@@ -501,6 +502,7 @@ hostile! {
     null_version_leaves_nothing => "null-version" at "1",
     racy_concurrency_leaves_nothing => "racy-concurrency" at "1",
     relative_path_leaves_nothing => "relative-path" at "1",
+    rmdir_delete_leaves_nothing => "rmdir-delete" at "1",
     shared_path_leaves_nothing => "shared-path" at "1",
     side_file_leaves_nothing => "side-file" at "1",
     string_bytes_leaves_nothing => "string-bytes" at "1",
