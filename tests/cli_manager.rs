@@ -421,8 +421,8 @@ fn restore_reports_one_result_per_volume_and_exits_1_if_any_failed() {
     assert_eq!(
         doc,
         serde_json::json!({ "results": [
-            { "id": ID1, "name": "a", "ok": true, "path": path1.to_string_lossy(), "error": null },
-            { "id": ID2, "name": "b", "ok": false, "path": null, "error": "no such plugin: \"doomed\"" },
+            { "id": ID1, "name": "a", "ok": true, "plugin": "good", "path": path1.to_string_lossy(), "error": null },
+            { "id": ID2, "name": "b", "ok": false, "plugin": "doomed", "path": null, "error": "no such plugin: \"doomed\"" },
         ]})
     );
     node.volume("restore")
@@ -430,7 +430,7 @@ fn restore_reports_one_result_per_volume_and_exits_1_if_any_failed() {
         .assert()
         .code(1)
         .stdout(format!(
-            "restored {ID1} \"a\" at {}\nFAILED   {ID2} \"b\": no such plugin: \"doomed\"\n1 restored, 1 failed\n",
+            "restored {ID1} \"a\" at {}\nFAILED   {ID2} \"b\": plugin \"doomed\": no such plugin: \"doomed\"\n1 restored, 1 failed\n",
             path1.display()
         ));
 }

@@ -102,6 +102,12 @@ pub(crate) fn print_stdout(text: &str) {
     progress::Stream::Stdout.write(text);
 }
 
+/// Prints a schema type (from [`crate::report`]) as pretty JSON on stdout.
+pub(crate) fn print_json<T: serde::Serialize>(doc: &T) {
+    let text = serde_json::to_string_pretty(doc).unwrap_or_default();
+    print_stdout(&format!("{text}\n"));
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -126,7 +132,8 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("dhv-conform: {}", e.message);
+            // Messages quote plugin output and user input: escape control characters.
+            eprintln!("dhv-conform: {}", crate::report::printable(&e.message));
             ExitCode::from(e.code)
         }
     }

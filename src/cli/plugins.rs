@@ -4,11 +4,10 @@
 
 use std::path::PathBuf;
 
-use serde_json::json;
-
-use super::{CliError, CliResult, EXIT_OK};
+use super::{CliError, CliResult, EXIT_OK, print_json, print_stdout};
 use crate::manager::Fingerprinter;
 use crate::plugin::Timeouts;
+use crate::report::{PluginsOutput, printable};
 
 /// Arguments of `plugins`.
 #[derive(Debug, clap::Args)]
@@ -32,29 +31,36 @@ pub async fn run(args: PluginsArgs) -> CliResult {
         .fingerprint()
         .await
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let errors: std::collections::BTreeMap<&str, &str> = fp
-        .discovery
-        .left_out
-        .iter()
-        .map(|(id, l)| (id.as_str(), l.reason.as_str()))
-        .collect();
+    let doc = PluginsOutput {
+        attributes: fp.attributes,
+        errors: fp
+            .discovery
+            .left_out
+            .iter()
+            .map(|(id, l)| (id.clone(), l.reason.clone()))
+            .collect(),
+    };
     if args.json {
-        let doc = json!({ "attributes": fp.attributes, "errors": errors });
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        print_json(&doc);
         return Ok(EXIT_OK);
     }
-    for (key, value) in &fp.attributes {
-        println!("{key} = {value}");
+    let mut out = String::new();
+    for (key, value) in &doc.attributes {
+        out.push_str(&format!("{key} = {}\n", printable(value)));
     }
-    for (id, why) in errors {
-        println!("left out {}: {why}", crate::plugin::go_quote(id));
+    for (id, why) in &doc.errors {
+        let id = crate::plugin::go_quote(id);
+        out.push_str(&format!("left out {id}: {}\n", printable(why)));
     }
+    print_stdout(&out);
     Ok(EXIT_OK)
 }
 
 fn parse_scale(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-        _ => Err(format!("{s:?} is not a positive number")),
+        Ok(x) if x.is_finite() && x > 0.0 && x <= 100.0 => Ok(x),
+        _ => Err(format!(
+            "{s:?} is not a number greater than 0 and at most 100"
+        )),
     }
 }

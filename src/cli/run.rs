@@ -4,14 +4,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK};
+use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stdout};
 use crate::contract::Operation;
 use crate::contract::{self, CreateRequest, DeleteRequest, Parameters};
 use crate::plugin::{
     CallOptions, HostVolumePlugin, PluginCall, PluginError, PluginRun, PluginSource, Timeouts,
 };
+use crate::report::{self, CreateOutput, RunOutput, printable};
 use crate::version::VersionInfo;
 
 /// Arguments of `run`.
@@ -82,6 +83,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if !value.is_finite() || value < 0.0 {
         return Err(format!("invalid duration {s:?}"));
     }
+    if value == 0.0 {
+        // A zero limit kills every call before it starts: never what anyone meant.
+        return Err(format!("the time limit must be more than 0, not {s:?}"));
+    }
     Ok(Duration::from_secs_f64(value * scale))
 }
 
@@ -114,7 +119,7 @@ struct Report {
     operation: String,
     env: Vec<(String, String)>,
     run: Option<PluginRun>,
-    response: Option<Value>,
+    response: Option<CreateOutput>,
     version: Option<VersionInfo>,
     error: Option<String>,
     explanation: Option<String>,
@@ -193,12 +198,10 @@ pub async fn run(args: RunArgs) -> CliResult {
     let report = dispatch(plugin.as_ref(), &args.operation, &create, &delete).await?;
     let ok = report.error.is_none();
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default()
-        );
+        print_json(&to_json(&report));
     } else {
-        print!("{}", to_human(&report, &args.plugin));
+        // Everything here may come from the plugin: no escape reaches the terminal.
+        print_stdout(&printable(&to_human(&report, &args.plugin)));
     }
     Ok(if ok { EXIT_OK } else { EXIT_FAIL })
 }
@@ -230,7 +233,10 @@ async fn dispatch(
         }
         Ok(Operation::Create) => {
             if let Some(resp) = report.absorb(plugin.create(create).await) {
-                report.response = Some(json!({"path": resp.path, "bytes": resp.bytes}));
+                report.response = Some(CreateOutput {
+                    path: resp.path,
+                    bytes: resp.bytes,
+                });
             }
         }
         Ok(Operation::Delete) => {
@@ -274,7 +280,7 @@ impl Report {
     }
 }
 
-fn to_json(r: &Report) -> Value {
+fn to_json(r: &Report) -> RunOutput {
     let outcome = r.run.as_ref().and_then(|run| run.result.as_ref().ok());
     let (exit_code, signal) = match outcome.map(|o| o.exit) {
         Some(contract::ExitReason::Code(c)) => (Some(c), None),
@@ -288,29 +294,34 @@ fn to_json(r: &Report) -> Value {
         .map(|run| run.duration())
         .or(r.builtin_duration)
         .unwrap_or_default();
-    let mut obj = json!({
-        "operation": r.operation,
-        "builtin": r.run.is_none(),
-        "env": r.env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
-        "exit_code": exit_code,
-        "signal": signal,
-        "timed_out": outcome.map(|o| o.timed_out).unwrap_or(false),
-        "leaked": outcome.map(|o| o.leaked).unwrap_or(false),
-        "leftovers": outcome.map(|o| o.leftovers.iter().map(|l| l.cmdline.clone()).collect::<Vec<_>>()).unwrap_or_default(),
-        "stdout_truncated": outcome.map(|o| o.stdout_truncated).unwrap_or(false),
-        "stderr_truncated": outcome.map(|o| o.stderr_truncated).unwrap_or(false),
-        "duration_ms": duration.as_secs_f64() * 1000.0,
-        "stdout": outcome.map(|o| text(&o.stdout)).unwrap_or_default(),
-        "stderr": outcome.map(|o| text(&o.stderr)).unwrap_or_default(),
-        "response": r.response,
-        "error": r.error,
-        "start_failure": r.explanation,
-        "reproduce": r.run.as_ref().map(|run| run.reproduce()),
-    });
-    if r.operation == "fingerprint" {
-        obj["version"] = serde_json::to_value(&r.version).unwrap_or(Value::Null);
+    RunOutput {
+        operation: r.operation.clone(),
+        builtin: r.run.is_none(),
+        env: r.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        exit_code,
+        signal,
+        timed_out: outcome.is_some_and(|o| o.timed_out),
+        leaked: outcome.is_some_and(|o| o.leaked),
+        leftovers: outcome
+            .map(|o| o.leftovers.iter().map(|l| l.cmdline.clone()).collect())
+            .unwrap_or_default(),
+        stdout_truncated: outcome.is_some_and(|o| o.stdout_truncated),
+        stderr_truncated: outcome.is_some_and(|o| o.stderr_truncated),
+        duration_ms: duration.as_secs_f64() * 1000.0,
+        stdout: outcome.map(|o| text(&o.stdout)).unwrap_or_default(),
+        stderr: outcome.map(|o| text(&o.stderr)).unwrap_or_default(),
+        response: r.response.clone(),
+        error: r.error.clone(),
+        start_failure: r.explanation.clone(),
+        reproduce: r.run.as_ref().map(|run| run.reproduce()),
+        version: (r.operation == "fingerprint").then(|| {
+            r.version.as_ref().map(|v| report::VersionInfo {
+                raw: v.raw.clone(),
+                canonical: v.canonical.clone(),
+                semver: v.semver,
+            })
+        }),
     }
-    obj
 }
 
 fn to_human(r: &Report, plugin: &str) -> String {
@@ -398,7 +409,8 @@ fn to_human(r: &Report, plugin: &str) -> String {
         );
     }
     if let Some(resp) = &r.response {
-        let _ = writeln!(out, "response:  {resp}");
+        let json = serde_json::to_string(resp).unwrap_or_default();
+        let _ = writeln!(out, "response:  {json}");
     }
     match &r.error {
         Some(e) => {
@@ -434,6 +446,8 @@ mod tests {
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("5h").is_err());
         assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("0").is_err());
     }
 
     #[test]

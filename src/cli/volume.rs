@@ -9,14 +9,15 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
-
-use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK};
+use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stdout};
 use crate::manager::{
     DeleteOutcome, HostVolumeManager, ManagerError, RegisterSpec, Volume, VolumeSpec,
 };
 use crate::plugin::go_quote;
 use crate::plugin::mkdir::MKDIR_ID;
+use crate::report::{
+    RestoreListOutput, RestoreOutput, VolumeDeleteOutput, VolumeListOutput, VolumeOutput, printable,
+};
 
 /// The `volume` verbs (boxed: the arguments are large, the enum stays small).
 #[derive(Debug, clap::Subcommand)]
@@ -157,6 +158,12 @@ async fn create(args: CreateArgs) -> CliResult {
     let mut spec = VolumeSpec::new(&args.plugin, &args.name)
         .with_namespace(&args.namespace)
         .with_capacity(args.capacity_min, args.capacity_max);
+    // An existing id makes this an update (Nomad's words: the plugin gets create
+    // again); the answer says which it was.
+    let existed = match &args.id {
+        Some(id) => manager.get(id).await.ok().flatten().is_some(),
+        None => false,
+    };
     if let Some(id) = args.id {
         spec = spec.with_id(id);
     }
@@ -167,7 +174,8 @@ async fn create(args: CreateArgs) -> CliResult {
     if args.node.json {
         print_json(&volume_json(&volume));
     } else {
-        println!("created {}", volume_line(&volume));
+        let verb = if existed { "updated" } else { "created" };
+        print_stdout(&format!("{verb} {}\n", volume_line(&volume)));
     }
     Ok(EXIT_OK)
 }
@@ -184,7 +192,7 @@ async fn register(args: RegisterArgs) -> CliResult {
     if args.node.json {
         print_json(&volume_json(&volume));
     } else {
-        println!("registered {}", volume_line(&volume));
+        print_stdout(&format!("registered {}\n", volume_line(&volume)));
     }
     Ok(EXIT_OK)
 }
@@ -198,23 +206,25 @@ async fn delete(args: DeleteArgs) -> CliResult {
         _ => ("not_found", None),
     };
     if args.node.json {
-        let mut doc = json!({ "id": args.id, "result": result });
-        if let Some(v) = volume {
-            doc["volume"] = volume_json(v);
-        }
-        print_json(&doc);
+        print_json(&VolumeDeleteOutput {
+            id: args.id.clone(),
+            result: result.to_owned(),
+            volume: volume.map(volume_json),
+        });
         return Ok(EXIT_OK);
     }
-    match outcome {
-        DeleteOutcome::Deleted(v) => println!("deleted {}", volume_line(&v)),
-        DeleteOutcome::Unregistered(v) => {
-            println!(
-                "unregistered {} (the path was left in place)",
-                volume_line(&v)
-            )
-        }
-        _ => println!("no volume {} on this node: nothing to delete", args.id),
-    }
+    let line = match outcome {
+        DeleteOutcome::Deleted(v) => format!("deleted {}", volume_line(&v)),
+        DeleteOutcome::Unregistered(v) => format!(
+            "unregistered {} (the path was left in place)",
+            volume_line(&v)
+        ),
+        _ => format!(
+            "no volume {} on this node: nothing to delete",
+            printable(&args.id)
+        ),
+    };
+    print_stdout(&format!("{line}\n"));
     Ok(EXIT_OK)
 }
 
@@ -222,15 +232,19 @@ async fn list(args: ListArgs) -> CliResult {
     let manager = open(&args.node, false)?;
     let volumes = manager.list().await.map_err(manager_error)?;
     if args.node.json {
-        print_json(&json!({ "volumes": volumes.iter().map(volume_json).collect::<Vec<_>>() }));
+        print_json(&VolumeListOutput {
+            volumes: volumes.iter().map(volume_json).collect(),
+        });
         return Ok(EXIT_OK);
     }
+    let mut out = String::new();
     if volumes.is_empty() {
-        println!("no volumes");
+        out.push_str("no volumes\n");
     }
     for v in &volumes {
-        println!("{}", volume_line(v));
+        out.push_str(&format!("{}\n", volume_line(v)));
     }
+    print_stdout(&out);
     Ok(EXIT_OK)
 }
 
@@ -242,30 +256,51 @@ async fn restore(args: RestoreArgs) -> CliResult {
     let results = manager.restore().await.map_err(manager_error)?;
     let failed = results.iter().filter(|r| !r.is_ok()).count();
     if args.node.json {
-        let results: Vec<Value> = results
+        let results = results
             .iter()
-            .map(|r| {
-                json!({
-                    "id": r.volume.id,
-                    "name": r.volume.name,
-                    "ok": r.is_ok(),
-                    "path": r.path(),
-                    "error": r.error().map(|e| e.to_string()),
-                })
+            .map(|r| RestoreOutput {
+                id: r.volume.id.clone(),
+                name: r.volume.name.clone(),
+                ok: r.is_ok(),
+                path: r.path().map(str::to_owned),
+                plugin: r.volume.plugin_id.clone(),
+                error: r.error().map(ToString::to_string),
             })
             .collect();
-        print_json(&json!({ "results": results }));
+        print_json(&RestoreListOutput { results });
     } else {
+        let mut out = String::new();
         for r in &results {
             let who = format!("{} {}", r.volume.id, go_quote(&r.volume.name));
             match &r.result {
-                Ok(path) => println!("restored {who} at {path}"),
-                Err(e) => println!("FAILED   {who}: {e}"),
+                Ok(path) => out.push_str(&format!("restored {who} at {}\n", printable(path))),
+                Err(_) => out.push_str(&format!("FAILED   {who}: {}\n", restore_failure(r))),
             }
         }
-        println!("{} restored, {failed} failed", results.len() - failed);
+        let restored = results.len() - failed;
+        out.push_str(&format!("{restored} restored, {failed} failed\n"));
+        print_stdout(&out);
     }
     Ok(if failed == 0 { EXIT_OK } else { EXIT_FAIL })
+}
+
+/// Why a volume was not restored: the plugin, Nomad's error, and the first line
+/// the plugin printed on each stream (a decoder error alone rarely says why).
+fn restore_failure(r: &crate::manager::Restored) -> String {
+    let error = r.error().map(ToString::to_string).unwrap_or_default();
+    let mut text = match &r.volume.plugin_id {
+        Some(plugin) => format!("plugin {}: {error}", go_quote(plugin)),
+        None => error,
+    };
+    if let Some(run) = &r.run {
+        for (name, bytes) in [("stdout", run.stdout()), ("stderr", run.stderr())] {
+            let first = String::from_utf8_lossy(bytes);
+            let first = first.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let first = if first.is_empty() { "(empty)" } else { first };
+            text.push_str(&format!("; {name}: {first}"));
+        }
+    }
+    printable(&text).into_owned()
 }
 
 /// Opens the manager for `node`. Reading verbs refuse a state dir that does not
@@ -318,15 +353,15 @@ fn manager_error(e: ManagerError) -> CliError {
     }
 }
 
-fn volume_json(v: &Volume) -> Value {
-    json!({
-        "id": v.id,
-        "name": v.name,
-        "namespace": v.namespace,
-        "plugin": v.plugin_id,
-        "path": v.host_path,
-        "bytes": v.bytes,
-    })
+fn volume_json(v: &Volume) -> VolumeOutput {
+    VolumeOutput {
+        id: v.id.clone(),
+        name: v.name.clone(),
+        namespace: v.namespace.clone(),
+        plugin: v.plugin_id.clone(),
+        path: v.host_path.clone(),
+        bytes: v.bytes,
+    }
 }
 
 /// One line per volume; the name is quoted because it comes from users and may
@@ -341,11 +376,7 @@ fn volume_line(v: &Volume) -> String {
         v.id,
         go_quote(&v.name),
         go_quote(&v.namespace),
-        v.host_path,
+        printable(&v.host_path),
         v.bytes
     )
-}
-
-fn print_json(doc: &Value) {
-    println!("{}", serde_json::to_string_pretty(doc).unwrap_or_default());
 }

@@ -19,7 +19,7 @@ use super::error::ManagerError;
 use super::volume::Volume;
 use super::volumes::HostVolumeManager;
 use crate::contract::CreateRequest;
-use crate::plugin::{HostVolumePlugin, PluginError, Timeouts};
+use crate::plugin::{HostVolumePlugin, PluginError, PluginRun, Timeouts};
 
 /// The outcome of restoring one volume.
 #[derive(Debug)]
@@ -28,6 +28,9 @@ pub struct Restored {
     pub volume: Volume,
     /// The path the node publishes for it now, or why it is not published.
     pub result: Result<String, ManagerError>,
+    /// The plugin call behind `result`, when a plugin executable ran: what it
+    /// printed explains a failure better than the decoder's words alone.
+    pub run: Option<PluginRun>,
 }
 
 impl Restored {
@@ -69,7 +72,8 @@ impl HostVolumeManager {
             ..self.timeouts
         };
         let permits = Arc::new(Semaphore::new(self.restore_concurrency));
-        let mut results: Vec<Option<Result<String, ManagerError>>> = Vec::new();
+        let mut results: Vec<Option<(Result<String, ManagerError>, Option<PluginRun>)>> =
+            Vec::new();
         results.resize_with(volumes.len(), || None);
         let mut tasks = JoinSet::new();
         let mut slot_of = HashMap::new();
@@ -89,7 +93,7 @@ impl HostVolumeManager {
                     match plugin {
                         Ok(plugin) => Job::Create(Arc::clone(plugin), Box::new(req.clone())),
                         Err(e) => {
-                            results[slot] = Some(Err(e.clone().into()));
+                            results[slot] = Some((Err(e.clone().into()), None));
                             continue;
                         }
                     }
@@ -106,19 +110,21 @@ impl HostVolumeManager {
             let handle = tasks.spawn(async move {
                 let _permit = permit;
                 match job {
-                    Job::Create(plugin, req) => plugin
-                        .create(&req)
-                        .await
-                        .result
-                        .map(|r| r.path)
-                        .map_err(ManagerError::from),
+                    Job::Create(plugin, req) => {
+                        let call = plugin.create(&req).await;
+                        let result = call.result.map(|r| r.path).map_err(ManagerError::from);
+                        (result, call.run)
+                    }
                     Job::Stat => match tokio::fs::metadata(&host_path).await {
-                        Ok(_) => Ok(host_path),
-                        Err(source) => Err(ManagerError::HostPath {
-                            name,
-                            path: host_path.into(),
-                            source,
-                        }),
+                        Ok(_) => (Ok(host_path), None),
+                        Err(source) => (
+                            Err(ManagerError::HostPath {
+                                name,
+                                path: host_path.into(),
+                                source,
+                            }),
+                            None,
+                        ),
                     },
                 }
             });
@@ -130,10 +136,13 @@ impl HostVolumeManager {
                 Ok((task, result)) => (task, result),
                 Err(e) => (
                     e.id(),
-                    Err(ManagerError::Internal {
-                        what: "restoring a volume".into(),
-                        message: e.to_string(),
-                    }),
+                    (
+                        Err(ManagerError::Internal {
+                            what: "restoring a volume".into(),
+                            message: e.to_string(),
+                        }),
+                        None,
+                    ),
                 ),
             };
             if let Some(slot) = slot_of.remove(&task) {
@@ -144,14 +153,19 @@ impl HostVolumeManager {
         Ok(volumes
             .into_iter()
             .zip(results)
-            .map(|(volume, result)| Restored {
-                volume,
-                result: result.unwrap_or_else(|| {
-                    Err(ManagerError::Internal {
+            .map(|(volume, result)| {
+                let (result, run) = result.unwrap_or_else(|| {
+                    let lost = ManagerError::Internal {
                         what: "restoring a volume".into(),
                         message: "no result was recorded".into(),
-                    })
-                }),
+                    };
+                    (Err(lost), None)
+                });
+                Restored {
+                    volume,
+                    result,
+                    run,
+                }
             })
             .collect())
     }

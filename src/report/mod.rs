@@ -9,6 +9,7 @@
 //! Redaction of machine-specific text (paths, ids, durations, pids) is declared once, in
 //! [`Redactions`], and used by the snapshot, by `--snapshot` and by insta tests alike.
 
+mod commands;
 mod events;
 pub mod fleet;
 mod human;
@@ -21,6 +22,10 @@ mod redact;
 mod sample;
 mod snapshot;
 
+pub use commands::{
+    CreateOutput, PluginsOutput, RestoreListOutput, RestoreOutput, RunOutput, VolumeDeleteOutput,
+    VolumeListOutput, VolumeOutput,
+};
 pub use events::{CatalogueEntry, Event, SuiteCounts, SuiteEvent, TestEvent};
 pub use human::{printable, summary_table};
 pub use json::{from_json, to_json};

@@ -1,0 +1,132 @@
+//! The JSON shapes of `run --json`, `volume ... --json` and `plugins --json`: schema
+//! types like the report's, so that no command makes up its own JSON.
+//!
+//! Field names are a public interface for scripts: add fields, never rename them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::model::VersionInfo;
+
+/// `dhv-conform run ... --json`: one plugin call and what Nomad makes of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunOutput {
+    /// The operation argument.
+    pub operation: String,
+    /// Whether the built-in `mkdir` plugin ran (in-process: no process fields).
+    pub builtin: bool,
+    /// The environment the plugin got, as `K=V`, in order.
+    pub env: Vec<String>,
+    /// The exit code, when the plugin exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the plugin, when one did.
+    pub signal: Option<i32>,
+    /// Whether the call hit its time limit.
+    pub timed_out: bool,
+    /// Whether stdout or stderr stayed open after the plugin exited.
+    pub leaked: bool,
+    /// Command lines of processes the plugin left behind (killed since).
+    pub leftovers: Vec<String>,
+    /// Whether stdout was cut at the capture cap.
+    pub stdout_truncated: bool,
+    /// Whether stderr was cut at the capture cap.
+    pub stderr_truncated: bool,
+    /// Wall time of the call.
+    pub duration_ms: f64,
+    /// What the plugin printed on stdout (lossy UTF-8).
+    pub stdout: String,
+    /// What the plugin printed on stderr (lossy UTF-8).
+    pub stderr: String,
+    /// The decoded create response, when create succeeded.
+    pub response: Option<CreateOutput>,
+    /// Nomad's error text, when Nomad would report one.
+    pub error: Option<String>,
+    /// Why the plugin could not start, in words.
+    pub start_failure: Option<String>,
+    /// A shell line that repeats the call; `None` for the built-in.
+    pub reproduce: Option<String>,
+    /// The fingerprinted version (fingerprint only; `null` when none was printed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<Option<VersionInfo>>,
+}
+
+/// A decoded create response.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateOutput {
+    /// The volume's host path.
+    pub path: String,
+    /// The capacity the plugin reported.
+    pub bytes: i64,
+}
+
+/// One volume of a node, as `volume create|register|list --json` show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeOutput {
+    /// The volume id.
+    pub id: String,
+    /// The volume name.
+    pub name: String,
+    /// The namespace.
+    pub namespace: String,
+    /// The plugin that created it; `None` for a registered volume.
+    pub plugin: Option<String>,
+    /// The host path.
+    pub path: String,
+    /// The capacity the plugin reported.
+    pub bytes: i64,
+}
+
+/// `volume list --json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeListOutput {
+    /// Every volume of the node.
+    pub volumes: Vec<VolumeOutput>,
+}
+
+/// `volume delete --json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeDeleteOutput {
+    /// The id asked for.
+    pub id: String,
+    /// `deleted`, `unregistered` or `not_found`.
+    pub result: String,
+    /// The volume that was deleted or unregistered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<VolumeOutput>,
+}
+
+/// One volume's restore, in `volume restore --json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoreOutput {
+    /// The volume id.
+    pub id: String,
+    /// The volume name.
+    pub name: String,
+    /// Whether it was restored.
+    pub ok: bool,
+    /// The plugin that created it; `None` for a registered volume.
+    #[serde(default)]
+    pub plugin: Option<String>,
+    /// Its path, when restored.
+    pub path: Option<String>,
+    /// Why not, when not.
+    pub error: Option<String>,
+}
+
+/// `volume restore --json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoreListOutput {
+    /// One entry per persisted volume.
+    pub results: Vec<RestoreOutput>,
+}
+
+/// `plugins --json`: the node attributes a Nomad client would publish, and the
+/// plugins it would leave out with why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginsOutput {
+    /// `plugins.host_volume.<id>.version` → canonical version.
+    pub attributes: BTreeMap<String, String>,
+    /// Plugin id → why it was left out.
+    pub errors: BTreeMap<String, String>,
+}
