@@ -50,6 +50,9 @@ impl Restored {
     }
 }
 
+/// One volume's result and the plugin call behind it.
+type Outcome = (Result<String, ManagerError>, Option<PluginRun>);
+
 /// The work for one volume, decided before any call starts.
 enum Job {
     Create(Arc<dyn HostVolumePlugin>, Box<CreateRequest>),
@@ -72,8 +75,7 @@ impl HostVolumeManager {
             ..self.timeouts
         };
         let permits = Arc::new(Semaphore::new(self.restore_concurrency));
-        let mut results: Vec<Option<(Result<String, ManagerError>, Option<PluginRun>)>> =
-            Vec::new();
+        let mut results: Vec<Option<Outcome>> = Vec::new();
         results.resize_with(volumes.len(), || None);
         let mut tasks = JoinSet::new();
         let mut slot_of = HashMap::new();
