@@ -387,3 +387,31 @@ fn cancelling_one_supervisor_leaves_another_supervisors_calls_alone() {
     });
     assert!(processes_mentioning("1007.").is_empty());
 }
+
+#[test]
+fn a_daemon_that_leaves_the_session_and_wipes_its_env_is_found_and_killed() {
+    let s = Scratch::new();
+    let ready = s.path().join("ready");
+    // Double fork, a new session, and an environment with nothing of ours: no
+    // group, session or variable ties the daemon to the call any more.
+    let p = s.plugin(
+        "p",
+        &format!(
+            "#!/bin/sh\nsetsid sh -c '(exec env -i /bin/sleep 1008.5) & touch {}' >/dev/null 2>&1 </dev/null &\nwhile [ ! -e {} ]; do sleep 0.01; done\necho done\n",
+            ready.display(),
+            ready.display()
+        ),
+    );
+    let out = rt()
+        .block_on(Invocation::new(&p).env(dhv_env()).run())
+        .unwrap();
+    assert_eq!(out.exit, ExitReason::Code(0));
+    let escaped: Vec<_> = out
+        .leftovers
+        .iter()
+        .filter(|l| l.cmdline.contains("1008.5"))
+        .collect();
+    assert_eq!(escaped.len(), 1, "{:?}", out.leftovers);
+    assert!(escaped[0].escaped_group);
+    assert!(processes_mentioning("1008.5").is_empty());
+}

@@ -3,21 +3,24 @@
 //! same loop), the wait-delay, then the sweep of whatever is left.
 
 use std::os::fd::AsFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use tokio::io::unix::AsyncFd;
 
 use super::capture::{Capture, drain_until};
+use super::cgroup::CallCgroup;
 use super::spawn::{self, EnvBlock, pipe_inode, signal_group, signal_one};
 use super::supervisor::Supervisor;
-use super::{ExitReason, Invocation, KillMode, Outcome, SpawnError, process_wide, sweep};
+use super::sweep::Tracked;
+use super::{ExitReason, Invocation, KillMode, Outcome, SpawnError, process_wide, procfs, sweep};
 
 /// A started call: the leader, its pipes, and the guard that cleans up after
 /// it whatever happens to the future running it.
 struct Started {
     pid: i32,
-    env: EnvBlock,
+    call: Tracked,
     start: Instant,
     inodes: Vec<u64>,
     exit_fd: AsyncFd<std::os::fd::OwnedFd>,
@@ -54,19 +57,29 @@ impl Invocation {
     fn start(&self, supervisor: Supervisor) -> Result<Started, SpawnError> {
         process_wide::ensure_subreaper();
         let env = spawn::env_block(&self.env).map_err(|e| self.spawn_error(e))?;
-        let (pid, (spawned, start)) = supervisor
-            .admit(&env, || {
+        let (call, (spawned, start)) = supervisor
+            .admit(|| {
+                let cgroup = CallCgroup::create();
                 let mut leaders = process_wide::leaders();
                 let start = Instant::now();
-                let spawned = spawn::spawn(&self.program, &self.args, &env, self.cwd.as_deref())?;
+                let started = procfs::boot_ticks();
+                let procs = cgroup.as_ref().map(|(_, procs)| procs);
+                let cwd = self.cwd.as_deref();
+                let spawned = spawn::spawn(&self.program, &self.args, &env, cwd, procs)?;
                 leaders.insert(spawned.pid);
-                Ok((spawned.pid, (spawned, start)))
+                let call = Tracked {
+                    pgid: spawned.pid,
+                    env: EnvBlock::clone(&env),
+                    cgroup: cgroup.map(|(c, _)| Arc::new(c)),
+                    started,
+                };
+                Ok((call, (spawned, start)))
             })
             .map_err(|e| self.spawn_error(e))?;
+        let pid = call.pgid;
         let guard = CallGuard {
             supervisor,
-            pgid: pid,
-            env: EnvBlock::clone(&env),
+            call: call.clone(),
             done: false,
             leader_reaped: false,
         };
@@ -86,7 +99,7 @@ impl Invocation {
         let err = Capture::new(spawned.stderr, self.output_cap).map_err(|e| self.spawn_error(e))?;
         Ok(Started {
             pid,
-            env,
+            call,
             start,
             inodes,
             exit_fd,
@@ -153,7 +166,7 @@ impl Invocation {
         drain_until(out, err, self.wait_delay).await;
         let open_after_delay = !(out.eof && err.eof);
 
-        let leftovers = sweep::sweep(call.pid, &call.env, &call.inodes).await;
+        let leftovers = sweep::sweep(&call.call, &call.inodes).await;
         call.guard.done = true;
         process_wide::forget_leader(call.pid);
         call.guard.supervisor.release(call.pid);
@@ -183,8 +196,7 @@ impl Invocation {
 /// Kills everything a call started if its future is dropped before the end.
 struct CallGuard {
     supervisor: Supervisor,
-    pgid: i32,
-    env: EnvBlock,
+    call: Tracked,
     done: bool,
     /// Once reaped, the leader's pid may be re-used: never wait on it again.
     leader_reaped: bool,
@@ -195,8 +207,7 @@ impl Drop for CallGuard {
         if !self.done {
             sweep::sweep_detached(
                 self.supervisor.clone(),
-                self.pgid,
-                EnvBlock::clone(&self.env),
+                self.call.clone(),
                 self.leader_reaped,
             );
         }

@@ -24,6 +24,8 @@
 
 mod call;
 mod capture;
+mod cgroup;
+pub use cgroup::NO_CGROUP_VAR;
 mod process_wide;
 mod procfs;
 mod spawn;

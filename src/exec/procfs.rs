@@ -12,6 +12,10 @@ pub(crate) struct Proc {
     pub pid: i32,
     pub ppid: i32,
     pub pgid: i32,
+    /// Its session.
+    pub sid: i32,
+    /// When it started, in clock ticks since boot.
+    pub started: u64,
     pub zombie: bool,
 }
 
@@ -20,14 +24,16 @@ pub(crate) fn read_stat(pid: i32) -> Option<Proc> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may itself hold spaces or ')'.
     let rest = &text[text.rfind(')')? + 2..];
-    let mut fields = rest.split(' ');
-    let state = fields.next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgid = fields.next()?.parse().ok()?;
+    // Fields from 3 (state) on; see proc_pid_stat(5).
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let field = |n: usize| fields.get(n - 3).copied();
+    let state = field(3)?;
     Some(Proc {
         pid,
-        ppid,
-        pgid,
+        ppid: field(4)?.parse().ok()?,
+        pgid: field(5)?.parse().ok()?,
+        sid: field(6)?.parse().ok()?,
+        started: field(22)?.parse().ok()?,
         zombie: state == "Z" || state == "X",
     })
 }
@@ -111,4 +117,20 @@ pub(crate) fn holds_pipe(pid: i32, inodes: &[u64]) -> bool {
             .map(|m| inodes.contains(&m.ino()))
             .unwrap_or(false)
     })
+}
+
+/// Now, in the clock ticks since boot that `/proc/<pid>/stat` counts start
+/// times in.
+pub(crate) fn boot_ticks() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec to write; sysconf has no preconditions.
+    let (hz, nanos) = unsafe {
+        libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now);
+        let hz = libc::sysconf(libc::_SC_CLK_TCK).max(1) as u128;
+        (hz, now.tv_sec as u128 * 1_000_000_000 + now.tv_nsec as u128)
+    };
+    (nanos * hz / 1_000_000_000) as u64
 }

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use nix::sys::signal::Signal;
 
-use super::spawn::{EnvBlock, signal_group, signal_one};
-use super::sweep;
+use super::spawn::{signal_group, signal_one};
+use super::sweep::{self, Tracked};
 
 /// Owns the calls run through it: the registry of live calls and a cancel
 /// flag. Cheap to clone; clones share both.
@@ -25,9 +25,9 @@ pub struct Supervisor(Arc<Mutex<State>>);
 #[derive(Default)]
 struct State {
     cancelled: bool,
-    /// Live calls: leader pid (= process group id) → the env it was started
-    /// with, for attribution of what it leaves.
-    calls: HashMap<i32, EnvBlock>,
+    /// Live calls by leader pid (= process group id), with what tells their
+    /// processes apart (env, cgroup).
+    calls: HashMap<i32, Tracked>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -55,20 +55,19 @@ impl Supervisor {
     /// start with `ECANCELED`. Returns at once: the killed calls reap their own
     /// processes and return to their callers. Idempotent.
     pub fn cancel(&self) {
-        let calls: Vec<(i32, EnvBlock)> = {
+        let calls: Vec<Tracked> = {
             // Under the lock a spawn holds until its leader is registered: a
             // spawn in flight is in `calls` by now, and a later one sees the flag.
             let mut state = self.lock();
             state.cancelled = true;
-            state
-                .calls
-                .iter()
-                .map(|(pgid, env)| (*pgid, EnvBlock::clone(env)))
-                .collect()
+            state.calls.values().cloned().collect()
         };
-        for (pgid, env) in &calls {
-            signal_group(*pgid, Signal::SIGKILL);
-            for pid in sweep::member_pids(*pgid, env) {
+        for call in &calls {
+            signal_group(call.pgid, Signal::SIGKILL);
+            if let Some(cgroup) = &call.cgroup {
+                cgroup.kill();
+            }
+            for pid in sweep::member_pids(call) {
                 signal_one(pid, Signal::SIGKILL);
             }
         }
@@ -84,21 +83,20 @@ impl Supervisor {
         self.lock().calls.len()
     }
 
-    /// Runs `spawn` (which starts a leader and returns its pid) unless this
+    /// Runs `spawn` (which starts a leader and says how to track it) unless this
     /// supervisor is cancelled, and registers the leader, atomically with
     /// respect to [`cancel`](Self::cancel).
     pub(crate) fn admit<T>(
         &self,
-        env: &EnvBlock,
-        spawn: impl FnOnce() -> std::io::Result<(i32, T)>,
-    ) -> std::io::Result<(i32, T)> {
+        spawn: impl FnOnce() -> std::io::Result<(Tracked, T)>,
+    ) -> std::io::Result<(Tracked, T)> {
         let mut state = self.lock();
         if state.cancelled {
             return Err(std::io::Error::from_raw_os_error(libc::ECANCELED));
         }
-        let (pid, spawned) = spawn()?;
-        state.calls.insert(pid, EnvBlock::clone(env));
-        Ok((pid, spawned))
+        let (call, spawned) = spawn()?;
+        state.calls.insert(call.pgid, call.clone());
+        Ok((call, spawned))
     }
 
     /// Forgets a call once everything it left is dealt with.

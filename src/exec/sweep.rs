@@ -1,13 +1,17 @@
 //! Finding, recording, killing and reaping what a call left behind.
 //!
-//! Attribution: a leftover belongs to a call when it is in the call's process group,
-//! or when it is an orphan re-parented to us (see
+//! Attribution: a leftover belongs to a call when it is in the call's cgroup
+//! (see [`cgroup`](super::cgroup): what a process cannot shed), or in the
+//! call's process group, or when it is an orphan re-parented to us (see
 //! [`process_wide`](super::process_wide)) whose environment still holds every
 //! variable the call was started with (plugins inherit the cleared `DHV_*` env),
-//! or when it descends from either.
+//! or when it descends from either. Without a cgroup, an orphan that left our
+//! session and was born after the call started is the call's too, whatever
+//! its environment: nothing this process runs itself leaves our session, so it
+//! came from a plugin that was live when it appeared.
 
 use std::collections::{BTreeSet, HashMap};
-use std::ffi::CString;
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -15,6 +19,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
+use super::cgroup::CallCgroup;
 use super::process_wide::{self, unexpected_children};
 use super::procfs::{Proc, cmdline, environ_matches, holds_pipe, process_table, read_stat};
 use super::spawn::{EnvBlock, reap_blocking, signal_group, signal_one};
@@ -33,35 +38,49 @@ pub struct Leftover {
     pub held_stdio: bool,
 }
 
+/// A live call as the sweeps know it: its leader (and process group), the
+/// environment it was started with, and its cgroup when it has one.
+#[derive(Debug, Clone)]
+pub(crate) struct Tracked {
+    pub pgid: i32,
+    pub env: EnvBlock,
+    pub cgroup: Option<Arc<CallCgroup>>,
+    /// When the call started, in clock ticks since boot.
+    pub started: u64,
+}
+
 /// The first, cheap look after a call: whether its process group still has a
-/// member, and which orphans were re-parented to us.
+/// member, what is still in its cgroup, and which orphans were re-parented to us.
 struct Remains {
     group_alive: bool,
+    in_cgroup: Vec<i32>,
     strays: Vec<i32>,
 }
 
 impl Remains {
-    fn of(pgid: i32) -> Remains {
+    fn of(call: &Tracked) -> Remains {
         Remains {
-            group_alive: killpg(Pid::from_raw(pgid), None).is_ok(),
+            group_alive: killpg(Pid::from_raw(call.pgid), None).is_ok(),
+            in_cgroup: call.cgroup.as_ref().map(|c| c.pids()).unwrap_or_default(),
             strays: unexpected_children(),
         }
     }
 
     /// Nothing at all is left: the usual case.
     fn nothing(&self) -> bool {
-        !self.group_alive && self.strays.is_empty()
+        !self.group_alive && self.in_cgroup.is_empty() && self.strays.is_empty()
     }
 }
 
-/// Finds every process that belongs to the call led by `pgid` (see the module docs).
+/// Finds every process that belongs to `call` (see the module docs).
 /// Zombies are included (they must be reaped) but not reported as leftovers.
-fn members(pgid: i32, env: &[CString]) -> Vec<Proc> {
-    let remains = Remains::of(pgid);
+fn members(call: &Tracked) -> Vec<Proc> {
+    let (pgid, env) = (call.pgid, &call.env);
+    let remains = Remains::of(call);
     if remains.nothing() {
         return Vec::new();
     }
-    if !remains.group_alive {
+    if !remains.group_alive && remains.in_cgroup.is_empty() {
         // Strays that are all zombies (what is left of a group some call
         // killed) or already gone have no descendants to look for: they only
         // need reaping, and the walk of the whole process table is spared.
@@ -77,6 +96,7 @@ fn members(pgid: i32, env: &[CString]) -> Vec<Proc> {
     }
     let me = std::process::id() as i32;
     let table = process_table();
+    let my_sid = nix::unistd::getsid(None).map_or(0, |s| s.as_raw());
     let mut children: HashMap<i32, Vec<usize>> = HashMap::new();
     for (i, p) in table.iter().enumerate() {
         children.entry(p.ppid).or_default().push(i);
@@ -86,10 +106,13 @@ fn members(pgid: i32, env: &[CString]) -> Vec<Proc> {
         if p.pid == me {
             continue;
         }
+        // Start times have a tick's resolution: one tick of slack.
+        let born_in_call_outside_our_session =
+            call.cgroup.is_none() && p.sid != my_sid && p.started + 1 >= call.started;
         let orphan_of_call = p.ppid == me
             && remains.strays.contains(&p.pid)
-            && (p.zombie || environ_matches(p.pid, env));
-        if p.pgid == pgid || orphan_of_call {
+            && (p.zombie || born_in_call_outside_our_session || environ_matches(p.pid, env));
+        if p.pgid == pgid || orphan_of_call || remains.in_cgroup.contains(&p.pid) {
             seeds.push(i);
         }
     }
@@ -102,23 +125,25 @@ fn members(pgid: i32, env: &[CString]) -> Vec<Proc> {
     found.into_iter().map(|i| table[i].clone()).collect()
 }
 
-/// The pids of every process of the call led by `pgid`, for a kill.
-pub(crate) fn member_pids(pgid: i32, env: &[CString]) -> Vec<i32> {
-    members(pgid, env).into_iter().map(|p| p.pid).collect()
+/// The pids of every process of `call`, for a kill.
+pub(crate) fn member_pids(call: &Tracked) -> Vec<i32> {
+    members(call).into_iter().map(|p| p.pid).collect()
 }
 
-/// Finds, records, kills and reaps everything the call led by `pgid` left behind.
-/// `inodes` are the call's stdout/stderr pipe inodes, to tell who held them.
-pub(crate) async fn sweep(pgid: i32, env: &EnvBlock, inodes: &[u64]) -> Vec<Leftover> {
+/// Finds, records, kills and reaps everything `call` left behind, and removes
+/// its cgroup. `inodes` are the call's stdout/stderr pipe inodes, to tell who
+/// held them.
+pub(crate) async fn sweep(call: &Tracked, inodes: &[u64]) -> Vec<Leftover> {
     // Cheap test first, on this thread: usually nothing is left at all.
-    if Remains::of(pgid).nothing() {
+    if Remains::of(call).nothing() && call.cgroup.as_ref().is_none_or(|c| c.remove()) {
         return Vec::new();
     }
+    let pgid = call.pgid;
     // Walking /proc blocks: keep it off the async workers, which are timing
     // other plugins' calls.
-    let (env, inodes) = (EnvBlock::clone(env), inodes.to_vec());
+    let (tracked, inodes) = (call.clone(), inodes.to_vec());
     let found = tokio::task::spawn_blocking(move || {
-        let procs = members(pgid, &env);
+        let procs = members(&tracked);
         let leftovers: Vec<Leftover> = procs
             .iter()
             .filter(|p| !p.zombie)
@@ -132,31 +157,42 @@ pub(crate) async fn sweep(pgid: i32, env: &EnvBlock, inodes: &[u64]) -> Vec<Left
         (procs, leftovers)
     })
     .await;
-    let Ok((procs, leftovers)) = found else {
-        return Vec::new();
+    let pids: Vec<i32> = match &found {
+        Ok((procs, _)) => procs.iter().map(|p| p.pid).collect(),
+        Err(_) => Vec::new(),
     };
-    let pids: Vec<i32> = procs.iter().map(|p| p.pid).collect();
-    kill_and_reap(pgid, &pids).await;
-    leftovers
+    kill_and_reap(call, &pids).await;
+    found.map(|(_, leftovers)| leftovers).unwrap_or_default()
 }
 
-/// SIGKILLs the group and each pid, then reaps the ones that end up as our
-/// children. Bounded: a process we cannot reap within a second is left to init.
-async fn kill_and_reap(pgid: i32, pids: &[i32]) {
-    signal_group(pgid, Signal::SIGKILL);
-    for &pid in pids {
-        signal_one(pid, Signal::SIGKILL);
-    }
+/// SIGKILLs the group, the cgroup and each pid, then reaps the ones that end
+/// up as our children and removes the cgroup. Bounded: a process we cannot
+/// reap within a second is left to init (and its cgroup in place).
+async fn kill_and_reap(call: &Tracked, pids: &[i32]) {
+    kill_everything(call, pids);
     let mut pending: Vec<i32> = pids.to_vec();
+    let mut removed = call.cgroup.is_none();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
     // Killed processes become zombies at once, but one whose parent is also being
     // killed is only re-parented to us a moment later: retry briefly.
     loop {
         pending.retain(|&pid| !reap_if_ours(pid));
-        if pending.is_empty() || tokio::time::Instant::now() >= deadline {
+        removed = removed || call.cgroup.as_ref().is_none_or(|c| c.remove());
+        if (pending.is_empty() && removed) || tokio::time::Instant::now() >= deadline {
             return;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// SIGKILLs `call`'s group, its cgroup and `pids`.
+fn kill_everything(call: &Tracked, pids: &[i32]) {
+    signal_group(call.pgid, Signal::SIGKILL);
+    if let Some(cgroup) = &call.cgroup {
+        cgroup.kill();
+    }
+    for &pid in pids {
+        signal_one(pid, Signal::SIGKILL);
     }
 }
 
@@ -177,20 +213,13 @@ fn reap_if_ours(pid: i32) -> bool {
 /// The synchronous sweep used when a call is cancelled (its future dropped):
 /// find everything attributable while the tree is intact, kill it all, and reap
 /// on a helper thread so the caller never blocks.
-pub(crate) fn sweep_detached(
-    supervisor: Supervisor,
-    pgid: i32,
-    env: EnvBlock,
-    leader_reaped: bool,
-) {
-    let procs = members(pgid, &env);
-    signal_group(pgid, Signal::SIGKILL);
+pub(crate) fn sweep_detached(supervisor: Supervisor, call: Tracked, leader_reaped: bool) {
+    let pgid = call.pgid;
+    let procs = members(&call);
+    let others: Vec<i32> = procs.iter().map(|p| p.pid).filter(|&p| p != pgid).collect();
+    kill_everything(&call, &others);
     if !leader_reaped {
         signal_one(pgid, Signal::SIGKILL);
-    }
-    let others: Vec<i32> = procs.iter().map(|p| p.pid).filter(|&p| p != pgid).collect();
-    for &pid in &others {
-        signal_one(pid, Signal::SIGKILL);
     }
     std::thread::spawn(move || {
         if !leader_reaped {
@@ -200,8 +229,10 @@ pub(crate) fn sweep_detached(
         supervisor.release(pgid);
         let deadline = std::time::Instant::now() + Duration::from_secs(1);
         let mut pending = others;
-        while !pending.is_empty() && std::time::Instant::now() < deadline {
+        let mut removed = call.cgroup.is_none();
+        while !(pending.is_empty() && removed) && std::time::Instant::now() < deadline {
             pending.retain(|&pid| !reap_if_ours(pid));
+            removed = removed || call.cgroup.as_ref().is_none_or(|c| c.remove());
             std::thread::sleep(Duration::from_millis(1));
         }
     });

@@ -1,0 +1,81 @@
+//! What the binary does with processes, end to end: escaped daemons are found
+//! and killed whatever they shed, plugin files that are not regular files
+//! never hang a command, and signals end manager commands cleanly.
+
+mod util;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use util::{Scratch, processes_mentioning};
+
+/// How long any one run of the binary may take before the test fails.
+const RUN_LIMIT: Duration = Duration::from_secs(60);
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("dhv-conform")
+}
+
+/// A plugin that works, except that every create leaves a daemon that double
+/// forks into a new session and then sheds every variable it was given:
+/// neither its group, its session nor its environment ties it to the call.
+/// `tag` makes its command line unique to one test.
+fn escaper(s: &Scratch, tag: &str) -> PathBuf {
+    s.plugin(
+        "escaper",
+        &format!(
+            r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+case "$DHV_OPERATION" in
+fingerprint) echo '{{"version":"1.0.0"}}' ;;
+create)
+	mkdir -p "$DHV_VOLUMES_DIR/$DHV_VOLUME_ID" || exit 1
+	setsid sh -c '(exec env -i sleep {tag}) &' >/dev/null 2>&1 </dev/null
+	printf '{{"path": "%s", "bytes": 0}}\n' "$DHV_VOLUMES_DIR/$DHV_VOLUME_ID" ;;
+delete) rm -rf "$DHV_CREATED_PATH" ;;
+*) exit 1 ;;
+esac
+"#
+        ),
+    )
+}
+
+/// `check` finds the daemon, names it in `process.no-orphans`, and leaves
+/// nothing running; `no_cgroup` holds the subreaper fallback to the same.
+fn escaped_daemon_is_reported_and_killed(tag: &str, no_cgroup: bool) {
+    let s = Scratch::new();
+    let plugin = escaper(&s, tag);
+    let mut cmd = Command::new(bin());
+    cmd.args(["check", plugin.to_str().unwrap(), "process.", "--json", "-"])
+        .timeout(RUN_LIMIT);
+    if no_cgroup {
+        cmd.env(dhv_conform::exec::NO_CGROUP_VAR, "1");
+    }
+    let out = cmd.output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "process.no-orphans")
+        .unwrap()
+        .clone();
+    assert_eq!(check["status"], "warn", "{check}");
+    let message = check["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("sleep {tag}")) && message.contains("left the process group"),
+        "{message}"
+    );
+    assert!(processes_mentioning(tag).is_empty(), "the daemon survived");
+}
+
+#[test]
+fn a_daemon_that_sheds_group_session_and_env_is_named_and_killed() {
+    escaped_daemon_is_reported_and_killed("1009.51", false);
+}
+
+#[test]
+fn without_cgroups_the_subreaper_still_names_and_kills_it() {
+    escaped_daemon_is_reported_and_killed("1009.52", true);
+}
