@@ -283,8 +283,56 @@ struct ChildPlan {
     envp: *const *mut libc::c_char,
     cwd: *const libc::c_char,
     fds: ChildFds,
+    /// The signals not at their default disposition (ignored, or caught by
+    /// a handler of ours), for the child to reset: found by the parent so
+    /// that the child, which holds a copy of every descriptor of ours until
+    /// it executes, makes as few system calls as it can.
+    reset: [libc::c_int; 64],
+    reset_len: usize,
     /// Set by the child when a step before or at `execve` failed.
     errno: libc::c_int,
+}
+
+/// The kernel's `struct sigaction`, as `rt_sigaction` takes it: the handler
+/// first (all a query needs), all zero for `SIG_DFL`. One spare word keeps it
+/// at least as large as every architecture's layout.
+#[derive(Default)]
+#[repr(C)]
+struct KernelSigaction {
+    handler: usize,
+    flags: libc::c_ulong,
+    restorer: usize,
+    mask: u64,
+    spare: u64,
+}
+
+/// `rt_sigaction` itself: unlike libc's wrapper it also reaches the signals
+/// libc reserves for itself (32, 33), which may be ignored here and must not
+/// stay ignored in a plugin. Async-signal-safe.
+fn raw_sigaction(
+    sig: libc::c_int,
+    new: Option<&KernelSigaction>,
+    old: Option<&mut KernelSigaction>,
+) -> bool {
+    let new = new.map_or(std::ptr::null(), |n| n as *const KernelSigaction);
+    let old = old.map_or(std::ptr::null_mut(), |o| o as *mut KernelSigaction);
+    // SAFETY: both pointers are null or point to structures large enough for
+    // the kernel's; the mask size is the kernel's (64 signals).
+    unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, new, old, 8usize) == 0 }
+}
+
+/// The signals whose disposition is not the default, at this moment.
+fn non_default_signals(reset: &mut [libc::c_int; 64]) -> usize {
+    let mut len = 0;
+    for sig in 1..65 {
+        let mut old = KernelSigaction::default();
+        let handled = raw_sigaction(sig, None, Some(&mut old)) && old.handler != libc::SIG_DFL;
+        if handled && len < reset.len() && sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            reset[len] = sig;
+            len += 1;
+        }
+    }
+    len
 }
 
 /// Starts a leader the way `posix_spawn` does (a `vfork`-like clone sharing our
@@ -306,8 +354,11 @@ fn clone_spawn(
         envp: envp.as_ptr(),
         cwd: cwd.map_or(std::ptr::null(), |c| c.as_ptr()),
         fds,
+        reset: [0; 64],
+        reset_len: 0,
         errno: 0,
     };
+    plan.reset_len = non_default_signals(&mut plan.reset);
     // SAFETY: the child runs `child_main` on its own stack, in our memory,
     // while this thread is suspended (CLONE_VFORK) until it executes or exits;
     // it only makes raw system calls on data that outlives the clone. Every
@@ -352,11 +403,8 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::write(plan.fds.cgroup, b"0".as_ptr().cast(), 1) != 1 || libc::setpgid(0, 0) != 0 {
             fail(plan);
         }
-        let mut dfl: libc::sigaction = std::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        for sig in 1..65 {
-            // Fails harmlessly for SIGKILL, SIGSTOP and numbers libc reserves.
-            libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        for &sig in &plan.reset[..plan.reset_len] {
+            raw_sigaction(sig, Some(&KernelSigaction::default()), None);
         }
         let f = plan.fds;
         if libc::dup2(f.stdin, 0) < 0 || libc::dup2(f.stdout, 1) < 0 || libc::dup2(f.stderr, 2) < 0
