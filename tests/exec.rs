@@ -420,7 +420,11 @@ fn a_daemon_that_leaves_the_session_and_wipes_its_env_is_found_and_killed() {
 #[test]
 fn the_plugin_starts_with_no_signal_ignored_or_blocked() {
     let s = Scratch::new();
-    let p = s.plugin("p", "#!/bin/sh\ngrep -E '^Sig(Ign|Blk)' /proc/$$/status\n");
+    // `exec`: the shell blocks signals for a moment while it forks a child.
+    let p = s.plugin(
+        "p",
+        "#!/bin/sh\nexec grep -E '^Sig(Ign|Blk)' /proc/self/status\n",
+    );
     // Rust ignores SIGPIPE in this process; the plugin must not inherit that.
     let out = rt().block_on(Invocation::new(&p).run()).unwrap();
     assert_eq!(

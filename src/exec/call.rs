@@ -70,7 +70,9 @@ impl Invocation {
                 let call = Tracked {
                     pgid: spawned.pid,
                     env: EnvBlock::clone(&env),
-                    cgroup: cgroup.map(|(c, _)| Arc::new(c)),
+                    cgroup: cgroup
+                        .filter(|_| spawned.in_cgroup)
+                        .map(|(c, _)| Arc::new(c)),
                     started,
                 };
                 Ok((call, (spawned, start)))

@@ -3,9 +3,8 @@
 //! plugin's process group and session, wipe its environment and be re-parented
 //! twice; it stays in the cgroup its ancestor was started in.
 //!
-//! The leader is placed in the call's cgroup before it runs a single
-//! instruction of the plugin (see `spawn.rs`), so every process it starts is
-//! born inside. Without a writable cgroup2 hierarchy (containers, old kernels,
+//! The leader is born in the call's cgroup (see `clone_spawn.rs`), so every
+//! process it starts is born inside too. Without a writable cgroup2 hierarchy (containers, old kernels,
 //! no privileges) the runner falls back to the subreaper alone.
 
 use std::fs;
@@ -13,7 +12,7 @@ use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::procfs::parse_pids;
 
@@ -76,26 +75,45 @@ fn remove_stale(dir: &Path) {
     }
 }
 
+/// Set once the kernel refused [`CallCgroup`]s (see [`CallCgroup::refused`]).
+static REFUSED: AtomicBool = AtomicBool::new(false);
+
 /// One call's cgroup: made before the spawn, removed after the sweep.
 #[derive(Debug)]
 pub(crate) struct CallCgroup {
     dir: PathBuf,
+    removed: AtomicBool,
 }
 
 impl CallCgroup {
-    /// A fresh, empty cgroup for one call and its `cgroup.procs`, opened for
-    /// the leader to write itself into; `None` where cgroups are not usable.
+    /// A fresh, empty cgroup for one call and its directory, open, for the
+    /// leader to be born in; `None` where cgroups are not usable.
     pub fn create() -> Option<(CallCgroup, OwnedFd)> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
+        if REFUSED.load(Ordering::Relaxed) {
+            return None;
+        }
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let dir = base()?.join(format!("dhv-conform-{}-{n}", std::process::id()));
         fs::create_dir(&dir).ok()?;
-        let cgroup = CallCgroup { dir };
-        let procs = fs::OpenOptions::new()
-            .write(true)
-            .open(cgroup.dir.join("cgroup.procs"))
+        let cgroup = CallCgroup {
+            dir,
+            removed: AtomicBool::new(false),
+        };
+        use std::os::unix::fs::OpenOptionsExt;
+        let fd = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY)
+            .open(&cgroup.dir)
             .ok()?;
-        Some((cgroup, procs.into()))
+        Some((cgroup, fd.into()))
+    }
+
+    /// The kernel refused to start a process in a cgroup (`clone3` or
+    /// `CLONE_INTO_CGROUP` missing, or filtered): no call of this process
+    /// tries again.
+    pub fn refused() {
+        REFUSED.store(true, Ordering::Relaxed);
     }
 
     /// The live processes in the cgroup (zombies have left it).
@@ -125,10 +143,15 @@ impl CallCgroup {
     /// Removes the cgroup; fails (and may be retried) while a process is
     /// still in it.
     pub fn remove(&self) -> bool {
-        match fs::remove_dir(&self.dir) {
+        if self.removed.load(Ordering::Relaxed) {
+            return true;
+        }
+        let gone = match fs::remove_dir(&self.dir) {
             Ok(()) => true,
             Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-        }
+        };
+        self.removed.store(gone, Ordering::Relaxed);
+        gone
     }
 }
 
@@ -137,6 +160,6 @@ impl Drop for CallCgroup {
     /// empty cgroup behind; one still holding a process stays (and says so by
     /// being there).
     fn drop(&mut self) {
-        let _ = fs::remove_dir(&self.dir);
+        self.remove();
     }
 }

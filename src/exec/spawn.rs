@@ -12,6 +12,9 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
+use super::cgroup::CallCgroup;
+use super::clone_spawn::{ChildFds, CloneFailure, above_stdio, clone_spawn};
+
 /// A call's environment as handed to `execve`, `KEY=value` each, in order;
 /// shared by the spawn, the live-call table and the sweeps without copying.
 pub(crate) type EnvBlock = std::sync::Arc<[CString]>;
@@ -56,6 +59,8 @@ pub(crate) fn pipe_inode(fd: std::os::fd::BorrowedFd<'_>) -> Option<u64> {
 /// A leader just started by [`spawn`], with the parent's ends of its pipes.
 pub(crate) struct Spawned {
     pub pid: i32,
+    /// The leader was born in the cgroup it was given.
+    pub in_cgroup: bool,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
 }
@@ -77,8 +82,8 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// Starts `program` with exactly `env` (in order), stdin `/dev/null`, stdout and
 /// stderr on fresh pipes, every signal at its default disposition and an empty
 /// mask, in a new process group. `argv[0]` is the program path, as Nomad passes it.
-/// With `cgroup` (an open `cgroup.procs`), the leader moves itself into that
-/// cgroup before it executes the program (see [`clone_spawn`]).
+/// With `cgroup` (the call's cgroup directory, open), the leader is born in
+/// that cgroup (see [`clone_spawn`]).
 ///
 /// `posix_spawn` rather than `std::process::Command`: std sorts the environment
 /// (Nomad does not), and its `execvp` falls back to `/bin/sh` for a script without
@@ -104,18 +109,34 @@ pub(crate) fn spawn(
 
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let pid = match cgroup {
-        Some(procs) => {
-            let (out_w, err_w) = (above_stdio(out_w)?, above_stdio(err_w)?);
+    let cloned = match cgroup {
+        Some(cgroup) => {
+            let (out_w, err_w) = (
+                above_stdio(out_w.try_clone()?)?,
+                above_stdio(err_w.try_clone()?)?,
+            );
             let devnull = above_stdio(std::fs::File::open("/dev/null")?.into())?;
             let fds = ChildFds {
                 stdin: devnull.as_raw_fd(),
                 stdout: out_w.as_raw_fd(),
                 stderr: err_w.as_raw_fd(),
-                cgroup: procs.as_raw_fd(),
+                cgroup: cgroup.as_raw_fd(),
             };
-            clone_spawn(&path, &argv, &envp, cwd.as_ref(), fds)?
+            match clone_spawn(&path, &argv, &envp, cwd.as_ref(), fds) {
+                Ok(pid) => Some(pid),
+                Err(CloneFailure::Child(e)) => return Err(e),
+                Err(CloneFailure::Clone(e)) if cgroup_refused(&e) => {
+                    CallCgroup::refused();
+                    None
+                }
+                Err(CloneFailure::Clone(e)) => return Err(e),
+            }
         }
+        None => None,
+    };
+    let in_cgroup = cloned.is_some();
+    let pid = match cloned {
+        Some(pid) => pid,
         None => {
             let mut plan = SpawnPlan::new()?;
             plan.stdio(&out_w, &err_w, cwd.as_ref())?;
@@ -123,11 +144,23 @@ pub(crate) fn spawn(
             plan.spawn(&path, &argv, &envp)?
         }
     };
+    drop((out_w, err_w));
     Ok(Spawned {
         pid,
+        in_cgroup,
         stdout: out_r,
         stderr: err_r,
     })
+}
+
+/// Whether `clone3` failed because it, or starting in a cgroup, is not
+/// available here (old kernel, a seccomp filter, a cgroup that cannot take
+/// processes), rather than for want of resources.
+fn cgroup_refused(e: &Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSYS | libc::EINVAL | libc::EPERM | libc::EOPNOTSUPP | libc::EBUSY)
+    )
 }
 
 /// The file actions and attributes of one `posix_spawn`, destroyed on drop.
@@ -247,178 +280,6 @@ impl Drop for SpawnPlan {
             libc::posix_spawn_file_actions_destroy(&mut self.actions);
             libc::posix_spawnattr_destroy(&mut self.attr);
         }
-    }
-}
-
-/// `fd`, moved to a number above 2 if it is one of 0, 1, 2 (our own stdio can
-/// be closed), so that the child's `dup2` onto 0..2 never clobbers a source.
-fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
-    if fd.as_raw_fd() > 2 {
-        return Ok(fd);
-    }
-    // SAFETY: F_DUPFD_CLOEXEC returns a fresh descriptor or -1.
-    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if new < 0 {
-        return Err(Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor that we now own.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
-}
-
-/// The descriptors the child puts in place (all above 2, all close-on-exec).
-#[derive(Clone, Copy)]
-struct ChildFds {
-    stdin: libc::c_int,
-    stdout: libc::c_int,
-    stderr: libc::c_int,
-    /// The call's `cgroup.procs`, open for writing.
-    cgroup: libc::c_int,
-}
-
-/// What the child of [`clone_spawn`] reads (and, on failure, writes back);
-/// it lives in the parent's memory, which the child shares until it executes.
-struct ChildPlan {
-    path: *const libc::c_char,
-    argv: *const *mut libc::c_char,
-    envp: *const *mut libc::c_char,
-    cwd: *const libc::c_char,
-    fds: ChildFds,
-    /// The signals not at their default disposition (ignored, or caught by
-    /// a handler of ours), for the child to reset: found by the parent so
-    /// that the child, which holds a copy of every descriptor of ours until
-    /// it executes, makes as few system calls as it can.
-    reset: [libc::c_int; 64],
-    reset_len: usize,
-    /// Set by the child when a step before or at `execve` failed.
-    errno: libc::c_int,
-}
-
-/// The kernel's `struct sigaction`, as `rt_sigaction` takes it: the handler
-/// first (all a query needs), all zero for `SIG_DFL`. One spare word keeps it
-/// at least as large as every architecture's layout.
-#[derive(Default)]
-#[repr(C)]
-struct KernelSigaction {
-    handler: usize,
-    flags: libc::c_ulong,
-    restorer: usize,
-    mask: u64,
-    spare: u64,
-}
-
-/// `rt_sigaction` itself: unlike libc's wrapper it also reaches the signals
-/// libc reserves for itself (32, 33), which may be ignored here and must not
-/// stay ignored in a plugin. Async-signal-safe.
-fn raw_sigaction(
-    sig: libc::c_int,
-    new: Option<&KernelSigaction>,
-    old: Option<&mut KernelSigaction>,
-) -> bool {
-    let new = new.map_or(std::ptr::null(), |n| n as *const KernelSigaction);
-    let old = old.map_or(std::ptr::null_mut(), |o| o as *mut KernelSigaction);
-    // SAFETY: both pointers are null or point to structures large enough for
-    // the kernel's; the mask size is the kernel's (64 signals).
-    unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, new, old, 8usize) == 0 }
-}
-
-/// The signals whose disposition is not the default, at this moment.
-fn non_default_signals(reset: &mut [libc::c_int; 64]) -> usize {
-    let mut len = 0;
-    for sig in 1..65 {
-        let mut old = KernelSigaction::default();
-        let handled = raw_sigaction(sig, None, Some(&mut old)) && old.handler != libc::SIG_DFL;
-        if handled && len < reset.len() && sig != libc::SIGKILL && sig != libc::SIGSTOP {
-            reset[len] = sig;
-            len += 1;
-        }
-    }
-    len
-}
-
-/// Starts a leader the way `posix_spawn` does (a `vfork`-like clone sharing our
-/// memory, so nothing is copied), with one step `posix_spawn` cannot take: the
-/// child writes itself into the call's cgroup (`0` means "me") before anything
-/// else, so the plugin and all it ever starts are born in that cgroup.
-fn clone_spawn(
-    path: &CString,
-    argv: &[*mut libc::c_char],
-    envp: &[*mut libc::c_char],
-    cwd: Option<&CString>,
-    fds: ChildFds,
-) -> std::io::Result<i32> {
-    const STACK: usize = 64 * 1024;
-    let mut stack = vec![0u8; STACK];
-    let mut plan = ChildPlan {
-        path: path.as_ptr(),
-        argv: argv.as_ptr(),
-        envp: envp.as_ptr(),
-        cwd: cwd.map_or(std::ptr::null(), |c| c.as_ptr()),
-        fds,
-        reset: [0; 64],
-        reset_len: 0,
-        errno: 0,
-    };
-    plan.reset_len = non_default_signals(&mut plan.reset);
-    // SAFETY: the child runs `child_main` on its own stack, in our memory,
-    // while this thread is suspended (CLONE_VFORK) until it executes or exits;
-    // it only makes raw system calls on data that outlives the clone. Every
-    // signal is blocked around the clone so that no handler of ours runs in
-    // the child before it resets them.
-    let (pid, errno) = unsafe {
-        let top = stack.as_mut_ptr().add(STACK) as usize & !15;
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
-            child_main,
-            top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            &mut plan as *mut ChildPlan as *mut libc::c_void,
-        );
-        let clone_error = Error::last_os_error();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(clone_error);
-        }
-        (pid, std::ptr::read_volatile(&plan.errno))
-    };
-    drop(stack);
-    if errno != 0 {
-        reap_blocking(pid);
-        return Err(Error::from_raw_os_error(errno));
-    }
-    Ok(pid)
-}
-
-/// The child's side of [`clone_spawn`]: async-signal-safe system calls only.
-extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the parent's ChildPlan, alive while the parent waits.
-    unsafe {
-        let plan = &mut *(arg as *mut ChildPlan);
-        let fail = |plan: &mut ChildPlan| -> ! {
-            plan.errno = *libc::__errno_location();
-            libc::_exit(127)
-        };
-        if libc::write(plan.fds.cgroup, b"0".as_ptr().cast(), 1) != 1 || libc::setpgid(0, 0) != 0 {
-            fail(plan);
-        }
-        for &sig in &plan.reset[..plan.reset_len] {
-            raw_sigaction(sig, Some(&KernelSigaction::default()), None);
-        }
-        let f = plan.fds;
-        if libc::dup2(f.stdin, 0) < 0 || libc::dup2(f.stdout, 1) < 0 || libc::dup2(f.stderr, 2) < 0
-        {
-            fail(plan);
-        }
-        if !plan.cwd.is_null() && libc::chdir(plan.cwd) != 0 {
-            fail(plan);
-        }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-        libc::execve(plan.path, plan.argv.cast(), plan.envp.cast());
-        fail(plan)
     }
 }
 
