@@ -715,8 +715,9 @@ fn the_nomad_job_is_a_sysbatch_job_on_raw_exec() {
 }
 
 /// The wrapper script the job renders, run by hand against a plugin dir with a
-/// conformant and a broken plugin: one verdict line and four files per plugin,
-/// and the worst exit code.
+/// conformant and a broken plugin: one verdict line and four files per plugin
+/// (named after the node), the JSON copied to the collect dir, the worst exit code,
+/// and the collected reports merge into one fleet report.
 #[test]
 fn the_nomad_job_script_checks_every_plugin_in_the_dir() {
     use hcl::eval::Evaluate;
@@ -741,6 +742,8 @@ fn the_nomad_job_script_checks_every_plugin_in_the_dir() {
     fs::write(plugins.join("README"), "not a plugin\n").unwrap();
     let wrapper = area.scratch.plugin("check-plugins.sh", &script);
     let reports = area.path().join("alloc/data/dhv-conform");
+    let collected = area.path().join("collected");
+    fs::create_dir(&collected).unwrap();
     let out = Command::new("/bin/sh")
         .arg(&wrapper)
         .env_clear()
@@ -750,6 +753,8 @@ fn the_nomad_job_script_checks_every_plugin_in_the_dir() {
         .env("PLUGIN_DIR_META", "${meta.dhv_plugin_dir}")
         .env("PLUGIN_DIR_DEFAULT", &plugins)
         .env("REPORT_DIR", &reports)
+        .env("NODE_NAME", "client-1")
+        .env("COLLECT_DIR", &collected)
         .env("TMPDIR", area.tmp())
         .current_dir(area.cwd())
         .timeout(RUN_LIMIT)
@@ -770,12 +775,27 @@ fn the_nomad_job_script_checks_every_plugin_in_the_dir() {
     assert!(!stdout.contains("README"), "{stdout}");
     for name in ["reference", "logs-on-stdout"] {
         for ext in ["json", "junit.xml", "md", "log"] {
-            let file = reports.join(format!("{name}.{ext}"));
+            let file = reports.join(format!("client-1.{name}.{ext}"));
             assert!(file.is_file(), "missing {}", file.display());
         }
-        let report: serde_json::Value =
-            serde_json::from_slice(&fs::read(reports.join(format!("{name}.json"))).unwrap())
-                .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(
+            &fs::read(collected.join(format!("client-1.{name}.json"))).unwrap(),
+        )
+        .unwrap();
         assert_eq!(report["schema"], "dhv-conform/report/v1");
+        assert_eq!(report["node"]["name"], "client-1");
     }
+    let merged = Command::new(bin())
+        .args(["report", "merge"])
+        .arg(&reports)
+        .args(["--json", "-"])
+        .timeout(RUN_LIMIT)
+        .output()
+        .unwrap();
+    assert_eq!(merged.status.code(), Some(1));
+    let fleet: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
+    assert_eq!(fleet["schema"], "dhv-conform/fleet/v1");
+    assert_eq!(fleet["summary"]["nodes"], 2);
+    assert_eq!(fleet["nodes"][0]["name"], "client-1");
+    assert_eq!(fleet["nodes"][0]["plugin"], "logs-on-stdout");
 }

@@ -5,8 +5,11 @@
 # plugin dir (the client's `host_volume_plugin_dir`, by default
 # `<data_dir>/host_volume_plugins`), and writes one JSON report, one JUnit file,
 # one Markdown summary and one log per plugin into the allocation's shared data
-# dir. The task exits 0 when every plugin on the node is conformant, so
-# `nomad job status dhv-conformance` shows at a glance which nodes failed.
+# dir, named `<node>.<plugin>.*` so the reports of every node can be collected
+# into one directory without clashing. Each report records the node
+# (`--node-name ${node.unique.name}`), the plugin's sha256 and version, and the
+# harness version. The task exits 0 when every plugin on the node is conformant,
+# so `nomad job status dhv-conformance` shows at a glance which nodes failed.
 #
 # Run it:
 #
@@ -17,16 +20,27 @@
 #
 #   nomad alloc logs <alloc-id> check                          # one verdict line per plugin
 #   nomad alloc fs <alloc-id> alloc/data/dhv-conform/          # list the reports
-#   nomad alloc fs <alloc-id> alloc/data/dhv-conform/<plugin>.json > <node>-<plugin>.json
-#   nomad alloc fs <alloc-id> alloc/data/dhv-conform/<plugin>.md   # the summary table
+#   nomad alloc fs <alloc-id> alloc/data/dhv-conform/<node>.<plugin>.md   # the summary table
 #
-# Collect every node's reports, e.g. for a CI job that gates a plugin rollout:
+# Collect every node's JSON reports (the newest allocation of each node, so a re-run
+# job does not bring back old results), then merge them into one fleet report:
 #
-#   for a in $(nomad job allocs -json dhv-conformance | jq -r '.[].ID'); do
-#     nomad alloc fs "$a" alloc/data/dhv-conform/ | awk 'NR > 1 {print $NF}' | while read -r f; do
-#       nomad alloc fs "$a" "alloc/data/dhv-conform/$f" > "$a-$f"
-#     done
-#   done
+#   mkdir -p reports
+#   nomad job allocs -json dhv-conformance \
+#     | jq -r 'group_by(.NodeID) | map(max_by(.CreateIndex)) | .[].ID' \
+#     | while read -r a; do
+#         nomad alloc fs "$a" alloc/data/dhv-conform/ | awk 'NR > 1 {print $NF}' \
+#           | grep '\.json$' | while read -r f; do
+#               nomad alloc fs "$a" "alloc/data/dhv-conform/$f" > "reports/$f"
+#             done
+#       done
+#   dhv-conform report merge reports/ --json fleet.json --junit fleet.xml --markdown fleet.md
+#
+# `report merge` exits 0 when every node is conformant, 1 when one is not, 2 when a
+# report is unusable (docs/fleet-schema.md). Alternatively, set var.collect_dir to
+# a directory every client can write to (an NFS mount, say): each node then also
+# copies its JSON reports there, and `dhv-conform report merge <that dir>` needs
+# no collection step.
 #
 # Requirements on the clients:
 #   - the raw_exec driver enabled (`plugin "raw_exec" { config { enabled = true } }`).
@@ -52,6 +66,12 @@ variable "dhv_conform" {
   description = "Path of the dhv-conform binary on every client node."
   type        = string
   default     = "/usr/local/bin/dhv-conform"
+}
+
+variable "collect_dir" {
+  description = "A directory every client can write to (e.g. an NFS mount) to copy the JSON reports into; empty: reports stay in the allocation."
+  type        = string
+  default     = ""
 }
 
 variable "plugin_dir" {
@@ -97,6 +117,10 @@ job "dhv-conformance" {
         DHV_CONFORM        = var.dhv_conform
         PLUGIN_DIR_META    = "${meta.dhv_plugin_dir}"
         PLUGIN_DIR_DEFAULT = var.plugin_dir
+        COLLECT_DIR        = var.collect_dir
+        # Nomad's name for the node: the column `dhv-conform report merge` puts
+        # this node's results in.
+        NODE_NAME = "${node.unique.name}"
         # Reports go to the allocation's shared data dir, where `nomad alloc fs`
         # reads them (alloc/data/dhv-conform/...).
         REPORT_DIR = "${NOMAD_ALLOC_DIR}/data/dhv-conform"
@@ -119,6 +143,8 @@ job "dhv-conformance" {
           case $dir in
             '' | '$${'*) dir=$PLUGIN_DIR_DEFAULT ;;
           esac
+          node=$${NODE_NAME:-$(uname -n)}
+          collect=$${COLLECT_DIR:-}
           mkdir -p "$REPORT_DIR" "$TMPDIR" || exit 4
           echo "plugin dir: $dir"
           worst=0
@@ -127,18 +153,22 @@ job "dhv-conformance" {
             [ -f "$plugin" ] && [ -x "$plugin" ] || continue
             found=$((found + 1))
             name=$(basename "$plugin")
-            "$DHV_CONFORM" check "$plugin" --quiet \
-              --json "$REPORT_DIR/$name.json" \
-              --junit "$REPORT_DIR/$name.junit.xml" \
-              --markdown "$REPORT_DIR/$name.md" \
-              > "$REPORT_DIR/$name.log" 2>&1
+            out="$REPORT_DIR/$node.$name"
+            "$DHV_CONFORM" check "$plugin" --quiet --node-name "$node" \
+              --json "$out.json" \
+              --junit "$out.junit.xml" \
+              --markdown "$out.md" \
+              > "$out.log" 2>&1
             code=$?
             case $code in
               0) verdict=conformant ;;
               1) verdict="NOT conformant" ;;
-              *) verdict="not checked (exit $code, see $name.log)" ;;
+              *) verdict="not checked (exit $code, see $node.$name.log)" ;;
             esac
             echo "$name: $verdict"
+            if [ -n "$collect" ] && [ -f "$out.json" ]; then
+              cp "$out.json" "$collect/" || echo "$name: cannot copy the report to $collect"
+            fi
             [ "$code" -gt "$worst" ] && worst=$code
           done
           if [ "$found" -eq 0 ]; then
