@@ -133,7 +133,9 @@ fn samples_from_several_nodes_and_builds_merge_into_one_matrix() {
     assert_eq!(code, Some(1), "{stderr}");
     assert_eq!(stdout, "", "with outputs named, nothing goes to stdout");
 
-    let fleet: FleetReport = from_fleet_json(&fs::read_to_string(&json).unwrap()).unwrap();
+    let text = fs::read_to_string(&json).unwrap();
+    documented(&serde_json::from_str(&text).unwrap(), "");
+    let fleet: FleetReport = from_fleet_json(&text).unwrap();
     assert_eq!(fleet.schema, FLEET_SCHEMA);
     assert_eq!((fleet.summary.nodes, fleet.summary.non_conformant), (4, 1));
     let first = &fleet.nodes[0];
@@ -190,6 +192,35 @@ fn samples_from_several_nodes_and_builds_merge_into_one_matrix() {
     let parsed = quick_junit::Report::deserialize_from_str(&junit).unwrap();
     assert_eq!(parsed.test_suites.len(), 4);
     assert_eq!(parsed.test_suites[0].name.as_str(), "needs-home on node-4");
+}
+
+/// Every key of the fleet JSON has a row in docs/fleet-schema.md.
+fn documented(value: &serde_json::Value, path: &str) {
+    let docs =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fleet-schema.md"))
+            .unwrap();
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, child) in map {
+                // `tool` and `counts` document their keys inline, in their own row.
+                let inline = ["tool", "checks[].counts"].contains(&path);
+                assert!(
+                    inline || docs.contains(&format!("| `{key}` |")),
+                    "docs/fleet-schema.md does not document `{path}.{key}`"
+                );
+                documented(
+                    child,
+                    &format!("{path}{}{key}", if path.is_empty() { "" } else { "." }),
+                );
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                documented(item, &format!("{path}[]"));
+            }
+        }
+        _ => {}
+    }
 }
 
 #[test]
