@@ -325,8 +325,21 @@ fn hcl_volume_spec_reaches_the_plugin() {
     // create.succeeds is judged on a shared probe whose calls the report does not carry;
     // create.idempotent creates from the same request with calls of its own.
     let env = create_env(&report, "create.idempotent");
+    // Every volume of a run has a name of its own, derived from the spec's:
+    // `database`, `database-1`, …
+    let name = env
+        .iter()
+        .find_map(|e| e.strip_prefix("DHV_VOLUME_NAME="))
+        .unwrap();
+    let suffix = name.strip_prefix("database").unwrap_or("?");
+    assert!(
+        suffix.is_empty()
+            || suffix
+                .strip_prefix('-')
+                .is_some_and(|n| n.parse::<u32>().is_ok()),
+        "{name}"
+    );
     for var in [
-        "DHV_VOLUME_NAME=database",
         "DHV_NAMESPACE=prod",
         "DHV_NODE_POOL=default",
         "DHV_CAPACITY_MIN_BYTES=10737418240",

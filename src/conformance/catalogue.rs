@@ -150,7 +150,7 @@ pub const CATALOGUE: &[CheckSpec] = &[
     ),
     must(
         "create.idempotent",
-        "the same create again exits 0 with the same path and bytes, and the volume's files survive",
+        "the same create again exits 0 with the same path, and the volume's files survive; a changed `bytes` is reported at should level",
         scenario!(create::idempotent),
     ),
     must(

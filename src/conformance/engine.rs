@@ -417,6 +417,7 @@ fn to_result(
         Finding::Pass(m) => (Status::Pass, m),
         Finding::Fail(m) if spec.level == Level::Should => (Status::Warn, m),
         Finding::Fail(m) => (Status::Fail, m),
+        Finding::Warn(m) => (Status::Warn, m),
         Finding::Skip(m) => (Status::Skip, m),
         Finding::Info(m) => (Status::Info, m),
     };

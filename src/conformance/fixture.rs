@@ -116,21 +116,19 @@ pub fn parse_hcl(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
     })?;
     let mut fx = Fixture::default();
     for attr in body.attributes() {
-        apply(path, &mut fx, attr.key(), Field::from_hcl(attr.expr()))?;
+        let mut field = Field::from_hcl(attr.expr());
+        if attr.key() == "parameters" {
+            field = field.weakly_decoded();
+        }
+        apply(path, &mut fx, attr.key(), field)?;
     }
     for block in body.blocks() {
         if block.identifier() == "parameters" {
             let mut params = Parameters::new();
             for attr in block.body().attributes() {
-                match Field::from_hcl(attr.expr()) {
+                match Field::from_hcl(attr.expr()).weakly_decoded() {
                     Field::Text(s) => {
                         params.insert(attr.key().to_string(), s);
-                    }
-                    Field::Number(n) => {
-                        params.insert(attr.key().to_string(), n.to_string());
-                    }
-                    Field::Bool(b) => {
-                        params.insert(attr.key().to_string(), b.to_string());
                     }
                     _ => {
                         return Err(invalid(
@@ -196,17 +194,43 @@ fn too_deep(text: &str, limit: usize) -> Option<usize> {
     None
 }
 
+/// A boolean as a weak decode into a string renders it.
+fn weak_bool(b: bool) -> &'static str {
+    if b { "1" } else { "0" }
+}
+
 /// A fixture value, from either syntax.
 enum Field {
     Null,
     Text(String),
     Number(i64),
+    /// A number that is not an integer, as written.
+    Float(String),
     Bool(bool),
     Map(Vec<(String, Field)>),
     Other,
 }
 
 impl Field {
+    /// Numbers and booleans as the strings Nomad's `volume create` makes of
+    /// them: it decodes a spec's parameters weakly (mapstructure's
+    /// `WeaklyTypedInput`) into `map[string]string`, so `uid = 1000` reaches
+    /// the plugin as `"1000"`, `1.5` as `"1.5"` and `true` as `"1"`.
+    fn weakly_decoded(self) -> Field {
+        match self {
+            Field::Number(n) => Field::Text(n.to_string()),
+            Field::Float(f) => Field::Text(f),
+            Field::Bool(b) => Field::Text(weak_bool(b).to_string()),
+            Field::Map(pairs) => Field::Map(
+                pairs
+                    .into_iter()
+                    .map(|(k, v)| (k, v.weakly_decoded()))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
     fn from_json(v: Value) -> Field {
         match v {
             Value::Null => Field::Null,
@@ -233,7 +257,7 @@ impl Field {
             hcl::Expression::Number(n) => n
                 .as_i64()
                 .map(Field::Number)
-                .unwrap_or_else(|| Field::Other),
+                .unwrap_or_else(|| Field::Float(n.to_string())),
             hcl::Expression::Object(o) => Field::Map(
                 o.iter()
                     .map(|(k, v)| {
@@ -399,6 +423,31 @@ parameters {
         assert_eq!(fx.plugin_id.as_deref(), Some("my-plugin"));
         let p = fx.template.parameters.unwrap();
         assert_eq!(p.get("fs").map(String::as_str), Some("ext4"));
+    }
+
+    /// Nomad decodes a volume spec's parameters weakly into strings.
+    #[test]
+    fn hcl_number_and_bool_parameters_pass_as_nomad_passes_them() {
+        for spec in [
+            "parameters {\n  uid = 1000\n  ratio = 1.5\n  fast = true\n  slow = false\n}\n",
+            "parameters = { uid = 1000, ratio = 1.5, fast = true, slow = false }\n",
+        ] {
+            let fx = parse_hcl(Path::new("v.hcl"), spec).unwrap();
+            let p = fx.template.parameters.unwrap();
+            let got: Vec<(&str, &str)> = p.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            assert_eq!(
+                got,
+                [
+                    ("fast", "1"),
+                    ("ratio", "1.5"),
+                    ("slow", "0"),
+                    ("uid", "1000")
+                ],
+                "{spec}"
+            );
+        }
+        // JSON fixtures say what they mean: strings only.
+        assert!(parse_json(Path::new("f.json"), r#"{"parameters": {"uid": 1000}}"#).is_err());
     }
 
     #[test]

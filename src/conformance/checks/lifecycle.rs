@@ -17,10 +17,11 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
     let manager = ctx
         .manager()
         .map_err(|e| Finding::Skip(format!("cannot open the manager's state dir: {e}")))?;
-    let template = ctx.request();
     let mut made = Vec::new();
-    for i in 0..4 {
-        let spec = VolumeSpec::new(ctx.plugin().id(), format!("{}-{i}", template.volume_name))
+    for _ in 0..4 {
+        // A request of its own for each volume: its own name, as Nomad requires.
+        let template = ctx.request();
+        let spec = VolumeSpec::new(ctx.plugin().id(), template.volume_name.clone())
             .with_namespace(template.namespace.clone())
             .with_capacity(template.capacity_min_bytes, template.capacity_max_bytes);
         let spec = match &template.parameters {

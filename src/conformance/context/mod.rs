@@ -32,7 +32,9 @@ use crate::plugin::{CallOptions, HostVolumePlugin, PluginRun, PluginSource, Reco
 /// user fixture.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestTemplate {
-    /// Volume name; `None` means `conformance-<short id>` per volume.
+    /// Volume name; `None` means `conformance-<short id>` per volume. A
+    /// fixture's name is the first volume's; the others of the run are
+    /// `<name>-1`, `<name>-2`, … (Nomad refuses two volumes of one name on a node).
     pub name: Option<String>,
     /// DHV_NAMESPACE.
     pub namespace: String,
@@ -52,8 +54,10 @@ impl Default for RequestTemplate {
             name: None,
             namespace: "default".into(),
             node_pool: "default".into(),
-            capacity_min: 10 << 20,
-            capacity_max: 20 << 20,
+            // Decimal, as Nomad's docs write them (`capacity_min = "50MB"`): a
+            // MiB-aligned default would hide plugins that round down to whole MiB.
+            capacity_min: 50_000_000,
+            capacity_max: 100_000_000,
             parameters: None,
         }
     }
@@ -84,6 +88,9 @@ pub enum Finding {
     Pass(String),
     /// The rule is broken: expected vs. got.
     Fail(String),
+    /// A finding the rule itself puts at should level, even in a must check
+    /// (a warning, and a failure under `--strict`).
+    Warn(String),
     /// Not evaluated, with the reason.
     Skip(String),
     /// A measurement.
@@ -97,6 +104,8 @@ pub(crate) struct Shared {
     pub node_id: String,
     pub probes: Probes,
     pub log: CallLog,
+    /// How many volumes were named after the fixture's name so far.
+    names: std::sync::atomic::AtomicUsize,
     /// Every plugin call of the run runs under it: an interrupt cancels it.
     pub supervisor: crate::exec::Supervisor,
 }
@@ -109,7 +118,20 @@ impl Shared {
             node_id: uuid::Uuid::new_v4().to_string(),
             probes: Probes::default(),
             log: CallLog::default(),
+            names: std::sync::atomic::AtomicUsize::new(0),
             supervisor: crate::exec::Supervisor::new(),
+        }
+    }
+
+    /// A name of its own for the next volume of the run: the fixture's name
+    /// `base` for the first, then `base-1`, `base-2`, …
+    fn fixture_name(&self, base: &str) -> String {
+        match self
+            .names
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        {
+            0 => base.to_string(),
+            n => format!("{base}-{n}"),
         }
     }
 
@@ -193,10 +215,10 @@ impl Ctx {
                 .unwrap_or_default(),
             node_pool: t.node_pool.clone(),
             namespace: t.namespace.clone(),
-            volume_name: t
-                .name
-                .clone()
-                .unwrap_or_else(|| format!("conformance-{}", &id[..8])),
+            volume_name: match &t.name {
+                Some(base) => self.shared.fixture_name(base),
+                None => format!("conformance-{}", &id[..8]),
+            },
             volume_id: id,
             capacity_min_bytes: t.capacity_min,
             capacity_max_bytes: t.capacity_max,
@@ -234,5 +256,35 @@ impl Ctx {
     /// Writes a canary file with unique content into `dir`; returns its path.
     pub fn plant(&self, dir: &std::path::Path, name: &str) -> std::io::Result<PathBuf> {
         sandbox::plant(dir, name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nomad refuses two volumes of one name on a node: a fixture's name is
+    /// the first volume's, the others get `-1`, `-2`, …
+    #[test]
+    fn every_volume_of_a_run_has_its_own_name() {
+        let settings = Settings {
+            target: PluginSource::Builtin,
+            template: RequestTemplate {
+                name: Some("pg-data".into()),
+                ..RequestTemplate::default()
+            },
+            timeout_scale: 1.0,
+        };
+        let root = tempfile::tempdir().unwrap();
+        let shared = Arc::new(Shared::new(settings, root.path().to_path_buf()));
+        let spec = crate::conformance::catalogue::find("create.distinct").unwrap();
+        let ctx = Ctx::new(shared, spec).unwrap();
+        let names: Vec<String> = (0..3).map(|_| ctx.request().volume_name).collect();
+        assert_eq!(names, ["pg-data", "pg-data-1", "pg-data-2"]);
+        let default = RequestTemplate::default();
+        assert_eq!(
+            (default.capacity_min, default.capacity_max),
+            (50_000_000, 100_000_000)
+        );
     }
 }
