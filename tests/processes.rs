@@ -79,3 +79,72 @@ fn a_daemon_that_sheds_group_session_and_env_is_named_and_killed() {
 fn without_cgroups_the_subreaper_still_names_and_kills_it() {
     escaped_daemon_is_reported_and_killed("1009.52", true);
 }
+
+/// A FIFO with every execute bit, in a plugin dir of its own.
+fn fifo_plugin(s: &Scratch) -> PathBuf {
+    let dir = s.path().join("plugins");
+    std::fs::create_dir(&dir).unwrap();
+    let fifo = dir.join("pipe");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o755)).unwrap();
+    fifo
+}
+
+#[test]
+fn a_fifo_in_the_plugin_dir_is_left_out_not_waited_on() {
+    let s = Scratch::new();
+    let fifo = fifo_plugin(&s);
+    let out = Command::new(bin())
+        .args(["plugins", "--plugin-dir"])
+        .arg(fifo.parent().unwrap())
+        .timeout(RUN_LIMIT)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("plugins.host_volume.mkdir.version"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(r#"left out "pipe": plugin not executable"#),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_fifo_given_as_the_plugin_is_an_input_error() {
+    let s = Scratch::new();
+    let fifo = fifo_plugin(&s);
+    for args in [vec!["check"], vec!["run"]] {
+        let mut cmd = Command::new(bin());
+        cmd.args(&args).arg(&fifo);
+        if args == ["run"] {
+            cmd.arg("create");
+        }
+        let out = cmd.timeout(RUN_LIMIT).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("is not a regular file") && stderr.lines().count() == 1,
+            "{args:?}: {stderr}"
+        );
+    }
+    let state = s.path().join("state");
+    let out = Command::new(bin())
+        .args(["volume", "create", "--plugin", "pipe", "--name", "v"])
+        .arg("--plugin-dir")
+        .arg(fifo.parent().unwrap())
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--volumes-dir")
+        .arg(s.path())
+        .timeout(RUN_LIMIT)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"plugin not executable: "pipe""#),
+        "{stderr}"
+    );
+    assert_ne!(out.status.code(), Some(0));
+}

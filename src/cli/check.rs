@@ -333,6 +333,10 @@ fn target(arg: &str) -> Result<Target, CliError> {
             "plugin {} is a directory, not an executable",
             path.display()
         ))),
+        Ok(m) if !m.is_file() => Err(CliError::usage(format!(
+            "plugin {} is not a regular file (a FIFO, socket or device), not an executable",
+            path.display()
+        ))),
         Ok(_) => Ok(target),
     }
 }

@@ -145,6 +145,12 @@ pub async fn run(args: RunArgs) -> CliResult {
             path.display()
         )));
     }
+    if let Some(path) = source.path().filter(|p| !p.is_file()) {
+        return Err(CliError::usage(format!(
+            "plugin {} is not a regular file, not an executable",
+            path.display()
+        )));
+    }
     let volumes_dir = match &args.volumes_dir {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join("dhv-conform-volumes"),

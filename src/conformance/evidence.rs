@@ -39,9 +39,7 @@ pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
         PluginSource::Executable(path) => PluginInfo {
             path: path.display().to_string(),
             builtin: false,
-            sha256: std::fs::read(path)
-                .ok()
-                .map(|bytes| hex(&Sha256::digest(&bytes))),
+            sha256: crate::plugin::read_regular(path).map(|bytes| hex(&Sha256::digest(&bytes))),
             version,
         },
     }

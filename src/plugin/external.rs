@@ -242,6 +242,11 @@ impl ExternalPlugin {
         if meta.is_dir() {
             return Err(no_such());
         }
+        // A FIFO, socket or device is no plugin, whatever its mode bits say:
+        // Nomad's exec of it fails with EACCES.
+        if !meta.is_file() {
+            return Err(PluginError::NotExecutable { id: id.to_string() });
+        }
         use std::os::unix::fs::PermissionsExt;
         if meta.permissions().mode() & 0o111 == 0 {
             return Err(PluginError::NotExecutable { id: id.to_string() });
