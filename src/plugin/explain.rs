@@ -95,7 +95,8 @@ pub(crate) fn open_regular(path: &Path) -> Option<std::fs::File> {
     file.metadata().ok()?.is_file().then_some(file)
 }
 
-/// The whole content of `path` if it is a regular file (see [`open_regular`]).
+/// The whole content of `path` if it is a regular file; `None` for a FIFO,
+/// socket or device, which is never opened in a way that could wait.
 pub fn read_regular(path: &Path) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
     open_regular(path)?.read_to_end(&mut bytes).ok()?;
