@@ -90,9 +90,10 @@ fn write(path: &Path, report: &Report) -> PathBuf {
     path.to_owned()
 }
 
-#[test]
-fn samples_from_several_nodes_and_builds_merge_into_one_matrix() {
-    let scratch = Scratch::new();
+/// Four nodes' reports in `scratch/reports`: the reference plugin on node-1 and node-2
+/// (one build), another build of it on node-3, and `needs-home` (non-conformant) on
+/// node-4; plus a Markdown file the merge must ignore.
+fn sample_reports(scratch: &Scratch) -> PathBuf {
     let reports = scratch.path().join("reports");
     fs::create_dir(&reports).unwrap();
     // Another build of the reference plugin: same version, another hash.
@@ -103,19 +104,21 @@ fn samples_from_several_nodes_and_builds_merge_into_one_matrix() {
     fs::write(&rebuilt, format!("{text}\n# rebuilt\n")).unwrap();
     fs::set_permissions(&rebuilt, fs::Permissions::from_mode(0o755)).unwrap();
     let reference = sample("reference");
-    check(&scratch, &reference, "node-1", &reports.join("n1.json"));
-    check(&scratch, &reference, "node-2", &reports.join("n2.json"));
-    check(&scratch, &rebuilt, "node-3", &reports.join("n3.json"));
-    check(
-        &scratch,
-        &sample("needs-home"),
-        "node-4",
-        &reports.join("n4.json"),
-    );
+    let needs_home = sample("needs-home");
+    check(scratch, &reference, "node-1", &reports.join("n1.json"));
+    check(scratch, &reference, "node-2", &reports.join("n2.json"));
+    check(scratch, &rebuilt, "node-3", &reports.join("n3.json"));
+    check(scratch, &needs_home, "node-4", &reports.join("n4.json"));
     fs::write(reports.join("n4.md"), "not a report").unwrap();
     let recorded = report::from_json(&fs::read_to_string(reports.join("n3.json")).unwrap());
     assert_eq!(recorded.unwrap().node.unwrap().name, "node-3");
+    reports
+}
 
+#[test]
+fn samples_from_several_nodes_and_builds_merge_into_one_matrix() {
+    let scratch = Scratch::new();
+    let reports = sample_reports(&scratch);
     let (json, md, junit) = (
         scratch.path().join("fleet.json"),
         scratch.path().join("fleet.md"),

@@ -114,99 +114,125 @@ impl Scanner {
             State::BeginString => self.begin_string(c),
             State::EndValue => self.end_value(c),
             State::EndTop => self.end_top(c),
-            State::InString => {
-                match c {
-                    b'"' => self.state = State::EndValue,
-                    b'\\' => self.state = State::InStringEsc,
-                    0..0x20 => return Err("in string literal".to_owned()),
-                    _ => {}
-                }
-                Ok(())
-            }
-            State::InStringEsc => {
-                self.state = match c {
-                    b'b' | b'f' | b'n' | b'r' | b't' | b'\\' | b'/' | b'"' => State::InString,
-                    b'u' => State::InStringEscU(0),
-                    _ => return Err("in string escape code".to_owned()),
-                };
-                Ok(())
-            }
-            State::InStringEscU(seen) => {
-                if !c.is_ascii_hexdigit() {
-                    return Err("in \\u hexadecimal character escape".to_owned());
-                }
-                self.state = if seen == 3 {
-                    State::InString
-                } else {
-                    State::InStringEscU(seen + 1)
-                };
-                Ok(())
-            }
-            State::Neg => {
-                self.state = match c {
-                    b'0' => State::Zero,
-                    b'1'..=b'9' => State::Int,
-                    _ => return Err("in numeric literal".to_owned()),
-                };
-                Ok(())
-            }
-            State::Int if c.is_ascii_digit() => Ok(()),
-            State::Int | State::Zero => match c {
-                b'.' => {
-                    self.state = State::Dot;
-                    Ok(())
-                }
-                b'e' | b'E' => {
-                    self.state = State::Exp;
-                    Ok(())
-                }
-                _ => self.end_value(c),
-            },
-            State::Dot => {
-                if !c.is_ascii_digit() {
-                    return Err("after decimal point in numeric literal".to_owned());
-                }
-                self.state = State::Frac;
-                Ok(())
-            }
-            State::Frac => match c {
-                b'0'..=b'9' => Ok(()),
-                b'e' | b'E' => {
-                    self.state = State::Exp;
-                    Ok(())
-                }
-                _ => self.end_value(c),
-            },
-            State::Exp if matches!(c, b'+' | b'-') => {
-                self.state = State::ExpSign;
-                Ok(())
-            }
-            State::Exp | State::ExpSign => {
-                if !c.is_ascii_digit() {
-                    return Err("in exponent of numeric literal".to_owned());
-                }
-                self.state = State::ExpDigits;
-                Ok(())
-            }
+            State::InString => self.in_string(c),
+            State::InStringEsc => self.in_string_escape(c),
+            State::InStringEscU(seen) => self.in_unicode_escape(seen, c),
+            State::Neg => self.after_minus(c),
+            State::Int | State::Zero => self.in_integer(c),
+            State::Dot => self.after_decimal_point(c),
+            State::Frac => self.in_fraction(c),
+            State::Exp | State::ExpSign => self.in_exponent_start(c),
             State::ExpDigits if c.is_ascii_digit() => Ok(()),
             State::ExpDigits => self.end_value(c),
-            State::Literal(word, matched) => {
-                let expected = word[matched];
-                if c != expected {
-                    return Err(format!(
-                        "in literal {} (expecting {})",
-                        String::from_utf8_lossy(word),
-                        quote_char(expected)
-                    ));
-                }
-                self.state = if matched + 1 == word.len() {
-                    State::EndValue
-                } else {
-                    State::Literal(word, matched + 1)
-                };
+            State::Literal(word, matched) => self.in_literal(word, matched, c),
+        }
+    }
+
+    fn in_string(&mut self, c: u8) -> Result<(), String> {
+        match c {
+            b'"' => self.state = State::EndValue,
+            b'\\' => self.state = State::InStringEsc,
+            0..0x20 => return Err("in string literal".to_owned()),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn in_string_escape(&mut self, c: u8) -> Result<(), String> {
+        self.state = match c {
+            b'b' | b'f' | b'n' | b'r' | b't' | b'\\' | b'/' | b'"' => State::InString,
+            b'u' => State::InStringEscU(0),
+            _ => return Err("in string escape code".to_owned()),
+        };
+        Ok(())
+    }
+
+    /// After `\u` and `seen` hex digits.
+    fn in_unicode_escape(&mut self, seen: u8, c: u8) -> Result<(), String> {
+        if !c.is_ascii_hexdigit() {
+            return Err("in \\u hexadecimal character escape".to_owned());
+        }
+        self.state = if seen == 3 {
+            State::InString
+        } else {
+            State::InStringEscU(seen + 1)
+        };
+        Ok(())
+    }
+
+    fn after_minus(&mut self, c: u8) -> Result<(), String> {
+        self.state = match c {
+            b'0' => State::Zero,
+            b'1'..=b'9' => State::Int,
+            _ => return Err("in numeric literal".to_owned()),
+        };
+        Ok(())
+    }
+
+    /// In an integer part: `Int` takes more digits, `Zero` (a leading 0) does not.
+    fn in_integer(&mut self, c: u8) -> Result<(), String> {
+        match c {
+            b'0'..=b'9' if self.state == State::Int => Ok(()),
+            b'.' => {
+                self.state = State::Dot;
                 Ok(())
             }
+            b'e' | b'E' => {
+                self.state = State::Exp;
+                Ok(())
+            }
+            _ => self.end_value(c),
         }
+    }
+
+    fn after_decimal_point(&mut self, c: u8) -> Result<(), String> {
+        if !c.is_ascii_digit() {
+            return Err("after decimal point in numeric literal".to_owned());
+        }
+        self.state = State::Frac;
+        Ok(())
+    }
+
+    fn in_fraction(&mut self, c: u8) -> Result<(), String> {
+        match c {
+            b'0'..=b'9' => Ok(()),
+            b'e' | b'E' => {
+                self.state = State::Exp;
+                Ok(())
+            }
+            _ => self.end_value(c),
+        }
+    }
+
+    /// Right after `e` (a sign may come) or after its sign (a digit must).
+    fn in_exponent_start(&mut self, c: u8) -> Result<(), String> {
+        if self.state == State::Exp && matches!(c, b'+' | b'-') {
+            self.state = State::ExpSign;
+            return Ok(());
+        }
+        if !c.is_ascii_digit() {
+            return Err("in exponent of numeric literal".to_owned());
+        }
+        self.state = State::ExpDigits;
+        Ok(())
+    }
+
+    /// In `true`, `false` or `null`, `matched` bytes in.
+    fn in_literal(&mut self, word: &'static [u8], matched: usize, c: u8) -> Result<(), String> {
+        let expected = word[matched];
+        if c != expected {
+            return Err(format!(
+                "in literal {} (expecting {})",
+                String::from_utf8_lossy(word),
+                quote_char(expected)
+            ));
+        }
+        self.state = if matched + 1 == word.len() {
+            State::EndValue
+        } else {
+            State::Literal(word, matched + 1)
+        };
+        Ok(())
     }
 
     fn begin_value(&mut self, c: u8) -> Result<(), String> {

@@ -56,13 +56,20 @@ fn serialise(report: &quick_junit::Report) -> String {
 }
 
 fn node_suite(fleet: &FleetReport, node: &FleetNode) -> TestSuite {
-    let build = &fleet.builds[node.build];
+    // `get`: a fleet read back from a hand-edited file must not make rendering panic.
+    let build = fleet.builds.get(node.build);
     let mut suite = TestSuite::new(format!("{} on {}", node.plugin, node.name));
     suite.add_properties([
         Property::new("node", &node.name),
         Property::new("plugin", &node.plugin),
-        Property::new("plugin.sha256", build.sha256.as_deref().unwrap_or("none")),
-        Property::new("plugin.version", build.version.as_deref().unwrap_or("none")),
+        Property::new(
+            "plugin.sha256",
+            build.and_then(|b| b.sha256.as_deref()).unwrap_or("none"),
+        ),
+        Property::new(
+            "plugin.version",
+            build.and_then(|b| b.version.as_deref()).unwrap_or("none"),
+        ),
         Property::new("tool.version", &node.tool_version),
         Property::new("strict", node.strict.to_string()),
         Property::new("verdict", node.verdict.as_str()),

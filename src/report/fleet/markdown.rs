@@ -91,7 +91,10 @@ fn failing_nodes(md: &mut String, fleet: &FleetReport) {
             "| {} | {} | {} | {} | {reproduce} |",
             code_span(&node.name),
             code_span(&node.plugin),
-            build_label(&fleet.builds[node.build]),
+            fleet
+                .builds
+                .get(node.build)
+                .map_or("unknown".to_owned(), build_label),
             shown.join(", "),
         );
     }
@@ -162,10 +165,7 @@ fn matrix(md: &mut String, fleet: &FleetReport) {
     if columns.is_empty() {
         return;
     }
-    let many_plugins = fleet
-        .builds
-        .iter()
-        .any(|b| b.plugin != fleet.builds[0].plugin);
+    let many_plugins = fleet.nodes.iter().any(|n| n.plugin != columns[0].plugin);
     md.push_str("## Matrix\n\n");
     if fleet.nodes.len() > columns.len() {
         let _ = writeln!(
@@ -190,7 +190,11 @@ fn matrix(md: &mut String, fleet: &FleetReport) {
     for (row, check) in fleet.checks.iter().enumerate() {
         let _ = write!(md, "| {} |", code_span(&check.id));
         for node in &columns {
-            let _ = write!(md, " {} |", symbol(node.statuses[row]));
+            let _ = write!(
+                md,
+                " {} |",
+                symbol(node.statuses.get(row).copied().flatten())
+            );
         }
         md.push('\n');
     }
@@ -285,6 +289,17 @@ mod tests {
         assert!(!md.contains("## Non-conformant nodes"));
         // A node name cannot break the matrix's header row.
         assert!(md.contains(r"| Check | n\|1 |"), "{md}");
+    }
+
+    #[test]
+    fn a_hand_edited_fleet_renders_without_panicking() {
+        let mut fleet = sample::fleet();
+        fleet.nodes[0].build = 99;
+        fleet.nodes[1].statuses.clear();
+        let md = to_fleet_markdown(&fleet);
+        assert!(md.contains("| `node-c` | `lvm` | unknown |"), "{md}");
+        let xml = crate::report::fleet::to_fleet_junit(&fleet);
+        assert!(xml.contains(r#"<property name="plugin.sha256" value="none"/>"#));
     }
 
     #[test]
