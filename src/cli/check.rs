@@ -150,7 +150,6 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     printer.begin(&describe(&target, &args.plugin), chosen);
     let ticker = printer.watch_slow(|_| None);
 
-    install_interrupt_handler(rt);
     let hook = printer.clone();
     let opts = SuiteOptions {
         settings: Settings {
@@ -167,7 +166,11 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     let outcome = conformance::run_suite(rt, opts);
     printer.end(outcome.as_ref().ok().map(|o| o.report.summary.verdict));
     let _ = ticker.join();
-    let outcome = outcome.map_err(|e| CliError::harness(e.to_string()))?;
+    let outcome = outcome.map_err(engine_error)?;
+    let teardown = &outcome.teardown;
+    if !teardown.removed || !teardown.mounts_found.is_empty() {
+        eprintln!("dhv-conform: {}", teardown.summary());
+    }
     let mut report = outcome.report;
     report.node = node;
     report.started_at = Some(rfc3339_utc(started));
@@ -495,17 +498,22 @@ fn libtest_args(args: &CheckArgs) -> Result<Arguments, CliError> {
     })
 }
 
-/// Ctrl-C kills every plugin process and removes the run's temp dir before exiting.
-fn install_interrupt_handler(rt: &tokio::runtime::Runtime) {
-    rt.spawn(async {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            if let Some(root) = conformance::interrupt() {
-                let _ = std::fs::remove_dir_all(root);
+/// The engine's error as the CLI shows it: an interrupted run exits with
+/// 128 + the signal's number (130 SIGINT, 143 SIGTERM, 129 SIGHUP), after
+/// saying what its teardown did.
+fn engine_error(e: conformance::EngineError) -> CliError {
+    match e {
+        conformance::EngineError::Interrupted { signal, teardown } => {
+            let name = nix::sys::signal::Signal::try_from(signal)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|_| format!("signal {signal}"));
+            CliError {
+                code: 128u8.saturating_add(signal as u8),
+                message: format!("interrupted by {name}; {}", teardown.summary()),
             }
-            eprintln!("\ndhv-conform: interrupted; every plugin process was killed and the temp dir removed");
-            std::process::exit(130);
         }
-    });
+        other => CliError::harness(other.to_string()),
+    }
 }
 
 #[cfg(test)]

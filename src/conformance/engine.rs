@@ -51,6 +51,8 @@ pub struct SuiteOutcome {
     /// not only the ones a report lists: what the plugin itself took, so that
     /// benchmarks can tell the harness's share of the wall time from it.
     pub plugin_busy: Duration,
+    /// What the end of the run did with its temp dir and what was left in it.
+    pub teardown: super::Teardown,
 }
 
 /// The engine could not start.
@@ -60,11 +62,15 @@ pub enum EngineError {
     /// The run's temp dir could not be made.
     #[error("cannot create the run's temp dir: {0}")]
     TempDir(#[source] std::io::Error),
-    /// The run's supervisor was cancelled ([`interrupt`], on Ctrl-C) during
-    /// the run, and the process did not exit: there is no report of a run
-    /// cut short.
-    #[error("the run was interrupted")]
-    Interrupted,
+    /// A signal (SIGINT, SIGTERM, SIGHUP) interrupted the run: there is no
+    /// report of a run cut short, only what its teardown did.
+    #[error("interrupted by signal {signal}; {}", teardown.summary())]
+    Interrupted {
+        /// The first signal's number.
+        signal: i32,
+        /// What the teardown did.
+        teardown: Box<super::Teardown>,
+    },
 }
 
 /// Whether libtest would run `id` under these arguments.
@@ -101,85 +107,6 @@ impl Barrier {
     }
 }
 
-/// The directory every check's sandbox lives in; removed when the suite ends.
-/// [`interrupt`] hands it over so Ctrl-C handling can remove it too.
-static RUN_ROOT: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
-/// The live run's supervisor, for [`interrupt`] to cancel.
-static RUN_SUPERVISOR: Mutex<Option<crate::exec::Supervisor>> = Mutex::new(None);
-
-/// Interrupts the live run (Ctrl-C): cancels its supervisor
-/// ([`crate::exec::Supervisor::cancel`]: every plugin process of the run is
-/// killed and none can start any more), waits at most
-/// 5 s until no check is inside its sandbox, and returns the run's temp dir for
-/// the caller to remove, if a suite is running.
-///
-/// The wait matters: checks whose plugins were just killed end within moments,
-/// and removing the dir before they do would race with them making dirs in it.
-pub fn interrupt() -> Option<std::path::PathBuf> {
-    let supervisor = RUN_SUPERVISOR
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    if let Some(supervisor) = supervisor {
-        supervisor.cancel();
-    }
-    // The caller is typically a task on the suite's own runtime (the Ctrl-C
-    // handler): hand its worker's other tasks to another thread while we
-    // wait, or the checks we wait for could not finish their calls (with
-    // one worker, the wait would last the whole bound).
-    let wait = || Active::wait_idle(DRAIN_BOUND);
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::CurrentThread) | Err(_) => wait(),
-        _ => tokio::task::block_in_place(wait),
-    }
-    RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
-/// How long [`interrupt`] waits for running checks after the runner stopped.
-const DRAIN_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// How long [`run_suite`] waits for the process to exit after the runner
-/// stopped, before it returns [`EngineError::Interrupted`].
-const EXIT_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Trials inside their sandbox right now (counted so that a Ctrl-C teardown
-/// can wait for them); one guard per running trial.
-struct Active;
-
-static ACTIVE: Mutex<usize> = Mutex::new(0);
-static IDLE: Condvar = Condvar::new();
-
-impl Active {
-    fn enter() -> Active {
-        *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        Active
-    }
-
-    fn wait_idle(bound: std::time::Duration) {
-        let deadline = Instant::now() + bound;
-        let mut n = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
-        while *n > 0 {
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                return;
-            };
-            n = IDLE
-                .wait_timeout(n, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-    }
-}
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        let mut n = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
-        *n = n.saturating_sub(1);
-        if *n == 0 {
-            IDLE.notify_all();
-        }
-    }
-}
-
 /// What every trial of one run shares.
 #[derive(Clone)]
 struct RunState {
@@ -199,20 +126,13 @@ pub fn run_suite(
     rt: &tokio::runtime::Runtime,
     opts: SuiteOptions,
 ) -> Result<SuiteOutcome, EngineError> {
-    let root = tempfile::Builder::new()
-        .prefix("dhv-conform-")
-        .tempdir()
-        .map_err(EngineError::TempDir)?;
-    *RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()) = Some(root.path().to_path_buf());
+    let root = super::teardown::make_root().map_err(EngineError::TempDir)?;
     let chosen: Vec<&'static CheckSpec> = CATALOGUE
         .iter()
         .filter(|c| selected(&opts.libtest, c.id))
         .collect();
     let state = RunState {
-        shared: Arc::new(Shared::new(
-            opts.settings.clone(),
-            root.path().to_path_buf(),
-        )),
+        shared: Arc::new(Shared::new(opts.settings.clone(), root)),
         barrier: Arc::new(Barrier {
             remaining: Mutex::new(chosen.iter().filter(|c| !c.is_run_wide()).count()),
             done: Condvar::new(),
@@ -224,8 +144,7 @@ pub fn run_suite(
         strict: opts.strict,
         progress: opts.progress.clone(),
     };
-    *RUN_SUPERVISOR.lock().unwrap_or_else(|e| e.into_inner()) =
-        Some(state.shared.supervisor.clone());
+    let signals = super::teardown::Signals::install(rt, state.shared.supervisor.clone());
     // Run-wide checks go last, so with any number of threads they are
     // dispatched after every check they wait for.
     let mut ordered = chosen.clone();
@@ -244,34 +163,16 @@ pub fn run_suite(
     args.skip.clear();
     args.exact = false;
     let conclusion = libtest_mimic::run(&args, trials);
-    if state.shared.supervisor.is_cancelled() {
-        // Ctrl-C: whoever stopped the runner removes the temp dir and exits
-        // the process. Returning now would hand a report of a run cut short
-        // to the caller (and race that exit with ours).
-        std::thread::sleep(EXIT_BOUND);
-        *RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        *RUN_SUPERVISOR.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        return Err(EngineError::Interrupted);
+    if let Some(signal) = signals.received() {
+        let teardown = super::teardown::finish(rt, &state.shared, &signals);
+        return Err(EngineError::Interrupted {
+            signal,
+            teardown: Box::new(teardown),
+        });
     }
-    rt.block_on(state.shared.cleanup());
-    let outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
-    *RUN_ROOT.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    *RUN_SUPERVISOR.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    remove_root(root);
+    let mut outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
+    outcome.teardown = super::teardown::finish(rt, &state.shared, &signals);
     Ok(outcome)
-}
-
-/// Removes the run's temp dir, saying so when it cannot.
-fn remove_root(root: tempfile::TempDir) {
-    let root_path = root.path().to_path_buf();
-    if let Err(e) = root.close() {
-        // A plugin that leaves a mount behind makes its dir unremovable: say so
-        // rather than leave a temp dir silently.
-        eprintln!(
-            "dhv-conform: could not remove the run's temp dir {} ({e}); a plugin may have left a mount behind",
-            root_path.display()
-        );
-    }
 }
 
 impl RunState {
@@ -281,7 +182,6 @@ impl RunState {
             self.barrier.wait();
         }
         self.progress.send(super::ProgressEvent::Started(spec.id));
-        let active = Active::enter();
         let start = Instant::now();
         let outcome =
             std::panic::catch_unwind(AssertUnwindSafe(|| self.handle.block_on(self.check(spec))));
@@ -308,7 +208,6 @@ impl RunState {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(spec.id, result);
-        drop(active);
         if !spec.is_run_wide() {
             self.barrier.finish_one();
         }
@@ -319,8 +218,7 @@ impl RunState {
     /// run-wide judgement over the call log.
     async fn check(&self, spec: &'static CheckSpec) -> std::io::Result<(Finding, Vec<PluginRun>)> {
         if self.shared.supervisor.is_cancelled() {
-            // Ctrl-C: the run's temp dir is being removed, and a new sandbox
-            // would put a dir back into it.
+            // Interrupted: no check starts any more.
             return Ok((Finding::Skip("interrupted".into()), Vec::new()));
         }
         match spec.run {
@@ -379,6 +277,7 @@ impl RunState {
                 .unwrap_or_else(|e| e.into_inner()),
             plugin_calls,
             plugin_busy,
+            teardown: super::Teardown::default(),
         }
     }
 }

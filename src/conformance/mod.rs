@@ -14,9 +14,11 @@ mod evidence;
 pub mod fixture;
 mod progress;
 pub mod rules;
+mod teardown;
 
 pub use crate::plugin::PluginSource as Target;
 pub use catalogue::{CATALOGUE, CheckSpec};
 pub use context::{RequestTemplate, Settings};
-pub use engine::{EngineError, SuiteOptions, SuiteOutcome, interrupt, run_suite, selected};
+pub use engine::{EngineError, SuiteOptions, SuiteOutcome, run_suite, selected};
 pub use progress::{Progress, ProgressEvent};
+pub use teardown::{TEARDOWN_DEADLINE, Teardown};

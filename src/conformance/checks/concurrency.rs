@@ -34,17 +34,17 @@ pub async fn create(ctx: &Ctx) -> CheckResult {
             Err(e) => problems.push(format!("#{} failed: {e}", i + 1)),
         }
     }
-    for (req, call) in reqs.iter().zip(&calls) {
-        if let Ok(resp) = &call.result {
-            ctx.delete(
-                req,
-                &resp.path,
-                Expect::Success,
-                "delete after the concurrent creates",
-            )
-            .await;
-        }
-    }
+    // At once too: a plugin whose deletes hang costs one delete limit here.
+    join_all(reqs.iter().zip(&calls).filter_map(|(req, call)| {
+        let resp = call.result.as_ref().ok()?;
+        Some(ctx.delete(
+            req,
+            &resp.path,
+            Expect::Success,
+            "delete after the concurrent creates",
+        ))
+    }))
+    .await;
     if problems.is_empty() {
         Ok(Finding::Pass(
             "8 at once: 8 distinct, existing paths".into(),

@@ -126,6 +126,13 @@ pub async fn no_residue(ctx: &Ctx) -> CheckResult {
     for (req, path) in reqs.iter().zip(&made) {
         ctx.delete_ok(req, path, "delete").await?;
     }
+    let mounts = crate::conformance::teardown::mounts_left(&ctx.sandbox.volumes);
+    if !mounts.is_empty() {
+        return Err(Finding::Fail(format!(
+            "expected every mount to be gone after every volume was deleted; still mounted: {}",
+            mounts.join(", ")
+        )));
+    }
     let left: Vec<String> = listing(&ctx.sandbox.volumes)
         .difference(&before)
         .cloned()
@@ -168,20 +175,20 @@ pub async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
     let other_ok = canary_intact(&canary);
     // Either: Nomad's delete may have removed it already, and whether a
     // second delete exits 0 is delete.idempotent's business.
-    ctx.delete(
-        &new_req,
-        &new.path,
-        Expect::Either,
-        "delete of the new volume",
-    )
-    .await;
-    ctx.delete(
-        &other_req,
-        &other.path,
-        Expect::Success,
-        "delete of the unrelated volume",
-    )
-    .await;
+    tokio::join!(
+        ctx.delete(
+            &new_req,
+            &new.path,
+            Expect::Either,
+            "delete of the new volume",
+        ),
+        ctx.delete(
+            &other_req,
+            &other.path,
+            Expect::Success,
+            "delete of the unrelated volume",
+        ),
+    );
     if dir_ok && other_ok {
         Ok(Finding::Pass(format!(
             "the volumes dir and other volumes survived (the delete {})",

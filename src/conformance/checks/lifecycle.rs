@@ -65,8 +65,9 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
         }
     }
     let before_delete = ctx.recorder.len();
-    for (volume, _) in &made {
-        let deleted = manager.delete(&volume.id).await;
+    // At once: a plugin whose deletes hang costs one delete limit here.
+    let deletes = super::join_all(made.iter().map(|(volume, _)| manager.delete(&volume.id))).await;
+    for ((volume, _), deleted) in made.iter().zip(deletes) {
         if deleted.is_ok() {
             ctx.untrack(&volume.id);
         }

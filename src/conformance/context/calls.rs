@@ -68,6 +68,10 @@ pub(super) struct Ledger {
     /// Volumes created and not yet deleted: [`Ctx::cleanup`] deletes them, so
     /// a check that stops early leaves no mount or device behind.
     live: Mutex<BTreeMap<String, (CreateRequest, String)>>,
+    /// Volumes whose delete ran out of time: [`Ctx::cleanup`] leaves them to
+    /// the run's teardown, which deletes whatever is left all at once, so a
+    /// plugin whose deletes hang costs one more limit per run, not per check.
+    hung: Mutex<std::collections::BTreeSet<String>>,
     in_flight: AtomicUsize,
     /// Calls started so far: a call was alone only if no other started before it ended.
     started: AtomicUsize,
@@ -204,6 +208,7 @@ impl Ctx {
         let before = solo
             .started_alone
             .then(|| listing(Path::new(&req.volumes_dir)));
+        self.shared.live.creating(req);
         let call = self.plugin.create(req).await;
         let alone = solo.alone();
         let residue = match (&call.result, before, alone) {
@@ -219,6 +224,8 @@ impl Ctx {
         if let Ok(resp) = &call.result {
             lock(&self.calls.live).insert(req.volume_id.clone(), (req.clone(), resp.path.clone()));
         }
+        let path = call.result.as_ref().ok().map(|r| r.path.as_str());
+        self.shared.live.create_ended(req, path);
         call
     }
 
@@ -249,6 +256,9 @@ impl Ctx {
         self.account(step, expect, &call);
         if call.ok() {
             lock(&self.calls.live).remove(&req.volume_id);
+            self.shared.live.deleted(&req.volumes_dir, &req.volume_id);
+        } else if call.timed_out() {
+            lock(&self.calls.hung).insert(req.volume_id.clone());
         }
         call
     }
@@ -424,12 +434,15 @@ impl Ctx {
         if let Some(req) = &volume.create_request {
             lock(&self.calls.live)
                 .insert(volume.id.clone(), (req.clone(), volume.host_path.clone()));
+            self.shared.live.created(req, &volume.host_path);
         }
     }
 
     /// Forgets a volume deleted through the manager.
     pub fn untrack(&self, id: &str) {
-        lock(&self.calls.live).remove(id);
+        if let Some((req, _)) = lock(&self.calls.live).remove(id) {
+            self.shared.live.deleted(&req.volumes_dir, id);
+        }
     }
 
     /// Logs, for the run-wide checks, the raw calls recorded since the
@@ -455,14 +468,30 @@ impl Ctx {
 
     /// Deletes every volume this sandbox created and did not delete (a check
     /// that stopped early). Not logged: it is housekeeping after the verdict.
+    ///
+    /// All at once: a plugin whose deletes hang costs one delete limit here,
+    /// not one per volume; a volume whose delete already hung is left to the
+    /// run's teardown.
     pub async fn cleanup(&self) {
         let live = std::mem::take(&mut *lock(&self.calls.live));
-        for (req, path) in live.into_values() {
-            let _ = self
-                .plugin
-                .delete(&DeleteRequest::for_created(&req, &path))
-                .await;
-        }
+        let hung = lock(&self.calls.hung).clone();
+        let deletes: Vec<DeleteRequest> = live
+            .into_values()
+            .filter(|(req, _)| !hung.contains(&req.volume_id))
+            .map(|(req, path)| DeleteRequest::for_created(&req, &path))
+            .collect();
+        let calls = deletes
+            .iter()
+            .map(|req| {
+                Box::pin(async move {
+                    if self.plugin.delete(req).await.ok() {
+                        self.shared.live.deleted(&req.volumes_dir, &req.volume_id);
+                    }
+                })
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>
+            })
+            .collect();
+        crate::conformance::teardown::all_at_once(calls).await;
     }
 }
 
@@ -487,12 +516,15 @@ impl Variant<'_> {
         expect: Expect,
         step: &str,
     ) -> PluginCall<CreateResponse> {
+        self.ctx.shared.live.creating(req);
         let call = self.plugin.create(req).await;
         self.ctx.account(step, expect, &call);
         if let Ok(resp) = &call.result {
             lock(&self.ctx.calls.live)
                 .insert(req.volume_id.clone(), (req.clone(), resp.path.clone()));
         }
+        let path = call.result.as_ref().ok().map(|r| r.path.as_str());
+        self.ctx.shared.live.create_ended(req, path);
         call
     }
 
@@ -502,6 +534,12 @@ impl Variant<'_> {
         self.ctx.account(step, expect, &call);
         if call.ok() {
             lock(&self.ctx.calls.live).remove(&req.volume_id);
+            self.ctx
+                .shared
+                .live
+                .deleted(&req.volumes_dir, &req.volume_id);
+        } else if call.timed_out() {
+            lock(&self.ctx.calls.hung).insert(req.volume_id.clone());
         }
         call
     }

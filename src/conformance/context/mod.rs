@@ -108,10 +108,13 @@ pub(crate) struct Shared {
     names: std::sync::atomic::AtomicUsize,
     /// Every plugin call of the run runs under it: an interrupt cancels it.
     pub supervisor: crate::exec::Supervisor,
+    /// Volumes created and not yet deleted, for an interrupted run's teardown.
+    pub live: super::teardown::LiveVolumes,
 }
 
 impl Shared {
     pub fn new(settings: Settings, root: PathBuf) -> Shared {
+        let supervisor = crate::exec::Supervisor::new();
         Shared {
             settings,
             root,
@@ -119,7 +122,8 @@ impl Shared {
             probes: Probes::default(),
             log: CallLog::default(),
             names: std::sync::atomic::AtomicUsize::new(0),
-            supervisor: crate::exec::Supervisor::new(),
+            live: super::teardown::LiveVolumes::new(supervisor.clone()),
+            supervisor,
         }
     }
 
@@ -133,11 +137,6 @@ impl Shared {
             0 => base.to_string(),
             n => format!("{base}-{n}"),
         }
-    }
-
-    /// Deletes what the probes created; call once every check has finished.
-    pub async fn cleanup(&self) {
-        self.probes.cleanup().await;
     }
 }
 

@@ -42,7 +42,8 @@ pub(crate) struct Probes {
     fingerprint: OnceCell<PluginCall<Fingerprint>>,
     create: OnceCell<CreateProbe>,
     delete: OnceCell<DeleteProbe>,
-    /// The probes' sandboxes, kept so their volumes are deleted at the end.
+    /// The probes' sandboxes, kept for the run (their volumes are in the
+    /// run's live volumes, which the teardown deletes).
     sandboxes: Mutex<Vec<Ctx>>,
 }
 
@@ -50,15 +51,6 @@ impl Probes {
     /// The fingerprint probe's result, if it ran.
     pub fn fingerprint_result(&self) -> Option<&PluginCall<Fingerprint>> {
         self.fingerprint.get()
-    }
-
-    /// Deletes what the probes created.
-    pub async fn cleanup(&self) {
-        let sandboxes =
-            std::mem::take(&mut *self.sandboxes.lock().unwrap_or_else(|e| e.into_inner()));
-        for probe in sandboxes {
-            probe.cleanup().await;
-        }
     }
 
     fn keep(&self, ctx: Ctx) {
