@@ -148,3 +148,69 @@ fn a_fifo_given_as_the_plugin_is_an_input_error() {
     );
     assert_ne!(out.status.code(), Some(0));
 }
+
+#[test]
+fn a_symlink_swapped_after_the_lookup_never_runs_what_is_outside_the_dir() {
+    use dhv_conform::plugin::{CallOptions, PluginSource};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let s = Scratch::new();
+    let dir = s.path().join("plugins");
+    let outside = s.path().join("outside");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let ran_outside = s.path().join("ran-outside");
+    let good = s.plugin(
+        "plugins/good",
+        "#!/bin/sh\necho '{\"version\": \"1.0.0\"}'\n",
+    );
+    let bad = s.plugin(
+        "outside/bad",
+        &format!(
+            "#!/bin/sh\n: > {}\necho '{{\"version\": \"6.6.6\"}}'\n",
+            ran_outside.display()
+        ),
+    );
+    let link = dir.join("p");
+    std::os::unix::fs::symlink(&good, &link).unwrap();
+
+    // Flips `p` between the plugin inside and the binary outside, atomically
+    // (a new link renamed over it), for as long as the lookups run.
+    let stop = AtomicBool::new(false);
+    let rt = util::runtime();
+    let (mut runs, mut refused) = (0, 0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let tmp = s.path().join("p.tmp");
+            for flip in 0..1_000_000u32 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let target = if flip % 4 == 0 { &bad } else { &good };
+                let _ = std::fs::remove_file(&tmp);
+                std::os::unix::fs::symlink(target, &tmp).unwrap();
+                std::fs::rename(&tmp, &link).unwrap();
+            }
+        });
+        for _ in 0..200 {
+            let Ok(source) = PluginSource::lookup(Some(&dir), "p") else {
+                refused += 1;
+                continue;
+            };
+            let plugin = source.open(&CallOptions::default());
+            let fingerprint = rt.block_on(plugin.fingerprint());
+            let fp = fingerprint.result.expect("the plugin inside runs");
+            assert_eq!(fp.version.raw, "1.0.0");
+            runs += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(
+        !ran_outside.exists(),
+        "the binary outside the plugin dir ran ({runs} runs, {refused} refused)"
+    );
+    assert!(
+        runs > 0 && refused > 0,
+        "{runs} runs, {refused} refused: no race happened"
+    );
+}

@@ -352,7 +352,10 @@ fn describe(target: &Target, arg: &str) -> String {
             "the built-in mkdir plugin (not the file ./{arg}: name it ./{arg} to check that)"
         ),
         Target::Builtin => "the built-in mkdir plugin".to_owned(),
-        Target::Executable(path) => path.display().to_string(),
+        Target::Executable(path)
+        | Target::Found {
+            executable: path, ..
+        } => path.display().to_string(),
     }
 }
 

@@ -36,7 +36,10 @@ pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
             sha256: None,
             version,
         },
-        PluginSource::Executable(path) => PluginInfo {
+        PluginSource::Executable(path)
+        | PluginSource::Found {
+            executable: path, ..
+        } => PluginInfo {
             path: path.display().to_string(),
             builtin: false,
             sha256: crate::plugin::read_regular(path).map(|bytes| hex(&Sha256::digest(&bytes))),

@@ -65,7 +65,9 @@ impl Invocation {
                 let started = procfs::boot_ticks();
                 let procs = cgroup.as_ref().map(|(_, procs)| procs);
                 let cwd = self.cwd.as_deref();
-                let spawned = spawn::spawn(&self.program, &self.args, &env, cwd, procs)?;
+                let argv0 = self.arg0.as_deref().unwrap_or(&self.program);
+                let program = (self.program.as_path(), argv0);
+                let spawned = spawn::spawn(program, &self.args, &env, cwd, procs)?;
                 leaders.insert(spawned.pid);
                 let call = Tracked {
                     pgid: spawned.pid,

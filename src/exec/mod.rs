@@ -67,6 +67,7 @@ pub enum KillMode {
 #[derive(Debug, Clone)]
 pub struct Invocation {
     program: PathBuf,
+    arg0: Option<PathBuf>,
     args: Vec<OsString>,
     env: Vec<(String, String)>,
     cwd: Option<PathBuf>,
@@ -119,6 +120,7 @@ impl Invocation {
     pub fn new(program: impl Into<PathBuf>) -> Self {
         Invocation {
             program: program.into(),
+            arg0: None,
             args: Vec::new(),
             env: Vec::new(),
             cwd: None,
@@ -136,6 +138,13 @@ impl Invocation {
     /// once it is cancelled. Without one, the call has a supervisor of its own.
     pub fn supervised_by(mut self, supervisor: &Supervisor) -> Self {
         self.supervisor = Some(supervisor.clone());
+        self
+    }
+
+    /// Passes `arg0` as `argv[0]` instead of the program's path: the file that
+    /// runs is the program, what it is told it was started as is `arg0`.
+    pub fn arg0(mut self, arg0: impl Into<PathBuf>) -> Self {
+        self.arg0 = Some(arg0.into());
         self
     }
 

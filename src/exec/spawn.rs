@@ -81,7 +81,8 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 
 /// Starts `program` with exactly `env` (in order), stdin `/dev/null`, stdout and
 /// stderr on fresh pipes, every signal at its default disposition and an empty
-/// mask, in a new process group. `argv[0]` is the program path, as Nomad passes it.
+/// mask, in a new process group. `argv[0]` is `arg0` (the plugin's path as
+/// Nomad passes it), which may differ from the file run, `program`.
 /// With `cgroup` (the call's cgroup directory, open), the leader is born in
 /// that cgroup (see [`clone_spawn`]).
 ///
@@ -89,14 +90,14 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// (Nomad does not), and its `execvp` falls back to `/bin/sh` for a script without
 /// a shebang (Nomad gets `exec format error`). Caller holds the leaders lock.
 pub(crate) fn spawn(
-    program: &Path,
+    (program, arg0): (&Path, &Path),
     args: &[OsString],
     env: &[CString],
     cwd: Option<&Path>,
     cgroup: Option<&OwnedFd>,
 ) -> std::io::Result<Spawned> {
     let path = cstr(program.as_os_str().as_bytes())?;
-    let mut argv_owned = vec![path.clone()];
+    let mut argv_owned = vec![cstr(arg0.as_os_str().as_bytes())?];
     for a in args {
         argv_owned.push(cstr(a.as_bytes())?);
     }

@@ -209,7 +209,10 @@ pub fn shell_quote(s: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct ExternalPlugin {
     id: String,
+    /// The path Nomad runs it by: `argv[0]`, in reports and errors.
     executable: PathBuf,
+    /// The file that runs: the one [`lookup`](Self::lookup) checked.
+    program: PathBuf,
     plugin_dir: PathBuf,
     timeouts: Timeouts,
     kill_mode: KillMode,
@@ -224,6 +227,11 @@ impl ExternalPlugin {
     /// Finds plugin `id` in `plugin_dir` as Nomad does, confined to the dir:
     /// `..`, absolute ids, and symlinks that lead outside are "no such plugin"
     /// (CVE-2026-7474); an entry without an execute bit is "not executable".
+    ///
+    /// What runs is the file checked here, symlinks resolved, not the path
+    /// looked up again at exec time (Nomad's way, which a symlink swapped in
+    /// between can lead outside the dir). `argv[0]` stays `<plugin_dir>/<id>`;
+    /// a script reached through a symlink sees the resolved path as `$0`.
     pub fn lookup(plugin_dir: &Path, id: &str) -> Result<ExternalPlugin, PluginError> {
         let no_such = || PluginError::NoSuchPlugin { id: id.to_string() };
         let mut parts = Path::new(id).components();
@@ -251,7 +259,18 @@ impl ExternalPlugin {
         if meta.permissions().mode() & 0o111 == 0 {
             return Err(PluginError::NotExecutable { id: id.to_string() });
         }
-        Ok(ExternalPlugin::new(id, candidate, dir))
+        // The resolved path runs, not `candidate`: a symlink swapped after the
+        // check above must not decide what runs.
+        Ok(ExternalPlugin::new(id, candidate, resolved, dir))
+    }
+
+    /// A plugin found by a lookup: started as `executable` (`argv[0]`, its id
+    /// and plugin dir as for [`from_path`](Self::from_path)), running the
+    /// file the lookup checked, `checked`.
+    pub(crate) fn from_checked(executable: &Path, checked: &Path) -> ExternalPlugin {
+        let mut plugin = ExternalPlugin::from_path(executable);
+        plugin.program = checked.to_path_buf();
+        plugin
     }
 
     /// A plugin given by path (for `check` and `run`): its id is the file name,
@@ -264,13 +283,14 @@ impl ExternalPlugin {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let dir = absolute.parent().map(Path::to_path_buf).unwrap_or_default();
-        ExternalPlugin::new(&id, absolute, dir)
+        ExternalPlugin::new(&id, absolute.clone(), absolute, dir)
     }
 
-    fn new(id: &str, executable: PathBuf, plugin_dir: PathBuf) -> ExternalPlugin {
+    fn new(id: &str, executable: PathBuf, program: PathBuf, plugin_dir: PathBuf) -> ExternalPlugin {
         ExternalPlugin {
             id: id.to_string(),
             executable,
+            program,
             plugin_dir,
             timeouts: Timeouts::default(),
             kill_mode: KillMode::Group,
@@ -331,9 +351,15 @@ impl ExternalPlugin {
         &self.supervisor
     }
 
-    /// The executable's path.
+    /// The executable's path, as Nomad passes it (`argv[0]`).
     pub fn executable(&self) -> &Path {
         &self.executable
+    }
+
+    /// The file that runs: for a plugin found by [`lookup`](Self::lookup),
+    /// the one it checked (symlinks resolved), else the executable.
+    pub fn program(&self) -> &Path {
+        &self.program
     }
 
     /// The plugin dir (what `DHV_PLUGIN_DIR` is set to).
@@ -361,7 +387,8 @@ impl ExternalPlugin {
         timeout: Duration,
     ) -> PluginRun {
         env.extend(self.extra_env.iter().cloned());
-        let mut inv = Invocation::new(&self.executable)
+        let mut inv = Invocation::new(&self.program)
+            .arg0(&self.executable)
             .arg(op)
             .env(env.clone())
             .timeout(timeout)
@@ -379,7 +406,7 @@ impl ExternalPlugin {
                 self.executable.display(),
                 explain::go_errno_text(&e.source)
             ),
-            explanation: explain::start_failure(&self.executable, &e.source),
+            explanation: explain::start_failure(&self.program, &e.source),
         });
         let run = PluginRun {
             executable: self.executable.clone(),

@@ -17,6 +17,15 @@ pub enum PluginSource {
     /// A plugin executable, by path (its id is the file name, its plugin dir
     /// the parent).
     Executable(PathBuf),
+    /// A plugin found in a plugin dir by [`lookup`](Self::lookup): the path
+    /// Nomad starts it by, and the file the lookup checked, which is what runs
+    /// (so that a symlink swapped after the check cannot lead outside the dir).
+    Found {
+        /// `<plugin_dir>/<id>`: `argv[0]`, its id and plugin dir.
+        executable: PathBuf,
+        /// The file confined to the plugin dir, symlinks resolved.
+        checked: PathBuf,
+    },
 }
 
 /// How calls of a plugin are made. The built-in ignores what only applies to
@@ -59,7 +68,10 @@ impl PluginSource {
             return Err(PluginError::NoSuchPlugin { id: id.to_string() });
         };
         let found = ExternalPlugin::lookup(dir, id)?;
-        Ok(PluginSource::Executable(found.executable().to_path_buf()))
+        Ok(PluginSource::Found {
+            executable: found.executable().to_path_buf(),
+            checked: found.program().to_path_buf(),
+        })
     }
 
     /// Whether this is the in-process built-in.
@@ -72,32 +84,36 @@ impl PluginSource {
         match self {
             PluginSource::Builtin => None,
             PluginSource::Executable(path) => Some(path),
+            PluginSource::Found { executable, .. } => Some(executable),
         }
     }
 
     /// A plugin that makes its calls with `opts`.
     pub fn open(&self, opts: &CallOptions) -> Arc<dyn HostVolumePlugin> {
-        match self {
-            PluginSource::Builtin => Arc::new(MkdirPlugin),
-            PluginSource::Executable(path) => {
-                let mut plugin = ExternalPlugin::from_path(path)
-                    .with_timeouts(opts.timeouts)
-                    .with_extra_env(opts.extra_env.clone());
-                if let Some(mode) = opts.kill_mode {
-                    plugin = plugin.with_kill_mode(mode);
-                }
-                if let Some(dir) = &opts.cwd {
-                    plugin = plugin.with_cwd(dir);
-                }
-                if let Some(recorder) = &opts.recorder {
-                    plugin = plugin.with_recorder(recorder.clone());
-                }
-                if let Some(supervisor) = &opts.supervisor {
-                    plugin = plugin.with_supervisor(supervisor.clone());
-                }
-                Arc::new(plugin)
-            }
+        let plugin = match self {
+            PluginSource::Builtin => return Arc::new(MkdirPlugin),
+            PluginSource::Executable(path) => ExternalPlugin::from_path(path),
+            PluginSource::Found {
+                executable,
+                checked,
+            } => ExternalPlugin::from_checked(executable, checked),
+        };
+        let mut plugin = plugin
+            .with_timeouts(opts.timeouts)
+            .with_extra_env(opts.extra_env.clone());
+        if let Some(mode) = opts.kill_mode {
+            plugin = plugin.with_kill_mode(mode);
         }
+        if let Some(dir) = &opts.cwd {
+            plugin = plugin.with_cwd(dir);
+        }
+        if let Some(recorder) = &opts.recorder {
+            plugin = plugin.with_recorder(recorder.clone());
+        }
+        if let Some(supervisor) = &opts.supervisor {
+            plugin = plugin.with_supervisor(supervisor.clone());
+        }
+        Arc::new(plugin)
     }
 }
 
