@@ -74,6 +74,21 @@ pub enum ManagerError {
         /// The plugin the update named.
         requested: String,
     },
+    /// Create returned a path that is not strictly inside the volumes dir (or
+    /// is the volumes dir itself). Nomad accepts any path; we refuse it, never
+    /// save it, and never send a delete for it: a delete of such a path is how
+    /// a plugin wipes the volumes dir, its parent or `/`.
+    #[error("volume {} was not saved: plugin {} returned path {}, which is not strictly inside the volumes dir {}", go_quote(.id), go_quote(.plugin_id), go_quote(.path), .volumes_dir.display())]
+    PathOutsideVolumesDir {
+        /// The volume's id.
+        id: String,
+        /// The plugin that returned it.
+        plugin_id: String,
+        /// The path returned.
+        path: String,
+        /// The volumes dir.
+        volumes_dir: PathBuf,
+    },
     /// The plugin created the volume but it could not be saved in state.
     /// `cleanup` says what happened to the volume afterwards.
     #[error("volume {} was created by plugin {} but could not be saved: {source}; {cleanup}", go_quote(.id), go_quote(.plugin_id))]
@@ -124,8 +139,9 @@ pub enum Cleanup {
     Deleted,
     /// The first create, but the plugin's delete failed too.
     DeleteFailed(PluginError),
-    /// An update of a volume already in state: it was left as it is, since the
-    /// state still describes it.
+    /// The volume is in state (an update, or another create of the same id
+    /// saved it meanwhile, as read under the state's lock): it was left as it
+    /// is, since the state still describes it.
     KeptExisting,
 }
 
@@ -134,9 +150,9 @@ impl std::fmt::Display for Cleanup {
         match self {
             Cleanup::Deleted => f.write_str("the plugin deleted it again"),
             Cleanup::DeleteFailed(e) => write!(f, "deleting it again failed too: {e}"),
-            Cleanup::KeptExisting => {
-                f.write_str("it was an update, so the volume was left in place")
-            }
+            Cleanup::KeptExisting => f.write_str(
+                "the volume is in state (an update, or saved meanwhile by another create), so it was left in place",
+            ),
         }
     }
 }

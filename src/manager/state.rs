@@ -148,7 +148,60 @@ struct OnDisk {
     schema: Option<serde_json::Value>,
     #[serde(default)]
     node_id: Option<String>,
-    volumes: BTreeMap<String, Volume>,
+    volumes: Entries,
+}
+
+/// The volumes object as written, every entry kept: a JSON object with a key
+/// twice would otherwise quietly lose one of the two volumes.
+struct Entries(Vec<(String, Volume)>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Entries, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Entries;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of volumes keyed by id")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Entries, A::Error> {
+                let mut all = Vec::new();
+                while let Some(entry) = map.next_entry::<String, Volume>()? {
+                    all.push(entry);
+                }
+                Ok(Entries(all))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// Refuses a state that would make the manager act on the wrong volume:
+/// an id twice, a key that is not its volume's id, an id that is not a
+/// UUID (ids end up in paths), or two volumes with one name.
+fn validate(entries: Vec<(String, Volume)>) -> Result<BTreeMap<String, Volume>, String> {
+    let mut volumes = BTreeMap::new();
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    for (key, vol) in entries {
+        if key != vol.id {
+            return Err(format!("volume under key {key:?} has id {:?}", vol.id));
+        }
+        if !crate::contract::is_valid_volume_id(&key) {
+            return Err(format!("volume id {key:?} is not a UUID"));
+        }
+        if let Some(other) = names.insert(vol.name.clone(), key.clone()) {
+            return Err(format!(
+                "volumes {other} and {key} both have the name {:?}",
+                vol.name
+            ));
+        }
+        if volumes.insert(key.clone(), vol).is_some() {
+            return Err(format!("volume id {key} appears twice"));
+        }
+    }
+    Ok(volumes)
 }
 
 /// Read when a file does not parse, so that a file of another schema is
@@ -303,17 +356,9 @@ fn parse_state(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
         path: path.to_path_buf(),
         source,
     })?;
-    for (key, vol) in &disk.volumes {
-        if *key != vol.id {
-            return Err(invalid(format!(
-                "volume under key {key:?} has id {:?}",
-                vol.id
-            )));
-        }
-    }
     Ok(State {
         node_id: disk.node_id,
-        volumes: disk.volumes,
+        volumes: validate(disk.volumes.0).map_err(invalid)?,
     })
 }
 
@@ -423,6 +468,43 @@ mod tests {
         }
     }
 
+    const V1: &str = "0b4d2f43-79b4-4d3c-9c42-5c1e8d3f5a10";
+    const V2: &str = "1b4d2f43-79b4-4d3c-9c42-5c1e8d3f5a10";
+
+    fn volume(id: &str, name: &str) -> String {
+        format!(
+            r#""{id}": {{"id": "{id}", "name": "{name}", "namespace": "default", "plugin_id": null,
+                "host_path": "/srv/{name}", "bytes": 0, "create_request": null}}"#
+        )
+    }
+
+    /// Duplicate ids, duplicate names and ids that are not UUIDs are refused
+    /// with a reason naming them; nothing is written.
+    #[test]
+    fn ambiguous_states_are_refused() {
+        for (volumes, reason) in [
+            (
+                format!("{}, {}", volume(V1, "a"), volume(V1, "b")),
+                "appears twice",
+            ),
+            (
+                format!("{}, {}", volume(V1, "a"), volume(V2, "a")),
+                "both have the name \"a\"",
+            ),
+            (volume("v", "a"), "\"v\" is not a UUID"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(STATE_FILE);
+            let text = format!(r#"{{"schema": "{STATE_SCHEMA}", "volumes": {{{volumes}}}}}"#);
+            fs::write(&path, &text).unwrap();
+            let err = read_state(&path).unwrap_err();
+            assert!(matches!(err, StateError::Invalid { .. }), "{err}");
+            assert!(err.to_string().contains(reason), "{err}");
+            assert!(err.is_input_error());
+            assert_eq!(fs::read_to_string(&path).unwrap(), text);
+        }
+    }
+
     #[test]
     fn a_written_state_reads_back() {
         let dir = tempfile::tempdir().unwrap();
@@ -431,9 +513,9 @@ mod tests {
             ..State::default()
         };
         state.volumes.insert(
-            "v".into(),
+            V1.into(),
             Volume {
-                id: "v".into(),
+                id: V1.into(),
                 name: "data".into(),
                 namespace: "default".into(),
                 plugin_id: None,
@@ -445,7 +527,7 @@ mod tests {
         write_state(dir.path(), &state).unwrap();
         let back = read_state(&dir.path().join(STATE_FILE)).unwrap();
         assert_eq!(back.node_id.as_deref(), Some("n1"));
-        assert_eq!(back.volumes["v"].host_path, "/srv/data");
-        assert!(back.volumes["v"].is_registered());
+        assert_eq!(back.volumes[V1].host_path, "/srv/data");
+        assert!(back.volumes[V1].is_registered());
     }
 }

@@ -1,6 +1,8 @@
 //! A volume as the manager knows it: what is stored in state and what `list`
 //! returns.
 
+use std::path::{Component, Path, PathBuf};
+
 use serde::{Deserialize, Serialize};
 
 use crate::contract::CreateRequest;
@@ -30,5 +32,72 @@ impl Volume {
     /// Whether the volume was registered (no plugin manages it).
     pub fn is_registered(&self) -> bool {
         self.create_request.is_none()
+    }
+}
+
+/// `path` with `.`, `..`, repeated and trailing `/` resolved by the text
+/// alone (no symlink is followed): what the kernel would reach if nothing
+/// on the way were a link. `None` for a relative path.
+fn normalised(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::RootDir => out.push("/"),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => out.push(name),
+            Component::Prefix(_) => return None,
+        }
+    }
+    out.has_root().then_some(out)
+}
+
+/// Whether `path` lies strictly inside `dir` (not `dir` itself), both
+/// normalised first. The manager saves, and sends deletes for, only such
+/// paths.
+pub fn strictly_inside(path: &str, dir: &Path) -> bool {
+    match (normalised(Path::new(path)), normalised(dir)) {
+        (Some(p), Some(d)) => p != d && p.starts_with(&d),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strictly_inside_after_normalising() {
+        let dir = Path::new("/srv/volumes");
+        for inside in [
+            "/srv/volumes/a",
+            "/srv/volumes//a/",
+            "/srv/volumes/./a/b/..",
+            "/srv//volumes/x",
+        ] {
+            assert!(strictly_inside(inside, dir), "{inside}");
+        }
+        for outside in [
+            "/srv/volumes",
+            "/srv/volumes/",
+            "/srv/volumes/.",
+            "/srv/volumes//",
+            "/srv/volumes/a/..",
+            "/srv/volumes/../volumes",
+            "/srv",
+            "/",
+            "/srv/volumes-other/a",
+            "/srv/volumes/../../etc",
+            "volumes/a",
+            "",
+        ] {
+            assert!(!strictly_inside(outside, dir), "{outside}");
+        }
+        assert!(strictly_inside(
+            "/srv/volumes/a",
+            Path::new("/srv/volumes/")
+        ));
     }
 }

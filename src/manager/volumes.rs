@@ -3,7 +3,7 @@
 //! (Restore is in [`restore`](super::restore).)
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use super::error::{Cleanup, ManagerError};
 use super::locks::{NameLocks, NameReservation};
 use super::spec::{DEFAULT_NODE_POOL, RegisterSpec, VolumeSpec};
 use super::state::{State, StateStore};
-use super::volume::Volume;
+use super::volume::{Volume, strictly_inside};
 use crate::contract::{self, CreateRequest, DeleteRequest};
 use crate::plugin::{CallOptions, HostVolumePlugin, PluginError, PluginSource, Timeouts};
 
@@ -43,7 +43,14 @@ pub enum DeleteOutcome {
 ///   `DHV_CREATED_PATH` set to the *volumes dir* and an empty name and namespace:
 ///   a naive plugin then wipes every volume. We send the delete for the volume's
 ///   own path (what create returned) with its real name and namespace. An update
-///   that cannot be saved is left in place, since the state still describes it.
+///   that cannot be saved is left in place, since the state still describes it;
+///   whether it was the first create is read from the state under its lock, so
+///   a volume another create of the same id saved meanwhile is never deleted.
+/// - **Paths.** Nomad saves whatever path create returns. We refuse a path that
+///   is not strictly inside the volumes dir (after resolving `.`, `..`, `//` and
+///   a trailing `/`), or is the volumes dir itself: it is never saved, and no
+///   delete is ever sent with it (such a delete is how a plugin wipes the
+///   volumes dir, its parent or `/`).
 /// - **Name lock.** A failed update keeps the name (Nomad releases it, letting
 ///   another volume take the name of one that still exists). The lock also
 ///   holds across processes sharing the state dir: names of saved volumes come
@@ -208,20 +215,17 @@ impl HostVolumeManager {
         };
         let plugin = self.plugin(&spec.plugin_id)?;
         let (_reservation, state) = self.reserve_name(&spec.name, &spec.id).await?;
-        let first_create = match state.volumes.get(&spec.id) {
-            None => true,
-            Some(v) => match &v.plugin_id {
-                None => return Err(ManagerError::NotCreated { id: spec.id }),
-                Some(p) if *p != spec.plugin_id => {
-                    return Err(ManagerError::PluginChanged {
-                        id: spec.id,
-                        created_by: p.clone(),
-                        requested: spec.plugin_id,
-                    });
-                }
-                Some(_) => false,
-            },
-        };
+        match state.volumes.get(&spec.id).map(|v| &v.plugin_id) {
+            Some(None) => return Err(ManagerError::NotCreated { id: spec.id }),
+            Some(Some(p)) if *p != spec.plugin_id => {
+                return Err(ManagerError::PluginChanged {
+                    id: spec.id,
+                    created_by: p.clone(),
+                    requested: spec.plugin_id,
+                });
+            }
+            _ => {}
+        }
         let req = CreateRequest {
             volumes_dir: volumes_dir.to_string_lossy().into_owned(),
             plugin_dir: self
@@ -239,6 +243,14 @@ impl HostVolumeManager {
             parameters: spec.parameters.clone(),
         };
         let resp = plugin.create(&req).await.result?;
+        if !strictly_inside(&resp.path, volumes_dir) {
+            return Err(ManagerError::PathOutsideVolumesDir {
+                id: spec.id,
+                plugin_id: spec.plugin_id,
+                path: resp.path,
+                volumes_dir: volumes_dir.clone(),
+            });
+        }
         let volume = Volume {
             id: spec.id.clone(),
             name: spec.name.clone(),
@@ -248,10 +260,14 @@ impl HostVolumeManager {
             bytes: resp.bytes,
             create_request: Some(req.clone()),
         };
-        match self.save(volume).await {
+        let (saved, first_create) = self.save(volume).await;
+        match saved {
             Ok(v) => Ok(v),
             Err(source) => {
-                let cleanup = if first_create {
+                // Decided from the state read under the lock: another create
+                // of this id may have saved it while our plugin call ran, and
+                // deleting it then would destroy a saved volume.
+                let cleanup = if first_create == Some(true) {
                     let undo = DeleteRequest::for_created(&req, &resp.path);
                     match plugin.delete(&undo).await.result {
                         Ok(()) => Cleanup::Deleted,
@@ -302,6 +318,7 @@ impl HostVolumeManager {
             create_request: None,
         })
         .await
+        .0
     }
 
     /// Deletes volume `id`: a created volume through its plugin (with the stored
@@ -315,6 +332,16 @@ impl HostVolumeManager {
         };
         if let Some(req) = &volume.create_request {
             let plugin_id = volume.plugin_id.as_deref().unwrap_or_default();
+            if !strictly_inside(&volume.host_path, Path::new(&req.volumes_dir)) {
+                // Only a hand-edited state gets here (create never saves
+                // such a path): never send a delete that could wipe it.
+                return Err(ManagerError::PathOutsideVolumesDir {
+                    id: volume.id.clone(),
+                    plugin_id: plugin_id.to_string(),
+                    path: volume.host_path.clone(),
+                    volumes_dir: req.volumes_dir.clone().into(),
+                });
+            }
             let plugin = self.plugin(plugin_id)?;
             plugin
                 .delete(&DeleteRequest::for_created(req, &volume.host_path))
@@ -369,10 +396,18 @@ impl HostVolumeManager {
     }
 
     /// Stores `volume`, checking its name again under the file lock: another
-    /// process may have saved the name since we looked.
-    async fn save(&self, volume: Volume) -> Result<Volume, ManagerError> {
-        self.state
+    /// process may have saved the name since we looked. Also returns whether
+    /// the state read under that lock lacked the id (`None`: it could not be
+    /// read at all), which is what decides a compensating delete.
+    async fn save(&self, volume: Volume) -> (Result<Volume, ManagerError>, Option<bool>) {
+        let first = Arc::new(std::sync::Mutex::new(None));
+        let seen = first.clone();
+        let id = volume.id.clone();
+        let saved = self
+            .state
             .update(move |s: &mut State| {
+                *seen.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(!s.volumes.contains_key(&volume.id));
                 if let Some(holder) = s.name_holder(&volume.name, &volume.id) {
                     return Err(ManagerError::NameConflict {
                         name: volume.name.clone(),
@@ -383,7 +418,19 @@ impl HostVolumeManager {
                 s.volumes.insert(volume.id.clone(), volume.clone());
                 Ok(volume)
             })
-            .await
+            .await;
+        let mut first = *first.lock().unwrap_or_else(|e| e.into_inner());
+        if first.is_none() {
+            // The lock could not be taken: a plain read (a whole file, as
+            // writes rename) is the best view left.
+            first = self
+                .state
+                .load_async()
+                .await
+                .ok()
+                .map(|s| !s.volumes.contains_key(&id));
+        }
+        (saved, first)
     }
 }
 

@@ -1,0 +1,202 @@
+//! The manager never deletes what is not a volume's own: a create response
+//! whose path is not strictly inside the volumes dir is refused (never saved,
+//! no delete sent for it); whether a failed save undoes the create is decided
+//! from the state read under its lock; and a state that is ambiguous
+//! (duplicate ids or names, ids that are not UUIDs) is refused untouched.
+
+mod util;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dhv_conform::manager::{Cleanup, HostVolumeManager, ManagerError, VolumeSpec};
+use util::Node;
+
+const ID1: &str = "11111111-1111-4111-8111-111111111111";
+const ID2: &str = "22222222-2222-4222-8222-222222222222";
+const ID3: &str = "33333333-3333-4333-8333-333333333333";
+
+fn manager(node: &Node) -> HostVolumeManager {
+    HostVolumeManager::open(node.state())
+        .unwrap()
+        .with_plugin_dir(node.plugins.path())
+        .with_volumes_dir(node.volumes())
+}
+
+/// A plugin that returns `path` (a shell word) from create, and logs every
+/// delete with its DHV_CREATED_PATH.
+fn returning(node: &Node, id: &str, path: &str) -> PathBuf {
+    let log = node.work.path().join("deletes.log");
+    node.plugins.plugin(
+        id,
+        &format!(
+            r#"#!/bin/sh
+case "$1" in
+fingerprint) echo '{{"version": "1.0.0"}}' ;;
+create) /bin/mkdir -p "$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"; printf '{{"path": "%s"}}\n' {path} ;;
+delete) echo "$DHV_CREATED_PATH" >> '{log}' ;;
+esac
+"#,
+            log = log.display()
+        ),
+    )
+}
+
+#[test]
+fn a_path_not_strictly_inside_the_volumes_dir_is_refused_and_never_deleted() {
+    let node = Node::new();
+    let vd = node.volumes().display().to_string();
+    let rt = util::runtime();
+    for (i, path) in [
+        format!("'{vd}'"),
+        format!("'{vd}/'"),
+        format!("'{vd}//.'"),
+        format!("'{vd}/x/..'"),
+        format!("'{vd}/..'"),
+        "/".to_string(),
+        "/etc".to_string(),
+        "relative/path".to_string(),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let id = format!("p{i}");
+        returning(&node, &id, path);
+        let err = rt
+            .block_on(manager(&node).create(VolumeSpec::new(&id, format!("v{i}")).with_id(ID1)))
+            .unwrap_err();
+        assert!(
+            matches!(err, ManagerError::PathOutsideVolumesDir { .. }),
+            "{path}: {err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("not strictly inside the volumes dir"),
+            "{err}"
+        );
+        assert!(
+            rt.block_on(manager(&node).list()).unwrap().is_empty(),
+            "{path}: saved"
+        );
+    }
+    let deletes = fs::read_to_string(node.work.path().join("deletes.log")).unwrap_or_default();
+    assert!(deletes.is_empty(), "deletes sent: {deletes}");
+    assert!(node.volumes().is_dir());
+}
+
+/// Two creates of one id race (two processes: two managers on one state dir).
+/// The slow one's save fails (its name was taken meanwhile) after the fast one
+/// saved the id: the slow one must not send a compensating delete, which
+/// would remove the saved volume.
+#[test]
+fn a_failed_save_never_deletes_a_volume_another_create_saved() {
+    let node = Node::new();
+    let gate = node.work.path().join("gate");
+    let waiting = node.work.path().join("waiting");
+    let log = node.work.path().join("deletes.log");
+    fs::write(&gate, "").unwrap();
+    node.plugins.plugin(
+        "slow",
+        &format!(
+            r#"#!/bin/sh
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case "$1" in
+fingerprint) echo '{{"version": "1.0.0"}}' ;;
+create)
+    /bin/mkdir -p "$p"
+    if [ "$DHV_VOLUME_NAME" = b ] && [ "$DHV_VOLUME_ID" = {ID1} ]; then
+        : > '{waiting}'
+        while [ -e '{gate}' ]; do /bin/sleep 0.01; done
+    fi
+    printf '{{"path": "%s"}}\n' "$p" ;;
+delete) echo "$DHV_VOLUME_ID" >> '{log}'; /bin/rm -rf "$p" ;;
+esac
+"#,
+            waiting = waiting.display(),
+            gate = gate.display(),
+            log = log.display(),
+        ),
+    );
+    let rt = util::runtime();
+    let slow = rt.spawn({
+        let m = manager(&node);
+        async move { m.create(VolumeSpec::new("slow", "b").with_id(ID1)).await }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !waiting.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slow create never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let other = manager(&node);
+    rt.block_on(other.create(VolumeSpec::new("slow", "b").with_id(ID2)))
+        .unwrap();
+    let saved = rt
+        .block_on(other.create(VolumeSpec::new("slow", "a").with_id(ID1)))
+        .unwrap();
+    fs::write(Path::new(&saved.host_path).join("data"), "precious").unwrap();
+    fs::remove_file(&gate).unwrap();
+
+    let err = rt.block_on(slow).unwrap().unwrap_err();
+    let ManagerError::NotSaved { cleanup, .. } = &err else {
+        panic!("{err}");
+    };
+    assert!(matches!(cleanup, Cleanup::KeptExisting), "{err}");
+    assert_eq!(
+        fs::read_to_string(Path::new(&saved.host_path).join("data")).unwrap(),
+        "precious"
+    );
+    assert!(fs::read_to_string(&log).unwrap_or_default().is_empty());
+    let listed = rt.block_on(manager(&node).list()).unwrap();
+    assert_eq!(listed.len(), 2);
+}
+
+/// `volume list` on a state with one name twice: exit 2, one line naming
+/// the file and the reason, and the file as it was.
+#[test]
+fn an_ambiguous_state_is_an_input_error_and_stays_untouched() {
+    let node = Node::new();
+    fs::create_dir_all(node.state()).unwrap();
+    let file = node.state().join("state.json");
+    let vol = |id: &str, name: &str| {
+        format!(
+            r#""{id}": {{"id": "{id}", "name": "{name}", "namespace": "default", "plugin_id": null,
+                "host_path": "/srv/{id}", "bytes": 0, "create_request": null}}"#
+        )
+    };
+    for (volumes, reason) in [
+        (
+            format!("{}, {}", vol(ID1, "a"), vol(ID3, "a")),
+            "both have the name",
+        ),
+        (
+            format!("{}, {}", vol(ID1, "a"), vol(ID1, "b")),
+            "appears twice",
+        ),
+        (vol("../../etc", "a"), "is not a UUID"),
+    ] {
+        let text = format!(r#"{{"schema": "dhv-conform/state/v1", "volumes": {{{volumes}}}}}"#);
+        fs::write(&file, &text).unwrap();
+        for args in [vec!["list"], vec!["delete", "--id", ID1]] {
+            let out = assert_cmd::Command::cargo_bin("dhv-conform")
+                .unwrap()
+                .arg("volume")
+                .args(&args)
+                .arg("--state-dir")
+                .arg(node.state())
+                .arg("--plugin-dir")
+                .arg(node.plugins.path())
+                .timeout(Duration::from_secs(30))
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(stderr.contains(reason), "{args:?}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert_eq!(fs::read_to_string(&file).unwrap(), text);
+        }
+    }
+}
