@@ -219,3 +219,62 @@ fn a_symlink_swapped_after_the_lookup_never_runs_what_is_outside_the_dir() {
         "{runs} runs, {refused} refused: no race happened"
     );
 }
+
+/// Parameters small enough for our own command line, but whose
+/// `DHV_PARAMETERS` (Go escapes each `<` as `\u003c`, six bytes) is over what
+/// the kernel passes in one variable.
+fn oversized_parameters() -> String {
+    let count = dhv_conform::exec::MAX_ARG_STRLEN / 5;
+    serde_json::json!({ "blob": "<".repeat(count) }).to_string()
+}
+
+#[test]
+fn a_fixture_too_large_for_the_kernel_is_an_input_error_naming_it() {
+    let s = Scratch::new();
+    let fixture = s.path().join("huge.json");
+    std::fs::write(
+        &fixture,
+        format!(r#"{{"parameters": {}}}"#, oversized_parameters()),
+    )
+    .unwrap();
+    let plugin = escaper(&s, "1010.5");
+    let out = Command::new(bin())
+        .arg("check")
+        .arg(&plugin)
+        .arg("--fixture")
+        .arg(&fixture)
+        .timeout(RUN_LIMIT)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("huge.json")
+            && stderr.contains("DHV_PARAMETERS")
+            && stderr.contains("E2BIG"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_volume_too_large_for_the_kernel_is_an_input_error_not_a_plugin_failure() {
+    let s = Scratch::new();
+    let plugin = escaper(&s, "1010.6");
+    let out = Command::new(bin())
+        .args(["volume", "create", "--plugin", "escaper", "--name", "v"])
+        .arg("--plugin-dir")
+        .arg(plugin.parent().unwrap())
+        .arg("--state-dir")
+        .arg(s.path().join("state"))
+        .arg("--volumes-dir")
+        .arg(s.path())
+        .arg("--parameters")
+        .arg(oversized_parameters())
+        .timeout(RUN_LIMIT)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("argument list too long"), "{stderr}");
+}

@@ -120,9 +120,11 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     let format = progress_format(&args)?;
     let template = match &args.fixture {
         Some(path) => {
-            fixture::load(path)
+            let template = fixture::load(path)
                 .map_err(|e| CliError::usage(e.to_string()))?
-                .template
+                .template;
+            fits_the_kernel(path, &template)?;
+            template
         }
         None => RequestTemplate::default(),
     };
@@ -309,6 +311,36 @@ fn list(args: &CheckArgs, format: Format) -> CliResult {
     }
     Stream::Stdout.write(&out);
     Ok(EXIT_OK)
+}
+
+/// A fixture whose request the kernel cannot hand to a plugin (`E2BIG`) is
+/// bad input: exit 2 naming the fixture, rather than every create failing to
+/// start. The paths and ids of the run are not known yet: generous stand-ins.
+fn fits_the_kernel(path: &Path, template: &RequestTemplate) -> Result<(), CliError> {
+    let stand_in = "x".repeat(200);
+    let request = stand_in_request(template, &stand_in);
+    match crate::exec::env_too_large(&request.env()) {
+        Some(why) => Err(CliError::usage(format!(
+            "fixture {}: the request is too large to pass to a plugin: {why}",
+            path.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn stand_in_request(t: &RequestTemplate, stand_in: &str) -> crate::contract::CreateRequest {
+    crate::contract::CreateRequest {
+        volumes_dir: stand_in.to_owned(),
+        plugin_dir: stand_in.to_owned(),
+        node_pool: t.node_pool.clone(),
+        namespace: t.namespace.clone(),
+        volume_name: t.name.clone().unwrap_or_else(|| stand_in.to_owned()),
+        volume_id: uuid::Uuid::nil().to_string(),
+        capacity_min_bytes: t.capacity_min,
+        capacity_max_bytes: t.capacity_max,
+        node_id: uuid::Uuid::nil().to_string(),
+        parameters: t.parameters.clone(),
+    }
 }
 
 /// The plugin to check; a missing file or a directory is exit 2.

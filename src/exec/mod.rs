@@ -48,6 +48,34 @@ pub const DEFAULT_WAIT_DELAY: Duration = Duration::from_millis(100);
 /// Default time between SIGTERM and SIGKILL on timeout.
 pub const DEFAULT_TERM_GRACE: Duration = Duration::from_millis(500);
 
+/// The most bytes the kernel passes in one argument or variable, its
+/// terminating NUL included (`MAX_ARG_STRLEN`, 32 pages of 4 KiB).
+pub const MAX_ARG_STRLEN: usize = 32 * 4096;
+
+/// Why `env` cannot be handed to a program at all (the kernel would refuse
+/// the exec with `E2BIG`), in words; `None` when it can. Lets a caller refuse
+/// such input up front, naming the variable, instead of failing a call.
+pub fn env_too_large(env: &[(String, String)]) -> Option<String> {
+    if let Some((k, v)) = env
+        .iter()
+        .find(|(k, v)| k.len() + v.len() + 2 > MAX_ARG_STRLEN)
+    {
+        return Some(format!(
+            "{k} is {} bytes; the kernel passes at most {} bytes in one variable (E2BIG)",
+            v.len(),
+            MAX_ARG_STRLEN - k.len() - 2
+        ));
+    }
+    // The whole block: strings and their pointers, within a quarter of the
+    // stack limit (ARG_MAX), as execve counts them.
+    let total: usize = env.iter().map(|(k, v)| k.len() + v.len() + 2 + 8).sum();
+    // SAFETY: sysconf has no preconditions.
+    let limit = unsafe { libc::sysconf(libc::_SC_ARG_MAX) };
+    (limit > 0 && total > limit as usize).then(|| {
+        format!("the environment is {total} bytes; the kernel passes at most {limit} (E2BIG)")
+    })
+}
+
 /// How a timed-out call is stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -113,6 +141,14 @@ pub struct SpawnError {
     /// The operating system's reason (ENOENT, EACCES, ENOEXEC, ...).
     #[source]
     pub source: std::io::Error,
+}
+
+impl SpawnError {
+    /// Whether the kernel refused the arguments or environment as too large
+    /// (`E2BIG`): the input's fault, not the program's.
+    pub fn is_too_large(&self) -> bool {
+        self.source.raw_os_error() == Some(libc::E2BIG)
+    }
 }
 
 impl Invocation {

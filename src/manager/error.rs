@@ -123,6 +123,7 @@ impl ManagerError {
     pub fn is_input_error(&self) -> bool {
         match self {
             ManagerError::InvalidVolumeId { .. } | ManagerError::NoVolumesDir { .. } => true,
+            ManagerError::Plugin(PluginError::InputTooLarge { .. }) => true,
             ManagerError::State(e) => e.is_input_error(),
             _ => false,
         }

@@ -507,6 +507,9 @@ impl ExternalPlugin {
         text: impl Fn(&str, Option<&str>) -> String,
     ) -> PluginError {
         match &run.result {
+            Err(start) if start.errno == Some(libc::E2BIG) => PluginError::InputTooLarge {
+                message: text(&start.go_error, None),
+            },
             Err(start) => PluginError::Start {
                 message: text(&start.go_error, None),
                 explanation: start.explanation.clone(),

@@ -101,6 +101,14 @@ pub enum PluginError {
         /// What is wrong with the file, in words.
         explanation: String,
     },
+    /// The request is too large for the kernel to hand to the plugin
+    /// (`E2BIG`: one variable over 128 KiB, or all of them over the system's
+    /// limit). The input's fault: no plugin could have started.
+    #[error("{message}")]
+    InputTooLarge {
+        /// Nomad's error text, ending in Go's `fork/exec PATH: argument list too long`.
+        message: String,
+    },
     /// The plugin ran and failed: non-zero exit, killed, or timed out.
     #[error("{message}")]
     Failed {
