@@ -194,6 +194,7 @@ fn suite(rt: &tokio::runtime::Runtime, plugin: &std::path::Path, threads: Option
             ..Arguments::default()
         },
         progress: Default::default(),
+        keep: false,
     };
     let (children0, self0) = (
         cpu_seconds(libc::RUSAGE_CHILDREN),

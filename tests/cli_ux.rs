@@ -373,3 +373,63 @@ fn check_help_lists_exit_codes_and_optional_plugin() {
         assert!(out.stdout.contains(line), "{line}: {}", out.stdout);
     }
 }
+
+// ---- --keep ---------------------------------------------------------------------------
+
+/// `--keep` leaves the run's temp dir (named at the end), so a reproduce line pasted
+/// into a shell runs the plugin against the dirs it names; without it the output says
+/// the dirs are gone and how to keep them.
+#[test]
+fn keep_makes_reproduce_lines_work() {
+    let tmp = util::Scratch::new();
+    let run = |keep: bool| {
+        let mut cmd = Command::cargo_bin("dhv-conform").unwrap();
+        cmd.args([
+            "check",
+            &sample("fails-on-existing-dir"),
+            "--exact",
+            "create.idempotent",
+        ])
+        .env("TMPDIR", tmp.path())
+        .timeout(RUN_LIMIT);
+        if keep {
+            cmd.arg("--keep");
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+
+    let removed = run(false);
+    assert!(
+        removed.contains("was removed, so the dirs in the reproduce lines are gone; run again with --keep to keep them"),
+        "{removed}"
+    );
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+
+    let kept = run(true);
+    let dir = kept
+        .lines()
+        .find_map(|l| l.strip_prefix("the run's temp dir is kept (--keep): "))
+        .and_then(|l| l.split(';').next())
+        .unwrap_or_else(|| panic!("{kept}"));
+    assert!(Path::new(dir).is_dir(), "{dir}");
+    let reproduce = kept
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("env -i DHV_OPERATION=create"))
+        .unwrap();
+    // The check deleted its volume on the way out; the kept volumes dir lets the
+    // pasted line create it again, in the dir the line names.
+    let again = StdCommand::new("sh")
+        .args(["-c", reproduce])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(&format!("\"path\": \"{dir}/create.idempotent/volumes/")),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -47,6 +47,9 @@ pub struct CheckArgs {
     /// nodes apart by it (a Nomad job passes `${node.unique.name}`).
     #[arg(long, value_name = "NAME")]
     pub node_name: Option<String>,
+    /// Keep the run's temp dir (printed at the end), so the reproduce lines work when pasted.
+    #[arg(long)]
+    pub keep: bool,
     /// Multiply every time limit by X, more than 0 and at most 100 (for slow machines; reported).
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     pub timeout_scale: f64,
@@ -163,6 +166,7 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         fixture: args.fixture.as_ref().map(|p| p.display().to_string()),
         libtest: libtest_args(&args)?,
         progress: Progress::new(move |e| hook.on_event(e)),
+        keep: args.keep,
     };
     let started = std::time::SystemTime::now();
     let outcome = conformance::run_suite(rt, opts);
@@ -170,14 +174,15 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     let _ = ticker.join();
     let outcome = outcome.map_err(engine_error)?;
     let teardown = &outcome.teardown;
-    if !teardown.removed || !teardown.mounts_found.is_empty() {
+    if (!teardown.removed && !teardown.kept_on_request) || !teardown.mounts_found.is_empty() {
         eprintln!("dhv-conform: {}", teardown.summary());
     }
     let mut report = outcome.report;
     report.node = node;
     report.started_at = Some(rfc3339_utc(started));
     report.duration_ms = started.elapsed().ok().map(|d| d.as_millis() as u64);
-    table_to.write(&table(&report, color, args.quiet));
+    let note = temp_dir_note(teardown);
+    table_to.write(&table(&report, color, args.quiet, &note));
     let code = write_reports(&args, &report)?;
     if outcome.harness_failed {
         return Ok(EXIT_HARNESS);
@@ -189,9 +194,28 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     })
 }
 
+/// What became of the dirs the reproduce lines name.
+fn temp_dir_note(teardown: &conformance::Teardown) -> String {
+    let dir = teardown.temp_dir.display();
+    if teardown.kept_on_request {
+        format!(
+            "the run's temp dir is kept (--keep): {dir}; the reproduce lines work as printed (remove it when done)"
+        )
+    } else if teardown.removed {
+        format!(
+            "the run's temp dir {dir} was removed, so the dirs in the reproduce lines are gone; run again with --keep to keep them"
+        )
+    } else {
+        format!(
+            "the run's temp dir {dir} was not removed: {}",
+            teardown.summary()
+        )
+    }
+}
+
 /// The summary table; quiet keeps only its verdict line.
-fn table(report: &report::Report, color: bool, quiet: bool) -> String {
-    let table = report::summary_table(report, color);
+fn table(report: &report::Report, color: bool, quiet: bool, note: &str) -> String {
+    let table = report::summary_table_noted(report, color, Some(note));
     if quiet {
         let last = table.lines().last().unwrap_or_default();
         format!("{last}\n")

@@ -34,6 +34,9 @@ pub struct SuiteOptions {
     pub libtest: Arguments,
     /// Told as each check starts and ends.
     pub progress: super::Progress,
+    /// `--keep`: leave the run's temp dir in place (mounts below it are still
+    /// unmounted), so that reproduce lines work when pasted.
+    pub keep: bool,
 }
 
 /// What a suite produced.
@@ -164,14 +167,14 @@ pub fn run_suite(
     args.exact = false;
     let conclusion = libtest_mimic::run(&args, trials);
     if let Some(signal) = signals.received() {
-        let teardown = super::teardown::finish(rt, &state.shared, &signals);
+        let teardown = super::teardown::finish(rt, &state.shared, &signals, opts.keep);
         return Err(EngineError::Interrupted {
             signal,
             teardown: Box::new(teardown),
         });
     }
     let mut outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
-    outcome.teardown = super::teardown::finish(rt, &state.shared, &signals);
+    outcome.teardown = super::teardown::finish(rt, &state.shared, &signals, opts.keep);
     Ok(outcome)
 }
 

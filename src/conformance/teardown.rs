@@ -263,6 +263,9 @@ pub struct Teardown {
     pub mounts_left: Vec<String>,
     /// Dirs the removal did not enter because they are mount points.
     pub kept: Vec<String>,
+    /// `--keep`: the temp dir was left in place on request (mounts below it
+    /// were still unmounted), so reproduce lines can be pasted as printed.
+    pub kept_on_request: bool,
     /// What else could not be removed.
     pub errors: Vec<String>,
 }
@@ -289,6 +292,11 @@ impl Teardown {
         }
         if self.removed {
             parts.push(format!("temp dir {} removed", self.temp_dir.display()));
+        } else if self.kept_on_request {
+            parts.push(format!(
+                "temp dir {} kept (--keep); remove it when done",
+                self.temp_dir.display()
+            ));
         } else {
             let mut why = self.mounts_left.clone();
             why.extend(self.kept.iter().map(|k| format!("mount point {k}")));
@@ -365,17 +373,23 @@ async fn delete_live(shared: &Shared, signals: &Signals, out: &mut Teardown) {
 /// Ends the run: the deletes of the volumes still alive; then the mounts
 /// left below the temp dir are named and unmounted, and the temp dir is
 /// removed without crossing a mount.
-pub(crate) fn finish(rt: &tokio::runtime::Runtime, shared: &Shared, signals: &Signals) -> Teardown {
+pub(crate) fn finish(
+    rt: &tokio::runtime::Runtime,
+    shared: &Shared,
+    signals: &Signals,
+    keep: bool,
+) -> Teardown {
     let mut out = Teardown {
         temp_dir: shared.root.clone(),
         ..Teardown::default()
     };
     rt.block_on(delete_live(shared, signals, &mut out));
-    remove_root(&shared.root, &mut out);
+    remove_root(&shared.root, &mut out, keep);
     out
 }
 
-fn remove_root(root: &Path, out: &mut Teardown) {
+/// Unmounts what plugins left below `root`, then removes it unless `keep`.
+fn remove_root(root: &Path, out: &mut Teardown, keep: bool) {
     match crate::safe_fs::unmount_under(root) {
         Ok(done) => {
             out.mounts_found = done.all().map(|m| m.to_string()).collect();
@@ -389,6 +403,10 @@ fn remove_root(root: &Path, out: &mut Teardown) {
         Err(e) => out
             .errors
             .push(format!("cannot list the mounts below it: {e}")),
+    }
+    if keep {
+        out.kept_on_request = true;
+        return;
     }
     let removal = crate::safe_fs::remove_tree(root);
     out.removed = removal.removed;

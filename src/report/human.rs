@@ -26,6 +26,12 @@ const RESET: &str = "\x1b[0m";
 ///
 /// ANSI colour is used only when `color` is true.
 pub fn summary_table(report: &Report, color: bool) -> String {
+    summary_table_noted(report, color, None)
+}
+
+/// [`summary_table`] with a note after the failures and warnings (say, whether the
+/// dirs their reproduce lines name still exist), shown only when there are some.
+pub fn summary_table_noted(report: &Report, color: bool, note: Option<&str>) -> String {
     let paint = Paint(color);
     let checks = report.checks_by_id();
     let id_width = checks
@@ -58,7 +64,8 @@ pub fn summary_table(report: &Report, color: bool) -> String {
         .copied()
         .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
         .collect();
-    if !problems.is_empty() {
+    let problems_empty = problems.is_empty();
+    if !problems_empty {
         out.push_str("\nfailures and warnings:\n");
     }
     for c in problems {
@@ -74,6 +81,9 @@ pub fn summary_table(report: &Report, color: bool) -> String {
             write_invocation(&mut out, inv);
         }
         let _ = writeln!(out, "see: dhv-conform explain {}", c.id);
+    }
+    if let Some(note) = note.filter(|_| !problems_empty) {
+        let _ = writeln!(out, "\n{note}");
     }
 
     let s = &report.summary;

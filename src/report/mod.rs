@@ -27,7 +27,7 @@ pub use commands::{
     VolumeListOutput, VolumeOutput,
 };
 pub use events::{CatalogueEntry, Event, SuiteCounts, SuiteEvent, TestEvent};
-pub use human::{printable, summary_table};
+pub use human::{printable, summary_table, summary_table_noted};
 pub use json::{from_json, to_json};
 pub use junit::to_junit;
 pub use markdown::to_markdown;
