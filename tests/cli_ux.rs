@@ -433,3 +433,43 @@ fn keep_makes_reproduce_lines_work() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+// ---- SLOW -----------------------------------------------------------------------------
+
+/// A check still running after `--slow-after` gets a `SLOW` line naming the plugin
+/// operation in flight, repeated each time the threshold passes again.
+#[test]
+fn a_hanging_plugin_gets_slow_lines_naming_the_operation() {
+    // Create's limit is 3 s here (60 s × 0.05): the hang ends in a bounded time.
+    let out = dhv(&[
+        "check",
+        &sample("hanging-create"),
+        "--exact",
+        "create.succeeds",
+        "--slow-after",
+        "1",
+        "--timeout-scale",
+        "0.05",
+    ]);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let slow: Vec<&str> = out.stdout.lines().filter(|l| l.contains("SLOW")).collect();
+    assert!(slow.len() >= 2, "{}", out.stdout);
+    assert!(
+        slow[0].trim().starts_with("SLOW [> 1s] create.succeeds: "),
+        "{}",
+        slow[0]
+    );
+    assert!(
+        slow[1].trim().starts_with("SLOW [> 2s] create.succeeds: "),
+        "{}",
+        slow[1]
+    );
+    for line in &slow {
+        assert!(
+            line.contains("create") && line.ends_with("in flight"),
+            "{line}"
+        );
+    }
+    let quick = dhv(&["check", "mkdir", "--exact", "create.succeeds"]);
+    assert!(!quick.stdout.contains("SLOW"), "{}", quick.stdout);
+}

@@ -153,7 +153,7 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         CATALOGUE.len() - chosen,
     );
     printer.begin(&describe(&target, &args.plugin), chosen);
-    let ticker = printer.watch_slow(|_| None);
+    let ticker = printer.watch_slow();
 
     let hook = printer.clone();
     let opts = SuiteOptions {

@@ -10,7 +10,7 @@ use std::io::Write as _;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::conformance::ProgressEvent;
+use crate::conformance::{InFlight, ProgressEvent};
 use crate::report::{CheckResult, Event, Status, SuiteCounts, SuiteEvent, TestEvent, Verdict};
 
 /// How progress is shown (`--format`, `-q`).
@@ -64,6 +64,8 @@ pub struct Printer {
 struct State {
     /// Checks running: when they started and how many SLOW lines each had.
     running: BTreeMap<&'static str, (Instant, u32)>,
+    /// What each check has in flight, once the run started.
+    in_flight: Option<InFlight>,
     counts: SuiteCounts,
     done: bool,
 }
@@ -114,6 +116,7 @@ impl Printer {
     /// Handles one event from the engine.
     pub fn on_event(&self, event: ProgressEvent<'_>) {
         match event {
+            ProgressEvent::Run(in_flight) => self.state().in_flight = Some(in_flight),
             ProgressEvent::Started(id) => {
                 self.state().running.insert(id, (Instant::now(), 0));
                 if self.format == Format::Json {
@@ -212,12 +215,9 @@ impl Printer {
     }
 
     /// Prints a `SLOW` line for every check running longer than the threshold,
-    /// and again each time another threshold passes, until [`end`](Self::end).
-    /// `in_flight` names what a check is waiting for, when that is known.
-    pub fn watch_slow(
-        self: &Arc<Self>,
-        in_flight: impl Fn(&str) -> Option<String> + Send + 'static,
-    ) -> std::thread::JoinHandle<()> {
+    /// and again each time another threshold passes, until [`end`](Self::end),
+    /// naming the plugin operations the check has in flight.
+    pub fn watch_slow(self: &Arc<Self>) -> std::thread::JoinHandle<()> {
         let me = self.clone();
         std::thread::spawn(move || {
             let mut st = me.state();
@@ -225,6 +225,7 @@ impl Printer {
                 let now = Instant::now();
                 let mut next = now + me.slow_after;
                 let mut slow = Vec::new();
+                let in_flight = st.in_flight.clone();
                 for (id, (started, shown)) in st.running.iter_mut() {
                     let due = *started + me.slow_after * (*shown + 1);
                     if due <= now {
@@ -236,7 +237,8 @@ impl Printer {
                 }
                 drop(st);
                 for (id, elapsed) in slow {
-                    me.slow_line(id, elapsed, in_flight(id));
+                    let what = in_flight.as_ref().and_then(|f| f.describe(id));
+                    me.slow_line(id, elapsed, what);
                 }
                 st = me.state();
                 if st.done {
@@ -254,7 +256,10 @@ impl Printer {
 
     fn slow_line(&self, id: &str, elapsed: Duration, op: Option<String>) {
         let secs = elapsed.as_secs_f64();
-        let what = op.unwrap_or_else(|| "a plugin call".to_owned());
+        let what = match op {
+            Some(op) => format!("{op} in flight"),
+            None => "no plugin call in flight".to_owned(),
+        };
         match self.format {
             Format::Json => self.json(&Event::Test(TestEvent {
                 event: "slow".into(),
@@ -266,9 +271,8 @@ impl Printer {
             })),
             _ => {
                 let tag = self.paint(Status::Warn, "SLOW");
-                self.stream.write(&format!(
-                    "    {tag} [> {secs:.0}s] {id}: {what} in flight\n"
-                ));
+                self.stream
+                    .write(&format!("    {tag} [> {secs:.0}s] {id}: {what}\n"));
             }
         }
     }

@@ -148,6 +148,11 @@ pub fn run_suite(
         progress: opts.progress.clone(),
     };
     let signals = super::teardown::Signals::install(rt, state.shared.supervisor.clone());
+    opts.progress
+        .send(super::ProgressEvent::Run(super::InFlight::new(
+            state.shared.supervisor.clone(),
+            state.shared.root.clone(),
+        )));
     // Run-wide checks go last, so with any number of threads they are
     // dispatched after every check they wait for.
     let mut ordered = chosen.clone();

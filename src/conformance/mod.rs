@@ -20,5 +20,5 @@ pub use crate::plugin::PluginSource as Target;
 pub use catalogue::{CATALOGUE, CheckSpec};
 pub use context::{RequestTemplate, Settings};
 pub use engine::{EngineError, SuiteOptions, SuiteOutcome, run_suite, selected};
-pub use progress::{Progress, ProgressEvent};
+pub use progress::{InFlight, Progress, ProgressEvent};
 pub use teardown::{TEARDOWN_DEADLINE, Teardown};
