@@ -278,3 +278,78 @@ fn a_volume_too_large_for_the_kernel_is_an_input_error_not_a_plugin_failure() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("argument list too long"), "{stderr}");
 }
+
+/// Waits, bounded, for `probe` to hold.
+fn wait_for(limit: Duration, mut probe: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while !probe() {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+/// `volume create` of a plugin that hangs in create (with a child in its
+/// group), ended by `sig` once the plugin runs: exit 128 + sig, no process
+/// left, and a state file that reads back without the volume.
+fn signal_ends_a_create_cleanly(sig: nix::sys::signal::Signal, tag: &str) {
+    let s = Scratch::new();
+    let ready = s.path().join("ready");
+    let plugin = s.plugin(
+        "slow",
+        &format!(
+            "#!/bin/sh\ncase \"$DHV_OPERATION\" in\nfingerprint) echo '{{\"version\":\"1.0.0\"}}' ;;\ncreate) sleep {tag} & : > {}; wait ;;\nesac\n",
+            ready.display()
+        ),
+    );
+    let state = s.path().join("state");
+    let mut child = std::process::Command::new(bin())
+        .args(["volume", "create", "--plugin", "slow", "--name", "v"])
+        .arg("--plugin-dir")
+        .arg(plugin.parent().unwrap())
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--volumes-dir")
+        .arg(s.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for(RUN_LIMIT, || ready.exists()),
+        "the create never ran"
+    );
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+    let exited = wait_for(RUN_LIMIT, || child.try_wait().unwrap().is_some());
+    if !exited {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    assert!(exited, "volume create did not end on {sig}");
+    assert_eq!(status.code(), Some(128 + sig as i32), "{sig}");
+    assert!(
+        processes_mentioning(tag).is_empty(),
+        "{sig}: the plugin's child survived"
+    );
+    let list = Command::new(bin())
+        .args(["volume", "list", "--json", "--state-dir"])
+        .arg(&state)
+        .timeout(RUN_LIMIT)
+        .output()
+        .unwrap();
+    assert_eq!(list.status.code(), Some(0), "{sig}: {list:?}");
+    assert!(
+        !String::from_utf8_lossy(&list.stdout).contains("\"v\""),
+        "{sig}"
+    );
+}
+
+#[test]
+fn sigterm_sigint_and_sighup_end_a_volume_create_cleanly() {
+    use nix::sys::signal::Signal;
+    signal_ends_a_create_cleanly(Signal::SIGTERM, "1011.51");
+    signal_ends_a_create_cleanly(Signal::SIGINT, "1011.52");
+    signal_ends_a_create_cleanly(Signal::SIGHUP, "1011.53");
+}

@@ -10,6 +10,7 @@ mod plugins;
 mod progress;
 mod report;
 mod run;
+mod signals;
 mod volume;
 
 use std::process::ExitCode;

@@ -5,11 +5,14 @@
 //! (or at once, from several shells) see each other's volumes. Failures print
 //! one line, Nomad's text, and exit 1 when the operation failed (plugin error,
 //! name conflict) or 2 when the input is wrong (bad id, bad `--parameters`,
-//! missing dir or option, corrupt state file).
+//! missing dir or option, corrupt state file). A signal during a verb that
+//! runs plugins ends it cleanly (see `signals.rs`).
 
 use std::path::{Path, PathBuf};
 
+use super::signals::until_signal;
 use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stdout};
+use crate::exec::Supervisor;
 use crate::manager::{
     DeleteOutcome, HostVolumeManager, ManagerError, RegisterSpec, Volume, VolumeSpec,
 };
@@ -134,15 +137,24 @@ pub struct RestoreArgs {
 /// Runs a `volume` verb.
 pub async fn run(cmd: VolumeCommand) -> CliResult {
     match cmd {
-        VolumeCommand::Create(args) => create(*args).await,
-        VolumeCommand::Delete(args) => delete(*args).await,
+        VolumeCommand::Create(args) => {
+            let supervisor = Supervisor::new();
+            until_signal(&supervisor, create(*args, &supervisor)).await
+        }
+        VolumeCommand::Delete(args) => {
+            let supervisor = Supervisor::new();
+            until_signal(&supervisor, delete(*args, &supervisor)).await
+        }
         VolumeCommand::Register(args) => register(*args).await,
         VolumeCommand::List(args) => list(*args).await,
-        VolumeCommand::Restore(args) => restore(*args).await,
+        VolumeCommand::Restore(args) => {
+            let supervisor = Supervisor::new();
+            until_signal(&supervisor, restore(*args, &supervisor)).await
+        }
     }
 }
 
-async fn create(args: CreateArgs) -> CliResult {
+async fn create(args: CreateArgs, supervisor: &Supervisor) -> CliResult {
     let Some(volumes_dir) = &args.node.volumes_dir else {
         return Err(CliError::usage("volume create needs --volumes-dir"));
     };
@@ -154,7 +166,7 @@ async fn create(args: CreateArgs) -> CliResult {
         )));
     }
     let parameters = super::run::parse_parameters(args.parameters.as_deref())?;
-    let manager = open(&args.node, true)?;
+    let manager = open(&args.node, true)?.with_supervisor(supervisor.clone());
     let mut spec = VolumeSpec::new(&args.plugin, &args.name)
         .with_namespace(&args.namespace)
         .with_capacity(args.capacity_min, args.capacity_max);
@@ -197,8 +209,8 @@ async fn register(args: RegisterArgs) -> CliResult {
     Ok(EXIT_OK)
 }
 
-async fn delete(args: DeleteArgs) -> CliResult {
-    let manager = open(&args.node, false)?;
+async fn delete(args: DeleteArgs, supervisor: &Supervisor) -> CliResult {
+    let manager = open(&args.node, false)?.with_supervisor(supervisor.clone());
     let outcome = manager.delete(&args.id).await.map_err(manager_error)?;
     let (result, volume) = match &outcome {
         DeleteOutcome::Deleted(v) => ("deleted", Some(v)),
@@ -248,8 +260,8 @@ async fn list(args: ListArgs) -> CliResult {
     Ok(EXIT_OK)
 }
 
-async fn restore(args: RestoreArgs) -> CliResult {
-    let mut manager = open(&args.node, false)?;
+async fn restore(args: RestoreArgs, supervisor: &Supervisor) -> CliResult {
+    let mut manager = open(&args.node, false)?.with_supervisor(supervisor.clone());
     if let Some(n) = args.concurrency {
         manager = manager.with_restore_concurrency(n as usize);
     }

@@ -73,6 +73,8 @@ pub struct HostVolumeManager {
     pub(super) restore_concurrency: usize,
     pub(super) overrides: BTreeMap<String, Arc<dyn HostVolumePlugin>>,
     published: tokio::sync::Mutex<BTreeMap<String, String>>,
+    /// Every plugin call of this manager runs under it, when given.
+    supervisor: Option<crate::exec::Supervisor>,
 }
 
 impl HostVolumeManager {
@@ -96,6 +98,7 @@ impl HostVolumeManager {
             timeouts: Timeouts::default(),
             restore_timeout: contract::RESTORE_TIMEOUT,
             restore_concurrency: default_restore_concurrency(),
+            supervisor: None,
             overrides: BTreeMap::new(),
             published: tokio::sync::Mutex::new(BTreeMap::new()),
         })
@@ -104,6 +107,13 @@ impl HostVolumeManager {
     /// Finds external plugins in `dir` (Nomad's `host_volume_plugin_dir`).
     pub fn with_plugin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.plugin_dir = Some(dir.into());
+        self
+    }
+
+    /// Runs every plugin call under `supervisor`, so that its owner can kill
+    /// them all at once (a signal) and start no more.
+    pub fn with_supervisor(mut self, supervisor: crate::exec::Supervisor) -> Self {
+        self.supervisor = Some(supervisor);
         self
     }
 
@@ -186,6 +196,7 @@ impl HostVolumeManager {
         let source = PluginSource::lookup(self.plugin_dir.as_deref(), id)?;
         Ok(source.open(&CallOptions {
             timeouts,
+            supervisor: self.supervisor.clone(),
             ..CallOptions::default()
         }))
     }
