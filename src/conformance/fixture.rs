@@ -90,9 +90,52 @@ pub fn parse_json(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
 }
 
 /// Parses the HCL volume-spec form.
+///
+/// The HCL parser, its conversions and the drop of what it built recurse
+/// once per level of nesting, and nesting hides where a bracket count does
+/// not look (`${[[[…]]]}` inside a string, `!!!…true`, `1 + 1 + …`). So the
+/// text is bounded in size, the parse runs on a thread of its own with a
+/// generous stack ([`HCL_STACK`], enough for the largest text allowed), and
+/// the depth of what was parsed is bounded afterwards: any fixture gives a
+/// spec or one clear error, never a crash.
 pub fn parse_hcl(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
-    // The HCL parser recurses per level of nesting: refuse absurd depth before
-    // it can exhaust the stack. A volume spec nests three or four levels.
+    if text.len() > MAX_HCL_BYTES {
+        return Err(FixtureError::Syntax {
+            path: path.to_path_buf(),
+            message: format!(
+                "invalid HCL: {} bytes, more than a volume spec can need ({MAX_HCL_BYTES})",
+                text.len()
+            ),
+        });
+    }
+    let (owned_path, owned_text) = (path.to_path_buf(), text.to_string());
+    let parser = std::thread::Builder::new()
+        .name("hcl-fixture".into())
+        .stack_size(HCL_STACK)
+        .spawn(move || parse_hcl_here(&owned_path, &owned_text));
+    let failed = |what: &str| FixtureError::Syntax {
+        path: path.to_path_buf(),
+        message: format!("invalid HCL: {what}"),
+    };
+    match parser {
+        Ok(thread) => thread
+            .join()
+            .unwrap_or_else(|_| Err(failed("the parser gave up on it"))),
+        Err(e) => Err(failed(&format!("cannot start the parser: {e}"))),
+    }
+}
+
+/// The largest HCL fixture accepted: a volume spec is a few hundred bytes.
+const MAX_HCL_BYTES: usize = 32 << 10;
+
+/// The HCL parser thread's stack: the deepest nesting [`MAX_HCL_BYTES`] of
+/// text can express took at most 280 MB of it in a debug build (measured;
+/// `hostile_hcl_at_the_size_limit_is_an_input_error` in tests/robustness.rs
+/// keeps it so). Pages are only used as the parser goes deep.
+const HCL_STACK: usize = 512 << 20;
+
+fn parse_hcl_here(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
+    // Cheap first: brackets nested absurdly deep fail before the parser runs.
     if let Some(line) = too_deep(text, MAX_HCL_NESTING) {
         return Err(FixtureError::Syntax {
             path: path.to_path_buf(),
@@ -114,6 +157,14 @@ pub fn parse_hcl(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
             other => format!("invalid HCL: {other}"),
         },
     })?;
+    if deepest(&body) > MAX_HCL_NESTING {
+        return Err(FixtureError::Syntax {
+            path: path.to_path_buf(),
+            message: format!(
+                "invalid HCL: expressions nested more than {MAX_HCL_NESTING} levels deep"
+            ),
+        });
+    }
     let mut fx = Fixture::default();
     for attr in body.attributes() {
         let mut field = Field::from_hcl(attr.expr());
@@ -145,6 +196,74 @@ pub fn parse_hcl(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
         }
     }
     Ok(fx)
+}
+
+/// How deep blocks and expressions nest in `body`, counted without
+/// recursion (a deep tree is what this guards against).
+fn deepest(body: &hcl::Body) -> usize {
+    use hcl::{Expression as E, ObjectKey, Structure, TraversalOperator};
+    enum Node<'a> {
+        Body(&'a hcl::Body),
+        Expr(&'a E),
+    }
+    let mut stack = vec![(Node::Body(body), 0usize)];
+    let mut max = 0;
+    while let Some((node, depth)) = stack.pop() {
+        max = max.max(depth);
+        let children: Vec<Node<'_>> = match node {
+            Node::Body(b) => b
+                .iter()
+                .map(|s| match s {
+                    Structure::Attribute(a) => Node::Expr(a.expr()),
+                    Structure::Block(b) => Node::Body(b.body()),
+                })
+                .collect(),
+            Node::Expr(e) => match e {
+                E::Array(items) => items.iter().map(Node::Expr).collect(),
+                E::Object(o) => o
+                    .iter()
+                    .flat_map(|(k, v)| {
+                        let key = match k {
+                            ObjectKey::Expression(k) => Some(Node::Expr(k)),
+                            _ => None,
+                        };
+                        key.into_iter().chain([Node::Expr(v)])
+                    })
+                    .collect(),
+                E::Traversal(t) => std::iter::once(Node::Expr(&t.expr))
+                    .chain(t.operators.iter().filter_map(|op| match op {
+                        TraversalOperator::Index(i) => Some(Node::Expr(i)),
+                        _ => None,
+                    }))
+                    .collect(),
+                E::FuncCall(f) => f.args.iter().map(Node::Expr).collect(),
+                E::Parenthesis(inner) => vec![Node::Expr(inner)],
+                E::Conditional(c) => [&c.cond_expr, &c.true_expr, &c.false_expr]
+                    .into_iter()
+                    .map(Node::Expr)
+                    .collect(),
+                E::Operation(op) => match &**op {
+                    hcl::Operation::Unary(u) => vec![Node::Expr(&u.expr)],
+                    hcl::Operation::Binary(b) => {
+                        vec![Node::Expr(&b.lhs_expr), Node::Expr(&b.rhs_expr)]
+                    }
+                },
+                E::ForExpr(f) => [
+                    Some(&f.collection_expr),
+                    f.key_expr.as_ref(),
+                    Some(&f.value_expr),
+                    f.cond_expr.as_ref(),
+                ]
+                .into_iter()
+                .flatten()
+                .map(Node::Expr)
+                .collect(),
+                _ => Vec::new(),
+            },
+        };
+        stack.extend(children.into_iter().map(|c| (c, depth + 1)));
+    }
+    max
 }
 
 /// How deep brackets may nest in an HCL fixture.
