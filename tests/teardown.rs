@@ -155,6 +155,14 @@ fn a_mount_left_by_a_delete_is_reported_unmounted_and_never_crossed() {
         "{stderr}"
     );
     assert!(stderr.contains("removed"), "{stderr}");
+    let canaries: Vec<_> = util::tree_digest(&area.outside())
+        .into_keys()
+        .filter(|p| p.to_string_lossy().contains("canary"))
+        .collect();
+    assert!(
+        canaries.is_empty(),
+        "canaries left through the mount: {canaries:?}"
+    );
     area.assert_clean("forgetful delete");
 }
 
@@ -404,4 +412,52 @@ fn a_second_signal_skips_the_deletes_but_never_removes_across_a_mount() {
     );
     assert_eq!(area.sentinels(), sentinels, "outside changed");
     area.assert_clean("second signal");
+}
+
+/// A plugin whose create returns a dir outside the run's sandbox (an
+/// `/etc`-like dir of its choosing) gets no canary written there: the
+/// outside dir is exactly as it was after the run.
+#[test]
+fn no_canary_is_written_outside_the_sandbox() {
+    let area = Area::new();
+    let before = util::tree_digest(&area.outside());
+    let body = format!(
+        r#"#!/bin/sh
+case $1 in
+fingerprint) echo '{{"version": "1.0.0"}}' ;;
+create) printf '{{"path": "%s"}}\n' '{outside}' ;;
+delete) exit 0 ;;
+*) exit 1 ;;
+esac
+"#,
+        outside = area.outside().display()
+    );
+    let plugin = area.scratch.plugin("returns-outside", &body);
+    let out = StdCommand::new(bin())
+        .args(["check", plugin.to_str().unwrap(), "-q", "--json", "-"])
+        .env("TMPDIR", area.tmp())
+        .output()
+        .unwrap();
+    assert_eq!(
+        util::tree_digest(&area.outside()),
+        before,
+        "written outside; stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let idempotent = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "create.idempotent")
+        .unwrap();
+    assert_eq!(idempotent["status"], "skip", "{idempotent}");
+    assert!(
+        idempotent["message"]
+            .as_str()
+            .unwrap()
+            .contains("outside the run's sandbox"),
+        "{idempotent}"
+    );
+    area.assert_clean("outside path");
 }

@@ -492,6 +492,7 @@ impl Ctx {
             })
             .collect();
         crate::conformance::teardown::all_at_once(calls).await;
+        self.remove_canaries();
     }
 }
 

@@ -157,6 +157,8 @@ pub(crate) struct Ctx {
     calls: calls::Ledger,
     /// Probe calls a check's verdict rests on, shown as its evidence.
     cited: Mutex<Vec<PluginRun>>,
+    /// Canary files this check wrote: [`cleanup`](Ctx::cleanup) removes them.
+    planted: Mutex<Vec<PathBuf>>,
 }
 
 impl Ctx {
@@ -184,6 +186,7 @@ impl Ctx {
             plugin,
             calls: calls::Ledger::default(),
             cited: Mutex::new(Vec::new()),
+            planted: Mutex::new(Vec::new()),
         })
     }
 
@@ -253,8 +256,25 @@ impl Ctx {
     }
 
     /// Writes a canary file with unique content into `dir`; returns its path.
+    /// Only inside the run's sandbox (resolved, symlinks and all): a path a
+    /// plugin returned may lead anywhere, and nothing outside is ours to write.
     pub fn plant(&self, dir: &std::path::Path, name: &str) -> std::io::Result<PathBuf> {
-        sandbox::plant(dir, name)
+        let path = sandbox::plant(&self.shared.root, dir, name)?;
+        self.planted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(path.clone());
+        Ok(path)
+    }
+
+    /// Removes the canaries this check wrote that are still there as written.
+    pub fn remove_canaries(&self) {
+        let planted = std::mem::take(&mut *self.planted.lock().unwrap_or_else(|e| e.into_inner()));
+        for path in planted {
+            if canary_intact(&path) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
     }
 }
 

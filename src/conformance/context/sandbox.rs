@@ -23,10 +23,32 @@ impl Sandbox {
     }
 }
 
-/// Writes a canary file with unique content into `dir`; returns its path.
-pub(crate) fn plant(dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+/// A dir that resolves outside the run's sandbox: nothing is written there.
+#[derive(Debug, thiserror::Error)]
+#[error("{} is outside the run's sandbox: the harness writes nothing there", .0.display())]
+pub(crate) struct OutsideSandbox(pub PathBuf);
+
+/// Writes a canary file with unique content into `dir`, which must resolve
+/// to a dir inside `root` (the run's sandbox); returns its path. The file
+/// itself is never a symlink followed elsewhere.
+pub(crate) fn plant(root: &Path, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let resolved = dir.canonicalize()?;
+    if !resolved.starts_with(root.canonicalize()?) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            OutsideSandbox(resolved),
+        ));
+    }
     let path = dir.join(name);
-    std::fs::write(&path, canary_text(&path))?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)?
+        .write_all(canary_text(&path).as_bytes())?;
     Ok(path)
 }
 
