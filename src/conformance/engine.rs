@@ -120,6 +120,8 @@ struct RunState {
     calls: Arc<Mutex<Vec<PluginRun>>>,
     handle: tokio::runtime::Handle,
     strict: bool,
+    /// The load average when the run started.
+    load_start: Option<[f64; 3]>,
     progress: super::Progress,
 }
 
@@ -145,6 +147,7 @@ pub fn run_suite(
         calls: Arc::default(),
         handle: rt.handle().clone(),
         strict: opts.strict,
+        load_start: evidence::load_average(),
         progress: opts.progress.clone(),
     };
     let signals = super::teardown::Signals::install(rt, state.shared.supervisor.clone());
@@ -205,7 +208,7 @@ impl RunState {
                 self.harness_error(format!("the check panicked: {what}"))
             }
         };
-        let result = to_result(spec, finding, start.elapsed(), &runs);
+        let result = to_result(spec, finding, start.elapsed(), &runs, &self.in_flight());
         self.progress.send(super::ProgressEvent::Finished(&result));
         self.calls
             .lock()
@@ -231,11 +234,15 @@ impl RunState {
         }
         match spec.run {
             CheckFn::RunWide(judge) => {
-                let log = RunLog {
-                    calls: self.shared.log.calls(),
-                    in_process: self.shared.settings.target.is_builtin(),
-                };
-                Ok((judge(&log).unwrap_or_else(|f| f), Vec::new()))
+                // Timing is judged on calls made alone: the first run-wide
+                // check makes them, once every parallel check has finished.
+                self.shared.timing_phase().await;
+                let log = RunLog::new(
+                    self.shared.log.calls(),
+                    self.shared.settings.target.is_builtin(),
+                );
+                let finding = judge(&log).unwrap_or_else(|f| f);
+                Ok((finding, log.evidence()))
             }
             CheckFn::Scenario(body) => {
                 let ctx = Ctx::new(self.shared.clone(), spec)?;
@@ -244,6 +251,17 @@ impl RunState {
                 Ok((finding, ctx.evidence()))
             }
         }
+    }
+
+    /// How many calls of the run were in flight when each logged call started.
+    fn in_flight(&self) -> std::collections::HashMap<Instant, usize> {
+        self.shared
+            .log
+            .calls()
+            .into_iter()
+            .filter_map(|c| Some((c.run?.started_at, c.in_flight)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
     }
 
     fn harness_error(&self, what: String) -> (Finding, Vec<PluginRun>) {
@@ -264,7 +282,7 @@ impl RunState {
             std::mem::take(&mut *self.calls.lock().unwrap_or_else(|e| e.into_inner())),
             &self.shared,
         );
-        let report = Report::new(
+        let mut report = Report::new(
             crate::contract::SPEC_VERSION,
             evidence::plugin_info(&self.shared),
             RunOptions {
@@ -276,6 +294,11 @@ impl RunState {
             checks,
             checks::timing_profiles(&self.shared),
         );
+        report.conditions = Some(crate::report::RunConditions {
+            cores: evidence::cores(),
+            load_average_start: self.load_start,
+            load_average_end: evidence::load_average(),
+        });
         SuiteOutcome {
             report,
             conclusion,
@@ -319,6 +342,7 @@ fn to_result(
     finding: Finding,
     elapsed: std::time::Duration,
     runs: &[crate::plugin::PluginRun],
+    in_flight: &std::collections::HashMap<Instant, usize>,
 ) -> CheckResult {
     let (status, message) = match finding {
         Finding::Pass(m) => (Status::Pass, m),
@@ -335,7 +359,7 @@ fn to_result(
         status,
         message,
         duration_ms: elapsed.as_millis() as u64,
-        invocations: evidence::invocations(runs, status),
+        invocations: evidence::invocations(runs, status, in_flight),
     }
 }
 

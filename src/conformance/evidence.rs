@@ -1,6 +1,9 @@
 //! What a report shows behind each verdict: the plugin's identity and version,
 //! and the raw calls (env, exit, output excerpts, the command that reproduces it).
 
+use std::collections::HashMap;
+use std::time::Instant;
+
 use sha2::{Digest, Sha256};
 
 use super::context::Shared;
@@ -48,12 +51,29 @@ pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
     }
 }
 
+/// The machine's cores and the load average now, for the report.
+pub(crate) fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut fields = text.split_whitespace().map(|f| f.parse::<f64>().ok());
+    Some([fields.next()??, fields.next()??, fields.next()??])
+}
+
+/// The CPUs available to this process.
+pub(crate) fn cores() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The calls behind a verdict, failing ones first when the check did not pass.
-pub(crate) fn invocations(runs: &[PluginRun], status: Status) -> Vec<Invocation> {
+/// The calls behind a verdict, failing ones first when the check did not pass;
+/// `in_flight` tells how many calls of the run were in flight when each started.
+pub(crate) fn invocations(
+    runs: &[PluginRun],
+    status: Status,
+    in_flight: &HashMap<Instant, usize>,
+) -> Vec<Invocation> {
     let mut order: Vec<&PluginRun> = runs.iter().collect();
     if matches!(status, Status::Fail | Status::Warn) {
         order.sort_by_key(|r| r.succeeded() && r.leftovers().is_empty());
@@ -61,7 +81,12 @@ pub(crate) fn invocations(runs: &[PluginRun], status: Status) -> Vec<Invocation>
     order
         .into_iter()
         .take(MAX_INVOCATIONS)
-        .map(invocation)
+        .map(|run| Invocation {
+            in_flight: in_flight
+                .get(&run.started_at)
+                .map(|&n| u32::try_from(n).unwrap_or(u32::MAX)),
+            ..invocation(run)
+        })
         .collect()
 }
 
@@ -90,5 +115,6 @@ pub(crate) fn invocation(run: &PluginRun) -> Invocation {
             Err(start) => format!("{}: {}", start.go_error, start.explanation),
         },
         reproduce: run.reproduce(),
+        in_flight: None,
     }
 }

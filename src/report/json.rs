@@ -78,6 +78,19 @@ mod tests {
               },
               "started_at": "2026-12-01T13:05:09Z",
               "duration_ms": 2345,
+              "conditions": {
+                "cores": 2,
+                "load_average_start": [
+                  0.5,
+                  0.25,
+                  0.125
+                ],
+                "load_average_end": [
+                  1.5,
+                  0.5,
+                  0.25
+                ]
+              },
               "plugin": {
                 "path": "/opt/nomad/plugins/example",
                 "builtin": false,
@@ -121,7 +134,8 @@ mod tests {
                       "stderr_truncated": false,
                       "stdout": "{\"path\": \"/tmp/.tmpAbC123/volumes/x\", \"bytes\": 0}",
                       "stderr": "",
-                      "reproduce": "env -i DHV_OPERATION=create DHV_VOLUMES_DIR=/tmp/.tmpAbC123/volumes DHV_VOLUME_ID=0b9c8f6e-3f1d-4c4e-9a53-1f2d3c4b5a69 DHV_VOLUME_NAME=conformance-0b9c8f6e /opt/nomad/plugins/example create"
+                      "reproduce": "env -i DHV_OPERATION=create DHV_VOLUMES_DIR=/tmp/.tmpAbC123/volumes DHV_VOLUME_ID=0b9c8f6e-3f1d-4c4e-9a53-1f2d3c4b5a69 DHV_VOLUME_NAME=conformance-0b9c8f6e /opt/nomad/plugins/example create",
+                      "in_flight": 1
                     }
                   ]
                 },

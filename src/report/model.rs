@@ -135,6 +135,10 @@ pub struct Report {
     /// Wall time of the whole run; `None` in reports written before the field existed.
     #[serde(default)]
     pub duration_ms: Option<u64>,
+    /// The machine's conditions during the run (cores, load); `None` in reports
+    /// written before the field existed.
+    #[serde(default)]
+    pub conditions: Option<RunConditions>,
     /// The plugin under test.
     pub plugin: PluginInfo,
     /// The options the run was made with.
@@ -166,6 +170,7 @@ impl Report {
             node: None,
             started_at: None,
             duration_ms: None,
+            conditions: None,
             plugin,
             options,
             checks,
@@ -217,6 +222,19 @@ pub struct NodeInfo {
     /// `check --node-name`, by default the host name (a Nomad job passes
     /// `${node.unique.name}`).
     pub name: String,
+}
+
+/// What the machine was doing during a run: timing verdicts are judged on calls
+/// made alone, and these say how loaded "alone" was.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunConditions {
+    /// CPUs available to the run.
+    pub cores: u32,
+    /// The 1, 5 and 15 minute load averages when the run started (`None` where
+    /// the system does not tell).
+    pub load_average_start: Option<[f64; 3]>,
+    /// The same when the run ended.
+    pub load_average_end: Option<[f64; 3]>,
 }
 
 /// The plugin under test.
@@ -334,6 +352,11 @@ pub struct Invocation {
     pub stderr: String,
     /// A one-line shell command that repeats the call (`env -i DHV_...=... PLUGIN op`).
     pub reproduce: String,
+    /// Plugin calls of the run in flight when it started, itself included (1:
+    /// made alone); `None` when not counted (and in reports written before the
+    /// field existed).
+    #[serde(default)]
+    pub in_flight: Option<u32>,
 }
 
 impl Invocation {

@@ -3,8 +3,8 @@
 //! with table-breaking characters, and failing invocations with output.
 
 use super::model::{
-    CheckResult, Invocation, Level, NodeInfo, PluginInfo, Report, RunOptions, SCHEMA, Status,
-    Summary, TOOL_NAME, TimingProfile, ToolInfo, VersionInfo,
+    CheckResult, Invocation, Level, NodeInfo, PluginInfo, Report, RunConditions, RunOptions,
+    SCHEMA, Status, Summary, TOOL_NAME, TimingProfile, ToolInfo, VersionInfo,
 };
 
 const PLUGIN: &str = "/opt/nomad/plugins/example";
@@ -37,6 +37,7 @@ fn create_call(exit_code: i32, stdout: &str, stderr: &str) -> Invocation {
         duration_ms: 7.25,
         stdout: stdout.to_owned(),
         stderr: stderr.to_owned(),
+        in_flight: Some(1),
         ..Invocation::default()
     }
 }
@@ -102,6 +103,11 @@ pub(crate) fn report(strict: bool) -> Report {
         }),
         started_at: Some("2026-12-01T13:05:09Z".to_owned()),
         duration_ms: Some(2_345),
+        conditions: Some(RunConditions {
+            cores: 2,
+            load_average_start: Some([0.5, 0.25, 0.125]),
+            load_average_end: Some([1.5, 0.5, 0.25]),
+        }),
         plugin: PluginInfo {
             path: PLUGIN.to_owned(),
             builtin: false,

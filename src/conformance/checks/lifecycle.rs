@@ -30,7 +30,7 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
         };
         let before = ctx.recorder.len();
         let volume = manager.create(spec).await;
-        ctx.log_runs_from(before, true);
+        ctx.log_runs_from(before);
         let volume = volume.map_err(|e| {
             Finding::Fail(format!(
                 "create before the restart: expected it to succeed; got: {e}"
@@ -42,7 +42,7 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
     }
     let before_restore = ctx.recorder.len();
     let restored = manager.restore().await;
-    ctx.log_runs_from(before_restore, false);
+    ctx.log_runs_from(before_restore);
     let restored =
         restored.map_err(|e| Finding::Fail(format!("restore failed as a whole: {e}")))?;
     let mut problems = Vec::new();
@@ -79,7 +79,7 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
             error,
         );
     }
-    ctx.log_runs_from(before_delete, true);
+    ctx.log_runs_from(before_delete);
     if problems.is_empty() {
         Ok(Finding::Pass(
             "4 volumes restored at once from the manager's state: same paths, files kept".into(),

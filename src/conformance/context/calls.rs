@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Ctx, Finding, listing};
+use super::{Ctx, Finding, Phase, listing};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
 use crate::exec::KillMode;
 use crate::manager::{HostVolumeManager, ManagerError, Volume};
@@ -96,11 +96,14 @@ impl Ledger {
             .collect()
     }
 
-    /// Marks a call as under way, to tell calls made alone from deliberate bursts.
-    fn enter(&self) -> Solo<'_> {
+    /// Marks a call as under way, to tell calls made alone from deliberate
+    /// bursts; `run` counts the run's calls in flight.
+    fn enter<'a>(&'a self, run: &'a AtomicUsize) -> Solo<'a> {
         Solo {
             ticket: self.started.fetch_add(1, Ordering::SeqCst),
             started_alone: self.in_flight.fetch_add(1, Ordering::SeqCst) == 0,
+            run_in_flight: run.fetch_add(1, Ordering::SeqCst) + 1,
+            run,
             ledger: self,
         }
     }
@@ -116,6 +119,9 @@ struct Solo<'a> {
     /// How many calls had started before this one.
     ticket: usize,
     started_alone: bool,
+    /// The run's calls in flight when it started, itself included.
+    run_in_flight: usize,
+    run: &'a AtomicUsize,
     ledger: &'a Ledger,
 }
 
@@ -132,6 +138,7 @@ impl Solo<'_> {
 impl Drop for Solo<'_> {
     fn drop(&mut self) {
         self.ledger.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.run.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -142,8 +149,6 @@ pub(crate) struct LoggedCall {
     pub op: Operation,
     pub duration: Duration,
     pub limit: Duration,
-    /// No other call of the same check overlapped it (not part of a burst).
-    pub alone: bool,
     /// The plugin itself reported failure (non-zero exit, signal, could not
     /// start), as opposed to Nomad rejecting the output of a successful run.
     pub plugin_failed: bool,
@@ -153,6 +158,10 @@ pub(crate) struct LoggedCall {
     /// For a failed create made while nothing else ran in its volumes dir:
     /// what it left there.
     pub residue: Option<Vec<String>>,
+    /// When it was made: by a check in parallel with others, or alone.
+    pub phase: Phase,
+    /// Plugin calls of the run in flight when it started, itself included.
+    pub in_flight: usize,
 }
 
 /// The run's call log: what the run-wide checks judge, and all they see.
@@ -172,15 +181,38 @@ impl CallLog {
 
 /// What a run-wide check judges: every call of the run, and whether they
 /// were calls of an in-process plugin (no process to judge).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct RunLog {
     /// Every call of the run, in the order logged.
     pub calls: Vec<LoggedCall>,
     /// The plugin runs in-process (the built-in).
     pub in_process: bool,
+    /// Calls a verdict cites as its evidence.
+    cited: Mutex<Vec<PluginRun>>,
 }
 
 impl RunLog {
+    /// The log a run-wide check judges.
+    pub fn new(calls: Vec<LoggedCall>, in_process: bool) -> RunLog {
+        RunLog {
+            calls,
+            in_process,
+            cited: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Shows a call as evidence of the verdict.
+    pub fn cite(&self, call: &LoggedCall) {
+        if let Some(run) = &call.run {
+            lock(&self.cited).push(PluginRun::clone(run));
+        }
+    }
+
+    /// The calls cited.
+    pub fn evidence(&self) -> Vec<PluginRun> {
+        lock(&self.cited).clone()
+    }
+
     /// `Err(skip)` when there are no processes to judge.
     pub fn require_process(&self) -> Result<(), Finding> {
         if self.in_process {
@@ -204,7 +236,7 @@ impl Ctx {
         expect: Expect,
         step: &str,
     ) -> PluginCall<CreateResponse> {
-        let solo = self.calls.enter();
+        let solo = self.calls.enter(&self.shared.in_flight);
         let before = solo
             .started_alone
             .then(|| listing(Path::new(&req.volumes_dir)));
@@ -218,8 +250,9 @@ impl Ctx {
             }
             _ => None,
         };
+        let in_flight = solo.run_in_flight;
         drop(solo);
-        self.log(&call, alone, residue);
+        self.log(&call, in_flight, residue);
         self.account(step, expect, &call);
         if let Ok(resp) = &call.result {
             lock(&self.calls.live).insert(req.volume_id.clone(), (req.clone(), resp.path.clone()));
@@ -248,11 +281,11 @@ impl Ctx {
         expect: Expect,
         step: &str,
     ) -> PluginCall<()> {
-        let solo = self.calls.enter();
+        let solo = self.calls.enter(&self.shared.in_flight);
         let call = self.plugin.delete(req).await;
-        let alone = solo.alone();
+        let in_flight = solo.run_in_flight;
         drop(solo);
-        self.log(&call, alone, None);
+        self.log(&call, in_flight, None);
         self.account(step, expect, &call);
         if call.ok() {
             lock(&self.calls.live).remove(&req.volume_id);
@@ -265,11 +298,11 @@ impl Ctx {
 
     /// Fingerprints once more (the probe is [`fingerprint_probe`](Self::fingerprint_probe)).
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
-        let solo = self.calls.enter();
+        let solo = self.calls.enter(&self.shared.in_flight);
         let call = self.plugin.fingerprint().await;
-        let alone = solo.alone();
+        let in_flight = solo.run_in_flight;
         drop(solo);
-        self.log(&call, alone, None);
+        self.log(&call, in_flight, None);
         self.account(step, expect, &call);
         call
     }
@@ -324,13 +357,15 @@ impl Ctx {
             .note(step, call.operation.as_str(), expect, error);
     }
 
-    fn log<T>(&self, call: &PluginCall<T>, alone: bool, residue: Option<Vec<String>>) {
+    /// Logs a call; `in_flight`: the run's calls in flight when it started.
+    fn log<T>(&self, call: &PluginCall<T>, in_flight: usize, residue: Option<Vec<String>>) {
         self.shared.log.push(LoggedCall {
             check: self.spec.id,
             op: call.operation,
             duration: call.duration,
             limit: self.shared.settings.timeouts().limit(call.operation),
-            alone,
+            phase: self.phase,
+            in_flight,
             plugin_failed: !call.exited_zero(),
             run: call.run.clone().map(Arc::new),
             residue,
@@ -447,7 +482,7 @@ impl Ctx {
 
     /// Logs, for the run-wide checks, the raw calls recorded since the
     /// recorder held `start` calls (calls the manager made on our behalf).
-    pub fn log_runs_from(&self, start: usize, alone: bool) {
+    pub fn log_runs_from(&self, start: usize) {
         let timeouts = self.shared.settings.timeouts();
         for run in self.recorder.runs().into_iter().skip(start) {
             let Ok(op) = run.operation.parse::<Operation>() else {
@@ -458,10 +493,12 @@ impl Ctx {
                 op,
                 duration: run.duration(),
                 limit: timeouts.limit(op),
-                alone,
                 plugin_failed: !run.succeeded(),
                 residue: None,
                 run: Some(Arc::new(run)),
+                phase: self.phase,
+                // Calls the manager made; not counted as they ran.
+                in_flight: 0,
             });
         }
     }
@@ -502,9 +539,26 @@ pub(crate) struct Variant<'a> {
     plugin: Arc<dyn HostVolumePlugin>,
 }
 
+/// A call of the run under way that is not logged (it still counts as in flight).
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(counter: &'a AtomicUsize) -> InFlight<'a> {
+        counter.fetch_add(1, Ordering::SeqCst);
+        InFlight(counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl Variant<'_> {
     /// Fingerprints.
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
+        let _in_flight = InFlight::enter(&self.ctx.shared.in_flight);
         let call = self.plugin.fingerprint().await;
         self.ctx.account(step, expect, &call);
         call
@@ -518,6 +572,7 @@ impl Variant<'_> {
         step: &str,
     ) -> PluginCall<CreateResponse> {
         self.ctx.shared.live.creating(req);
+        let _in_flight = InFlight::enter(&self.ctx.shared.in_flight);
         let call = self.plugin.create(req).await;
         self.ctx.account(step, expect, &call);
         if let Ok(resp) = &call.result {
@@ -531,6 +586,7 @@ impl Variant<'_> {
 
     /// Deletes.
     pub async fn delete(&self, req: &DeleteRequest, expect: Expect, step: &str) -> PluginCall<()> {
+        let _in_flight = InFlight::enter(&self.ctx.shared.in_flight);
         let call = self.plugin.delete(req).await;
         self.ctx.account(step, expect, &call);
         if call.ok() {

@@ -15,6 +15,7 @@ mod calls;
 mod probes;
 mod sandbox;
 mod steps;
+mod timing;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,7 @@ pub(crate) use calls::{CallLog, Expect, LoggedCall, RunLog, Variant};
 pub(crate) use probes::Probes;
 pub(crate) use sandbox::{Sandbox, canary_intact, listing};
 pub(crate) use steps::plant_in_volume;
+pub(crate) use timing::{Phase, overran};
 
 use super::catalogue::CheckSpec;
 use crate::contract::{CreateRequest, Parameters};
@@ -104,6 +106,10 @@ pub(crate) struct Shared {
     pub node_id: String,
     pub probes: Probes,
     pub log: CallLog,
+    /// Plugin calls of the run under way right now.
+    in_flight: std::sync::atomic::AtomicUsize,
+    /// The timing phase, run once after the parallel checks.
+    timing: tokio::sync::OnceCell<()>,
     /// How many volumes were named after the fixture's name so far.
     names: std::sync::atomic::AtomicUsize,
     /// Every plugin call of the run runs under it: an interrupt cancels it.
@@ -124,6 +130,8 @@ impl Shared {
             names: std::sync::atomic::AtomicUsize::new(0),
             live: super::teardown::LiveVolumes::new(supervisor.clone()),
             supervisor,
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            timing: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -137,6 +145,13 @@ impl Shared {
             0 => base.to_string(),
             n => format!("{base}-{n}"),
         }
+    }
+
+    /// Runs the timing phase ([`timing`]) once; call when every parallel
+    /// check has finished.
+    pub async fn timing_phase(self: &Arc<Self>) {
+        let shared = self.clone();
+        self.timing.get_or_init(|| timing::run(shared)).await;
     }
 }
 
@@ -155,6 +170,8 @@ pub(crate) struct Ctx {
     plugin: Arc<dyn HostVolumePlugin>,
     /// Every call made, with what was expected of it.
     calls: calls::Ledger,
+    /// When its calls are made (for the timing checks).
+    phase: Phase,
     /// Probe calls a check's verdict rests on, shown as its evidence.
     cited: Mutex<Vec<PluginRun>>,
     /// Canary files this check wrote: [`cleanup`](Ctx::cleanup) removes them.
@@ -185,6 +202,7 @@ impl Ctx {
             recorder,
             plugin,
             calls: calls::Ledger::default(),
+            phase: Phase::Parallel,
             cited: Mutex::new(Vec::new()),
             planted: Mutex::new(Vec::new()),
         })

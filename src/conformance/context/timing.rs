@@ -1,0 +1,117 @@
+//! The timing phase: after the parallel checks, with no other call of the run
+//! in flight, a few calls of each operation the run exercised, one at a time.
+//! They are also the confirming re-run, alone, of any operation that overran
+//! under the run's own load (every operation that overran was exercised). The
+//! deadline and margin checks judge these calls; calls of the parallel phase
+//! are evidence only. A fixed number of calls (fewer only when one overruns,
+//! which repeats) keeps the report the same from run to run.
+
+use std::sync::Arc;
+
+use super::probes::probe_ctx;
+use super::{Expect, LoggedCall, Shared};
+use crate::contract::{DeleteRequest, Operation};
+
+/// When a call was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// By a check, while other checks ran.
+    Parallel,
+    /// In the timing phase, alone.
+    Timing,
+}
+
+impl Phase {
+    /// Made with no other call of the run in flight.
+    pub fn alone(self) -> bool {
+        self != Phase::Parallel
+    }
+}
+
+/// How many calls of each operation the timing phase makes.
+pub(crate) const TIMING_CALLS: usize = 3;
+
+/// Whether a call ran past its limit (or was killed for it).
+pub(crate) fn overran(call: &LoggedCall) -> bool {
+    call.duration > call.limit || call.run.as_ref().is_some_and(|r| r.timed_out())
+}
+
+/// Runs the timing phase once every parallel check has finished.
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let log = shared.log.calls();
+    let exercised = |op: Operation| log.iter().any(|c| c.op == op);
+    let mut ctx = probe_ctx(shared.clone(), "timing.margin");
+    ctx.phase = Phase::Timing;
+    for op in Operation::ALL.into_iter().filter(|op| exercised(*op)) {
+        for _ in 0..TIMING_CALLS {
+            if overran(&one_call(&ctx, op).await) {
+                // Confirmed alone: more calls would only wait as long again.
+                break;
+            }
+        }
+    }
+    // Its volumes are left to the run's teardown, which deletes every live
+    // volume at once: here a plugin whose deletes hang would cost one more limit.
+}
+
+/// One call of `op`, alone; returns its log entry. A delete deletes a volume
+/// created for it (that create is logged too), or, when create does not
+/// work, one that was never created.
+async fn one_call(ctx: &super::Ctx, op: Operation) -> LoggedCall {
+    let step = format!("{op} in the timing phase");
+    // Either: this phase measures time; whether the calls work is judged by
+    // the checks of each operation.
+    match op {
+        Operation::Fingerprint => {
+            ctx.fingerprint(Expect::Either, &step).await;
+        }
+        Operation::Create => {
+            // Its volume is deleted by the clean-up at the end, unlogged: a
+            // run that made no delete gets none judged.
+            let req = ctx.request();
+            ctx.create(&req, Expect::Either, &step).await;
+        }
+        Operation::Delete => {
+            let req = ctx.request();
+            let created = match last_create_overran(ctx) {
+                true => None,
+                false => ctx.create(&req, Expect::Either, &step).await.result.ok(),
+            };
+            let path = created.map(|r| r.path).unwrap_or_else(|| {
+                std::path::Path::new(&req.volumes_dir)
+                    .join(&req.volume_id)
+                    .to_string_lossy()
+                    .into_owned()
+            });
+            ctx.delete_raw(
+                &DeleteRequest::for_created(&req, &path),
+                Expect::Either,
+                &step,
+            )
+            .await;
+        }
+    }
+    last_of(ctx, op)
+}
+
+/// Whether this phase's creates hang: then deletes are timed on volumes that
+/// were never created, rather than waiting for another create.
+fn last_create_overran(ctx: &super::Ctx) -> bool {
+    ctx.shared
+        .log
+        .calls()
+        .iter()
+        .rev()
+        .find(|c| c.op == Operation::Create && c.phase.alone())
+        .is_some_and(overran)
+}
+
+fn last_of(ctx: &super::Ctx, op: Operation) -> LoggedCall {
+    ctx.shared
+        .log
+        .calls()
+        .into_iter()
+        .rev()
+        .find(|c| c.op == op && c.check == ctx.spec.id && c.phase == ctx.phase)
+        .expect("the call was just logged")
+}
