@@ -473,3 +473,25 @@ fn a_hanging_plugin_gets_slow_lines_naming_the_operation() {
     let quick = dhv(&["check", "mkdir", "--exact", "create.succeeds"]);
     assert!(!quick.stdout.contains("SLOW"), "{}", quick.stdout);
 }
+
+/// Calls the crash checks kill on purpose are labelled so, not "timed out".
+#[test]
+fn deliberate_kills_are_not_timeouts() {
+    let out = dhv(&[
+        "check",
+        &sample("crash-unsafe"),
+        "--exact",
+        "lifecycle.crash-create",
+    ]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let killed: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("(signal 9"))
+        .collect();
+    assert!(!killed.is_empty(), "{}", out.stdout);
+    for line in killed {
+        assert!(line.contains("killed by the check at "), "{line}");
+        assert!(!line.contains("timed out"), "{line}");
+    }
+}

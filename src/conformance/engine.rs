@@ -208,7 +208,15 @@ impl RunState {
                 self.harness_error(format!("the check panicked: {what}"))
             }
         };
-        let result = to_result(spec, finding, start.elapsed(), &runs, &self.in_flight());
+        let limits = self.shared.settings.timeouts();
+        let result = to_result(
+            spec,
+            finding,
+            start.elapsed(),
+            &runs,
+            &self.in_flight(),
+            &limits,
+        );
         self.progress.send(super::ProgressEvent::Finished(&result));
         self.calls
             .lock()
@@ -343,6 +351,7 @@ fn to_result(
     elapsed: std::time::Duration,
     runs: &[crate::plugin::PluginRun],
     in_flight: &std::collections::HashMap<Instant, usize>,
+    limits: &crate::plugin::Timeouts,
 ) -> CheckResult {
     let (status, message) = match finding {
         Finding::Pass(m) => (Status::Pass, m),
@@ -359,7 +368,7 @@ fn to_result(
         status,
         message,
         duration_ms: elapsed.as_millis() as u64,
-        invocations: evidence::invocations(runs, status, in_flight),
+        invocations: evidence::invocations(runs, status, in_flight, limits),
     }
 }
 

@@ -7,8 +7,8 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 
 use super::context::Shared;
-use crate::plugin::PluginRun;
 use crate::plugin::PluginSource;
+use crate::plugin::{PluginRun, Timeouts};
 use crate::report::{self, Invocation, PluginInfo, Status};
 
 /// How many calls a check's report keeps (the failing ones first).
@@ -69,10 +69,13 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The calls behind a verdict, failing ones first when the check did not pass;
 /// `in_flight` tells how many calls of the run were in flight when each started.
+/// `limits` are the run's own time limits: a call that ran under a shorter one
+/// was killed on purpose (the crash checks), not timed out.
 pub(crate) fn invocations(
     runs: &[PluginRun],
     status: Status,
     in_flight: &HashMap<Instant, usize>,
+    limits: &Timeouts,
 ) -> Vec<Invocation> {
     let mut order: Vec<&PluginRun> = runs.iter().collect();
     if matches!(status, Status::Fail | Status::Warn) {
@@ -81,11 +84,18 @@ pub(crate) fn invocations(
     order
         .into_iter()
         .take(MAX_INVOCATIONS)
-        .map(|run| Invocation {
-            in_flight: in_flight
-                .get(&run.started_at)
-                .map(|&n| u32::try_from(n).unwrap_or(u32::MAX)),
-            ..invocation(run)
+        .map(|run| {
+            let mut inv = Invocation {
+                in_flight: in_flight
+                    .get(&run.started_at)
+                    .map(|&n| u32::try_from(n).unwrap_or(u32::MAX)),
+                ..invocation(run)
+            };
+            if inv.timed_out && run.timeout < limits.for_operation(&run.operation) {
+                inv.timed_out = false;
+                inv.killed_by_check_ms = Some(run.timeout.as_millis() as u64);
+            }
+            inv
         })
         .collect()
 }
@@ -105,6 +115,7 @@ pub(crate) fn invocation(run: &PluginRun) -> Invocation {
         signal,
         duration_ms: run.duration().as_secs_f64() * 1e3,
         timed_out: run.timed_out(),
+        killed_by_check_ms: None,
         leaked: outcome.is_some_and(|o| o.leaked),
         orphans: run.leftovers().iter().map(|l| l.cmdline.clone()).collect(),
         stdout_truncated: outcome.is_some_and(|o| o.stdout_truncated),

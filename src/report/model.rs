@@ -338,6 +338,10 @@ pub struct Invocation {
     pub duration_ms: f64,
     /// Whether the call hit its time limit.
     pub timed_out: bool,
+    /// When a check killed the call on purpose (the crash checks), after how many
+    /// milliseconds; such a call did not time out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub killed_by_check_ms: Option<u64>,
     /// Whether stdout or stderr stayed open after the plugin exited.
     pub leaked: bool,
     /// Command lines of processes the plugin left behind.
@@ -379,6 +383,9 @@ impl Invocation {
         }
         if self.timed_out {
             parts.push("timed out".to_owned());
+        }
+        if let Some(ms) = self.killed_by_check_ms {
+            parts.push(format!("killed by the check at {ms} ms"));
         }
         if self.leaked {
             parts.push("stdio leaked".to_owned());
@@ -629,6 +636,12 @@ mod tests {
             (Some(0), None, false, false, 2, "exit 0, 2 orphan(s)"),
             (None, None, false, false, 0, "did not start"),
         ];
+        let killed = Invocation {
+            signal: Some(9),
+            killed_by_check_ms: Some(40),
+            ..Invocation::default()
+        };
+        assert_eq!(killed.outcome(), "signal 9, killed by the check at 40 ms");
         for (exit_code, signal, timed_out, leaked, orphans, want) in cases {
             let inv = Invocation {
                 exit_code,
