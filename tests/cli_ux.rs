@@ -495,3 +495,31 @@ fn deliberate_kills_are_not_timeouts() {
         assert!(!line.contains("timed out"), "{line}");
     }
 }
+
+/// A response Nomad cannot decode is explained by what the plugin printed, not only
+/// by Go's decoder error.
+#[test]
+fn an_undecodable_response_names_what_the_plugin_printed() {
+    let out = dhv(&[
+        "check",
+        &sample("logs-on-stdout"),
+        "--exact",
+        "create.response",
+    ]);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let block = out
+        .stdout
+        .split("---- create.response (must, fail) ----\n")
+        .nth(1)
+        .unwrap();
+    assert!(
+        block.starts_with(
+            "text before the JSON on stdout — logs belong on stderr (first line: \"volume ready at "
+        ),
+        "{block}"
+    );
+    assert!(
+        block.contains("Nomad's decoder says: invalid character 'v'"),
+        "{block}"
+    );
+}

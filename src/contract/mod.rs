@@ -16,6 +16,7 @@ mod operation;
 mod quote;
 mod response;
 mod scan;
+mod stdout_hint;
 pub mod var;
 
 pub use decode_error::DecodeError;
@@ -34,6 +35,7 @@ pub use response::{
     CreateResponse, FingerprintResponse, decode_create, decode_error, decode_failure_error,
     decode_fingerprint,
 };
+pub use stdout_hint::stdout_hint;
 
 /// The contract version this crate implements: stable since Nomad 1.10.0.
 pub const SPEC_VERSION: &str = "nomad-1.10";

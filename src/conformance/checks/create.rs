@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{CheckResult, shown};
+use super::{CheckResult, hint_prefix, shown};
 use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, plant_in_volume};
 use crate::contract::{self, CreateRequest, Parameters};
 
@@ -67,8 +67,9 @@ pub async fn response(ctx: &Ctx) -> CheckResult {
             resp.path, resp.bytes
         ))),
         Err(e) => Err(Finding::Fail(format!(
-            "expected stdout to be one JSON object with a string `path` and an integer `bytes`, \
+            "{}expected stdout to be one JSON object with a string `path` and an integer `bytes`, \
              nothing else; Nomad's decoder says: {e}; stdout: {}",
+            hint_prefix(run.stdout()),
             shown(run.stdout())
         ))),
     }

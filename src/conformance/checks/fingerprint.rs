@@ -1,7 +1,7 @@
 //! `fingerprint.*`: the plugin starts, answers with one JSON object, and names a
 //! version Nomad can parse, every time.
 
-use super::{CheckResult, join_all, shown};
+use super::{CheckResult, hint_prefix, join_all, shown};
 use crate::conformance::context::{Ctx, Expect, Finding};
 use crate::contract;
 use crate::plugin::PluginError;
@@ -54,8 +54,9 @@ pub async fn json(ctx: &Ctx) -> CheckResult {
     match contract::decode_fingerprint(&stdout) {
         Ok(_) => Ok(Finding::Pass("one JSON object on stdout".into())),
         Err(e) => Err(Finding::Fail(format!(
-            "expected stdout to be one JSON object with only white space around it (no log lines); \
+            "{}expected stdout to be one JSON object with only white space around it (no log lines); \
              Nomad's decoder says: {e}; stdout: {}",
+            hint_prefix(&stdout),
             shown(&stdout)
         ))),
     }

@@ -51,6 +51,15 @@ pub(crate) type CheckResult = Result<Finding, Finding>;
 
 /// Text of a plugin's output for a message: trimmed, capped, control characters
 /// escaped, `(empty)` when there is none.
+/// What the plugin printed, diagnosed ("text before the JSON on stdout — logs
+/// belong on stderr (first line: …)"), ready to lead a message; empty when the
+/// shape of the output is not the problem.
+pub(crate) fn hint_prefix(stdout: &[u8]) -> String {
+    crate::contract::stdout_hint(stdout)
+        .map(|hint| format!("{hint}; "))
+        .unwrap_or_default()
+}
+
 pub(crate) fn shown(bytes: &[u8]) -> String {
     const CAP: usize = 300;
     let text = String::from_utf8_lossy(bytes);
