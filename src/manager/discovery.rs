@@ -169,38 +169,7 @@ pub async fn scan(
     let mut limits: HashMap<String, Duration> = HashMap::new();
 
     if let Some(dir) = plugin_dir {
-        let owned = dir.to_path_buf();
-        let names = tokio::task::spawn_blocking(move || candidates(&owned))
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
-        for name in names {
-            let Ok(id) = name.clone().into_string() else {
-                let id = name.to_string_lossy().into_owned();
-                discovery
-                    .left_out
-                    .insert(id, left_out_because("the file name is not valid UTF-8"));
-                continue;
-            };
-            if id == MKDIR_ID {
-                let why = format!(
-                    "shadowed by the built-in {} plugin",
-                    crate::plugin::go_quote(MKDIR_ID)
-                );
-                discovery.left_out.insert(id, left_out_because(&why));
-                continue;
-            }
-            // Looked up like any later call, so an entry that escapes the dir
-            // is refused here too.
-            match ExternalPlugin::lookup(dir, &id) {
-                Ok(plugin) => {
-                    limits.insert(id.clone(), timeouts.fingerprint);
-                    probes.insert(id, Arc::new(plugin.with_timeouts(timeouts)));
-                }
-                Err(e) => {
-                    discovery.left_out.insert(id, left_out(e, None));
-                }
-            }
-        }
+        dir_probes(dir, timeouts, &mut discovery, &mut probes, &mut limits).await?;
     }
     for plugin in overrides {
         discovery.left_out.remove(plugin.id());
@@ -243,6 +212,63 @@ pub async fn scan(
         }
     }
     Ok(discovery)
+}
+
+/// Adds a fingerprint probe for every plugin entry of `dir` (looked up like
+/// any later call, so an entry that escapes the dir is refused here too), and
+/// says why the other entries are left out.
+async fn dir_probes(
+    dir: &Path,
+    timeouts: Timeouts,
+    discovery: &mut Discovery,
+    probes: &mut BTreeMap<String, Arc<dyn HostVolumePlugin>>,
+    limits: &mut HashMap<String, Duration>,
+) -> Result<(), DiscoveryError> {
+    // The listing and every lookup (stat, realpath) block: off the async
+    // workers, with the lookups done for the UTF-8 names up front.
+    let owned = dir.to_path_buf();
+    let found = tokio::task::spawn_blocking(move || {
+        candidates(&owned).map(|names| {
+            names
+                .into_iter()
+                .map(|name| {
+                    let lookup = name
+                        .to_str()
+                        .filter(|id| *id != MKDIR_ID)
+                        .map(|id| ExternalPlugin::lookup(&owned, id));
+                    (name, lookup)
+                })
+                .collect::<Vec<_>>()
+        })
+    })
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
+    for (name, lookup) in found {
+        let Ok(id) = name.clone().into_string() else {
+            let id = name.to_string_lossy().into_owned();
+            discovery
+                .left_out
+                .insert(id, left_out_because("the file name is not valid UTF-8"));
+            continue;
+        };
+        match lookup {
+            None => {
+                let why = format!(
+                    "shadowed by the built-in {} plugin",
+                    crate::plugin::go_quote(MKDIR_ID)
+                );
+                discovery.left_out.insert(id, left_out_because(&why));
+            }
+            Some(Ok(plugin)) => {
+                limits.insert(id.clone(), timeouts.fingerprint);
+                probes.insert(id, Arc::new(plugin.with_timeouts(timeouts)));
+            }
+            Some(Err(e)) => {
+                discovery.left_out.insert(id, left_out(e, None));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn left_out_because(reason: &str) -> LeftOut {
