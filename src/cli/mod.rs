@@ -10,6 +10,7 @@ mod plugins;
 mod progress;
 mod report;
 mod run;
+mod selection;
 mod signals;
 mod volume;
 
