@@ -202,6 +202,7 @@ fn a_closed_stdout_is_no_panic() {
         &["check", "--list"][..],
         &["explain", "--all"],
         &["check", "mkdir", "fingerprint."],
+        &["check", "mkdir", "fingerprint.", "--json", "-"],
     ] {
         let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("dhv-conform"))
             .args(args)

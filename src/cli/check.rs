@@ -321,7 +321,7 @@ fn source_of(e: &dyn std::error::Error) -> String {
 /// regular files atomically, devices, FIFOs and `/dev/stdout` in place.
 fn write_output(dest: &str, text: &str) -> Result<(), CliError> {
     if dest == "-" {
-        print!("{text}");
+        super::print_stdout(text);
         return Ok(());
     }
     crate::safe_fs::write_file(
