@@ -95,7 +95,7 @@ pub fn parse_json(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
 /// once per level of nesting, and nesting hides where a bracket count does
 /// not look (`${[[[…]]]}` inside a string, `!!!…true`, `1 + 1 + …`). So the
 /// text is bounded in size, the parse runs on a thread of its own with a
-/// generous stack ([`HCL_STACK`], enough for the largest text allowed), and
+/// generous stack (`HCL_STACK`, enough for the largest text allowed), and
 /// the depth of what was parsed is bounded afterwards: any fixture gives a
 /// spec or one clear error, never a crash.
 pub fn parse_hcl(path: &Path, text: &str) -> Result<Fixture, FixtureError> {

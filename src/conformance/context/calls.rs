@@ -236,6 +236,7 @@ impl Ctx {
         expect: Expect,
         step: &str,
     ) -> PluginCall<CreateResponse> {
+        let _gate = self.shared.gate.read().await;
         let solo = self.calls.enter(&self.shared.in_flight);
         let before = solo
             .started_alone
@@ -281,6 +282,7 @@ impl Ctx {
         expect: Expect,
         step: &str,
     ) -> PluginCall<()> {
+        let _gate = self.shared.gate.read().await;
         let solo = self.calls.enter(&self.shared.in_flight);
         let call = self.plugin.delete(req).await;
         let in_flight = solo.run_in_flight;
@@ -298,6 +300,7 @@ impl Ctx {
 
     /// Fingerprints once more (the probe is [`fingerprint_probe`](Self::fingerprint_probe)).
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
+        let _gate = self.shared.gate.read().await;
         let solo = self.calls.enter(&self.shared.in_flight);
         let call = self.plugin.fingerprint().await;
         let in_flight = solo.run_in_flight;
@@ -417,6 +420,7 @@ impl Ctx {
         Variant {
             ctx: self,
             plugin: self.shared.settings.target.open(&opts),
+            alone: false,
         }
     }
 
@@ -537,6 +541,15 @@ impl Ctx {
 pub(crate) struct Variant<'a> {
     ctx: &'a Ctx,
     plugin: Arc<dyn HostVolumePlugin>,
+    /// Its calls wait until no other call of the run is in flight, and hold
+    /// new ones back until they end.
+    alone: bool,
+}
+
+/// The run's gate, held for one call (only for its drop: the guards are never read).
+enum Gate<'a> {
+    Shared(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'a, ()>),
+    Alone(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'a, ()>),
 }
 
 /// A call of the run under way that is not logged (it still counts as in flight).
@@ -555,9 +568,29 @@ impl Drop for InFlight<'_> {
     }
 }
 
-impl Variant<'_> {
+impl<'a> Variant<'a> {
+    /// The same, making its calls alone: a re-run that tells a call that
+    /// timed out under the run's own load from one that hangs.
+    pub fn alone(&self) -> Variant<'a> {
+        Variant {
+            ctx: self.ctx,
+            plugin: self.plugin.clone(),
+            alone: true,
+        }
+    }
+
+    /// Holds the run's gate for one call: shared, or exclusive when alone.
+    async fn gate(&self) -> Gate<'_> {
+        if self.alone {
+            Gate::Alone(self.ctx.shared.gate.write().await)
+        } else {
+            Gate::Shared(self.ctx.shared.gate.read().await)
+        }
+    }
+
     /// Fingerprints.
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
+        let _gate = self.gate().await;
         let _in_flight = InFlight::enter(&self.ctx.shared.in_flight);
         let call = self.plugin.fingerprint().await;
         self.ctx.account(step, expect, &call);
@@ -572,6 +605,7 @@ impl Variant<'_> {
         step: &str,
     ) -> PluginCall<CreateResponse> {
         self.ctx.shared.live.creating(req);
+        let _gate = self.gate().await;
         let _in_flight = InFlight::enter(&self.ctx.shared.in_flight);
         let call = self.plugin.create(req).await;
         self.ctx.account(step, expect, &call);
@@ -586,6 +620,7 @@ impl Variant<'_> {
 
     /// Deletes.
     pub async fn delete(&self, req: &DeleteRequest, expect: Expect, step: &str) -> PluginCall<()> {
+        let _gate = self.gate().await;
         let _in_flight = InFlight::enter(&self.ctx.shared.in_flight);
         let call = self.plugin.delete(req).await;
         self.ctx.account(step, expect, &call);

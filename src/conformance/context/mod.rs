@@ -110,6 +110,9 @@ pub(crate) struct Shared {
     in_flight: std::sync::atomic::AtomicUsize,
     /// The timing phase, run once after the parallel checks.
     timing: tokio::sync::OnceCell<()>,
+    /// Every call of a check holds it shared; a re-run alone holds it
+    /// exclusively (it waits for the calls in flight, and new ones wait for it).
+    gate: tokio::sync::RwLock<()>,
     /// How many volumes were named after the fixture's name so far.
     names: std::sync::atomic::AtomicUsize,
     /// Every plugin call of the run runs under it: an interrupt cancels it.
@@ -132,6 +135,7 @@ impl Shared {
             supervisor,
             in_flight: std::sync::atomic::AtomicUsize::new(0),
             timing: tokio::sync::OnceCell::new(),
+            gate: tokio::sync::RwLock::new(()),
         }
     }
 
