@@ -183,6 +183,7 @@ pub fn run_suite(
     }
     let mut outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
     outcome.teardown = super::teardown::finish(rt, &state.shared, &signals, opts.keep);
+    outcome.report.sandbox = Some(outcome.teardown.outcome());
     Ok(outcome)
 }
 

@@ -271,6 +271,25 @@ pub struct Teardown {
 }
 
 impl Teardown {
+    /// What the report tells of it.
+    pub fn outcome(&self) -> crate::report::SandboxOutcome {
+        let mut kept = self.mounts_left.clone();
+        kept.extend(
+            self.kept
+                .iter()
+                .map(|k| format!("mount point {k} (not crossed)")),
+        );
+        kept.extend(self.errors.iter().cloned());
+        if self.kept_on_request {
+            kept.push(format!("{} (--keep)", self.temp_dir.display()));
+        }
+        crate::report::SandboxOutcome {
+            removed: self.removed,
+            mounts_left: self.mounts_found.clone(),
+            kept,
+        }
+    }
+
     /// One line for the terminal: what was done and whether the temp dir is gone.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();

@@ -20,6 +20,7 @@ mod model;
 mod redact;
 #[cfg(test)]
 mod sample;
+mod sandbox;
 mod snapshot;
 
 pub use commands::{
@@ -37,4 +38,5 @@ pub use model::{
     Verdict, VersionInfo, excerpt,
 };
 pub use redact::Redactions;
+pub use sandbox::SandboxOutcome;
 pub use snapshot::{SnapshotError, SnapshotOutcome, bless, compare, diff, normalise};

@@ -150,6 +150,10 @@ pub struct Report {
     pub timing: Vec<TimingProfile>,
     /// Counts and verdict, derived from `checks`.
     pub summary: Summary,
+    /// What the end of the run did with its temp dir; `None` in reports written
+    /// before the field existed.
+    #[serde(default)]
+    pub sandbox: Option<super::SandboxOutcome>,
 }
 
 impl Report {
@@ -168,6 +172,7 @@ impl Report {
             tool: ToolInfo::current(),
             spec: spec.into(),
             node: None,
+            sandbox: None,
             started_at: None,
             duration_ms: None,
             conditions: None,

@@ -102,6 +102,7 @@ pub(crate) fn report(strict: bool) -> Report {
             name: "client-1".to_owned(),
         }),
         started_at: Some("2026-12-01T13:05:09Z".to_owned()),
+        sandbox: None,
         duration_ms: Some(2_345),
         conditions: Some(RunConditions {
             cores: 2,
