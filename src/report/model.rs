@@ -151,8 +151,8 @@ pub struct Report {
     /// Counts and verdict, derived from `checks`.
     pub summary: Summary,
     /// What the end of the run did with its temp dir; `None` in reports written
-    /// before the field existed.
-    #[serde(default)]
+    /// before the field existed (and then left out of the JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<super::SandboxOutcome>,
 }
 
