@@ -131,6 +131,9 @@ pub fn run_suite(
     rt: &tokio::runtime::Runtime,
     opts: SuiteOptions,
 ) -> Result<SuiteOutcome, EngineError> {
+    // Listening before the temp dir exists: a signal from now on ends in
+    // the teardown, never in a dir left behind.
+    let signals = super::teardown::Signals::install(rt);
     let root = super::teardown::make_root().map_err(EngineError::TempDir)?;
     let chosen: Vec<&'static CheckSpec> = CATALOGUE
         .iter()
@@ -150,7 +153,7 @@ pub fn run_suite(
         load_start: evidence::load_average(),
         progress: opts.progress.clone(),
     };
-    let signals = super::teardown::Signals::install(rt, state.shared.supervisor.clone());
+    signals.watch(&state.shared.supervisor);
     opts.progress
         .send(super::ProgressEvent::Run(super::InFlight::new(
             state.shared.supervisor.clone(),

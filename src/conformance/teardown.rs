@@ -149,6 +149,8 @@ struct Received {
     hurry: AtomicBool,
     /// The supervisor of the teardown's deletes, once they run.
     teardown: Mutex<Option<Supervisor>>,
+    /// The run's supervisor, once the run has one.
+    run: Mutex<Option<Supervisor>>,
 }
 
 /// Listens for SIGINT, SIGTERM and SIGHUP while a run is live.
@@ -158,9 +160,11 @@ pub(crate) struct Signals {
 }
 
 impl Signals {
-    /// Starts listening; the first signal cancels `run` (its plugin calls are
-    /// killed, none starts any more), a second one the teardown's deletes.
-    pub fn install(rt: &tokio::runtime::Runtime, run: Supervisor) -> Signals {
+    /// Starts listening, before the run makes anything to clean up; the first
+    /// signal cancels the run's supervisor once it has one ([`watch`](Self::watch):
+    /// its plugin calls are killed, none starts any more), a second one the
+    /// teardown's deletes.
+    pub fn install(rt: &tokio::runtime::Runtime) -> Signals {
         use tokio::signal::unix::{SignalKind, signal};
         let received = Arc::new(Received::default());
         let kinds = [
@@ -195,7 +199,9 @@ impl Signals {
                     .compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst)
                     .is_ok()
                 {
-                    run.cancel();
+                    if let Some(run) = lock(&state.run).as_ref() {
+                        run.cancel();
+                    }
                 } else {
                     state.hurry.store(true, Ordering::SeqCst);
                     if let Some(t) = lock(&state.teardown).as_ref() {
@@ -207,6 +213,15 @@ impl Signals {
         Signals {
             received,
             listener: Some(listener),
+        }
+    }
+
+    /// Makes `run` the supervisor the first signal cancels (at once, if it
+    /// already came).
+    pub fn watch(&self, run: &Supervisor) {
+        *lock(&self.received.run) = Some(run.clone());
+        if self.received().is_some() {
+            run.cancel();
         }
     }
 
