@@ -432,3 +432,55 @@ fn the_plugin_starts_with_no_signal_ignored_or_blocked() {
         "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"
     );
 }
+
+#[test]
+fn each_call_runs_in_a_cgroup_of_its_own_where_the_machine_allows() {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(rel) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
+        println!("skipped: no cgroup2 hierarchy here; the subreaper alone finds escaped daemons");
+        return;
+    };
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mount = mountinfo.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        right
+            .starts_with("cgroup2 ")
+            .then(|| left.split(' ').nth(4))?
+    });
+    let probe = mount.map(|m| {
+        std::path::Path::new(m)
+            .join(rel.trim_start_matches('/'))
+            .join(format!("dhv-test-probe-{}", std::process::id()))
+    });
+    let writable = probe
+        .as_ref()
+        .is_some_and(|p| std::fs::create_dir(p).is_ok());
+    if let Some(p) = &probe {
+        let _ = std::fs::remove_dir(p);
+    }
+    if !writable {
+        println!(
+            "skipped: our cgroup is not writable here; the subreaper alone finds escaped daemons"
+        );
+        return;
+    }
+    let s = Scratch::new();
+    let p = s.plugin("p", "#!/bin/sh\nexec cat /proc/self/cgroup\n");
+    let cgroup_of = |out: &dhv_conform::exec::Outcome| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("0::").map(str::to_owned))
+            .unwrap()
+    };
+    let (first, second) = rt().block_on(async {
+        let a = Invocation::new(&p).run().await.unwrap();
+        let b = Invocation::new(&p).run().await.unwrap();
+        (cgroup_of(&a), cgroup_of(&b))
+    });
+    let mine = format!("dhv-conform-{}-", std::process::id());
+    assert!(
+        first.contains(&mine) && second.contains(&mine),
+        "{first} {second}"
+    );
+    assert_ne!(first, second);
+}

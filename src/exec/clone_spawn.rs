@@ -6,10 +6,13 @@
 //! between cgroups waits for an RCU grace period (half a millisecond and more
 //! per call); a process born in the cgroup costs neither.
 //!
-//! The clone has `fork` semantics (a copy-on-write copy of our memory), with
+//! The clone shares our memory (`CLONE_VM`), like `posix_spawn`'s, with
 //! `CLONE_VFORK` so that we resume only once the child has executed the plugin
-//! or failed. The child makes async-signal-safe system calls only, and
-//! reports a failure's errno through a close-on-exec pipe.
+//! or failed; the child runs on a stack of its own, makes async-signal-safe
+//! system calls only, and leaves a failure's errno where we read it. On other
+//! architectures than x86-64 there is no cgroup per call (the assembly that
+//! starts the child on its stack is x86-64's): `posix_spawn` and the
+//! subreaper do the work.
 
 use std::ffi::CString;
 use std::io::Error;
@@ -121,71 +124,38 @@ pub(crate) fn clone_spawn(
     fds: ChildFds,
 ) -> Result<i32, CloneFailure> {
     let reset = non_default_signals();
-    let mut report = [0 as libc::c_int; 2];
-    // SAFETY: a valid two-element array for pipe2 to fill.
-    if unsafe { libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(CloneFailure::Child(Error::last_os_error()));
-    }
-    // SAFETY: pipe2 just returned these two fresh descriptors.
-    let (report_r, report_w) = unsafe {
-        (
-            OwnedFd::from_raw_fd(report[0]),
-            OwnedFd::from_raw_fd(report[1]),
-        )
-    };
-    let args = CloneArgs {
-        flags: CLONE_INTO_CGROUP | libc::CLONE_VFORK as u64,
-        exit_signal: libc::SIGCHLD as u64,
-        cgroup: fds.cgroup as u64,
-        ..CloneArgs::default()
-    };
-    let child = Child {
+    let mut child = Child {
         path: path.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd: cwd.map_or(std::ptr::null(), |c| c.as_ptr()),
         fds,
         reset: &reset,
-        report: report_w.as_raw_fd(),
+        errno: 0,
     };
     // SAFETY: every signal is blocked around the clone, so no handler of ours
-    // runs in the child before it resets them. The child runs `Child::exec`
-    // on its copy of our memory and never returns from it.
-    let pid = unsafe {
+    // runs in the child before it resets them; `clone_into_cgroup` returns
+    // only in the parent, once the child has executed or exited.
+    let (pid, errno) = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::syscall(
-            libc::SYS_clone3,
-            &args as *const CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
-        );
-        if pid == 0 {
-            child.exec();
-        }
-        let clone_error = Error::last_os_error();
+        let pid = clone_into_cgroup(&mut child);
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(CloneFailure::Clone(clone_error));
-        }
-        pid as i32
+        (pid, std::ptr::read_volatile(&child.errno))
     };
-    drop(report_w);
-    let mut errno = [0u8; 4];
-    // The child has executed (the pipe closed with it) or failed (it wrote
-    // its errno, then exited): either way the read does not wait.
-    let n = nix::unistd::read(&report_r, &mut errno).unwrap_or(0);
-    if n == errno.len() {
+    let pid = pid.map_err(CloneFailure::Clone)?;
+    if errno != 0 {
         super::spawn::reap_blocking(pid);
-        let errno = i32::from_ne_bytes(errno);
         return Err(CloneFailure::Child(Error::from_raw_os_error(errno)));
     }
     Ok(pid)
 }
 
-/// What the child needs, prepared by the parent: pointers into its memory,
-/// which the child has a copy of.
+/// What the child needs, prepared by the parent, and where it reports a
+/// failure: it shares our memory until it executes.
+#[repr(C)]
 struct Child<'a> {
     path: *const libc::c_char,
     argv: *const *mut libc::c_char,
@@ -193,20 +163,90 @@ struct Child<'a> {
     cwd: *const libc::c_char,
     fds: ChildFds,
     reset: &'a [libc::c_int],
-    report: libc::c_int,
+    /// Set by the child when a step before or at `execve` failed.
+    errno: libc::c_int,
+}
+
+/// The clone itself, on x86-64: `clone3` with `CLONE_VM | CLONE_VFORK`, as
+/// `posix_spawn` does it (no copy of our memory, which would cost a page-table
+/// copy and a fault on every page we touch afterwards). The child starts on a
+/// stack of its own, so it must not return into this function: the assembly
+/// calls [`child_entry`] on that stack right after the system call.
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone_into_cgroup(child: &mut Child<'_>) -> Result<i32, Error> {
+    const STACK: usize = 64 * 1024;
+    // Never read before the child writes it: no need to zero it.
+    let mut stack: Vec<u8> = Vec::with_capacity(STACK);
+    let args = CloneArgs {
+        flags: CLONE_INTO_CGROUP | (libc::CLONE_VM | libc::CLONE_VFORK) as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: stack.as_mut_ptr() as u64,
+        // The kernel starts the child at stack + stack_size: keep it 16-aligned.
+        stack_size: (STACK as u64) & !15,
+        cgroup: child.fds.cgroup as u64,
+        ..CloneArgs::default()
+    };
+    let ret: i64;
+    // SAFETY: the parent's path is a plain system call (rcx, r11 clobbered);
+    // the child's path never comes back here: it calls `child_entry`, which
+    // executes the program or exits. `stack` outlives the child's use of it
+    // (CLONE_VFORK holds us until then).
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "mov rdi, r12",
+            "call r13",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 => ret,
+            in("rdi") &args as *const CloneArgs,
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") child as *mut Child<'_>,
+            in("r13") child_entry as *const () as usize,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    drop(stack);
+    if ret < 0 {
+        return Err(Error::from_raw_os_error(-ret as i32));
+    }
+    Ok(ret as i32)
+}
+
+/// Elsewhere no cgroup is used: the caller falls back to `posix_spawn` and
+/// the subreaper.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn clone_into_cgroup(_child: &mut Child<'_>) -> Result<i32, Error> {
+    Err(Error::from_raw_os_error(libc::ENOSYS))
+}
+
+/// The child's first and only frame, on its own stack.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+extern "C" fn child_entry(child: *mut Child<'_>) -> ! {
+    // SAFETY: `child` is the parent's Child, alive while the parent waits;
+    // only async-signal-safe system calls follow.
+    unsafe {
+        let errno = (*child).exec();
+        std::ptr::write_volatile(&mut (*child).errno, errno.max(1));
+        libc::_exit(127)
+    }
 }
 
 impl Child<'_> {
-    /// The child's side: async-signal-safe system calls only, then `execve`.
+    /// The child's steps, then `execve`; returns only on failure, with errno.
     ///
     /// # Safety
-    /// Only in the child of the clone, whose pointers all point into its copy
-    /// of the parent's memory.
-    unsafe fn exec(&self) -> ! {
+    /// Only in the child of the clone.
+    unsafe fn exec(&self) -> libc::c_int {
+        let errno = || unsafe { *libc::__errno_location() };
         // SAFETY: raw system calls on values prepared by the parent.
         unsafe {
             if libc::setpgid(0, 0) != 0 {
-                self.fail();
+                return errno();
             }
             for &sig in self.reset {
                 raw_sigaction(sig, Some(&KernelSigaction::default()), None);
@@ -216,26 +256,16 @@ impl Child<'_> {
                 || libc::dup2(f.stdout, 1) < 0
                 || libc::dup2(f.stderr, 2) < 0
             {
-                self.fail();
+                return errno();
             }
             if !self.cwd.is_null() && libc::chdir(self.cwd) != 0 {
-                self.fail();
+                return errno();
             }
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
             libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             libc::execve(self.path, self.argv.cast(), self.envp.cast());
-            self.fail()
-        }
-    }
-
-    /// Reports errno to the parent and exits.
-    unsafe fn fail(&self) -> ! {
-        // SAFETY: errno is this thread's; write and _exit are async-signal-safe.
-        unsafe {
-            let errno = *libc::__errno_location();
-            libc::write(self.report, errno.to_ne_bytes().as_ptr().cast(), 4);
-            libc::_exit(127)
+            errno()
         }
     }
 }
