@@ -204,8 +204,10 @@ fn a_closed_stdout_is_no_panic() {
         &["check", "mkdir", "fingerprint."],
         &["check", "mkdir", "fingerprint.", "--json", "-"],
     ] {
+        let tmp = util::Scratch::new();
         let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("dhv-conform"))
             .args(args)
+            .env("TMPDIR", tmp.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -225,6 +227,8 @@ fn a_closed_stdout_is_no_panic() {
         let status = child.wait().unwrap();
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert_ne!(status.code(), Some(101), "{args:?}: {stderr}");
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{args:?} left {left:?}");
     }
 }
 

@@ -81,6 +81,7 @@ fn run_with_a_zero_timeout_is_exit_2() {
         let out = Command::cargo_bin("dhv-conform")
             .unwrap()
             .args(["run", "mkdir", "fingerprint", "--timeout", zero])
+            .env("TMPDIR", "/nonexistent-dhv-test")
             .assert()
             .code(2);
         let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
@@ -101,6 +102,8 @@ fn plugin_text_cannot_drive_the_terminal() {
         .arg("run")
         .arg(&plugin)
         .arg("fingerprint")
+        .arg("--volumes-dir")
+        .arg(s.path().join("volumes"))
         .assert()
         .code(1);
     let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
