@@ -169,8 +169,8 @@ pub const RULES: &[Rule] = &[
     ),
     rule(
         "delete.no-residue",
-        "Images, lock files and state left by a delete accumulate on the node and are found by no one.",
-        "Remove every file the plugin made for the volume: images, lock and state files, mount points.",
+        "Images, lock files and state left by a delete accumulate on the node and are found by no one; a mount left behind keeps a device busy and exposes whatever it shows to anything that cleans up the volumes dir.",
+        "Unmount the volume (every stacked mount) before removing anything, then remove every file the plugin made for the volume: images, lock and state files, mount points.",
         &["side-file"],
     ),
     rule(
