@@ -318,10 +318,21 @@ impl Teardown {
             parts.push("deletes cut short by a second signal".to_string());
         }
         if !self.mounts_found.is_empty() {
+            // A few on the terminal; the report lists them all.
+            let shown: Vec<&str> = self
+                .mounts_found
+                .iter()
+                .take(3)
+                .map(String::as_str)
+                .collect();
+            let more = match self.mounts_found.len() - shown.len() {
+                0 => String::new(),
+                n => format!(" and {n} more (all in the report)"),
+            };
             parts.push(format!(
-                "{} mount(s) left by the plugin, unmounted by the harness: {}",
+                "{} mount(s) left by the plugin, unmounted by the harness: {}{more}",
                 self.mounts_found.len(),
-                self.mounts_found.join(", ")
+                shown.join(", ")
             ));
         }
         if self.removed {
