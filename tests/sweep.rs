@@ -133,6 +133,14 @@ fn sweep(sample: &str, signal: Option<Signal>) {
         util::mounts_below(area.scratch.path()).is_empty(),
         "{what}: mounts left"
     );
+    if sample == "loop-ext4" {
+        let loops = Command::new("losetup").arg("-a").output().unwrap();
+        let loops = String::from_utf8_lossy(&loops.stdout);
+        assert!(
+            !loops.contains(&needle),
+            "{what}: loop devices left: {loops}"
+        );
+    }
     let left: Vec<_> = fs::read_dir(area.tmp())
         .unwrap()
         .flatten()
