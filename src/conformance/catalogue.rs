@@ -254,7 +254,7 @@ pub const CATALOGUE: &[CheckSpec] = &[
     // failure
     must(
         "failure.clean",
-        "a failed create leaves nothing new in the volumes dir and no process behind",
+        "a failed create (in any check, and one the suite provokes on purpose) leaves nothing new in the volumes dir and no process behind",
         run_wide!(failure_clean),
     ),
     should(

@@ -84,7 +84,11 @@ pub fn failure_clean(log: &RunLog) -> CheckResult {
         .filter(|c| c.op == Operation::Create && c.plugin_failed)
         .collect();
     if failed.is_empty() {
-        return Err(Finding::Skip("no create failed in this run".into()));
+        return Err(Finding::Skip(
+            "no create failed in this run, not even one whose volumes dir cannot exist: the plugin \
+             cannot be made to fail"
+                .into(),
+        ));
     }
     let mut dirty = Vec::new();
     for c in &failed {
@@ -153,10 +157,29 @@ pub fn failure_error_json(log: &RunLog) -> CheckResult {
         })
         .collect();
     if bad.is_empty() {
-        Ok(Finding::Pass(format!(
-            "{} failures, each with an error Nomad can show",
-            failed.len()
-        )))
+        let silent = failed
+            .iter()
+            .filter(|c| {
+                c.run
+                    .as_ref()
+                    .is_some_and(|r| String::from_utf8_lossy(r.stdout()).trim().is_empty())
+            })
+            .count();
+        let explained = failed.len() - silent;
+        Ok(Finding::Pass(match (explained, silent) {
+            (_, 0) => format!(
+                "{explained} failures, each with an {{\"error\"}} message that Nomad shows the user"
+            ),
+            (0, _) => format!(
+                "{silent} failures with nothing on stdout: allowed, but Nomad then shows only the exit \
+                 status (\"exit status 1\"), never why"
+            ),
+            _ => format!(
+                "{} failures: {explained} with an {{\"error\"}} message that Nomad shows the user, \
+                 {silent} with nothing on stdout (Nomad shows only the exit status)",
+                failed.len()
+            ),
+        }))
     } else {
         Err(Finding::Fail(format!(
             "expected a failing create or delete to print {{\"error\": \"<message>\"}} (or nothing) on stdout \

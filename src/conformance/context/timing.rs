@@ -42,16 +42,40 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let exercised = |op: Operation| log.iter().any(|c| c.op == op);
     let mut ctx = probe_ctx(shared.clone(), "timing.margin");
     ctx.phase = Phase::Timing;
+    let mut hangs = Vec::new();
     for op in Operation::ALL.into_iter().filter(|op| exercised(*op)) {
         for _ in 0..TIMING_CALLS {
             if overran(&one_call(&ctx, op).await) {
                 // Confirmed alone: more calls would only wait as long again.
+                hangs.push(op);
                 break;
             }
         }
     }
+    if exercised(Operation::Create) && !hangs.contains(&Operation::Create) {
+        provoke_failure(&ctx).await;
+    }
     // Its volumes are left to the run's teardown, which deletes every live
     // volume at once: here a plugin whose deletes hang would cost one more limit.
+}
+
+/// A create that cannot succeed, so that every plugin's failure path is
+/// judged (`failure.clean`, `failure.error-json`): its volumes dir lies under
+/// a regular file, so no plugin can make it.
+async fn provoke_failure(ctx: &super::Ctx) {
+    let blocker = ctx.sandbox.dir.join("not-a-dir");
+    if std::fs::write(&blocker, "a file where a directory should be\n").is_err() {
+        return;
+    }
+    let req = ctx.request_in(&blocker.join("volumes"));
+    // Either: expected to fail, but a plugin that ignores DHV_VOLUMES_DIR may
+    // not; how it fails is what the failure checks judge.
+    ctx.create(
+        &req,
+        Expect::Either,
+        "create whose volumes dir cannot exist (a failure provoked on purpose)",
+    )
+    .await;
 }
 
 /// One call of `op`, alone; returns its log entry. A delete deletes a volume
