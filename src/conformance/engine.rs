@@ -187,6 +187,14 @@ pub fn run_suite(
     let mut outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
     outcome.teardown = super::teardown::finish(rt, &state.shared, &signals, opts.keep);
     outcome.report.sandbox = Some(outcome.teardown.outcome());
+    if let Some(signal) = signals.received() {
+        // Interrupted while the run was ending: the teardown went on as it
+        // does for every ending, and the exit still says it was interrupted.
+        return Err(EngineError::Interrupted {
+            signal,
+            teardown: Box::new(outcome.teardown),
+        });
+    }
     Ok(outcome)
 }
 
