@@ -116,10 +116,16 @@ fn a_symlink_target_is_written_and_the_link_kept() {
     assert!(md.contains("**conformant**"), "{md}");
 }
 
-/// `--json /dev/stdout` goes to our stdout, wherever that is.
+/// `--json /dev/stdout` goes to our stdout, wherever that is. The path used
+/// is a link of the test's own that is made exactly as `/dev/stdout` is (to
+/// `/proc/self/fd/1`): a regressed writer then replaces that link, never the
+/// machine's `/dev/stdout`.
 #[test]
 fn dev_stdout_is_our_stdout() {
-    let out = check(&["--json".as_ref(), "/dev/stdout".as_ref()]);
+    let dir = util::Scratch::new();
+    let stdout = dir.path().join("stdout");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &stdout).unwrap();
+    let out = check(&["--json".as_ref(), stdout.as_os_str()]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -130,6 +136,13 @@ fn dev_stdout_is_our_stdout() {
     assert!(
         text.contains("\"schema\": \"dhv-conform/report/v1\""),
         "{text}"
+    );
+    assert!(
+        fs::symlink_metadata(&stdout)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link to our stdout was replaced"
     );
 }
 
