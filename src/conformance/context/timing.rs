@@ -55,8 +55,12 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     if exercised(Operation::Create) && !hangs.contains(&Operation::Create) {
         provoke_failure(&ctx).await;
     }
-    // Its volumes are left to the run's teardown, which deletes every live
-    // volume at once: here a plugin whose deletes hang would cost one more limit.
+    // Its volumes are deleted now, during the run; unless deletes hang: then
+    // they are left to the run's teardown, which deletes every live volume at
+    // once (here they would cost one more limit).
+    if !hangs.contains(&Operation::Delete) {
+        ctx.cleanup().await;
+    }
 }
 
 /// A create that cannot succeed, so that every plugin's failure path is
