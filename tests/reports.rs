@@ -137,11 +137,15 @@ struct SampleRun {
 fn run_sample(name: &str, scale: &str) -> SampleRun {
     let plugin = samples_dir().join(name);
     let tmp = util::Scratch::new();
+    // Plugins inherit our working directory, as Nomad's do: a sample that
+    // writes there (writes-cwd) must not write into the repository.
+    let cwd = util::Scratch::new();
     let out = Command::cargo_bin("dhv-conform")
         .unwrap()
         .args(["check", plugin.to_str().unwrap(), "--json", "-", "-q"])
         .args(["--timeout-scale", scale])
         .env("TMPDIR", tmp.path())
+        .current_dir(cwd.path())
         .timeout(Duration::from_secs(300))
         .output()
         .unwrap();
