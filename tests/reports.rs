@@ -13,174 +13,27 @@
 //! Two samples also pin their JUnit XML and Markdown, and the reference plugin pins the
 //! key skeleton of the JSON report (docs/report-schema.md documents it).
 //!
-//! What legitimately changes from run to run is declared once, in [`VARIES`]; nothing
+//! What legitimately changes from run to run is declared once, in `samples::VARIES`; nothing
 //! else is redacted beyond the one normaliser, [`Redactions`].
 
+mod samples;
 mod util;
 
+use samples::{
+    SampleRun, VARIES, header, pinned, redactions, run_sample, samples_dir, snapshot_text, varies,
+};
 use util::loop_devices_unusable;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-use assert_cmd::Command;
 use dhv_conform::conformance::CATALOGUE;
-use dhv_conform::report::{self, Redactions, Report};
-
-/// A part of some samples' reports that differs between runs of the same plugin, and why.
-///
-/// In the snapshot the message of each listed check becomes `[VARIES: <why>]`; with
-/// `status` set the status word becomes `[VARIES]` too. Everything not listed here is
-/// pinned byte for byte, so a new source of nondeterminism fails the snapshot test
-/// instead of hiding in it.
-struct Varies {
-    samples: &'static [&'static str],
-    checks: &'static [&'static str],
-    status: bool,
-    why: &'static str,
-}
-
-/// The run-wide checks whose messages count the run's calls (or report their timings
-/// per operation, with counts).
-const CALL_COUNTS: &[&str] = &[
-    "create.deadline",
-    "delete.deadline",
-    "process.no-orphans",
-    "process.no-stdio-leak",
-    "timing.profile",
-];
-
-/// Every declared source of run-to-run variation (found by running each sample many
-/// times, on an idle and on a loaded machine).
-const VARIES: &[Varies] = &[
-    Varies {
-        samples: &["crash-unsafe", "fails-on-existing-dir"],
-        checks: &["lifecycle.crash-create"],
-        status: false,
-        why: "names the kill point (10%, 50% or 90% of the measured create) that first \
-              exposed the fault; which one does depends on scheduling",
-    },
-    Varies {
-        samples: &["fails-on-missing-dir"],
-        checks: &["lifecycle.crash-delete"],
-        status: true,
-        why: "a kill exposes the fault only when it lands after `rm -r` removed the \
-              directory and before the plugin exited (the sample's `# may:` line)",
-    },
-    Varies {
-        samples: &[
-            "crash-unsafe",
-            "fails-on-existing-dir",
-            "fails-on-missing-dir",
-        ],
-        checks: CALL_COUNTS,
-        status: false,
-        why: "counts the run's calls, and a crash check stops at the first kill point \
-              that exposes the fault, so the count depends on which one did",
-    },
-    Varies {
-        samples: &["leaked-child", "setsid-daemon"],
-        checks: &["process.no-orphans", "process.no-stdio-leak"],
-        status: false,
-        why: "counts the leftover processes and lists the first calls that left one, \
-              in the order checks finished",
-    },
-    Varies {
-        samples: &["racy-concurrency"],
-        checks: &["concurrency.create"],
-        status: false,
-        why: "lists which of the 8 concurrent creates lost the race",
-    },
-    Varies {
-        samples: &["fails-on-existing-dir"],
-        checks: &["concurrency.same-volume"],
-        status: false,
-        why: "lists which of the 4 identical concurrent creates failed: whichever ran \
-              `mkdir` first succeeds",
-    },
-];
+use dhv_conform::report::{self, Report};
 
 /// The samples whose JUnit XML and Markdown are pinned too: the conformant reference
 /// and a plugin that fails on hostile input (its message and reproduce lines carry
 /// `$(...)`, backticks and quotes through both escapers).
 const RENDERED: &[&str] = &["reference", "eval-name"];
-
-fn samples_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-plugins")
-}
-
-/// `id:status` for every `# <tag>: <check-id> <status>` line of a sample's header.
-fn header(name: &str, tag: &str) -> BTreeSet<String> {
-    let text =
-        String::from_utf8_lossy(&std::fs::read(samples_dir().join(name)).unwrap()).into_owned();
-    text.lines()
-        .filter_map(|l| {
-            l.trim_end_matches('\r')
-                .strip_prefix(&format!("# {tag}: "))
-                .map(str::to_string)
-        })
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(":"))
-        .collect()
-}
-
-/// One run of the suite on a sample: the report as the binary printed it.
-struct SampleRun {
-    report: Report,
-    json: serde_json::Value,
-    /// The run's TMPDIR, removed by now; its name appears in paths in the report.
-    scratch: String,
-}
-
-/// Runs `dhv-conform check` on a sample with TMPDIR set to a scratch dir, and proves
-/// the run left no temp file and no process behind.
-fn run_sample(name: &str, scale: &str) -> SampleRun {
-    let plugin = samples_dir().join(name);
-    let tmp = util::Scratch::new();
-    // Plugins inherit our working directory, as Nomad's do: a sample that
-    // writes there (writes-cwd) must not write into the repository.
-    let cwd = util::Scratch::new();
-    let out = Command::cargo_bin("dhv-conform")
-        .unwrap()
-        .args(["check", plugin.to_str().unwrap(), "--json", "-", "-q"])
-        .args(["--timeout-scale", scale])
-        .env("TMPDIR", tmp.path())
-        .current_dir(cwd.path())
-        .timeout(Duration::from_secs(300))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("{name}: stdout is not one JSON report ({e}); stderr: {stderr}")
-    });
-    let report = report::from_json(&stdout)
-        .unwrap_or_else(|e| panic!("{name}: the report does not read back ({e})"));
-
-    let must_failed = report
-        .checks
-        .iter()
-        .any(|c| c.status == report::Status::Fail);
-    assert_eq!(
-        out.status.code(),
-        Some(if must_failed { 1 } else { 0 }),
-        "{name}: exit code; stderr: {stderr}"
-    );
-    let left: Vec<_> = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "{name}: temp files left behind: {left:?}");
-    let scratch = tmp.path().to_string_lossy().into_owned();
-    let procs = util::processes_with_env_containing(&scratch);
-    assert!(procs.is_empty(), "{name}: processes left behind: {procs:?}");
-    SampleRun {
-        report,
-        json,
-        scratch,
-    }
-}
 
 /// Exactly the findings the header promises: every `expect`, any `may`, nothing else.
 fn assert_verdicts(name: &str, report: &Report) {
@@ -206,56 +59,6 @@ fn assert_verdicts(name: &str, report: &Report) {
         CATALOGUE.len(),
         "{name}: every check ran"
     );
-}
-
-/// The one set of redactions for a sample's report: the normaliser's own rules and the
-/// report's paths, plus this run's scratch dir and the samples dir (which plugins see as
-/// DHV_PLUGIN_DIR).
-fn redactions(report: &Report, scratch: &str) -> Redactions {
-    Redactions::for_report(report)
-        .path(scratch, "[TMP]")
-        .path(&samples_dir().to_string_lossy(), "[SAMPLES]")
-}
-
-/// The [`VARIES`] entry covering a sample's check, if any.
-fn varies(name: &str, id: &str) -> Option<&'static Varies> {
-    VARIES
-        .iter()
-        .find(|v| v.samples.contains(&name) && v.checks.contains(&id))
-}
-
-/// The report with every declared variation pinned: messages replaced (statuses are
-/// rewritten in the normalised text, as the model has no word for "either").
-fn pinned(name: &str, report: &Report) -> Report {
-    let mut pinned = report.clone();
-    for check in &mut pinned.checks {
-        if let Some(v) = varies(name, &check.id) {
-            check.message = format!("[VARIES: {}]", v.why);
-        }
-    }
-    pinned
-}
-
-/// The snapshot text of a sample: its normalised report, declared variations pinned.
-fn snapshot_text(name: &str, run: &SampleRun) -> String {
-    let pinned = pinned(name, &run.report);
-    let text = report::normalise(&pinned, &redactions(&run.report, &run.scratch));
-    let mut out = String::with_capacity(text.len());
-    for line in text.split_inclusive('\n') {
-        let status_varies = pinned.checks.iter().find(|c| {
-            varies(name, &c.id).is_some_and(|v| v.status)
-                && line.starts_with(&format!("{} {} {}: ", c.id, c.level, c.status))
-        });
-        match status_varies {
-            Some(c) => {
-                let head = format!("{} {} {}", c.id, c.level, c.status);
-                out.push_str(&format!("{} {} [VARIES]", c.id, c.level));
-                out.push_str(&line[head.len()..]);
-            }
-            None => out.push_str(line),
-        }
-    }
-    out
 }
 
 /// The report as JUnit and Markdown see it, made stable: declared variations pinned,
@@ -335,8 +138,8 @@ fn always_usable() -> Option<String> {
     None
 }
 
-fn check_sample(name: &str, scale: &str) {
-    let run = run_sample(name, scale);
+fn check_sample(name: &str) {
+    let run = run_sample(name, samples::scale(name));
     assert_verdicts(name, &run.report);
     assert_snapshot(
         &format!("sample-{name}"),
@@ -385,15 +188,13 @@ fn check_sample(name: &str, scale: &str) {
     }
 }
 
-/// `name => "sample"`, optionally `at "<timeout scale>"` and `if <fn() -> Option<why not>>`.
+/// `name => "sample"`, optionally `if <fn() -> Option<why not>>`; each runs at its
+/// [`samples::scale`].
 macro_rules! samples {
-    ($($test:ident => $name:literal $(at $scale:literal)? $(if $usable:ident)?),* $(,)?) => {
+    ($($test:ident => $name:literal $(if $usable:ident)?),* $(,)?) => {
         $(
             #[test]
             fn $test() {
-                #[allow(unused_mut, unused_assignments)]
-                let mut scale = "1";
-                $(scale = $scale;)?
                 #[allow(unused_mut, unused_assignments)]
                 let mut usable: fn() -> Option<String> = always_usable;
                 $(usable = $usable;)?
@@ -401,16 +202,12 @@ macro_rules! samples {
                     println!("SKIPPED sample {}: {why}", $name);
                     return;
                 }
-                check_sample($name, scale);
+                check_sample($name);
             }
         )*
     };
 }
 
-// hanging-create and ignores-sigterm hang until the create limit kills them: a scale
-// of 0.2 makes that 12 s instead of 60 s, while the fingerprint limit (200 ms) keeps
-// room for eight concurrent fingerprints on a loaded machine (at 0.05 it was 50 ms,
-// and loaded runs came within 5 ms of it).
 samples! {
     sample_reference => "reference",
     sample_bad_version => "bad-version",
@@ -422,8 +219,8 @@ samples! {
     sample_eval_name => "eval-name",
     sample_fails_on_existing_dir => "fails-on-existing-dir",
     sample_fails_on_missing_dir => "fails-on-missing-dir",
-    sample_hanging_create => "hanging-create" at "0.2",
-    sample_ignores_sigterm => "ignores-sigterm" at "0.2",
+    sample_hanging_create => "hanging-create",
+    sample_ignores_sigterm => "ignores-sigterm",
     sample_leaked_child => "leaked-child",
     sample_logs_on_stdout => "logs-on-stdout",
     sample_loop_ext4 => "loop-ext4" if loop_devices_unusable,
@@ -443,6 +240,7 @@ samples! {
     sample_shared_path => "shared-path",
     sample_side_file => "side-file",
     sample_slow_fingerprint => "slow-fingerprint",
+    sample_slow_start => "slow-start",
     sample_string_bytes => "string-bytes",
     sample_text_error => "text-error",
     sample_writes_cwd => "writes-cwd",

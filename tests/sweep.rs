@@ -201,6 +201,7 @@ swept! {
     shared_path_every_signal => "shared-path",
     side_file_every_signal => "side-file",
     slow_fingerprint_every_signal => "slow-fingerprint",
+    slow_start_every_signal => "slow-start",
     string_bytes_every_signal => "string-bytes",
     text_error_every_signal => "text-error",
     writes_cwd_every_signal => "writes-cwd",

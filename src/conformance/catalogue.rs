@@ -254,12 +254,12 @@ pub const CATALOGUE: &[CheckSpec] = &[
     // failure
     must(
         "failure.clean",
-        "a failed create (in any check, and one the suite provokes on purpose) leaves nothing new in the volumes dir and no process behind",
+        "every failed create of the run, and one the suite provokes on purpose, leaves nothing new in the volumes dir and no process behind",
         run_wide!(failure_clean),
     ),
     should(
         "failure.error-json",
-        "a failing create or delete prints `{\"error\": \"...\"}` on stdout, or nothing",
+        "every failing create or delete of the run (and the provoked one) prints `{\"error\": \"...\"}` on stdout, or nothing",
         run_wide!(failure_error_json),
     ),
     should(

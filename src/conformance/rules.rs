@@ -236,7 +236,7 @@ pub const RULES: &[Rule] = &[
     rule(
         "failure.error-json",
         "When a call fails Nomad decodes `{\"error\": \"...\"}` from stdout and shows that text to the user; plain text is dropped, and the user sees only `exit status 1`.",
-        "On failure, print `{\"error\": \"what went wrong\"}` on stdout (or nothing) and the details on stderr.",
+        "On failure, print `{\"error\": \"what went wrong\"}` on stdout and the details on stderr. Printing nothing is allowed, but then the user sees only `exit status 1`.",
         &["text-error"],
     ),
     rule(

@@ -1,9 +1,18 @@
-//! `failure.unknown-operation`: Nomad may add operations; a plugin must refuse
-//! what it does not know, and change nothing.
+//! `failure.*`: how a plugin fails. `failure.unknown-operation` (Nomad may
+//! add operations; a plugin must refuse what it does not know, and change
+//! nothing) is a scenario; `failure.clean` and `failure.error-json` judge
+//! every failed call of the run, including a failure the suite provokes on
+//! purpose, so every plugin's failure path is judged.
 
-use super::CheckResult;
-use crate::conformance::context::{Ctx, Expect, Finding, listing};
-use crate::contract::var;
+use std::collections::BTreeSet;
+
+use super::{CheckResult, shown};
+use crate::conformance::context::{Ctx, Expect, Finding, LoggedCall, RunLog, is_provoked, listing};
+
+/// What the failure provoked on purpose is (made in the timing phase, when
+/// create works and does not hang), in the words of the messages.
+const PROVOKED: &str = "its volumes dir lies under a regular file";
+use crate::contract::{self, Operation, var};
 
 /// The operation name sent; no Nomad version uses it.
 const UNKNOWN_OP: &str = "dhv-conform-unknown-operation";
@@ -36,4 +45,177 @@ pub async fn unknown_operation(ctx: &Ctx) -> CheckResult {
         )));
     }
     Ok(Finding::Pass(format!("refused with {}", run.exit_error())))
+}
+
+/// `failure.clean` (must): every failed create of the run (the plugin's own
+/// failures, and the one provoked on purpose) left nothing new in the volumes
+/// dir and no process behind.
+pub fn clean(log: &RunLog) -> CheckResult {
+    // Nomad rejecting the output of a create that exited 0 is create.response's
+    // finding (the plugin did make the volume): only the plugin's own failures count.
+    let failed: Vec<&LoggedCall> = log
+        .of(Operation::Create)
+        .into_iter()
+        .filter(|c| c.plugin_failed)
+        .collect();
+    if failed.is_empty() {
+        return Err(Finding::Skip(cannot_fail(log)));
+    }
+    let mut dirty = BTreeSet::new();
+    for c in &failed {
+        let files = c.residue.clone().unwrap_or_default();
+        let procs: Vec<String> = c
+            .run
+            .iter()
+            .flat_map(|r| r.leftovers().iter().map(|l| l.cmdline.clone()))
+            .collect();
+        if files.is_empty() && procs.is_empty() {
+            continue;
+        }
+        let mut left = Vec::new();
+        if !files.is_empty() {
+            left.push(format!("files [{}]", files.join(", ")));
+        }
+        if !procs.is_empty() {
+            left.push(format!("processes [{}]", procs.join(", ")));
+        }
+        log.cite(c);
+        dirty.insert(format!("{}: left {}", who(c), left.join(" and ")));
+    }
+    if !dirty.is_empty() {
+        return Err(Finding::Fail(format!(
+            "expected a failed create to leave nothing new in the volumes dir and no process; {}",
+            dirty.into_iter().collect::<Vec<_>>().join("; ")
+        )));
+    }
+    // A create made beside others of its check (a burst) shares its volumes
+    // dir with them: what it left cannot be told from theirs, so only its
+    // processes are judged. The message says so rather than call it clean.
+    let provoked = match provoked(log) {
+        Some(c) if c.plugin_failed => {
+            format!("the create provoked on purpose ({PROVOKED}) failed cleanly")
+        }
+        Some(_) => format!(
+            "a create provoked to fail ({PROVOKED}) succeeded; the failures judged are the plugin's own"
+        ),
+        None => "no failure could be provoked (create hangs, or did not run)".into(),
+    };
+    Ok(Finding::Pass(format!(
+        "no failed create left a process, and none made alone left files in its volumes dir; {provoked}"
+    )))
+}
+
+/// `failure.error-json` (should): every failing create and delete of the run
+/// prints `{"error": "..."}` on stdout, or nothing; the message quotes what
+/// Nomad shows the user.
+pub fn error_json(log: &RunLog) -> CheckResult {
+    log.require_process()?;
+    // A call that hung is the deadline checks' finding, one that could not
+    // start fingerprint.runs's: neither printed an answer to judge.
+    let failed: Vec<&LoggedCall> = log
+        .calls
+        .iter()
+        .filter(|c| c.op != Operation::Fingerprint && c.plugin_failed)
+        .filter(|c| {
+            c.run
+                .as_ref()
+                .is_some_and(|r| r.result.is_ok() && !r.timed_out())
+        })
+        .collect();
+    if failed.is_empty() {
+        return Err(Finding::Skip(cannot_fail(log)));
+    }
+    let bad: BTreeSet<String> = failed
+        .iter()
+        .filter_map(|c| {
+            let out = c.run.as_ref()?.stdout();
+            let blank = String::from_utf8_lossy(out).trim().is_empty();
+            (!blank && contract::decode_failure_error(c.op, out).is_none()).then(|| {
+                log.cite(c);
+                format!(
+                    "{}: stdout {}, so Nomad shows only: {}",
+                    who(c),
+                    shown(out),
+                    nomad_shows(c)
+                )
+            })
+        })
+        .collect();
+    if !bad.is_empty() {
+        return Err(Finding::Fail(format!(
+            "expected a failing create or delete to print {{\"error\": \"<message>\"}} (or nothing) on stdout \
+             so Nomad can tell the user why; {}",
+            bad.into_iter().collect::<Vec<_>>().join("; ")
+        )));
+    }
+    // The example shown: the provoked failure when it failed (every plugin
+    // has it), else the first failure by check and operation, for a stable
+    // report.
+    let example = failed
+        .iter()
+        .find(|c| is_provoked(c))
+        .or_else(|| failed.iter().min_by_key(|c| (c.check, c.op.as_str())))
+        .expect("failed is not empty");
+    log.cite(example);
+    let said = example
+        .run
+        .as_ref()
+        .and_then(|r| contract::decode_failure_error(example.op, r.stdout()))
+        .is_some_and(|text| !text.is_empty());
+    Ok(Finding::Pass(format!(
+        "every failing create and delete printed {{\"error\": ...}} or nothing; {} {}: {}",
+        who(example),
+        if said {
+            "explained itself, and Nomad shows"
+        } else {
+            "gave no reason, so Nomad shows only"
+        },
+        nomad_shows(example)
+    )))
+}
+
+/// The skip of a failure check that found no failure to judge.
+fn cannot_fail(log: &RunLog) -> String {
+    match provoked(log) {
+        Some(c) if c.plugin_failed => {
+            // It failed, but not in a way this check judges (it hung, or
+            // could not start): the checks for those report it.
+            format!(
+                "no failure to judge: a create provoked to fail ({PROVOKED}) ended without an answer (it hung or could not start)"
+            )
+        }
+        Some(_) => format!(
+            "the plugin could not be made to fail: a create provoked to fail ({PROVOKED}) succeeded, and no create or delete failed in this run"
+        ),
+        None => {
+            "no create or delete failed in this run, and none could be provoked (create hangs, \
+             or did not run)"
+                .into()
+        }
+    }
+}
+
+/// The provoked create, if the run made it.
+fn provoked(log: &RunLog) -> Option<&LoggedCall> {
+    log.calls.iter().find(|c| is_provoked(c))
+}
+
+/// The call's check and operation, or what it was when it was the provoked call.
+fn who(c: &LoggedCall) -> String {
+    if is_provoked(c) {
+        format!("the create provoked on purpose ({PROVOKED})")
+    } else {
+        format!("{} ({})", c.check, c.op)
+    }
+}
+
+/// Nomad's error text for a failed call, as its user sees it.
+fn nomad_shows(c: &LoggedCall) -> String {
+    match &c.error {
+        Some(text) => format!("`{text}`"),
+        None => format!(
+            "`{}` (after the plugin's own words, if any)",
+            c.run.as_ref().map(|r| r.exit_error()).unwrap_or_default()
+        ),
+    }
 }

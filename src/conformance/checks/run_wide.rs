@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use super::{CheckResult, shown};
+use super::CheckResult;
 use crate::conformance::context::{Finding, LoggedCall, RunLog, overran};
-use crate::contract::{self, Operation};
+use crate::contract::Operation;
 
 fn calls_of(log: &[LoggedCall], op: Operation) -> Vec<&LoggedCall> {
     log.iter().filter(|c| c.op == op).collect()
@@ -76,117 +76,13 @@ fn deadline(log: &RunLog, op: Operation) -> CheckResult {
 
 /// `failure.clean` (must): a failed create left nothing behind.
 pub fn failure_clean(log: &RunLog) -> CheckResult {
-    let log = &log.calls;
-    // Nomad rejecting the output of a create that succeeded is another check's
-    // business (create.response): here only the plugin's own failures count.
-    let failed: Vec<&LoggedCall> = log
-        .iter()
-        .filter(|c| c.op == Operation::Create && c.plugin_failed)
-        .collect();
-    if failed.is_empty() {
-        return Err(Finding::Skip(
-            "no create failed in this run, not even one whose volumes dir cannot exist: the plugin \
-             cannot be made to fail"
-                .into(),
-        ));
-    }
-    let mut dirty = Vec::new();
-    for c in &failed {
-        let files = c.residue.clone().unwrap_or_default();
-        let procs: Vec<String> = c
-            .run
-            .iter()
-            .flat_map(|r| r.leftovers().iter().map(|l| l.cmdline.clone()))
-            .collect();
-        if !files.is_empty() || !procs.is_empty() {
-            dirty.push(format!(
-                "{}: left{}{}",
-                c.check,
-                if files.is_empty() {
-                    String::new()
-                } else {
-                    format!(" files [{}]", files.join(", "))
-                },
-                if procs.is_empty() {
-                    String::new()
-                } else {
-                    format!(" processes [{}]", procs.join(", "))
-                }
-            ));
-        }
-    }
-    if dirty.is_empty() {
-        Ok(Finding::Pass(format!(
-            "{} failed creates, all clean",
-            failed.len()
-        )))
-    } else {
-        Err(Finding::Fail(format!(
-            "expected a failed create to leave nothing new in the volumes dir and no process; {}",
-            dirty.join("; ")
-        )))
-    }
+    super::failure::clean(log)
 }
 
 /// `failure.error-json` (should): failing creates and deletes explain themselves
 /// as `{"error": "..."}` (or print nothing).
 pub fn failure_error_json(log: &RunLog) -> CheckResult {
-    log.require_process()?;
-    let log = &log.calls;
-    let failed: Vec<&LoggedCall> = log
-        .iter()
-        .filter(|c| c.op != Operation::Fingerprint && c.plugin_failed)
-        .filter(|c| {
-            c.run
-                .as_ref()
-                .is_some_and(|r| r.result.is_ok() && !r.succeeded() && !r.timed_out())
-        })
-        .collect();
-    if failed.is_empty() {
-        return Err(Finding::Skip(
-            "no create or delete failed in this run".into(),
-        ));
-    }
-    let bad: Vec<String> = failed
-        .iter()
-        .filter_map(|c| {
-            let out = c.run.as_ref()?.stdout();
-            let blank = String::from_utf8_lossy(out).trim().is_empty();
-            (!blank && contract::decode_error(out).is_none())
-                .then(|| format!("{} ({}): stdout {}", c.check, c.op, shown(out)))
-        })
-        .collect();
-    if bad.is_empty() {
-        let silent = failed
-            .iter()
-            .filter(|c| {
-                c.run
-                    .as_ref()
-                    .is_some_and(|r| String::from_utf8_lossy(r.stdout()).trim().is_empty())
-            })
-            .count();
-        let explained = failed.len() - silent;
-        Ok(Finding::Pass(match (explained, silent) {
-            (_, 0) => format!(
-                "{explained} failures, each with an {{\"error\"}} message that Nomad shows the user"
-            ),
-            (0, _) => format!(
-                "{silent} failures with nothing on stdout: allowed, but Nomad then shows only the exit \
-                 status (\"exit status 1\"), never why"
-            ),
-            _ => format!(
-                "{} failures: {explained} with an {{\"error\"}} message that Nomad shows the user, \
-                 {silent} with nothing on stdout (Nomad shows only the exit status)",
-                failed.len()
-            ),
-        }))
-    } else {
-        Err(Finding::Fail(format!(
-            "expected a failing create or delete to print {{\"error\": \"<message>\"}} (or nothing) on stdout \
-             so Nomad can tell the user why; {}",
-            bad.join("; ")
-        )))
-    }
+    super::failure::error_json(log)
 }
 
 /// `process.no-stdio-leak` (must): nobody held stdout/stderr after exit.

@@ -162,6 +162,9 @@ pub(crate) struct LoggedCall {
     pub phase: Phase,
     /// Plugin calls of the run in flight when it started, itself included.
     pub in_flight: usize,
+    /// What Nomad would show for it when it failed (its error text); `None`
+    /// when it succeeded, or for a call the manager made on our behalf.
+    pub error: Option<String>,
 }
 
 /// The run's call log: what the run-wide checks judge, and all they see.
@@ -372,6 +375,7 @@ impl Ctx {
             plugin_failed: !call.exited_zero(),
             run: call.run.clone().map(Arc::new),
             residue,
+            error: call.result.as_ref().err().map(ToString::to_string),
         });
     }
 
@@ -499,6 +503,7 @@ impl Ctx {
                 limit: timeouts.limit(op),
                 plugin_failed: !run.succeeded(),
                 residue: None,
+                error: None,
                 run: Some(Arc::new(run)),
                 phase: self.phase,
                 // Calls the manager made; not counted as they ran.

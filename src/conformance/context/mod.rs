@@ -24,7 +24,7 @@ pub(crate) use calls::{CallLog, Expect, LoggedCall, RunLog, Variant};
 pub(crate) use probes::Probes;
 pub(crate) use sandbox::{Sandbox, canary_intact, listing};
 pub(crate) use steps::plant_in_volume;
-pub(crate) use timing::{Phase, overran};
+pub(crate) use timing::{Phase, is_provoked, overran};
 
 use super::catalogue::CheckSpec;
 use crate::contract::{CreateRequest, Parameters};

@@ -63,11 +63,30 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     }
 }
 
+/// The regular file the provoked create's volumes dir lies under.
+const BLOCKER: &str = "not-a-dir";
+
+/// Whether a logged call is the provoked create (its volumes dir lies under
+/// [`BLOCKER`]), for the failure checks to tell it from the plugin's own failures.
+pub(crate) fn is_provoked(call: &LoggedCall) -> bool {
+    let below = format!("/{BLOCKER}/volumes");
+    call.op == Operation::Create
+        && call.phase == Phase::Timing
+        && match &call.run {
+            Some(run) => run
+                .env
+                .iter()
+                .any(|(k, v)| k == crate::contract::var::VOLUMES_DIR && v.ends_with(&below)),
+            // The built-in runs in-process: its error names the path.
+            None => call.error.as_deref().is_some_and(|e| e.contains(&below)),
+        }
+}
+
 /// A create that cannot succeed, so that every plugin's failure path is
 /// judged (`failure.clean`, `failure.error-json`): its volumes dir lies under
 /// a regular file, so no plugin can make it.
 async fn provoke_failure(ctx: &super::Ctx) {
-    let blocker = ctx.sandbox.dir.join("not-a-dir");
+    let blocker = ctx.sandbox.dir.join(BLOCKER);
     if std::fs::write(&blocker, "a file where a directory should be\n").is_err() {
         return;
     }
