@@ -125,6 +125,16 @@ struct RunState {
     progress: super::Progress,
 }
 
+/// What the teardown needs of the run's shared state.
+fn run_end(shared: &Shared) -> super::teardown::RunEnd<'_> {
+    super::teardown::RunEnd {
+        live: &shared.live,
+        target: &shared.settings.target,
+        timeouts: shared.settings.timeouts(),
+        root: &shared.root,
+    }
+}
+
 /// Runs the suite: the trials print libtest-style lines as they finish; the
 /// report is returned for the renderers.
 pub fn run_suite(
@@ -178,14 +188,14 @@ pub fn run_suite(
     args.exact = false;
     let conclusion = libtest_mimic::run(&args, trials);
     if let Some(signal) = signals.received() {
-        let teardown = super::teardown::finish(rt, &state.shared, &signals, opts.keep);
+        let teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
         return Err(EngineError::Interrupted {
             signal,
             teardown: Box::new(teardown),
         });
     }
     let mut outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
-    outcome.teardown = super::teardown::finish(rt, &state.shared, &signals, opts.keep);
+    outcome.teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
     outcome.report.sandbox = Some(outcome.teardown.outcome());
     if let Some(signal) = signals.received() {
         // Interrupted while the run was ending: the teardown went on as it
@@ -265,7 +275,7 @@ impl RunState {
                 Ok((finding, log.evidence()))
             }
             CheckFn::Scenario(body) => {
-                let ctx = Ctx::new(self.shared.clone(), spec)?;
+                let ctx = Ctx::new(self.shared.clone(), spec.id)?;
                 let finding = checks::run_scenario(&ctx, body).await;
                 ctx.cleanup().await;
                 Ok((finding, ctx.evidence()))

@@ -12,6 +12,7 @@ mod context;
 mod engine;
 mod evidence;
 pub mod fixture;
+mod live;
 mod progress;
 pub mod rules;
 mod teardown;

@@ -11,7 +11,8 @@ use tokio::io::unix::AsyncFd;
 
 use super::capture::{Capture, drain_until};
 use super::cgroup::CallCgroup;
-use super::spawn::{self, EnvBlock, pipe_inode, signal_group, signal_one};
+use super::signal::{signal_group, signal_one};
+use super::spawn::{self, EnvBlock, pipe_inode};
 use super::supervisor::Supervisor;
 use super::sweep::Tracked;
 use super::{ExitReason, Invocation, KillMode, Outcome, SpawnError, process_wide, procfs, sweep};
@@ -209,11 +210,10 @@ struct CallGuard {
 impl Drop for CallGuard {
     fn drop(&mut self) {
         if !self.done {
-            sweep::sweep_detached(
-                self.supervisor.clone(),
-                self.call.clone(),
-                self.leader_reaped,
-            );
+            let (supervisor, pgid) = (self.supervisor.clone(), self.call.pgid);
+            sweep::sweep_detached(self.call.clone(), self.leader_reaped, move || {
+                supervisor.release(pgid)
+            });
         }
     }
 }

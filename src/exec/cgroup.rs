@@ -135,7 +135,7 @@ impl CallCgroup {
             .and_then(|mut f| f.write_all(b"1"));
         if killed.is_err() {
             for pid in self.pids() {
-                super::spawn::signal_one(pid, nix::sys::signal::Signal::SIGKILL);
+                super::signal::signal_one(pid, nix::sys::signal::Signal::SIGKILL);
             }
         }
     }

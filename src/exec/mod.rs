@@ -29,6 +29,7 @@ mod clone_spawn;
 pub use cgroup::NO_CGROUP_VAR;
 mod process_wide;
 mod procfs;
+mod signal;
 mod spawn;
 mod supervisor;
 mod sweep;

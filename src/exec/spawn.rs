@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use nix::errno::Errno;
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
@@ -37,16 +37,6 @@ pub(crate) fn env_block(env: &[(String, String)]) -> std::io::Result<EnvBlock> {
             })
         })
         .collect()
-}
-
-/// Sends `sig` to every process of the group led by `pgid`.
-pub(crate) fn signal_group(pgid: i32, sig: Signal) {
-    let _ = killpg(Pid::from_raw(pgid), sig);
-}
-
-/// Sends `sig` to one process.
-pub(crate) fn signal_one(pid: i32, sig: Signal) {
-    let _ = kill(Pid::from_raw(pid), sig);
 }
 
 /// The inode of a pipe end, so leftovers holding the other end can be recognised.
@@ -309,16 +299,6 @@ pub(crate) async fn wait_exit(pid: i32, pidfd: &tokio::io::unix::AsyncFd<OwnedFd
         match pidfd.readable().await {
             Ok(mut ready) => ready.clear_ready(),
             Err(_) => return (true, Signal::SIGKILL as i32),
-        }
-    }
-}
-
-/// Blocks until our child `pid` is reaped (used on a helper thread after SIGKILL).
-pub(crate) fn reap_blocking(pid: i32) {
-    loop {
-        match waitpid(Pid::from_raw(pid), None) {
-            Err(Errno::EINTR) => continue,
-            _ => return,
         }
     }
 }

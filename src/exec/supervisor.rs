@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use nix::sys::signal::Signal;
 
-use super::spawn::{signal_group, signal_one};
+use super::signal::{signal_group, signal_one};
 use super::sweep::{self, Tracked};
 
 /// Owns the calls run through it: the registry of live calls and a cancel

@@ -22,8 +22,8 @@ use nix::unistd::Pid;
 use super::cgroup::CallCgroup;
 use super::process_wide::{self, unexpected_children};
 use super::procfs::{Proc, cmdline, environ_matches, holds_pipe, process_table, read_stat};
-use super::spawn::{EnvBlock, reap_blocking, signal_group, signal_one};
-use super::supervisor::Supervisor;
+use super::signal::{reap_blocking, signal_group, signal_one};
+use super::spawn::EnvBlock;
 
 /// A process the plugin left behind, as seen in `/proc` when it was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,8 +212,14 @@ fn reap_if_ours(pid: i32) -> bool {
 
 /// The synchronous sweep used when a call is cancelled (its future dropped):
 /// find everything attributable while the tree is intact, kill it all, and reap
-/// on a helper thread so the caller never blocks.
-pub(crate) fn sweep_detached(supervisor: Supervisor, call: Tracked, leader_reaped: bool) {
+/// on a helper thread so the caller never blocks. `release` (the owning
+/// supervisor forgetting the call) runs on that thread once the leader is reaped;
+/// taking it as a closure keeps the sweep from depending on the supervisor.
+pub(crate) fn sweep_detached(
+    call: Tracked,
+    leader_reaped: bool,
+    release: impl FnOnce() + Send + 'static,
+) {
     let pgid = call.pgid;
     let procs = members(&call);
     let others: Vec<i32> = procs.iter().map(|p| p.pid).filter(|&p| p != pgid).collect();
@@ -226,7 +232,7 @@ pub(crate) fn sweep_detached(supervisor: Supervisor, call: Tracked, leader_reape
             reap_blocking(pgid);
         }
         process_wide::forget_leader(pgid);
-        supervisor.release(pgid);
+        release();
         let deadline = std::time::Instant::now() + Duration::from_secs(1);
         let mut pending = others;
         let mut removed = call.cgroup.is_none();

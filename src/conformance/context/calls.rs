@@ -1,7 +1,7 @@
 //! The calls a check makes. Each states what it expects ([`Expect`]); the
 //! check's ledger keeps every call with its expectation, and an unmet one is
 //! the check's finding (see [`Ctx::settle`]). Calls of the plugin as Nomad
-//! runs it are also logged for the run-wide checks ([`CallLog`]).
+//! runs it are also logged for the run-wide checks ([`CallLog`](super::CallLog)).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Ctx, Finding, Phase, listing};
+use super::{Ctx, Finding, LoggedCall, listing};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
 use crate::exec::KillMode;
 use crate::manager::{HostVolumeManager, ManagerError, Volume};
@@ -139,95 +139,6 @@ impl Drop for Solo<'_> {
     fn drop(&mut self) {
         self.ledger.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.run.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Every plugin call of the run, for the checks evaluated over the whole run.
-#[derive(Debug, Clone)]
-pub(crate) struct LoggedCall {
-    pub check: &'static str,
-    pub op: Operation,
-    pub duration: Duration,
-    pub limit: Duration,
-    /// The plugin itself reported failure (non-zero exit, signal, could not
-    /// start), as opposed to Nomad rejecting the output of a successful run.
-    pub plugin_failed: bool,
-    /// The raw call, for external plugins; shared, so that the run-wide
-    /// checks can each take the whole log without copying every call's output.
-    pub run: Option<Arc<PluginRun>>,
-    /// For a failed create made while nothing else ran in its volumes dir:
-    /// what it left there.
-    pub residue: Option<Vec<String>>,
-    /// When it was made: by a check in parallel with others, or alone.
-    pub phase: Phase,
-    /// Plugin calls of the run in flight when it started, itself included.
-    pub in_flight: usize,
-    /// What Nomad would show for it when it failed (its error text); `None`
-    /// when it succeeded, or for a call the manager made on our behalf.
-    pub error: Option<String>,
-}
-
-/// The run's call log: what the run-wide checks judge, and all they see.
-#[derive(Debug, Default)]
-pub(crate) struct CallLog(Mutex<Vec<LoggedCall>>);
-
-impl CallLog {
-    /// Every call logged so far.
-    pub fn calls(&self) -> Vec<LoggedCall> {
-        lock(&self.0).clone()
-    }
-
-    fn push(&self, call: LoggedCall) {
-        lock(&self.0).push(call);
-    }
-}
-
-/// What a run-wide check judges: every call of the run, and whether they
-/// were calls of an in-process plugin (no process to judge).
-#[derive(Debug)]
-pub(crate) struct RunLog {
-    /// Every call of the run, in the order logged.
-    pub calls: Vec<LoggedCall>,
-    /// The plugin runs in-process (the built-in).
-    pub in_process: bool,
-    /// Calls a verdict cites as its evidence.
-    cited: Mutex<Vec<PluginRun>>,
-}
-
-impl RunLog {
-    /// The log a run-wide check judges.
-    pub fn new(calls: Vec<LoggedCall>, in_process: bool) -> RunLog {
-        RunLog {
-            calls,
-            in_process,
-            cited: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Shows a call as evidence of the verdict.
-    pub fn cite(&self, call: &LoggedCall) {
-        if let Some(run) = &call.run {
-            lock(&self.cited).push(PluginRun::clone(run));
-        }
-    }
-
-    /// The calls cited.
-    pub fn evidence(&self) -> Vec<PluginRun> {
-        lock(&self.cited).clone()
-    }
-
-    /// `Err(skip)` when there are no processes to judge.
-    pub fn require_process(&self) -> Result<(), Finding> {
-        if self.in_process {
-            Err(Finding::Skip("built-in plugin".into()))
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The calls of `op`.
-    pub fn of(&self, op: Operation) -> Vec<&LoggedCall> {
-        self.calls.iter().filter(|c| c.op == op).collect()
     }
 }
 
@@ -366,7 +277,7 @@ impl Ctx {
     /// Logs a call; `in_flight`: the run's calls in flight when it started.
     fn log<T>(&self, call: &PluginCall<T>, in_flight: usize, residue: Option<Vec<String>>) {
         self.shared.log.push(LoggedCall {
-            check: self.spec.id,
+            check: self.check,
             op: call.operation,
             duration: call.duration,
             limit: self.shared.settings.timeouts().limit(call.operation),
@@ -497,7 +408,7 @@ impl Ctx {
                 continue;
             };
             self.shared.log.push(LoggedCall {
-                check: self.spec.id,
+                check: self.check,
                 op,
                 duration: run.duration(),
                 limit: timeouts.limit(op),
@@ -537,7 +448,7 @@ impl Ctx {
                     as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>
             })
             .collect();
-        crate::conformance::teardown::all_at_once(calls).await;
+        crate::conformance::live::all_at_once(calls).await;
         self.remove_canaries();
     }
 }

@@ -1,8 +1,9 @@
 //! What a check works with, split by concern:
 //! - [`sandbox`]: the check's own dirs, listings of them and canary files;
 //! - [`calls`]: the calls a check makes, each with its stated expectation
-//!   ([`Expect`]), and the run's call log ([`CallLog`]) that the run-wide
-//!   checks read (and nothing else);
+//!   ([`Expect`]);
+//! - [`log`]: the run's call log ([`CallLog`]) that the run-wide checks read
+//!   (and nothing else);
 //! - [`probes`]: the run's shared first calls and the prerequisites checks
 //!   derive from them ("needs create.succeeds");
 //! - [`steps`]: the scenario steps several checks share (create cleanly,
@@ -12,6 +13,7 @@
 //! of one run share.
 
 mod calls;
+mod log;
 mod probes;
 mod sandbox;
 mod steps;
@@ -20,13 +22,13 @@ mod timing;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-pub(crate) use calls::{CallLog, Expect, LoggedCall, RunLog, Variant};
+pub(crate) use calls::{Expect, Variant};
+pub(crate) use log::{CallLog, LoggedCall, RunLog};
 pub(crate) use probes::Probes;
 pub(crate) use sandbox::{Sandbox, canary_intact, listing};
 pub(crate) use steps::plant_in_volume;
 pub(crate) use timing::{Phase, is_provoked, overran};
 
-use super::catalogue::CheckSpec;
 use crate::contract::{CreateRequest, Parameters};
 use crate::plugin::{CallOptions, HostVolumePlugin, PluginRun, PluginSource, Recorder, Timeouts};
 
@@ -118,7 +120,7 @@ pub(crate) struct Shared {
     /// Every plugin call of the run runs under it: an interrupt cancels it.
     pub supervisor: crate::exec::Supervisor,
     /// Volumes created and not yet deleted, for an interrupted run's teardown.
-    pub live: super::teardown::LiveVolumes,
+    pub live: super::live::LiveVolumes,
 }
 
 impl Shared {
@@ -131,7 +133,7 @@ impl Shared {
             probes: Probes::default(),
             log: CallLog::default(),
             names: std::sync::atomic::AtomicUsize::new(0),
-            live: super::teardown::LiveVolumes::new(supervisor.clone()),
+            live: super::live::LiveVolumes::new(supervisor.clone()),
             supervisor,
             in_flight: std::sync::atomic::AtomicUsize::new(0),
             timing: tokio::sync::OnceCell::new(),
@@ -163,7 +165,9 @@ impl Shared {
 /// and accounted for, and the run it belongs to.
 pub(crate) struct Ctx {
     pub shared: Arc<Shared>,
-    pub spec: &'static CheckSpec,
+    /// The id of the check it is for (its catalogue entry stays with the
+    /// engine: the context knows no check table).
+    pub check: &'static str,
     /// The check's own dirs.
     pub sandbox: Sandbox,
     /// Every raw call this check made, for its evidence.
@@ -183,12 +187,12 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(shared: Arc<Shared>, spec: &'static CheckSpec) -> std::io::Result<Ctx> {
-        let dir = shared.root.join(spec.id);
-        Ctx::in_dir(shared, spec, dir)
+    pub fn new(shared: Arc<Shared>, check: &'static str) -> std::io::Result<Ctx> {
+        let dir = shared.root.join(check);
+        Ctx::in_dir(shared, check, dir)
     }
 
-    fn in_dir(shared: Arc<Shared>, spec: &'static CheckSpec, dir: PathBuf) -> std::io::Result<Ctx> {
+    fn in_dir(shared: Arc<Shared>, check: &'static str, dir: PathBuf) -> std::io::Result<Ctx> {
         let sandbox = Sandbox::new(dir)?;
         let recorder = Recorder::new();
         let mut timeouts = shared.settings.timeouts();
@@ -201,7 +205,7 @@ impl Ctx {
         });
         Ok(Ctx {
             shared,
-            spec,
+            check,
             sandbox,
             recorder,
             plugin,
@@ -318,8 +322,7 @@ mod tests {
         };
         let root = tempfile::tempdir().unwrap();
         let shared = Arc::new(Shared::new(settings, root.path().to_path_buf()));
-        let spec = crate::conformance::catalogue::find("create.distinct").unwrap();
-        let ctx = Ctx::new(shared, spec).unwrap();
+        let ctx = Ctx::new(shared, "create.distinct").unwrap();
         let names: Vec<String> = (0..3).map(|_| ctx.request().volume_name).collect();
         assert_eq!(names, ["pg-data", "pg-data-1", "pg-data-2"]);
         let default = RequestTemplate::default();

@@ -159,6 +159,6 @@ fn last_of(ctx: &super::Ctx, op: Operation) -> LoggedCall {
         .calls()
         .into_iter()
         .rev()
-        .find(|c| c.op == op && c.check == ctx.spec.id && c.phase == ctx.phase)
+        .find(|c| c.op == op && c.check == ctx.check && c.phase == ctx.phase)
         .expect("the call was just logged")
 }

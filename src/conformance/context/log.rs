@@ -1,0 +1,103 @@
+//! The run's call log: every plugin call of the run as the run-wide checks
+//! see it ([`LoggedCall`], [`CallLog`]), and the view one run-wide check
+//! judges ([`RunLog`]).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{Finding, Phase};
+use crate::contract::Operation;
+use crate::plugin::PluginRun;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Every plugin call of the run, for the checks evaluated over the whole run.
+#[derive(Debug, Clone)]
+pub(crate) struct LoggedCall {
+    pub check: &'static str,
+    pub op: Operation,
+    pub duration: Duration,
+    pub limit: Duration,
+    /// The plugin itself reported failure (non-zero exit, signal, could not
+    /// start), as opposed to Nomad rejecting the output of a successful run.
+    pub plugin_failed: bool,
+    /// The raw call, for external plugins; shared, so that the run-wide
+    /// checks can each take the whole log without copying every call's output.
+    pub run: Option<Arc<PluginRun>>,
+    /// For a failed create made while nothing else ran in its volumes dir:
+    /// what it left there.
+    pub residue: Option<Vec<String>>,
+    /// When it was made: by a check in parallel with others, or alone.
+    pub phase: Phase,
+    /// Plugin calls of the run in flight when it started, itself included.
+    pub in_flight: usize,
+    /// What Nomad would show for it when it failed (its error text); `None`
+    /// when it succeeded, or for a call the manager made on our behalf.
+    pub error: Option<String>,
+}
+
+/// The run's call log: what the run-wide checks judge, and all they see.
+#[derive(Debug, Default)]
+pub(crate) struct CallLog(Mutex<Vec<LoggedCall>>);
+
+impl CallLog {
+    /// Every call logged so far.
+    pub fn calls(&self) -> Vec<LoggedCall> {
+        lock(&self.0).clone()
+    }
+
+    pub(super) fn push(&self, call: LoggedCall) {
+        lock(&self.0).push(call);
+    }
+}
+
+/// What a run-wide check judges: every call of the run, and whether they
+/// were calls of an in-process plugin (no process to judge).
+#[derive(Debug)]
+pub(crate) struct RunLog {
+    /// Every call of the run, in the order logged.
+    pub calls: Vec<LoggedCall>,
+    /// The plugin runs in-process (the built-in).
+    pub in_process: bool,
+    /// Calls a verdict cites as its evidence.
+    cited: Mutex<Vec<PluginRun>>,
+}
+
+impl RunLog {
+    /// The log a run-wide check judges.
+    pub fn new(calls: Vec<LoggedCall>, in_process: bool) -> RunLog {
+        RunLog {
+            calls,
+            in_process,
+            cited: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Shows a call as evidence of the verdict.
+    pub fn cite(&self, call: &LoggedCall) {
+        if let Some(run) = &call.run {
+            lock(&self.cited).push(PluginRun::clone(run));
+        }
+    }
+
+    /// The calls cited.
+    pub fn evidence(&self) -> Vec<PluginRun> {
+        lock(&self.cited).clone()
+    }
+
+    /// `Err(skip)` when there are no processes to judge.
+    pub fn require_process(&self) -> Result<(), Finding> {
+        if self.in_process {
+            Err(Finding::Skip("built-in plugin".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The calls of `op`.
+    pub fn of(&self, op: Operation) -> Vec<&LoggedCall> {
+        self.calls.iter().filter(|c| c.op == op).collect()
+    }
+}
