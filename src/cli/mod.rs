@@ -5,6 +5,7 @@
 //! missing or different; 4 the harness itself failed.
 
 mod check;
+mod check_args;
 mod explain;
 mod plugins;
 mod progress;
@@ -82,8 +83,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the conformance checks against a plugin.
-    #[command(after_help = check::EXIT_CODES_HELP)]
-    Check(Box<check::CheckArgs>),
+    #[command(after_help = check_args::EXIT_CODES_HELP)]
+    Check(Box<check_args::CheckArgs>),
     /// Explain a check: its rule, why Nomad cares, how to fix a failure.
     Explain(explain::ExplainArgs),
     /// Run one plugin operation exactly as Nomad would, and show what Nomad sees.

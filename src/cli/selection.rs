@@ -5,7 +5,7 @@ use std::path::Path;
 
 use libtest_mimic::Arguments;
 
-use super::check::CheckArgs;
+use super::check_args::CheckArgs;
 use super::progress::{Format, Stream};
 use super::{CliError, CliResult, EXIT_OK};
 use crate::conformance::{self, CATALOGUE, Target};

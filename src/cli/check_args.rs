@@ -1,0 +1,79 @@
+//! The arguments of `check`, apart from the command that runs them, so that
+//! the selection helpers and the run both take them from here.
+
+use std::path::PathBuf;
+
+/// Arguments of `check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Path to the plugin executable, or `mkdir` for the built-in plugin.
+    #[arg(default_value = "mkdir")]
+    pub plugin: String,
+    /// Run only checks whose id contains FILTER (the whole id with --exact).
+    pub filter: Option<String>,
+    /// The volume request: JSON, or a Nomad volume spec (.hcl) as given to `nomad volume create`.
+    #[arg(long, value_name = "FILE")]
+    pub fixture: Option<PathBuf>,
+    /// Should-level failures fail the run.
+    #[arg(long)]
+    pub strict: bool,
+    /// Write the full JSON report to FILE (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    /// Write JUnit XML to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Compare the normalised report with FILE; missing or different exits 3 with a diff.
+    #[arg(long, value_name = "FILE")]
+    pub snapshot: Option<PathBuf>,
+    /// Write (or overwrite) the --snapshot file instead of comparing.
+    #[arg(long, requires = "snapshot")]
+    pub bless: bool,
+    /// The node's name in the report [default: the host name]; `report merge` tells
+    /// nodes apart by it (a Nomad job passes `${node.unique.name}`).
+    #[arg(long, value_name = "NAME")]
+    pub node_name: Option<String>,
+    /// Keep the run's temp dir (printed at the end), so the reproduce lines work when pasted.
+    #[arg(long)]
+    pub keep: bool,
+    /// Multiply every time limit by X, more than 0 and at most 100 (for slow machines; reported).
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    pub timeout_scale: f64,
+    /// Print a SLOW line for a check still running after SECS seconds, and every SECS after.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub slow_after: f64,
+    /// Match FILTER and --skip against whole ids.
+    #[arg(long)]
+    pub exact: bool,
+    /// Skip checks whose id contains FILTER (repeatable).
+    #[arg(long, value_name = "FILTER")]
+    pub skip: Vec<String>,
+    /// List the checks (level, id, rule) instead of running them; JSON lines with --format json.
+    #[arg(long)]
+    pub list: bool,
+    /// How many checks run at once [default: all of them].
+    #[arg(long, value_name = "N")]
+    pub test_threads: Option<usize>,
+    /// Output format of the progress lines (json: JSON lines only on stdout).
+    #[arg(long, value_name = "pretty|terse|json")]
+    pub format: Option<String>,
+    /// One character per check, and only the verdict line of the table.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Colour: auto, always or never (NO_COLOR is honoured).
+    #[arg(long, value_name = "auto|always|never")]
+    pub color: Option<String>,
+}
+
+/// Exit codes, for `check --help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  conformant
+  1  non-conformant: a must failed (or a should, with --strict)
+  2  usage or input error: bad flag, missing plugin, bad fixture, no check matches the filter
+  3  --snapshot missing or different
+  4  the harness itself failed
+  130/143/129  interrupted by SIGINT/SIGTERM/SIGHUP";
