@@ -26,17 +26,7 @@ use dhv_conform::report::{self, Report};
 /// Longest any single run may take before the test calls it hung.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn sample(name: &str) -> String {
-    repo()
-        .join("sample-plugins")
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
-}
+use util::{repo, sample};
 
 fn fixture(name: &str) -> String {
     repo()

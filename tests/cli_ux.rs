@@ -14,17 +14,7 @@ use dhv_conform::conformance::CATALOGUE;
 
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn sample(name: &str) -> String {
-    repo()
-        .join("sample-plugins")
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
-}
+use util::{repo, sample};
 
 struct Out {
     code: Option<i32>,

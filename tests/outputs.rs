@@ -7,18 +7,11 @@ mod util;
 
 use std::fs;
 use std::os::unix::fs::FileTypeExt as _;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 
-fn sample(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("sample-plugins")
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
-}
+use util::sample;
 
 /// `check mkdir create.succeeds` (quick) with `args`, in a scratch TMPDIR.
 fn check(args: &[&std::ffi::OsStr]) -> std::process::Output {

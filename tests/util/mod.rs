@@ -6,6 +6,20 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+/// The repository's root, where `sample-plugins/` and `fixtures/` live.
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The path of a bundled sample plugin, as the command line takes it.
+pub fn sample(name: &str) -> String {
+    repo()
+        .join("sample-plugins")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// A temp dir that holds throwaway plugins and whatever they make.
 pub struct Scratch {
     pub dir: tempfile::TempDir,
