@@ -4,10 +4,11 @@
 //! judged on calls made alone and every verdict rests on calls whose number
 //! does not depend on the machine. Longer sweeps: `scripts/determinism.sh`.
 
+mod util;
+
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+
+use std::time::Duration;
 
 use dhv_conform::report::{self, Redactions, Report};
 
@@ -46,43 +47,6 @@ fn normalised_run(sample: &str) -> String {
     report::normalise(&report, &redactions)
 }
 
-/// Busy threads, twice the cores, until dropped (or a bound passes).
-struct Load {
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Load {
-    fn start(bound: Duration) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let threads = (0..2 * cores)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let end = Instant::now() + bound;
-                    let mut x = 0u64;
-                    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
-                        x = std::hint::black_box(
-                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
-                        );
-                    }
-                })
-            })
-            .collect();
-        Load { stop, threads }
-    }
-}
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
 /// The same report `runs` times in a row.
 fn assert_stable(sample: &str, runs: usize, how: &str) {
     let first = normalised_run(sample);
@@ -106,7 +70,7 @@ fn reports_are_identical_run_after_run_idle_and_loaded() {
     for sample in STABLE {
         assert_stable(sample, 2, "idle");
     }
-    let _load = Load::start(Duration::from_secs(180));
+    let _load = util::Load::start(Duration::from_secs(180));
     for sample in STABLE {
         assert_stable(sample, 2, "CPUs oversubscribed twice over");
     }

@@ -14,50 +14,7 @@
 mod samples;
 mod util;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// CPU-bound threads, twice as many as the machine has cores, until dropped or
-/// until their bound passes (whichever is first): each thread stops itself, so
-/// a test that panics mid-sweep leaves nothing spinning for long.
-struct Load {
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl Load {
-    fn start(bound: Duration) -> Load {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let stop = Arc::new(AtomicBool::new(false));
-        let deadline = Instant::now() + bound;
-        let threads = (0..2 * cores)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let mut x: u64 = 1;
-                    while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
-                        for _ in 0..100_000 {
-                            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-                        }
-                        std::hint::black_box(x);
-                    }
-                })
-            })
-            .collect();
-        Load { stop, threads }
-    }
-}
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
 
 /// The 1-minute load average, for the record.
 fn load_average() -> String {
@@ -119,7 +76,7 @@ fn sweep(name: &str, idle: usize, loaded: usize) -> Tally {
     tally.loads.push(load_average());
     if loaded > 0 {
         // Bounded well past the longest sweep: the threads end on their own.
-        let _load = Load::start(Duration::from_secs(30 * 60));
+        let _load = util::Load::start(Duration::from_secs(30 * 60));
         for _ in 0..loaded {
             one(&mut tally, true);
         }
@@ -213,7 +170,7 @@ fn no_sample_is_left_out_as_a_race() {
 /// The load generator loads, and stops: its threads end when it is dropped.
 #[test]
 fn the_load_generator_stops() {
-    let load = Load::start(Duration::from_secs(60));
+    let load = util::Load::start(Duration::from_secs(60));
     assert_eq!(
         load.threads.len(),
         2 * std::thread::available_parallelism().map_or(2, |n| n.get())

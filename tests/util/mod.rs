@@ -281,3 +281,47 @@ fn sha(bytes: &[u8]) -> Vec<u8> {
     use sha2::Digest;
     sha2::Sha256::digest(bytes).to_vec()
 }
+
+/// CPU-bound threads, twice as many as the machine has cores, until dropped or
+/// until their bound passes (whichever is first): each thread stops itself, so
+/// a test that panics mid-sweep leaves nothing spinning for long.
+pub struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The busy threads (twice the cores).
+    pub threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    /// Starts the threads; they stop when the `Load` is dropped or `bound` passes.
+    pub fn start(bound: std::time::Duration) -> Load {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let deadline = std::time::Instant::now() + bound;
+        let threads = (0..2 * cores)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x: u64 = 1;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                        && std::time::Instant::now() < deadline
+                    {
+                        for _ in 0..100_000 {
+                            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                        }
+                        std::hint::black_box(x);
+                    }
+                })
+            })
+            .collect();
+        Load { stop, threads }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
