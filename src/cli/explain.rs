@@ -164,7 +164,13 @@ pub fn checks_markdown() -> String {
          with its own volumes dir and fresh volume ids. Ids are stable: filters, reports and \
          snapshots use them. `dhv-conform explain ID` prints one entry.\n\n\
          Levels: **must** failures make the plugin non-conformant (exit 1); **should** \
-         failures are warnings (failures under `--strict`); **info** is a measurement.\n\n",
+         failures are warnings (failures under `--strict`); **info** is a measurement.\n\n\
+         A check is skipped, with its reason, when it cannot judge: `needs X` when a check \
+         it builds on did not pass (that check reports the cause once), and `inconclusive: \
+         … timed out alone too` when a call it compares or diagnoses timed out and timed out \
+         again when made alone. Calls are made many at once; one that times out only under \
+         the run's own load is made again with no other call of the run in flight, and the \
+         verdict rests on that call.\n\n",
     );
     out.push_str("| id | level | rule |\n|---|---|---|\n");
     for spec in CATALOGUE {

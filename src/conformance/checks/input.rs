@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::CheckResult;
 use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, listing};
+use crate::contract::DeleteRequest;
 
 /// Canary files planted around (not in) the volumes dir, and what else is there.
 struct Surroundings {
@@ -63,22 +64,23 @@ pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
         let mut req = ctx.request_in(&volumes);
         req.volume_name = name.clone();
         let before = around.outside(&volumes);
-        // Either: refusing such a name is as good as treating it as data.
+        // Either: refusing such a name is as good as treating it as data. A
+        // create or delete that timed out is judged by its re-run alone.
         let call = ctx
-            .create(
+            .create_unloaded(
                 &req,
                 Expect::Either,
                 &format!("create with volume name {name:?}"),
             )
-            .await;
+            .await?;
         let after_create = around.outside(&volumes);
+        let step = format!("delete of volume {name:?}");
         let deleted = match &call.result {
             Ok(resp) => Some(
-                ctx.delete(
-                    &req,
-                    &resp.path,
+                ctx.delete_unloaded(
+                    &DeleteRequest::for_created(&req, &resp.path),
                     Expect::Success,
-                    &format!("delete of volume {name:?}"),
+                    &step,
                 )
                 .await,
             ),
@@ -99,8 +101,7 @@ pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
             )));
         }
         if let Some(deleted) = deleted {
-            ctx.need(deleted, &format!("delete of volume {name:?}"))
-                .await?;
+            ctx.need(deleted?, &step).await?;
         }
         notes.push(match &call.result {
             Ok(_) => format!("name {name:?}: created and deleted inside the volumes dir"),

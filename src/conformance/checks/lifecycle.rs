@@ -130,9 +130,10 @@ pub async fn crash_create(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let before = listing(&ctx.sandbox.volumes);
     let probe = ctx.request();
+    // Timed out under the run's load: measured again alone.
     let call = ctx
-        .create(&probe, Expect::Success, "measuring create")
-        .await;
+        .create_unloaded(&probe, Expect::Success, "measuring create")
+        .await?;
     let normal = call.duration;
     let resp = ctx.need(call, "measuring create").await?;
     ctx.delete_ok(&probe, &resp.path, "delete after measuring create")
@@ -147,10 +148,11 @@ pub async fn crash_create(ctx: &Ctx) -> CheckResult {
             at.as_secs_f64() * 1e3
         );
         ctx.crash_create(&req, at, &label).await;
-        // Either: the rule judges create again itself, below.
+        // Either: the rule judges create again itself, below; re-run alone
+        // if it timed out, as the load may have made it overrun.
         let again = ctx
-            .create(&req, Expect::Either, &format!("{label}: create again"))
-            .await;
+            .create_unloaded(&req, Expect::Either, &format!("{label}: create again"))
+            .await?;
         let resp = match again.result {
             Ok(resp) => resp,
             Err(e) => {
@@ -197,8 +199,12 @@ pub async fn crash_delete(ctx: &Ctx) -> CheckResult {
         .create_ok(&probe, "create before measuring delete")
         .await?;
     let call = ctx
-        .delete(&probe, &resp.path, Expect::Success, "measuring delete")
-        .await;
+        .delete_unloaded(
+            &DeleteRequest::for_created(&probe, &resp.path),
+            Expect::Success,
+            "measuring delete",
+        )
+        .await?;
     let normal = call.duration;
     ctx.need(call, "measuring delete").await?;
     let mut notes = Vec::new();
@@ -215,15 +221,15 @@ pub async fn crash_delete(ctx: &Ctx) -> CheckResult {
         );
         ctx.crash_delete(&DeleteRequest::for_created(&req, &resp.path), at, &label)
             .await;
-        // Either: the rule judges delete again itself, below.
+        // Either: the rule judges delete again itself, below (re-run alone
+        // if it timed out).
         let again = ctx
-            .delete(
-                &req,
-                &resp.path,
+            .delete_unloaded(
+                &DeleteRequest::for_created(&req, &resp.path),
                 Expect::Either,
                 &format!("{label}: delete again"),
             )
-            .await;
+            .await?;
         if let Err(e) = again.result {
             return Err(Finding::Fail(format!(
                 "{label}: expected delete again to exit 0; got: {e}"

@@ -88,6 +88,15 @@ impl Ledger {
         });
     }
 
+    /// Takes back the expectation of the calls made as `step`: they timed
+    /// out under the run's load and were made again alone, which is judged
+    /// instead (they stay in the run's log as evidence).
+    pub(super) fn excuse(&self, step: &str) {
+        for entry in lock(&self.entries).iter_mut().filter(|e| e.step == step) {
+            entry.expect = Expect::Either;
+        }
+    }
+
     fn unmet(&self) -> Vec<Entry> {
         lock(&self.entries)
             .iter()
@@ -150,7 +159,18 @@ impl Ctx {
         expect: Expect,
         step: &str,
     ) -> PluginCall<CreateResponse> {
-        let _gate = self.shared.gate.read().await;
+        self.create_as(req, expect, step, false).await
+    }
+
+    /// Creates; `alone`: with no other call of the run in flight (see [`Gate`]).
+    pub(super) async fn create_as(
+        &self,
+        req: &CreateRequest,
+        expect: Expect,
+        step: &str,
+        alone: bool,
+    ) -> PluginCall<CreateResponse> {
+        let _gate = Gate::hold(&self.shared, alone).await;
         let solo = self.calls.enter(&self.shared.in_flight);
         let before = solo
             .started_alone
@@ -196,7 +216,18 @@ impl Ctx {
         expect: Expect,
         step: &str,
     ) -> PluginCall<()> {
-        let _gate = self.shared.gate.read().await;
+        self.delete_as(req, expect, step, false).await
+    }
+
+    /// Sends this delete request; `alone`: as for [`create_as`](Self::create_as).
+    pub(super) async fn delete_as(
+        &self,
+        req: &DeleteRequest,
+        expect: Expect,
+        step: &str,
+        alone: bool,
+    ) -> PluginCall<()> {
+        let _gate = Gate::hold(&self.shared, alone).await;
         let solo = self.calls.enter(&self.shared.in_flight);
         let call = self.plugin.delete(req).await;
         let in_flight = solo.run_in_flight;
@@ -214,7 +245,7 @@ impl Ctx {
 
     /// Fingerprints once more (the probe is [`fingerprint_probe`](Self::fingerprint_probe)).
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
-        let _gate = self.shared.gate.read().await;
+        let _gate = Gate::hold(&self.shared, false).await;
         let solo = self.calls.enter(&self.shared.in_flight);
         let call = self.plugin.fingerprint().await;
         let in_flight = solo.run_in_flight;
@@ -462,10 +493,22 @@ pub(crate) struct Variant<'a> {
     alone: bool,
 }
 
-/// The run's gate, held for one call (only for its drop: the guards are never read).
+/// The run's gate, held for one call (only for its drop: the guards are never
+/// read). Every call holds it shared; a call made alone holds it exclusively,
+/// so it waits for the calls in flight and new ones wait for it.
 enum Gate<'a> {
     Shared(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'a, ()>),
     Alone(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'a, ()>),
+}
+
+impl Gate<'_> {
+    async fn hold(shared: &super::Shared, alone: bool) -> Gate<'_> {
+        if alone {
+            Gate::Alone(shared.gate.write().await)
+        } else {
+            Gate::Shared(shared.gate.read().await)
+        }
+    }
 }
 
 /// A call of the run under way that is not logged (it still counts as in flight).
@@ -497,11 +540,7 @@ impl<'a> Variant<'a> {
 
     /// Holds the run's gate for one call: shared, or exclusive when alone.
     async fn gate(&self) -> Gate<'_> {
-        if self.alone {
-            Gate::Alone(self.ctx.shared.gate.write().await)
-        } else {
-            Gate::Shared(self.ctx.shared.gate.read().await)
-        }
+        Gate::hold(&self.ctx.shared, self.alone).await
     }
 
     /// Fingerprints.

@@ -7,7 +7,9 @@
 //! - [`probes`]: the run's shared first calls and the prerequisites checks
 //!   derive from them ("needs create.succeeds");
 //! - [`steps`]: the scenario steps several checks share (create cleanly,
-//!   plant a canary in a volume).
+//!   plant a canary in a volume);
+//! - [`unloaded`]: calls re-run alone when they timed out under the run's
+//!   own load, for the checks that compare or diagnose.
 //!
 //! [`Ctx`] ties them together for one check; [`Shared`] holds what the checks
 //! of one run share.
@@ -18,6 +20,7 @@ mod probes;
 mod sandbox;
 mod steps;
 mod timing;
+mod unloaded;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,84 @@
+//! Calls whose outcome a check compares or diagnoses must not have timed out
+//! only because the run's own checks kept the machine busy. A call that timed
+//! out is made again alone (no other call of the run in flight), and the
+//! re-run is what the check judges; when it times out alone too, the check
+//! cannot tell a cause and says so: a skip, "inconclusive: … timed out alone
+//! too", never a diagnosis drawn from a call that never finished.
+//!
+//! Not for the checks whose subject is the load itself (the concurrency
+//! checks): a call that hangs only when others run is their finding.
+
+use std::future::Future;
+
+use super::{Ctx, Expect, Finding};
+use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
+use crate::plugin::PluginCall;
+
+/// The step name of a re-run alone.
+fn again(step: &str) -> String {
+    format!("{step}, re-run alone after a timeout")
+}
+
+impl Ctx {
+    /// Creates; a create that timed out is re-run alone (see the module).
+    /// `Err(skip)` when it times out alone too, or when its prerequisite did
+    /// not pass (that check reports the cause).
+    pub async fn create_unloaded(
+        &self,
+        req: &CreateRequest,
+        expect: Expect,
+        step: &str,
+    ) -> Result<PluginCall<CreateResponse>, Finding> {
+        let first = self.create(req, expect, step).await;
+        self.settle_timeout(step, first, |again| async move {
+            self.create_as(req, expect, &again, true).await
+        })
+        .await
+    }
+
+    /// Deletes; a delete that timed out is re-run alone, as for
+    /// [`create_unloaded`](Self::create_unloaded).
+    pub async fn delete_unloaded(
+        &self,
+        req: &DeleteRequest,
+        expect: Expect,
+        step: &str,
+    ) -> Result<PluginCall<()>, Finding> {
+        let first = self.delete_raw(req, expect, step).await;
+        self.settle_timeout(step, first, |again| async move {
+            self.delete_as(req, expect, &again, true).await
+        })
+        .await
+    }
+
+    /// `first`, when it did not time out; else the re-run alone that `rerun`
+    /// makes (given its step name). The calls that timed out are evidence in
+    /// the run's log, not unmet expectations of the check.
+    async fn settle_timeout<T, F, Fut>(
+        &self,
+        step: &str,
+        first: PluginCall<T>,
+        rerun: F,
+    ) -> Result<PluginCall<T>, Finding>
+    where
+        F: FnOnce(String) -> Fut,
+        Fut: Future<Output = PluginCall<T>>,
+    {
+        if !first.timed_out() {
+            return Ok(first);
+        }
+        if let Some(needs) = self.failed_prerequisite(first.operation).await {
+            return Err(Finding::Skip(needs));
+        }
+        self.calls.excuse(step);
+        let again = again(step);
+        let call = rerun(again.clone()).await;
+        if call.timed_out() {
+            self.calls.excuse(&again);
+            return Err(Finding::Skip(format!(
+                "inconclusive: {step} timed out alone too"
+            )));
+        }
+        Ok(call)
+    }
+}
