@@ -176,7 +176,7 @@ pub const CATALOGUE: &[CheckSpec] = &[
     // delete
     must(
         "delete.succeeds",
-        "delete of a created volume exits 0 within 60 s",
+        "delete of a created volume holding a file (as a volume in use does) exits 0 within 60 s",
         scenario!(delete::succeeds),
     ),
     must(
@@ -201,7 +201,7 @@ pub const CATALOGUE: &[CheckSpec] = &[
     ),
     should(
         "delete.no-residue",
-        "after every volume is deleted, the volumes dir holds nothing the plugin made",
+        "after every volume is deleted, nothing the plugin made remains in or beside the volumes dir; other checks that find the same leftovers cite this one",
         scenario!(delete::no_residue),
     ),
     should(

@@ -111,13 +111,13 @@ pub const RULES: &[Rule] = &[
         "create.idempotent",
         "Nomad calls create again with the same request when the agent restarts (restore) and when a volume is updated. A create that fails or moves the volume on the second call loses the volume or its data.",
         "When the volume already exists, return its path unchanged and exit 0: `mkdir -p`, and check each step before doing it again.",
-        &["fails-on-existing-dir", "rmdir-delete"],
+        &["fails-on-existing-dir"],
     ),
     rule(
         "create.distinct",
         "Each volume id is a separate volume: two volumes sharing a path see each other's files, and deleting one deletes the other.",
         "Derive the path from `DHV_VOLUME_ID` (unique, a UUID), never from a constant or a counter.",
-        &["rmdir-delete", "shared-path"],
+        &["shared-path"],
     ),
     rule(
         "create.update",
@@ -140,8 +140,8 @@ pub const RULES: &[Rule] = &[
     rule(
         "delete.succeeds",
         "A failing delete keeps the volume in Nomad's state: `nomad volume delete` fails and the volume cannot be removed from the node.",
-        "Remove the volume at `$DHV_CREATED_PATH` and exit 0 within 60 s; print `{\"error\": \"...\"}` when you really cannot.",
-        &[],
+        "Remove the volume at `$DHV_CREATED_PATH`, with whatever it holds, and exit 0 within 60 s; print `{\"error\": \"...\"}` when you really cannot.",
+        &["rmdir-delete"],
     ),
     rule(
         "delete.removes",
@@ -165,7 +165,7 @@ pub const RULES: &[Rule] = &[
         "delete.isolated",
         "A delete that touches other volumes destroys other jobs' data.",
         "Remove only `$DHV_CREATED_PATH` (and the files the plugin keeps for that one volume id).",
-        &["rmdir-delete", "shared-path"],
+        &["shared-path"],
     ),
     rule(
         "delete.no-residue",
@@ -177,7 +177,7 @@ pub const RULES: &[Rule] = &[
         "delete.auto-delete-safe",
         "When Nomad fails to save a new volume's state it deletes the volume with `DHV_CREATED_PATH` set to the volumes dir itself and an empty name and namespace: a plugin that runs `rm -rf \"$DHV_CREATED_PATH\"` wipes every volume on the node.",
         "Derive what to remove from `DHV_VOLUME_ID`, or refuse a `DHV_CREATED_PATH` equal to `DHV_VOLUMES_DIR`.",
-        &["blind-delete", "rmdir-delete", "shared-path"],
+        &["blind-delete", "shared-path"],
     ),
     rule(
         "delete.deadline",
@@ -189,19 +189,19 @@ pub const RULES: &[Rule] = &[
         "lifecycle.restore",
         "When a Nomad agent restarts it calls create again, concurrently, for every volume it created. A plugin that fails here drops the volumes from the node; one that returns new paths hides the data.",
         "Make create idempotent and safe to run for many volumes at once: return the existing volume's path untouched.",
-        &["fails-on-existing-dir", "rmdir-delete"],
+        &["fails-on-existing-dir"],
     ),
     rule(
         "lifecycle.recreate",
         "Users delete a volume and create one with the same id; a stale leftover of the first volume would leak old data into the new one.",
         "Leave nothing of a deleted volume behind, so the next create starts empty.",
-        &["rmdir-delete"],
+        &[],
     ),
     rule(
         "lifecycle.crash-create",
         "Nomad kills a create that overruns its limit, and nodes crash; the next create of that volume must repair or finish it, not report a half-made volume as ready.",
         "Do the work under a temporary name and rename at the end, or check every step before skipping it; record \"done\" only after the work.",
-        &["crash-unsafe", "fails-on-existing-dir", "side-file"],
+        &["crash-unsafe", "fails-on-existing-dir"],
     ),
     rule(
         "lifecycle.crash-delete",
@@ -285,7 +285,7 @@ pub const RULES: &[Rule] = &[
         "input.capacity-edge",
         "Capacities come from users: 0/0, min > max or 2^63-1 must not hang the plugin or leave half-made volumes.",
         "Validate the capacity first and fail with `{\"error\": \"...\"}` before making anything, or succeed cleanly.",
-        &["side-file"],
+        &[],
     ),
     rule(
         "timing.margin",

@@ -4,12 +4,14 @@
 use std::path::Path;
 
 use super::CheckResult;
-use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, listing, plant_in_volume};
+use crate::conformance::context::{Ctx, Expect, Finding, around, canary_intact, plant_in_volume};
 use crate::contract::DeleteRequest;
 
 /// `delete.succeeds` (must): delete of a created volume exits 0. Judged on
 /// the run's delete probe, which the other checks' "needs delete.succeeds"
-/// rests on.
+/// rests on; its volume holds a file, as a volume in use does, so a plugin
+/// whose delete fails on data fails here once, not in every check that
+/// deletes a volume it wrote to.
 pub async fn succeeds(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let probe = ctx.delete_probe().await;
@@ -35,7 +37,7 @@ pub async fn succeeds(ctx: &Ctx) -> CheckResult {
             call.duration.as_secs_f64() * 1e3
         ))),
         Err(e) => Err(Finding::Fail(format!(
-            "expected delete (DHV_CREATED_PATH={path:?}) to exit 0; got: {e}"
+            "expected delete of a created volume holding a file (DHV_CREATED_PATH={path:?}) to exit 0; got: {e}"
         ))),
     }
 }
@@ -114,10 +116,12 @@ pub async fn isolated(ctx: &Ctx) -> CheckResult {
     result
 }
 
-/// `delete.no-residue` (should): nothing the plugin made remains after all deletes.
+/// `delete.no-residue` (should): nothing the plugin made remains after all
+/// deletes, in the volumes dir or beside it. The one finding for what every
+/// create and delete leaves: other checks cite it ([`Ctx::leftovers`]).
 pub async fn no_residue(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
-    let before = listing(&ctx.sandbox.volumes);
+    let before = around(&ctx.sandbox.volumes);
     let reqs = [ctx.request(), ctx.request()];
     let mut made = Vec::new();
     for req in &reqs {
@@ -133,7 +137,7 @@ pub async fn no_residue(ctx: &Ctx) -> CheckResult {
             mounts.join(", ")
         )));
     }
-    let left: Vec<String> = listing(&ctx.sandbox.volumes)
+    let left: Vec<String> = around(&ctx.sandbox.volumes)
         .difference(&before)
         .cloned()
         .collect();
@@ -141,7 +145,7 @@ pub async fn no_residue(ctx: &Ctx) -> CheckResult {
         Ok(Finding::Pass("volumes dir as it was".into()))
     } else {
         Err(Finding::Fail(format!(
-            "expected the volumes dir to hold nothing after every volume was deleted; left behind: {}",
+            "expected nothing in or beside the volumes dir after every volume was deleted; left behind: {}",
             left.join(", ")
         )))
     }

@@ -172,20 +172,22 @@ pub async fn crash_create(ctx: &Ctx) -> CheckResult {
             .await?;
         notes.push(format!("{:.0}%", point * 100.0));
     }
-    let left: Vec<String> = listing(&ctx.sandbox.volumes)
-        .difference(&before)
-        .cloned()
-        .collect();
-    if !left.is_empty() {
+    let left = ctx.left_since(&ctx.sandbox.volumes, &before).await;
+    if !left.own.is_empty() {
         return Err(Finding::Fail(format!(
-            "after crashed creates, re-creates and deletes, expected an empty volumes dir; left: {}",
-            left.join(", ")
+            "after crashed creates, re-creates and deletes, expected an empty volumes dir; left: {}{}",
+            left.own.join(", "),
+            left.citation()
         )));
     }
     Ok(Finding::Pass(format!(
-        "killed at {} of {:.1} ms: create again recovered, delete left nothing",
+        "killed at {} of {:.1} ms: create again recovered, delete left nothing{}",
         notes.join(", "),
-        normal.as_secs_f64() * 1e3
+        normal.as_secs_f64() * 1e3,
+        match left.cited.is_empty() {
+            true => String::new(),
+            false => format!(" of its own{}", left.citation()),
+        }
     )))
 }
 

@@ -8,6 +8,8 @@
 //!   derive from them ("needs create.succeeds");
 //! - [`steps`]: the scenario steps several checks share (create cleanly,
 //!   plant a canary in a volume);
+//! - [`residue`]: what every create and delete leaves (one root cause, one
+//!   finding: `delete.no-residue`'s), for other checks to cite;
 //! - [`unloaded`]: calls re-run alone when they timed out under the run's
 //!   own load, for the checks that compare or diagnose.
 //!
@@ -17,6 +19,7 @@
 mod calls;
 mod log;
 mod probes;
+mod residue;
 mod sandbox;
 mod steps;
 mod timing;
@@ -28,6 +31,7 @@ use std::sync::{Arc, Mutex};
 pub(crate) use calls::{Expect, Variant};
 pub(crate) use log::{CallLog, LoggedCall, RunLog};
 pub(crate) use probes::Probes;
+pub(crate) use residue::{Leftovers, around};
 pub(crate) use sandbox::{Sandbox, canary_intact, listing};
 pub(crate) use steps::plant_in_volume;
 pub(crate) use timing::{Phase, is_provoked, overran};

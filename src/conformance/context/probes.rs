@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
+use super::residue::{Footprint, around};
 use super::{Ctx, Expect, Finding, Shared};
 use crate::contract::{CreateRequest, CreateResponse, Operation};
 use crate::plugin::{Fingerprint, PluginCall};
@@ -26,8 +27,12 @@ pub(crate) struct CreateProbe {
 pub(crate) struct DeleteProbe {
     /// The create before it, and its path when it succeeded.
     pub create: PluginCall<CreateResponse>,
-    /// The delete, when the create succeeded.
+    /// The delete, when the create succeeded. The volume holds a file by
+    /// then, as a volume in use does.
     pub delete: Option<PluginCall<()>>,
+    /// What the create and delete left in and beside the volumes dir, when
+    /// the delete passed (see [`residue`](super::residue)).
+    pub footprint: Option<Footprint>,
 }
 
 impl DeleteProbe {
@@ -118,19 +123,43 @@ impl Ctx {
             .get_or_init(|| async move {
                 let probe = probe_ctx(shared.clone(), "delete.succeeds");
                 let req = probe.request();
+                let volumes = probe.sandbox.volumes.clone();
                 let create = probe
                     .create(&req, Expect::Success, "create before delete")
                     .await;
-                let delete = match &create.result {
-                    Ok(resp) => Some(
-                        probe
-                            .delete(&req, &resp.path, Expect::Success, "delete")
-                            .await,
-                    ),
-                    Err(_) => None,
-                };
+                let (mut delete, mut footprint) = (None, None);
+                if let Ok(resp) = &create.result {
+                    let created_beside = around(&volumes)
+                        .into_iter()
+                        .filter(|e| e.starts_with("../"))
+                        .map(|e| probe.shape(&e))
+                        .collect();
+                    // A file in it, as in any volume in use; a path outside
+                    // the sandbox gets none (and is create's finding).
+                    let _ = probe.plant(Path::new(&resp.path), "data");
+                    let call = probe
+                        .delete(
+                            &req,
+                            &resp.path,
+                            Expect::Success,
+                            "delete of a volume holding a file",
+                        )
+                        .await;
+                    if call.ok() {
+                        let left = around(&volumes).iter().map(|e| probe.shape(e)).collect();
+                        footprint = Some(Footprint {
+                            created_beside,
+                            left,
+                        });
+                    }
+                    delete = Some(call);
+                }
                 shared.probes.keep(probe);
-                DeleteProbe { create, delete }
+                DeleteProbe {
+                    create,
+                    delete,
+                    footprint,
+                }
             })
             .await
     }

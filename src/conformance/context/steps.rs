@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Ctx, Expect, Finding, listing};
+use std::collections::BTreeSet;
+
+use super::{Ctx, Expect, Finding, Leftovers, listing};
 use crate::contract::{CreateRequest, DeleteRequest};
 
 /// Writes a canary into a volume, or fails the check saying the path is
@@ -58,29 +60,30 @@ impl Ctx {
                     .delete_unloaded(&delete, Expect::Success, &step)
                     .await?;
                 self.need(deleted, &step).await?;
-                let left: Vec<String> = listing(dir).difference(&before).cloned().collect();
-                if no_residue && !left.is_empty() {
+                let left = self.left_since(dir, &before).await;
+                if no_residue && !left.own.is_empty() {
                     return Err(Finding::Fail(format!(
-                        "{label}: create succeeded, but after delete the volumes dir still holds {}",
-                        left.join(", ")
+                        "{label}: create succeeded, but after delete the volumes dir still holds {}{}",
+                        left.own.join(", "),
+                        left.citation()
                     )));
                 }
-                Ok(format!("{label}: created and deleted"))
+                Ok(format!("{label}: created and deleted{}", left.citation()))
             }
             Err(e) => {
-                let left: Vec<String> = listing(dir).difference(&before).cloned().collect();
+                let left = self.left_since(dir, &before).await;
                 let procs: Vec<String> = call
                     .run
                     .iter()
                     .flat_map(|r| r.leftovers().iter().map(|l| l.cmdline.clone()))
                     .collect();
-                if left.is_empty() && procs.is_empty() {
-                    return Ok(format!("{label}: refused cleanly"));
+                if left.own.is_empty() && procs.is_empty() {
+                    return Ok(format!("{label}: refused cleanly{}", left.citation()));
                 }
-                let files = if left.is_empty() {
+                let files = if left.own.is_empty() {
                     String::new()
                 } else {
-                    format!(" files: {}", left.join(", "))
+                    format!(" files: {}", left.own.join(", "))
                 };
                 let procs = if procs.is_empty() {
                     String::new()
@@ -88,9 +91,17 @@ impl Ctx {
                     format!(" processes: {}", procs.join(", "))
                 };
                 Err(Finding::Fail(format!(
-                    "{label}: expected a failed create to leave nothing behind; it failed ({e}) and left{files}{procs}"
+                    "{label}: expected a failed create to leave nothing behind; it failed ({e}) and left{files}{procs}{}",
+                    left.citation()
                 )))
             }
         }
+    }
+
+    /// What is in `dir` now and was not in `before`, split by cause (see
+    /// [`leftovers`](Self::leftovers)).
+    pub async fn left_since(&self, dir: &Path, before: &BTreeSet<String>) -> Leftovers {
+        let new = listing(dir).difference(before).cloned().collect::<Vec<_>>();
+        self.leftovers(new).await
     }
 }

@@ -1,0 +1,75 @@
+//! One root cause, one finding: what every create and delete of a plugin
+//! leaves behind is `delete.no-residue`'s finding, and the other checks that
+//! see the same leftovers cite it rather than warn or fail again. Shown on a
+//! plugin that keeps a metadata dir beside the volumes dir, through the binary.
+
+mod util;
+
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// Plain directories, plus `$DHV_VOLUMES_DIR/../.meta/<id>.json` written by
+/// create and never removed.
+const META_BESIDE: &str = r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+meta="$DHV_VOLUMES_DIR/../.meta"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" "$meta" || exit 1
+	echo '{}' > "$meta/$DHV_VOLUME_ID.json" || exit 1
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete) rm -rf -- "$p" ;;
+*) exit 1 ;;
+esac
+"#;
+
+#[test]
+fn metadata_left_beside_the_volumes_dir_is_one_finding_that_the_others_cite() {
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin("meta-beside", META_BESIDE);
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .arg("check")
+        .arg(&plugin)
+        .args(["--json", "-", "-q"])
+        .env("TMPDIR", scratch.path())
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no report ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let checks = report["checks"].as_array().unwrap();
+    let status = |c: &Value| c["status"].as_str().unwrap().to_owned();
+    let findings: Vec<String> = checks
+        .iter()
+        .filter(|c| ["fail", "warn"].contains(&status(c).as_str()))
+        .map(|c| format!("{} {}: {}", c["id"], status(c), c["message"]))
+        .collect();
+    assert_eq!(findings.len(), 1, "one finding expected: {findings:#?}");
+    assert!(
+        findings[0].starts_with("\"delete.no-residue\" warn") && findings[0].contains("../.meta/"),
+        "{findings:?}"
+    );
+    let message = |id: &str| {
+        checks
+            .iter()
+            .find(|c| c["id"] == id)
+            .map(|c| c["message"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    // The traversal check sees the metadata appear outside the volumes dir,
+    // and knows it for what every volume gets, not the name used as a path.
+    assert!(
+        message("input.name-traversal").contains("not a traversal"),
+        "{}",
+        message("input.name-traversal")
+    );
+}
