@@ -1,6 +1,7 @@
 //! `dhv-conform run PLUGIN OPERATION`: one operation, exactly as Nomad runs it,
 //! with everything Nomad would see laid out for the plugin author.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use serde_json::Value;
 use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stdout};
 use crate::contract::Operation;
 use crate::contract::{self, CreateRequest, DeleteRequest, Parameters};
+use crate::exec::Outcome as ProcessOutcome;
 use crate::plugin::{
     CallOptions, HostVolumePlugin, PluginCall, PluginError, PluginRun, PluginSource, Timeouts,
 };
@@ -128,17 +130,53 @@ struct Report {
 
 /// Runs `run`.
 pub async fn run(args: RunArgs) -> CliResult {
-    let id = match &args.id {
-        Some(id) if !contract::is_valid_volume_id(id) => {
-            return Err(CliError::usage(format!(
-                "--id {id:?} is not a lower-case UUID (8-4-4-4-12 hex digits)"
-            )));
-        }
-        Some(id) => id.clone(),
-        None => uuid::Uuid::new_v4().to_string(),
-    };
+    let id = volume_id(args.id.as_deref())?;
     let parameters = parse_parameters(args.parameters.as_deref())?;
     let source = PluginSource::parse(&args.plugin);
+    check_plugin_file(&source)?;
+    let volumes_dir = volumes_dir(args.volumes_dir.as_deref())?;
+    let timeouts = args.timeout.map_or_else(Timeouts::default, |t| Timeouts {
+        fingerprint: t,
+        create: t,
+        delete: t,
+    });
+    let plugin = source.open(&CallOptions {
+        timeouts,
+        ..CallOptions::default()
+    });
+    let create = create_request(&args, plugin.as_ref(), &volumes_dir, id, parameters);
+    let created_path = args.created_path.clone().unwrap_or_else(|| {
+        volumes_dir
+            .join(&create.volume_id)
+            .to_string_lossy()
+            .into_owned()
+    });
+    let delete = DeleteRequest::for_created(&create, &created_path);
+
+    let report = dispatch(plugin.as_ref(), &args.operation, &create, &delete).await?;
+    let ok = report.error.is_none();
+    if args.json {
+        print_json(&to_json(&report));
+    } else {
+        // Everything here may come from the plugin: no escape reaches the terminal.
+        print_stdout(&printable(&to_human(&report, &args.plugin)));
+    }
+    Ok(if ok { EXIT_OK } else { EXIT_FAIL })
+}
+
+/// `--id` as given, when it is the lower-case UUID Nomad sends, or a fresh one.
+fn volume_id(given: Option<&str>) -> Result<String, CliError> {
+    match given {
+        Some(id) if !contract::is_valid_volume_id(id) => Err(CliError::usage(format!(
+            "--id {id:?} is not a lower-case UUID (8-4-4-4-12 hex digits)"
+        ))),
+        Some(id) => Ok(id.to_owned()),
+        None => Ok(uuid::Uuid::new_v4().to_string()),
+    }
+}
+
+/// A plugin path that is missing or not a file is bad input, said before any call.
+fn check_plugin_file(source: &PluginSource) -> Result<(), CliError> {
     if let Some(path) = source.path().filter(|p| !p.exists()) {
         return Err(CliError::usage(format!(
             "plugin {} does not exist",
@@ -151,8 +189,14 @@ pub async fn run(args: RunArgs) -> CliResult {
             path.display()
         )));
     }
-    let volumes_dir = match &args.volumes_dir {
-        Some(dir) => dir.clone(),
+    Ok(())
+}
+
+/// `--volumes-dir` or the default, created if missing and made absolute, as
+/// Nomad's own volumes dir always is.
+fn volumes_dir(given: Option<&std::path::Path>) -> Result<PathBuf, CliError> {
+    let volumes_dir = match given {
+        Some(dir) => dir.to_path_buf(),
         None => std::env::temp_dir().join("dhv-conform-volumes"),
     };
     std::fs::create_dir_all(&volumes_dir).map_err(|e| {
@@ -161,23 +205,23 @@ pub async fn run(args: RunArgs) -> CliResult {
             volumes_dir.display()
         ))
     })?;
-    let volumes_dir = std::path::absolute(&volumes_dir).unwrap_or(volumes_dir);
+    Ok(std::path::absolute(&volumes_dir).unwrap_or(volumes_dir))
+}
 
-    let timeouts = args.timeout.map_or_else(Timeouts::default, |t| Timeouts {
-        fingerprint: t,
-        create: t,
-        delete: t,
-    });
-    let plugin = source.open(&CallOptions {
-        timeouts,
-        ..CallOptions::default()
-    });
+/// The create request from the flags, with the defaults `RunArgs` documents.
+fn create_request(
+    args: &RunArgs,
+    plugin: &dyn HostVolumePlugin,
+    volumes_dir: &std::path::Path,
+    id: String,
+    parameters: Option<Parameters>,
+) -> CreateRequest {
     let plugin_dir = match (&args.plugin_dir, plugin.plugin_dir()) {
         (Some(d), _) => d.to_string_lossy().into_owned(),
         (None, Some(dir)) => dir.to_string_lossy().into_owned(),
         (None, None) => String::new(),
     };
-    let create = CreateRequest {
+    CreateRequest {
         volumes_dir: volumes_dir.to_string_lossy().into_owned(),
         plugin_dir,
         node_pool: args.node_pool.clone(),
@@ -186,7 +230,7 @@ pub async fn run(args: RunArgs) -> CliResult {
             .name
             .clone()
             .unwrap_or_else(|| format!("run-{}", &id[..8])),
-        volume_id: id.clone(),
+        volume_id: id,
         capacity_min_bytes: args.capacity_min,
         capacity_max_bytes: args.capacity_max,
         node_id: args
@@ -194,22 +238,7 @@ pub async fn run(args: RunArgs) -> CliResult {
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         parameters,
-    };
-    let created_path = args
-        .created_path
-        .clone()
-        .unwrap_or_else(|| volumes_dir.join(&id).to_string_lossy().into_owned());
-    let delete = DeleteRequest::for_created(&create, &created_path);
-
-    let report = dispatch(plugin.as_ref(), &args.operation, &create, &delete).await?;
-    let ok = report.error.is_none();
-    if args.json {
-        print_json(&to_json(&report));
-    } else {
-        // Everything here may come from the plugin: no escape reaches the terminal.
-        print_stdout(&printable(&to_human(&report, &args.plugin)));
     }
-    Ok(if ok { EXIT_OK } else { EXIT_FAIL })
 }
 
 /// Makes the one call, through the plugin interface whatever the plugin is.
@@ -330,8 +359,8 @@ fn to_json(r: &Report) -> RunOutput {
     }
 }
 
+/// The human report: what the plugin got, what it did, and what Nomad makes of it.
 fn to_human(r: &Report, plugin: &str) -> String {
-    use std::fmt::Write;
     let mut out = String::new();
     let _ = writeln!(out, "plugin:    {plugin}");
     let _ = writeln!(out, "operation: {}", r.operation);
@@ -344,52 +373,7 @@ fn to_human(r: &Report, plugin: &str) -> String {
     match &r.run {
         Some(run) => {
             match &run.result {
-                Ok(o) => {
-                    let _ = writeln!(
-                        out,
-                        "exit:      {}{}",
-                        o.exit.go_string(),
-                        if o.timed_out {
-                            " (timed out and killed)"
-                        } else {
-                            ""
-                        }
-                    );
-                    let _ = writeln!(
-                        out,
-                        "duration:  {:.1} ms",
-                        o.duration.as_secs_f64() * 1000.0
-                    );
-                    if o.leaked {
-                        let _ = writeln!(
-                            out,
-                            "LEAK:      a process kept stdout/stderr open after the plugin exited: Nomad would hang on it"
-                        );
-                    }
-                    for l in &o.leftovers {
-                        let _ = writeln!(out, "left behind (killed): pid {} {}", l.pid, l.cmdline);
-                    }
-                    let _ = writeln!(
-                        out,
-                        "stdout{}:",
-                        if o.stdout_truncated {
-                            " (truncated)"
-                        } else {
-                            ""
-                        }
-                    );
-                    let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(&o.stdout)));
-                    let _ = writeln!(
-                        out,
-                        "stderr{}:",
-                        if o.stderr_truncated {
-                            " (truncated)"
-                        } else {
-                            ""
-                        }
-                    );
-                    let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(&o.stderr)));
-                }
+                Ok(o) => process_lines(&mut out, o),
                 Err(start) => {
                     let _ = writeln!(out, "start:     failed: {}", start.go_error);
                     let _ = writeln!(out, "why:       {}", start.explanation);
@@ -401,6 +385,44 @@ fn to_human(r: &Report, plugin: &str) -> String {
             let _ = writeln!(out, "built-in plugin: runs inside Nomad, no process");
         }
     }
+    outcome_lines(&mut out, r);
+    out
+}
+
+/// How the plugin's process ended, what it left behind, and what it printed.
+fn process_lines(out: &mut String, o: &ProcessOutcome) {
+    let timed_out = if o.timed_out {
+        " (timed out and killed)"
+    } else {
+        ""
+    };
+    let _ = writeln!(out, "exit:      {}{timed_out}", o.exit.go_string());
+    let _ = writeln!(
+        out,
+        "duration:  {:.1} ms",
+        o.duration.as_secs_f64() * 1000.0
+    );
+    if o.leaked {
+        let _ = writeln!(
+            out,
+            "LEAK:      a process kept stdout/stderr open after the plugin exited: Nomad would hang on it"
+        );
+    }
+    for l in &o.leftovers {
+        let _ = writeln!(out, "left behind (killed): pid {} {}", l.pid, l.cmdline);
+    }
+    for (name, bytes, truncated) in [
+        ("stdout", &o.stdout, o.stdout_truncated),
+        ("stderr", &o.stderr, o.stderr_truncated),
+    ] {
+        let truncated = if truncated { " (truncated)" } else { "" };
+        let _ = writeln!(out, "{name}{truncated}:");
+        let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(bytes)));
+    }
+}
+
+/// What Nomad makes of the call: the version or response it decoded, and its verdict.
+fn outcome_lines(out: &mut String, r: &Report) {
     if let Some(v) = &r.version {
         let _ = writeln!(
             out,
@@ -418,15 +440,8 @@ fn to_human(r: &Report, plugin: &str) -> String {
         let json = serde_json::to_string(resp).unwrap_or_default();
         let _ = writeln!(out, "response:  {json}");
     }
-    match &r.error {
-        Some(e) => {
-            let _ = writeln!(out, "Nomad says: {e}");
-        }
-        None => {
-            let _ = writeln!(out, "Nomad says: success");
-        }
-    }
-    out
+    let verdict = r.error.as_deref().unwrap_or("success");
+    let _ = writeln!(out, "Nomad says: {verdict}");
 }
 
 fn indent(s: &str) -> String {

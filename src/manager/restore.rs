@@ -70,35 +70,58 @@ impl HostVolumeManager {
             .volumes
             .into_values()
             .collect();
+        let jobs = self.plan_restore(&volumes);
+        let outcomes = self.run_restore(&volumes, jobs).await;
+        Ok(volumes.into_iter().zip(outcomes).map(restored).collect())
+    }
+
+    /// Decides each volume's job, or why it has none: a volume whose plugin is
+    /// missing fails alone, before anything runs.
+    fn plan_restore(&self, volumes: &[Volume]) -> Vec<Result<Job, ManagerError>> {
         let timeouts = Timeouts {
             create: self.restore_timeout,
             ..self.timeouts
         };
+        // One lookup per plugin, not per volume: a node's thousand volumes
+        // usually share a plugin or two, and a lookup walks the plugin dir.
+        let mut plugins: HashMap<&str, Result<Arc<dyn HostVolumePlugin>, PluginError>> =
+            HashMap::new();
+        volumes
+            .iter()
+            .map(|volume| {
+                let Some(req) = &volume.create_request else {
+                    return Ok(Job::Stat);
+                };
+                let id = volume.plugin_id.as_deref().unwrap_or_default();
+                match plugins
+                    .entry(id)
+                    .or_insert_with(|| self.plugin_with(id, timeouts))
+                {
+                    Ok(plugin) => Ok(Job::Create(Arc::clone(plugin), Box::new(req.clone()))),
+                    Err(e) => Err(e.clone().into()),
+                }
+            })
+            .collect()
+    }
+
+    /// Runs the jobs, at most `restore_concurrency` at once, and returns each
+    /// volume's outcome in the volumes' order.
+    async fn run_restore(
+        &self,
+        volumes: &[Volume],
+        jobs: Vec<Result<Job, ManagerError>>,
+    ) -> Vec<Option<Outcome>> {
         let permits = Arc::new(Semaphore::new(self.restore_concurrency));
         let mut results: Vec<Option<Outcome>> = Vec::new();
         results.resize_with(volumes.len(), || None);
         let mut tasks = JoinSet::new();
         let mut slot_of = HashMap::new();
-        // One lookup per plugin, not per volume: a node's thousand volumes
-        // usually share a plugin or two, and a lookup walks the plugin dir.
-        let mut plugins: HashMap<&str, Result<Arc<dyn HostVolumePlugin>, PluginError>> =
-            HashMap::new();
-
-        for (slot, volume) in volumes.iter().enumerate() {
-            let job = match &volume.create_request {
-                None => Job::Stat,
-                Some(req) => {
-                    let id = volume.plugin_id.as_deref().unwrap_or_default();
-                    let plugin = plugins
-                        .entry(id)
-                        .or_insert_with(|| self.plugin_with(id, timeouts));
-                    match plugin {
-                        Ok(plugin) => Job::Create(Arc::clone(plugin), Box::new(req.clone())),
-                        Err(e) => {
-                            results[slot] = Some((Err(e.clone().into()), None));
-                            continue;
-                        }
-                    }
+        for (slot, (volume, job)) in volumes.iter().zip(jobs).enumerate() {
+            let job = match job {
+                Ok(job) => job,
+                Err(e) => {
+                    results[slot] = Some((Err(e), None));
+                    continue;
                 }
             };
             // Taken before spawning, so that at most `restore_concurrency`
@@ -111,64 +134,62 @@ impl HostVolumeManager {
             let host_path = volume.host_path.clone();
             let handle = tasks.spawn(async move {
                 let _permit = permit;
-                match job {
-                    Job::Create(plugin, req) => {
-                        let call = plugin.create(&req).await;
-                        let result = call.result.map(|r| r.path).map_err(ManagerError::from);
-                        (result, call.run)
-                    }
-                    Job::Stat => match tokio::fs::metadata(&host_path).await {
-                        Ok(_) => (Ok(host_path), None),
-                        Err(source) => (
-                            Err(ManagerError::HostPath {
-                                name,
-                                path: host_path.into(),
-                                source,
-                            }),
-                            None,
-                        ),
-                    },
-                }
+                run_job(job, name, host_path).await
             });
             slot_of.insert(handle.id(), slot);
         }
-
         while let Some(joined) = tasks.join_next_with_id().await {
             let (task, result) = match joined {
                 Ok((task, result)) => (task, result),
-                Err(e) => (
-                    e.id(),
-                    (
-                        Err(ManagerError::Internal {
-                            what: "restoring a volume".into(),
-                            message: e.to_string(),
-                        }),
-                        None,
-                    ),
-                ),
+                Err(e) => (e.id(), (Err(internal(e.to_string())), None)),
             };
             if let Some(slot) = slot_of.remove(&task) {
                 results[slot] = Some(result);
             }
         }
+        results
+    }
+}
 
-        Ok(volumes
-            .into_iter()
-            .zip(results)
-            .map(|(volume, result)| {
-                let (result, run) = result.unwrap_or_else(|| {
-                    let lost = ManagerError::Internal {
-                        what: "restoring a volume".into(),
-                        message: "no result was recorded".into(),
-                    };
-                    (Err(lost), None)
-                });
-                Restored {
-                    volume,
-                    result,
-                    run,
-                }
-            })
-            .collect())
+/// One volume's call: create again with the stored request, or `stat` the
+/// registered path.
+async fn run_job(job: Job, name: String, host_path: String) -> Outcome {
+    match job {
+        Job::Create(plugin, req) => {
+            let call = plugin.create(&req).await;
+            let result = call.result.map(|r| r.path).map_err(ManagerError::from);
+            (result, call.run)
+        }
+        Job::Stat => match tokio::fs::metadata(&host_path).await {
+            Ok(_) => (Ok(host_path), None),
+            Err(source) => (
+                Err(ManagerError::HostPath {
+                    name,
+                    path: host_path.into(),
+                    source,
+                }),
+                None,
+            ),
+        },
+    }
+}
+
+/// A volume with its outcome; a missing outcome (a task that vanished) is an
+/// error of ours, never a silent success.
+fn restored((volume, outcome): (Volume, Option<Outcome>)) -> Restored {
+    let (result, run) =
+        outcome.unwrap_or_else(|| (Err(internal("no result was recorded".into())), None));
+    Restored {
+        volume,
+        result,
+        run,
+    }
+}
+
+/// An error in restore's own machinery, not in a plugin or a volume.
+fn internal(message: String) -> ManagerError {
+    ManagerError::Internal {
+        what: "restoring a volume".into(),
+        message,
     }
 }

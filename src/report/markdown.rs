@@ -12,11 +12,21 @@ use super::model::{CheckResult, Invocation, Report, Status, Summary};
 /// Renders the verdict line, a table of failed and warned checks (failures first, then by
 /// id), a collapsed list of skips with their reasons, and the counts.
 pub fn to_markdown(report: &Report) -> String {
-    let s = &report.summary;
     let checks = report.checks_by_id();
     let mut md = String::new();
+    headline(&mut md, report);
+    if report.options.filtered {
+        filtered_note(&mut md, &checks);
+    }
+    problems(&mut md, &checks);
+    skips(&mut md, &checks);
+    counts_table(&mut md, &report.summary);
+    md
+}
 
-    let verdict = s.verdict.as_str();
+/// The verdict line, and the plugin's version when it reported one.
+fn headline(md: &mut String, report: &Report) {
+    let verdict = report.summary.verdict.as_str();
     let strict = if report.options.strict {
         ", strict"
     } else {
@@ -27,7 +37,7 @@ pub fn to_markdown(report: &Report) -> String {
         "**dhv-conform**: {} is **{verdict}** ({}{strict}) — {}\n",
         code_span(&report.plugin.path),
         escape(&report.spec),
-        counts_phrase(s),
+        counts_phrase(&report.summary),
     );
     if let Some(version) = &report.plugin.version {
         let canonical = version
@@ -45,17 +55,21 @@ pub fn to_markdown(report: &Report) -> String {
             code_span(&version.raw)
         );
     }
+}
 
-    if report.options.filtered {
-        let ran: Vec<String> = checks.iter().map(|c| code_span(&c.id)).collect();
-        let _ = writeln!(
-            md,
-            "Filtered run: only these {} checks ran: {}.\n",
-            ran.len(),
-            ran.join(", ")
-        );
-    }
+/// A filtered run's verdict covers only what ran, so the reader is told which checks.
+fn filtered_note(md: &mut String, checks: &[&CheckResult]) {
+    let ran: Vec<String> = checks.iter().map(|c| code_span(&c.id)).collect();
+    let _ = writeln!(
+        md,
+        "Filtered run: only these {} checks ran: {}.\n",
+        ran.len(),
+        ran.join(", ")
+    );
+}
 
+/// The table of failed and warned checks, then how to reproduce each.
+fn problems(md: &mut String, checks: &[&CheckResult]) {
     let mut problems: Vec<&CheckResult> = checks
         .iter()
         .copied()
@@ -65,52 +79,58 @@ pub fn to_markdown(report: &Report) -> String {
     problems.sort_by_key(|c| c.status != Status::Fail);
     if problems.is_empty() {
         md.push_str("No check failed or warned.\n\n");
-    } else {
-        md.push_str("| Check | Level | Status | Message |\n|---|---|---|---|\n");
-        for c in &problems {
-            let status = match c.status {
-                Status::Fail => "❌ fail",
-                _ => "⚠️ warn",
-            };
-            let _ = writeln!(
-                md,
-                "| {} | {} | {status} | {} |",
-                code_span(&c.id),
-                c.level,
-                escape(c.message.trim_end())
-            );
-        }
-        md.push('\n');
-        for c in &problems {
-            details(&mut md, c);
-        }
+        return;
     }
+    md.push_str("| Check | Level | Status | Message |\n|---|---|---|---|\n");
+    for c in &problems {
+        let status = match c.status {
+            Status::Fail => "❌ fail",
+            _ => "⚠️ warn",
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {status} | {} |",
+            code_span(&c.id),
+            c.level,
+            escape(c.message.trim_end())
+        );
+    }
+    md.push('\n');
+    for c in &problems {
+        details(md, c);
+    }
+}
 
+/// Skips, collapsed, each with its reason: no skip goes unexplained.
+fn skips(md: &mut String, checks: &[&CheckResult]) {
     let skips: Vec<&CheckResult> = checks
         .iter()
         .copied()
         .filter(|c| c.status == Status::Skip)
         .collect();
-    if !skips.is_empty() {
-        // The blank line after </summary> is what makes GitHub render the list inside.
-        let _ = writeln!(md, "<details><summary>{} skipped</summary>\n", skips.len());
-        for c in skips {
-            let _ = writeln!(
-                md,
-                "- {}: {}",
-                code_span(&c.id),
-                escape(c.message.trim_end())
-            );
-        }
-        md.push_str("\n</details>\n\n");
+    if skips.is_empty() {
+        return;
     }
+    // The blank line after </summary> is what makes GitHub render the list inside.
+    let _ = writeln!(md, "<details><summary>{} skipped</summary>\n", skips.len());
+    for c in skips {
+        let _ = writeln!(
+            md,
+            "- {}: {}",
+            code_span(&c.id),
+            escape(c.message.trim_end())
+        );
+    }
+    md.push_str("\n</details>\n\n");
+}
 
+/// The closing table of counts.
+fn counts_table(md: &mut String, s: &Summary) {
     let _ = writeln!(
         md,
         "| passed | failed | warnings | skipped | info | total |\n|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} | {} |",
         s.passed, s.failed, s.warned, s.skipped, s.info, s.total
     );
-    md
 }
 
 /// A collapsed block per failure or warning: the full message, and for each call

@@ -42,8 +42,8 @@ fn create_call(exit_code: i32, stdout: &str, stderr: &str) -> Invocation {
     }
 }
 
-/// The sample report; `strict` sets `--strict`, which turns the warning into a failure.
-pub(crate) fn report(strict: bool) -> Report {
+/// One check of each status, out of id order on purpose: every renderer must sort.
+fn checks() -> Vec<CheckResult> {
     let mut idempotent = check(
         "create.idempotent",
         Level::Must,
@@ -65,8 +65,7 @@ pub(crate) fn report(strict: bool) -> Report {
         "",
     )];
 
-    // Out of id order on purpose: every renderer must sort.
-    let checks = vec![
+    vec![
         check(
             "timing.profile",
             Level::Info,
@@ -88,7 +87,12 @@ pub(crate) fn report(strict: bool) -> Report {
             "built-in plugin",
         ),
         check("fingerprint.runs", Level::Must, Status::Pass, ""),
-    ];
+    ]
+}
+
+/// The sample report; `strict` sets `--strict`, which turns the warning into a failure.
+pub(crate) fn report(strict: bool) -> Report {
+    let checks = checks();
     let summary = Summary::from_checks(&checks, strict);
     Report {
         schema: SCHEMA.to_owned(),
