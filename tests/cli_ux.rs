@@ -222,6 +222,43 @@ fn a_closed_stdout_is_no_panic() {
     }
 }
 
+/// A stderr nobody reads (a closed pipe) drops the message; the exit code is
+/// still the one the message would have explained, not a panic's 101.
+#[test]
+fn a_closed_stderr_is_no_panic() {
+    let tmp = util::Scratch::new();
+    let missing = tmp.path().join("missing.snap");
+    let missing = missing.to_str().unwrap();
+    for (args, code) in [
+        (&["check", "/no/such/plugin"][..], 2),
+        (&["run", "mkdir", "fingerprint", "--id", "X"], 2),
+        (
+            &[
+                "check",
+                "mkdir",
+                "create.succeeds",
+                "-q",
+                "--snapshot",
+                missing,
+            ],
+            3,
+        ),
+    ] {
+        let (read_end, write_end) = nix::unistd::pipe().unwrap();
+        drop(read_end);
+        let out = StdCommand::new(assert_cmd::cargo::cargo_bin("dhv-conform"))
+            .args(args)
+            .env("TMPDIR", tmp.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(write_end))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+    }
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left {left:?}");
+}
+
 // ---- what runs ------------------------------------------------------------------------
 
 #[test]

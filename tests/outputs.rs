@@ -168,3 +168,143 @@ fn an_output_in_a_missing_dir_fails_before_the_run() {
         assert!(!path.parent().unwrap().exists());
     }
 }
+
+/// A signal that comes once the checks are over, while the reports are
+/// written, still ends the run as every interrupted run ends (128 + the
+/// signal), and every report is whole. The JSON report goes to a FIFO whose
+/// small pipe the test filled beforehand, so the harness is held inside that
+/// write when the signal is sent; the JUnit and Markdown files come after it.
+#[test]
+fn a_signal_while_the_reports_are_written_ends_in_128_plus_it() {
+    use nix::sys::signal::{Signal, kill};
+
+    for (signal, code) in [(Signal::SIGINT, 130), (Signal::SIGTERM, 143)] {
+        let dir = util::Scratch::new();
+        let tmp = util::Scratch::new();
+        let json = dir.path().join("report.json.fifo");
+        let junit = dir.path().join("junit.xml");
+        let markdown = dir.path().join("summary.md");
+        let full = FullFifo::new(&json);
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("dhv-conform"))
+            .args(["check", "mkdir", "create.succeeds", "-q", "--json"])
+            .arg(&json)
+            .arg("--junit")
+            .arg(&junit)
+            .arg("--markdown")
+            .arg(&markdown)
+            .env("TMPDIR", tmp.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until_open(&mut child, &json);
+        kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+        let report = full.drain();
+        let status = wait_bounded(&mut child);
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+
+        assert_eq!(status.code(), Some(code), "{signal}: {stderr}");
+        assert!(
+            stderr.contains(&format!("interrupted by {signal}")),
+            "{signal}: {stderr}"
+        );
+        serde_json::from_str::<serde_json::Value>(&report)
+            .unwrap_or_else(|e| panic!("{signal}: the JSON report is not whole: {e}"));
+        let xml = fs::read_to_string(&junit).unwrap();
+        assert!(xml.trim_end().ends_with("</testsuites>"), "{signal}: {xml}");
+        let md = fs::read_to_string(&markdown).unwrap();
+        assert!(md.contains("**conformant**"), "{signal}: {md}");
+        let beside: Vec<_> = fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(beside.len(), 3, "{signal}: no temp file left: {beside:?}");
+        let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{signal}: temp files left: {left:?}");
+    }
+}
+
+/// A FIFO whose pipe is full before anyone writes to it: the test holds it
+/// open for reading and writing and fills it with spaces (which JSON allows
+/// before a value), so a writer blocks until [`drain`](Self::drain).
+struct FullFifo {
+    both: fs::File,
+    path: std::path::PathBuf,
+}
+
+impl FullFifo {
+    fn new(path: &std::path::Path) -> FullFifo {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // Read and write at once: Linux opens a FIFO so without waiting.
+        let mut both = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .unwrap();
+        nix::fcntl::fcntl(&both, nix::fcntl::FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
+        let spaces = [b' '; 4096];
+        loop {
+            match std::io::Write::write(&mut both, &spaces) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("filling the FIFO: {e}"),
+            }
+        }
+        FullFifo {
+            both,
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Everything written to the FIFO (the spaces first), to its end: the
+    /// test's own writing end is closed, so the end comes when the writer's is.
+    fn drain(self) -> String {
+        // Writers are there (the harness, and us until the drop), so this
+        // open does not wait.
+        let mut reader = fs::File::open(&self.path).unwrap();
+        drop(self.both);
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut reader, &mut text).unwrap();
+        text
+    }
+}
+
+/// Waits, with a bound, until `child` has `path` open: it is then inside the
+/// write of that report. Fails, ending the child, if it exits or never gets there.
+fn wait_until_open(child: &mut std::process::Child, path: &std::path::Path) {
+    let fds = format!("/proc/{}/fd", child.id());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let open = fs::read_dir(&fds)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| fs::read_link(fd.path()).is_ok_and(|p| p == path));
+        if open {
+            return;
+        }
+        let status = child.try_wait().unwrap();
+        if status.is_some() || Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{} was never opened (child: {status:?})", path.display());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The child's exit, waited for with a bound (then it is killed and the test fails).
+fn wait_bounded(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the harness did not exit within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

@@ -10,7 +10,8 @@ use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
 use super::check_args::CheckArgs;
 use super::progress::{Format, Printer, Stream};
 use super::selection::{describe, list, rfc3339_utc, selection, target};
-use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, EXIT_SNAPSHOT};
+use super::signals::LateEnding;
+use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, EXIT_SNAPSHOT, print_stderr};
 use crate::conformance::{
     self, CATALOGUE, Progress, RequestTemplate, Settings, SuiteOptions, fixture,
 };
@@ -24,25 +25,15 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     validate_numbers(&args)?;
     let color = color_choice(args.color.as_deref())?.unwrap_or(false);
     let format = progress_format(&args)?;
-    let template = match &args.fixture {
-        Some(path) => {
-            let template = fixture::load(path)
-                .map_err(|e| CliError::usage(e.to_string()))?
-                .template;
-            fits_the_kernel(path, &template)?;
-            template
-        }
-        None => RequestTemplate::default(),
-    };
+    let template = template(args.fixture.as_deref())?;
     let node = node_info(args.node_name.as_deref())?;
     if args.list {
         return list(&args, format);
     }
     let chosen = selection(&args)?;
     let target = target(&args.plugin)?;
-    let json_to_stdout = args.json.as_deref() == Some("-");
     check_outputs(&args)?;
-    let (progress_to, table_to) = match (json_to_stdout, format) {
+    let (progress_to, table_to) = match (args.json.as_deref() == Some("-"), format) {
         (true, _) => (Stream::Stderr, Stream::Stderr),
         (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
         (false, _) => (Stream::Stdout, Stream::Stdout),
@@ -71,14 +62,49 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         progress: Progress::new(move |e| hook.on_event(e)),
         keep: args.keep,
     };
+    let mut late = LateEnding::listen(rt)?;
     let started = std::time::SystemTime::now();
     let outcome = conformance::run_suite(rt, opts);
     printer.end(outcome.as_ref().ok().map(|o| o.report.summary.verdict));
     let _ = ticker.join();
     let outcome = outcome.map_err(engine_error)?;
+    let code = finish(&args, outcome, node, started, color, table_to)?;
+    match late.arrived() {
+        Some((number, name)) => Err(CliError {
+            code: 128u8.saturating_add(number as u8),
+            message: format!(
+                "interrupted by {name} after the run ended; the reports written are whole"
+            ),
+        }),
+        None => Ok(code),
+    }
+}
+
+/// The request template: the fixture's, or the default one.
+fn template(fixture: Option<&Path>) -> Result<RequestTemplate, CliError> {
+    let Some(path) = fixture else {
+        return Ok(RequestTemplate::default());
+    };
+    let template = fixture::load(path)
+        .map_err(|e| CliError::usage(e.to_string()))?
+        .template;
+    fits_the_kernel(path, &template)?;
+    Ok(template)
+}
+
+/// After the suite: what the teardown could not do, the summary table, the
+/// report files and the snapshot gate, and the exit code they come to.
+fn finish(
+    args: &CheckArgs,
+    outcome: conformance::SuiteOutcome,
+    node: Option<report::NodeInfo>,
+    started: std::time::SystemTime,
+    color: bool,
+    table_to: Stream,
+) -> CliResult {
     let teardown = &outcome.teardown;
     if (!teardown.removed && !teardown.kept_on_request) || !teardown.mounts_found.is_empty() {
-        eprintln!("dhv-conform: {}", teardown.summary());
+        print_stderr(&format!("dhv-conform: {}\n", teardown.summary()));
     }
     let mut report = outcome.report;
     report.node = node;
@@ -86,7 +112,7 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     report.duration_ms = started.elapsed().ok().map(|d| d.as_millis() as u64);
     let note = temp_dir_note(teardown);
     table_to.write(&table(&report, color, args.quiet, &note));
-    let code = write_reports(&args, &report)?;
+    let code = write_reports(args, &report)?;
     if outcome.harness_failed {
         return Ok(EXIT_HARNESS);
     }
@@ -205,7 +231,10 @@ fn snapshot_gate(report: &report::Report, path: &Path, bless: bool) -> CliResult
     if bless {
         report::bless(path, &text)
             .map_err(|e| CliError::usage(format!("{e}: {}", source_of(&e))))?;
-        eprintln!("dhv-conform: snapshot written to {}", path.display());
+        print_stderr(&format!(
+            "dhv-conform: snapshot written to {}\n",
+            path.display()
+        ));
         return Ok(EXIT_OK);
     }
     match report::compare(path, &text)
@@ -218,22 +247,24 @@ fn snapshot_gate(report: &report::Report, path: &Path, bless: bool) -> CliResult
             } else {
                 "run again with --bless to write it"
             };
-            eprintln!(
-                "dhv-conform: snapshot {} does not exist; {hint}",
+            print_stderr(&format!(
+                "dhv-conform: snapshot {} does not exist; {hint}\n",
                 path.display()
-            );
-            eprint!(
-                "{}",
-                report::diff("", &text, "(none)", &path.display().to_string())
-            );
+            ));
+            print_stderr(&report::diff(
+                "",
+                &text,
+                "(none)",
+                &path.display().to_string(),
+            ));
             Ok(EXIT_SNAPSHOT)
         }
         SnapshotOutcome::Differs { path, diff } => {
-            eprintln!(
-                "dhv-conform: the results differ from snapshot {} (review, then --bless to accept):",
+            print_stderr(&format!(
+                "dhv-conform: the results differ from snapshot {} (review, then --bless to accept):\n",
                 path.display()
-            );
-            eprint!("{diff}");
+            ));
+            print_stderr(&diff);
             Ok(EXIT_SNAPSHOT)
         }
     }

@@ -105,6 +105,12 @@ pub(crate) fn print_stdout(text: &str) {
     progress::Stream::Stdout.write(text);
 }
 
+/// Prints to stderr; a stderr that cannot be written (a closed pipe) must not
+/// turn a clean exit code into a panic's 101: the message is dropped instead.
+pub(crate) fn print_stderr(text: &str) {
+    progress::Stream::Stderr.write(text);
+}
+
 /// Prints a schema type (from [`crate::report`]) as pretty JSON on stdout.
 pub(crate) fn print_json<T: serde::Serialize>(doc: &T) {
     let text = serde_json::to_string_pretty(doc).unwrap_or_default();
@@ -120,7 +126,9 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("dhv-conform: cannot start the async runtime: {e}");
+            print_stderr(&format!(
+                "dhv-conform: cannot start the async runtime: {e}\n"
+            ));
             return ExitCode::from(EXIT_HARNESS);
         }
     };
@@ -136,7 +144,10 @@ pub fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // Messages quote plugin output and user input: escape control characters.
-            eprintln!("dhv-conform: {}", crate::report::printable(&e.message));
+            print_stderr(&format!(
+                "dhv-conform: {}\n",
+                crate::report::printable(&e.message)
+            ));
             ExitCode::from(e.code)
         }
     }

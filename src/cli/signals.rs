@@ -2,9 +2,12 @@
 //! `delete`, `restore`): SIGINT, SIGTERM and SIGHUP kill every plugin call's
 //! whole process group, start no more, and let the command finish what it was
 //! doing with the state, so the state file is whole (the volume saved or not,
-//! never half a file), then exit 128 + the signal: 130, 143, 129.
+//! never half a file), then exit 128 + the signal: 130, 143, 129. For `check`,
+//! which listens during the suite itself, the same exit for a signal that
+//! comes once the suite is over, while its reports are written.
 
 use std::future::Future;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -46,6 +49,41 @@ impl Endings {
     }
 }
 
+/// An ending signal that comes after the suite stopped listening, while the
+/// reports are written. The suite's handlers stay installed once it is over
+/// (tokio never removes one), so such a signal would be swallowed and the run
+/// would exit with its verdict as if nothing had come; listened for from
+/// before the suite starts, so none falls between the two listeners.
+pub struct LateEnding {
+    endings: Endings,
+}
+
+impl LateEnding {
+    /// Starts listening; `rt` is the runtime whose driver delivers signals.
+    pub fn listen(rt: &tokio::runtime::Runtime) -> Result<LateEnding, CliError> {
+        let _guard = rt.enter();
+        Ok(LateEnding {
+            endings: Endings::install()?,
+        })
+    }
+
+    /// The signal that has come since [`listen`](Self::listen), if one has:
+    /// its number and name. Never waits.
+    pub fn arrived(&mut self) -> Option<(i32, &'static str)> {
+        let mut cx = Context::from_waker(Waker::noop());
+        let e = &mut self.endings;
+        [
+            (&mut e.int, libc::SIGINT, "SIGINT"),
+            (&mut e.term, libc::SIGTERM, "SIGTERM"),
+            (&mut e.hup, libc::SIGHUP, "SIGHUP"),
+        ]
+        .into_iter()
+        .find_map(|(stream, number, name)| {
+            matches!(stream.poll_recv(&mut cx), Poll::Ready(Some(()))).then_some((number, name))
+        })
+    }
+}
+
 /// Runs `command`, whose plugin calls run under `supervisor`, until it ends or
 /// a signal arrives (see the module docs).
 pub async fn until_signal(
@@ -65,6 +103,6 @@ pub async fn until_signal(
     } else {
         "every plugin call was killed; the command did not finish in time"
     };
-    eprintln!("dhv-conform: interrupted by {name}: {what}");
+    super::print_stderr(&format!("dhv-conform: interrupted by {name}: {what}\n"));
     Ok((128 + number) as u8)
 }
