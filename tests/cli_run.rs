@@ -143,7 +143,9 @@ fn a_leaked_child_and_a_setsid_daemon_are_reported_and_killed() {
     let daemon = s.plugin(
         "daemon",
         &format!(
-            "#!/bin/sh\nsetsid sh -c 'touch {r}; exec sleep 2003.5' >/dev/null 2>&1 </dev/null &\nwhile [ ! -e {r} ]; do :; done\necho '{{\"version\": \"1.0.0\"}}'\n",
+            // `: >` makes the file in the shell itself: a `touch` could still be
+            // exiting when the plugin sees its file, and be found as a second leftover.
+            "#!/bin/sh\nsetsid sh -c ': > {r}; exec sleep 2003.5' >/dev/null 2>&1 </dev/null &\nwhile [ ! -e {r} ]; do :; done\necho '{{\"version\": \"1.0.0\"}}'\n",
             r = ready.display()
         ),
     );
