@@ -275,7 +275,7 @@ pub const CATALOGUE: &[CheckSpec] = &[
     ),
     should(
         "process.no-orphans",
-        "no process started by the plugin is alive after the plugin exits",
+        "no process started by the plugin is alive after the plugin exits (one that holds stdout or stderr is process.no-stdio-leak's finding)",
         run_wide!(process_no_orphans),
     ),
     must(
@@ -307,7 +307,7 @@ pub const CATALOGUE: &[CheckSpec] = &[
     // timing
     should(
         "timing.margin",
-        "p95 of each operation's duration, over calls made alone, is under half its limit",
+        "p95 of each operation's duration, over calls made alone, is under half its limit (an operation that overruns its limit alone is its deadline check's finding)",
         run_wide!(timing_margin),
     ),
     info(

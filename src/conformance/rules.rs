@@ -255,7 +255,7 @@ pub const RULES: &[Rule] = &[
         "process.no-orphans",
         "A process the plugin leaves running outlives the call and is managed by no one: it holds resources and may change the volume later.",
         "Wait for every process you start before exiting; run daemons through the system's service manager, not from the plugin.",
-        &["leaked-child", "setsid-daemon"],
+        &["setsid-daemon"],
     ),
     rule(
         "process.env-self-contained",
@@ -291,7 +291,7 @@ pub const RULES: &[Rule] = &[
         "timing.margin",
         "A plugin that needs more than half its limit on a quiet machine will overrun it on a busy node.",
         "Keep fingerprint well under 0.5 s and create/delete under 30 s; move slow work out of the call.",
-        &["hanging-create", "ignores-sigterm", "slow-fingerprint"],
+        &[],
     ),
     rule(
         "timing.profile",

@@ -5,7 +5,8 @@
 //! call's process group, or when it is an orphan re-parented to us (see
 //! [`process_wide`](super::process_wide)) whose environment still holds every
 //! variable the call was started with (plugins inherit the cleared `DHV_*` env),
-//! or when it descends from either. Without a cgroup, an orphan that left our
+//! or when it descends from either; never when it is still in the process
+//! group of another live call (whose sweep claims it). Without a cgroup, an orphan that left our
 //! session and was born after the call started is the call's too, whatever
 //! its environment: nothing this process runs itself leaves our session, so it
 //! came from a plugin that was live when it appeared.
@@ -95,6 +96,7 @@ fn members(call: &Tracked) -> Vec<Proc> {
         }
     }
     let me = std::process::id() as i32;
+    let others = process_wide::live_leaders();
     let table = process_table();
     let my_sid = nix::unistd::getsid(None).map_or(0, |s| s.as_raw());
     let mut children: HashMap<i32, Vec<usize>> = HashMap::new();
@@ -109,8 +111,13 @@ fn members(call: &Tracked) -> Vec<Proc> {
         // Start times have a tick's resolution: one tick of slack.
         let born_in_call_outside_our_session =
             call.cgroup.is_none() && p.sid != my_sid && p.started + 1 >= call.started;
+        // Still in the process group of another call not yet swept: that
+        // call's, even when both were started with the same environment
+        // (identical concurrent requests).
+        let in_another_call = p.pgid != pgid && others.contains(&p.pgid);
         let orphan_of_call = p.ppid == me
             && remains.strays.contains(&p.pid)
+            && !in_another_call
             && (p.zombie || born_in_call_outside_our_session || environ_matches(p.pid, env));
         if p.pgid == pgid || orphan_of_call || remains.in_cgroup.contains(&p.pid) {
             seeds.push(i);
