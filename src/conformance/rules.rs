@@ -123,7 +123,7 @@ pub const RULES: &[Rule] = &[
         "create.update",
         "`nomad volume create` with an existing id updates the volume: the plugin gets create again with a new capacity, and a failure there is shown to the user as a failed update.",
         "Treat create of an existing volume as an update: resize if you can, otherwise keep the volume and exit 0 with the same path.",
-        &["fails-on-existing-dir"],
+        &[],
     ),
     rule(
         "create.parameters",
@@ -189,7 +189,7 @@ pub const RULES: &[Rule] = &[
         "lifecycle.restore",
         "When a Nomad agent restarts it calls create again, concurrently, for every volume it created. A plugin that fails here drops the volumes from the node; one that returns new paths hides the data.",
         "Make create idempotent and safe to run for many volumes at once: return the existing volume's path untouched.",
-        &["fails-on-existing-dir"],
+        &[],
     ),
     rule(
         "lifecycle.recreate",
@@ -201,7 +201,7 @@ pub const RULES: &[Rule] = &[
         "lifecycle.crash-create",
         "Nomad kills a create that overruns its limit, and nodes crash; the next create of that volume must repair or finish it, not report a half-made volume as ready.",
         "Do the work under a temporary name and rename at the end, or check every step before skipping it; record \"done\" only after the work.",
-        &["crash-unsafe", "fails-on-existing-dir"],
+        &["crash-unsafe"],
     ),
     rule(
         "lifecycle.crash-delete",
@@ -225,7 +225,7 @@ pub const RULES: &[Rule] = &[
         "concurrency.same-volume",
         "Restore and an update can race on one volume: both calls create the same volume at the same time.",
         "Make create of one volume safe to run twice at once: `mkdir -p`, or a per-volume lock around the steps.",
-        &["fails-on-existing-dir"],
+        &[],
     ),
     rule(
         "failure.clean",

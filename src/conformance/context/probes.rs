@@ -3,13 +3,13 @@
 //! check skips "needs X" only when X itself did not pass, so one root cause is
 //! reported once and its dependents skip.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
 use super::residue::{Footprint, around};
-use super::{Ctx, Expect, Finding, Shared};
+use super::{Ctx, Expect, Finding, Shared, plant_in_volume};
 use crate::contract::{CreateRequest, CreateResponse, Operation};
 use crate::plugin::{Fingerprint, PluginCall};
 
@@ -41,12 +41,31 @@ impl DeleteProbe {
     }
 }
 
+/// A create made again for a volume that exists, as Nomad's restore and an
+/// update do (in a sandbox of its own). Non-idempotent create is one root
+/// cause: `create.idempotent` reports it, and the checks that create an
+/// existing volume again skip "needs create.idempotent".
+/// `create.idempotent` judges it (and deletes its volume).
+#[derive(Debug, Clone)]
+pub(crate) struct AgainProbe {
+    /// The request, sent twice.
+    pub request: CreateRequest,
+    /// The first create.
+    pub first: PluginCall<CreateResponse>,
+    /// A file written into the volume between the creates, or the finding
+    /// when that could not be done.
+    pub canary: Result<PathBuf, Finding>,
+    /// The same request again, when the first succeeded.
+    pub again: Option<PluginCall<CreateResponse>>,
+}
+
 /// The probes of one run.
 #[derive(Default)]
 pub(crate) struct Probes {
     fingerprint: OnceCell<PluginCall<Fingerprint>>,
     create: OnceCell<CreateProbe>,
     delete: OnceCell<DeleteProbe>,
+    again: OnceCell<AgainProbe>,
     /// The probes' sandboxes, kept for the run (their volumes are in the
     /// run's live volumes, which the teardown deletes).
     sandboxes: Mutex<Vec<Ctx>>,
@@ -162,6 +181,47 @@ impl Ctx {
                 }
             })
             .await
+    }
+
+    /// The run's create-again probe ([`AgainProbe`]), made once and shared.
+    pub async fn again_probe(&self) -> &AgainProbe {
+        let shared = self.shared.clone();
+        self.shared
+            .probes
+            .again
+            .get_or_init(|| async move {
+                let probe = probe_ctx(shared.clone(), "create.idempotent");
+                let request = probe.request();
+                let first = probe
+                    .create(&request, Expect::Success, "first create")
+                    .await;
+                let (mut canary, mut again) = (Err(Finding::Skip("no volume".into())), None);
+                if let Ok(resp) = &first.result {
+                    canary = plant_in_volume(&probe, &resp.path, "first create");
+                    let step = "second create of the same volume";
+                    again = Some(probe.create(&request, Expect::Success, step).await);
+                }
+                shared.probes.keep(probe);
+                AgainProbe {
+                    request,
+                    first,
+                    canary,
+                    again,
+                }
+            })
+            .await
+    }
+
+    /// "needs create.idempotent" when a create made again for an existing
+    /// volume fails (the create-again probe's): a check whose own create
+    /// again failed then skips, naming the check that reports the cause.
+    pub async fn create_again_fails(&self) -> Option<String> {
+        let probe = self.again_probe().await;
+        probe
+            .again
+            .as_ref()
+            .is_some_and(|again| !again.ok())
+            .then(|| "needs create.idempotent".to_string())
     }
 
     /// `Err(skip)` unless the default create works: checks that need a volume
