@@ -462,7 +462,9 @@ fn keep_makes_reproduce_lines_work() {
     // In the check's own dir, or the dir of the shared probe it judges.
     assert!(
         stdout.contains(&format!("\"path\": \"{dir}/create.idempotent/volumes/"))
-            || stdout.contains(&format!("\"path\": \"{dir}/probe-create.idempotent/volumes/")),
+            || stdout.contains(&format!(
+                "\"path\": \"{dir}/probe-create.idempotent/volumes/"
+            )),
         "{stdout}"
     );
     std::fs::remove_dir_all(dir).unwrap();

@@ -324,7 +324,9 @@ fn junit_matches_the_schema_ci_systems_read() {
 /// and a warning that does not fail the run is visible as a property and on stderr.
 #[test]
 fn junit_counts_skips_and_warnings() {
-    let xml = junit_of("fails-on-existing-dir", &[]);
+    // A failure (create.path-exists), a warning (create.path-in-volumes-dir)
+    // and skips (the checks that need an absolute path).
+    let xml = junit_of("relative-path", &[]);
     let root = parse(&xml);
     let suite = &root.children[0];
     let cases: Vec<&Node> = suite
@@ -357,8 +359,8 @@ fn junit_counts_skips_and_warnings() {
     }
     let warned = cases
         .iter()
-        .find(|c| c.attr("name") == Some("create.update"))
-        .expect("create.update");
+        .find(|c| c.attr("name") == Some("create.path-in-volumes-dir"))
+        .expect("create.path-in-volumes-dir");
     let props = &warned
         .children
         .iter()

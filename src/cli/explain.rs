@@ -170,7 +170,13 @@ pub fn checks_markdown() -> String {
          … timed out alone too` when a call it compares or diagnoses timed out and timed out \
          again when made alone. Calls are made many at once; one that times out only under \
          the run's own load is made again with no other call of the run in flight, and the \
-         verdict rests on that call.\n\n",
+         verdict rests on that call.\n\n\
+         One root cause gives one finding. A delete that fails on a volume holding data is \
+         `delete.succeeds`'s; a create that fails for an existing volume is \
+         `create.idempotent`'s; volumes that share a path are `create.distinct`'s; what every \
+         create and delete leaves behind is `delete.no-residue`'s; an overrun confirmed alone is \
+         the deadline check's. The other checks that meet the same cause skip `needs X` or \
+         cite X in their message instead of failing again.\n\n",
     );
     out.push_str("| id | level | rule |\n|---|---|---|\n");
     for spec in CATALOGUE {

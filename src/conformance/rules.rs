@@ -165,7 +165,7 @@ pub const RULES: &[Rule] = &[
         "delete.isolated",
         "A delete that touches other volumes destroys other jobs' data.",
         "Remove only `$DHV_CREATED_PATH` (and the files the plugin keeps for that one volume id).",
-        &["shared-path"],
+        &[],
     ),
     rule(
         "delete.no-residue",
@@ -177,7 +177,7 @@ pub const RULES: &[Rule] = &[
         "delete.auto-delete-safe",
         "When Nomad fails to save a new volume's state it deletes the volume with `DHV_CREATED_PATH` set to the volumes dir itself and an empty name and namespace: a plugin that runs `rm -rf \"$DHV_CREATED_PATH\"` wipes every volume on the node.",
         "Derive what to remove from `DHV_VOLUME_ID`, or refuse a `DHV_CREATED_PATH` equal to `DHV_VOLUMES_DIR`.",
-        &["blind-delete", "shared-path"],
+        &["blind-delete"],
     ),
     rule(
         "delete.deadline",
@@ -213,7 +213,7 @@ pub const RULES: &[Rule] = &[
         "concurrency.create",
         "Nomad creates volumes concurrently (several jobs at once, restore at agent start); plugins that share a counter or file without a lock hand two volumes one path.",
         "Use a per-volume path from `DHV_VOLUME_ID`, and lock (e.g. `flock`) any shared file.",
-        &["busy-pool", "racy-concurrency", "shared-path"],
+        &["busy-pool", "racy-concurrency"],
     ),
     rule(
         "concurrency.delete",

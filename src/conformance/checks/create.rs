@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::{CheckResult, hint_prefix, shown};
-use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, plant_in_volume};
+use crate::conformance::context::{Ctx, Expect, Finding, canary_intact};
 use crate::contract::{self, CreateRequest, Parameters};
 
 /// `create.succeeds` (must): the default create exits 0 within 60 s.
@@ -218,13 +218,36 @@ pub async fn idempotent(ctx: &Ctx) -> CheckResult {
     Ok(Finding::Pass("same path and bytes; data kept".into()))
 }
 
-/// `create.distinct` (must): two volumes, two paths; the second leaves the first alone.
+/// `create.distinct` (must): two volumes, two paths; the second leaves the
+/// first alone. Judged on the shared two-volume probe, on which the checks
+/// whose volumes collide rest their "needs create.distinct".
 pub async fn distinct(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
-    let (a_req, b_req) = (ctx.request(), ctx.request());
-    let a = ctx.create_ok(&a_req, "create of volume A").await?;
-    let canary = plant_in_volume(ctx, &a.path, "create of volume A")?;
-    let b = ctx.create_ok(&b_req, "create of volume B").await?;
+    let probe = ctx.distinct_probe().await;
+    let [a_req, b_req] = &probe.requests;
+    ctx.cite(probe.a.run.as_ref());
+    let a = match &probe.a.result {
+        Ok(a) => a,
+        Err(e) => {
+            return Err(Finding::Fail(format!(
+                "create of volume A: expected create to succeed; got: {e}"
+            )));
+        }
+    };
+    let canary = probe.canary.clone()?;
+    let b_call = probe
+        .b
+        .as_ref()
+        .expect("made whenever A's create succeeded");
+    ctx.cite(b_call.run.as_ref());
+    let b = match &b_call.result {
+        Ok(b) => b,
+        Err(e) => {
+            return Err(Finding::Fail(format!(
+                "create of volume B: expected create to succeed; got: {e}"
+            )));
+        }
+    };
     let result = if a.path == b.path {
         Err(Finding::Fail(format!(
             "expected different paths for two volumes; both got {:?}",
@@ -238,9 +261,9 @@ pub async fn distinct(ctx: &Ctx) -> CheckResult {
     } else {
         Ok(Finding::Pass("two volumes, two paths, A intact".into()))
     };
-    ctx.delete(&b_req, &b.path, Expect::Success, "delete of volume B")
+    ctx.delete(b_req, &b.path, Expect::Success, "delete of volume B")
         .await;
-    ctx.delete(&a_req, &a.path, Expect::Success, "delete of volume A")
+    ctx.delete(a_req, &a.path, Expect::Success, "delete of volume A")
         .await;
     result
 }

@@ -99,6 +99,14 @@ pub async fn isolated(ctx: &Ctx) -> CheckResult {
     let (a_req, b_req) = (ctx.request(), ctx.request());
     let a = ctx.create_ok(&a_req, "create of volume A").await?;
     let b = ctx.create_ok(&b_req, "create of volume B").await?;
+    if a.path == b.path {
+        // One path for two volumes: deleting one must take the other.
+        if let Some(needs) = ctx.paths_not_distinct().await {
+            ctx.delete(&a_req, &a.path, Expect::Success, "delete of volume A")
+                .await;
+            return Err(Finding::Skip(needs));
+        }
+    }
     let canary = plant_in_volume(ctx, &b.path, "create of volume B")?;
     ctx.delete_ok(&a_req, &a.path, "delete of volume A").await?;
     let result = if !Path::new(&b.path).exists() || !canary_intact(&canary) {
@@ -164,6 +172,19 @@ pub async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
     let new = ctx
         .create_ok(&new_req, "create of the volume whose state write 'failed'")
         .await?;
+    if new.path == other.path {
+        // The "unrelated" volume is the new one: nothing to tell apart.
+        if let Some(needs) = ctx.paths_not_distinct().await {
+            ctx.delete(
+                &new_req,
+                &new.path,
+                Expect::Success,
+                "delete of the new volume",
+            )
+            .await;
+            return Err(Finding::Skip(needs));
+        }
+    }
     let mut nomads = DeleteRequest::for_created(&new_req, &new_req.volumes_dir);
     nomads.volume_name.clear();
     nomads.namespace.clear();

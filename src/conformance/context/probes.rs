@@ -59,6 +59,32 @@ pub(crate) struct AgainProbe {
     pub again: Option<PluginCall<CreateResponse>>,
 }
 
+/// Two volumes, two creates (in a sandbox of its own), a file written into
+/// the first before the second is made. Volumes that share one path are one
+/// root cause: `create.distinct` judges this probe (and deletes its volumes),
+/// and the checks whose volumes collide skip "needs create.distinct".
+#[derive(Debug, Clone)]
+pub(crate) struct DistinctProbe {
+    /// The requests of volumes A and B.
+    pub requests: [CreateRequest; 2],
+    /// The create of A.
+    pub a: PluginCall<CreateResponse>,
+    /// A file written into A, or the finding when that could not be done.
+    pub canary: Result<PathBuf, Finding>,
+    /// The create of B, when A's succeeded.
+    pub b: Option<PluginCall<CreateResponse>>,
+}
+
+impl DistinctProbe {
+    /// Whether both volumes were made, at one path.
+    fn shared_path(&self) -> bool {
+        match (&self.a.result, self.b.as_ref().map(|b| &b.result)) {
+            (Ok(a), Some(Ok(b))) => a.path == b.path,
+            _ => false,
+        }
+    }
+}
+
 /// The probes of one run.
 #[derive(Default)]
 pub(crate) struct Probes {
@@ -66,6 +92,7 @@ pub(crate) struct Probes {
     create: OnceCell<CreateProbe>,
     delete: OnceCell<DeleteProbe>,
     again: OnceCell<AgainProbe>,
+    distinct: OnceCell<DistinctProbe>,
     /// The probes' sandboxes, kept for the run (their volumes are in the
     /// run's live volumes, which the teardown deletes).
     sandboxes: Mutex<Vec<Ctx>>,
@@ -210,6 +237,45 @@ impl Ctx {
                 }
             })
             .await
+    }
+
+    /// The run's two-volume probe ([`DistinctProbe`]), made once and shared.
+    pub async fn distinct_probe(&self) -> &DistinctProbe {
+        let shared = self.shared.clone();
+        self.shared
+            .probes
+            .distinct
+            .get_or_init(|| async move {
+                let probe = probe_ctx(shared.clone(), "create.distinct");
+                let requests = [probe.request(), probe.request()];
+                let a = probe
+                    .create(&requests[0], Expect::Success, "create of volume A")
+                    .await;
+                let (mut canary, mut b) = (Err(Finding::Skip("no volume".into())), None);
+                if let Ok(resp) = &a.result {
+                    canary = plant_in_volume(&probe, &resp.path, "create of volume A");
+                    let step = "create of volume B";
+                    b = Some(probe.create(&requests[1], Expect::Success, step).await);
+                }
+                shared.probes.keep(probe);
+                DistinctProbe {
+                    requests,
+                    a,
+                    canary,
+                    b,
+                }
+            })
+            .await
+    }
+
+    /// "needs create.distinct" when two volumes get one path (the
+    /// two-volume probe's did): a check whose volumes collide then skips,
+    /// naming the check that reports the cause.
+    pub async fn paths_not_distinct(&self) -> Option<String> {
+        self.distinct_probe()
+            .await
+            .shared_path()
+            .then(|| "needs create.distinct".to_string())
     }
 
     /// "needs create.idempotent" when a create made again for an existing
