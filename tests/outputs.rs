@@ -197,12 +197,21 @@ fn a_signal_while_the_reports_are_written_ends_in_128_plus_it() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        wait_until_open(&mut child, &json);
-        kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+        // Once the harness has the FIFO open it is inside that report's write.
+        let pid = child.id();
+        let writing = util::wait_for(Duration::from_secs(120), || {
+            holds_open(pid, &json) || child.try_wait().unwrap().is_some()
+        });
+        kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
         let report = full.drain();
-        let status = wait_bounded(&mut child);
+        let mut stderr_pipe = child.stderr.take().unwrap();
+        let status = util::wait_bounded(child, Duration::from_secs(120));
         let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        std::io::Read::read_to_string(&mut stderr_pipe, &mut stderr).unwrap();
+        assert!(
+            writing,
+            "{signal}: the harness never opened the JSON report: {stderr}"
+        );
 
         assert_eq!(status.code(), Some(code), "{signal}: {stderr}");
         assert!(
@@ -269,42 +278,11 @@ impl FullFifo {
     }
 }
 
-/// Waits, with a bound, until `child` has `path` open: it is then inside the
-/// write of that report. Fails, ending the child, if it exits or never gets there.
-fn wait_until_open(child: &mut std::process::Child, path: &std::path::Path) {
-    let fds = format!("/proc/{}/fd", child.id());
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let open = fs::read_dir(&fds)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|fd| fs::read_link(fd.path()).is_ok_and(|p| p == path));
-        if open {
-            return;
-        }
-        let status = child.try_wait().unwrap();
-        if status.is_some() || Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{} was never opened (child: {status:?})", path.display());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// The child's exit, waited for with a bound (then it is killed and the test fails).
-fn wait_bounded(child: &mut std::process::Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the harness did not exit within 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+/// Whether process `pid` has `path` open.
+fn holds_open(pid: u32, path: &std::path::Path) -> bool {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|fd| fs::read_link(fd.path()).is_ok_and(|p| p == path))
 }

@@ -10,7 +10,7 @@ use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
 use super::check_args::CheckArgs;
 use super::progress::{Format, Printer, Stream};
 use super::selection::{describe, list, rfc3339_utc, selection, target};
-use super::signals::LateEnding;
+use super::signals::{LateEnding, signal_name};
 use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, EXIT_SNAPSHOT, print_stderr};
 use crate::conformance::{
     self, CATALOGUE, Progress, RequestTemplate, Settings, SuiteOptions, fixture,
@@ -62,7 +62,7 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         progress: Progress::new(move |e| hook.on_event(e)),
         keep: args.keep,
     };
-    let mut late = LateEnding::listen(rt)?;
+    let late = LateEnding::listen()?;
     let started = std::time::SystemTime::now();
     let outcome = conformance::run_suite(rt, opts);
     printer.end(outcome.as_ref().ok().map(|o| o.report.summary.verdict));
@@ -378,9 +378,7 @@ fn libtest_args(args: &CheckArgs) -> Result<Arguments, CliError> {
 fn engine_error(e: conformance::EngineError) -> CliError {
     match e {
         conformance::EngineError::Interrupted { signal, teardown } => {
-            let name = nix::sys::signal::Signal::try_from(signal)
-                .map(|s| s.as_str().to_string())
-                .unwrap_or_else(|_| format!("signal {signal}"));
+            let name = signal_name(signal);
             CliError {
                 code: 128u8.saturating_add(signal as u8),
                 message: format!("interrupted by {name}; {}", teardown.summary()),

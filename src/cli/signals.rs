@@ -7,7 +7,7 @@
 //! comes once the suite is over, while its reports are written.
 
 use std::future::Future;
-use std::task::{Context, Poll, Waker};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -49,39 +49,60 @@ impl Endings {
     }
 }
 
+/// The first ending signal since a [`LateEnding`] started listening (0: none).
+/// Set in the signal handler itself rather than by the runtime's driver: the
+/// reports can be written and the process gone before a driver thread runs.
+static LATE: AtomicI32 = AtomicI32::new(0);
+
 /// An ending signal that comes after the suite stopped listening, while the
-/// reports are written. The suite's handlers stay installed once it is over
-/// (tokio never removes one), so such a signal would be swallowed and the run
-/// would exit with its verdict as if nothing had come; listened for from
-/// before the suite starts, so none falls between the two listeners.
+/// reports are written. The suite's handlers stay installed once it is over,
+/// so such a signal would be swallowed and the run would exit with its
+/// verdict as if nothing had come; listened for from before the suite
+/// starts, so none falls between the two listeners.
 pub struct LateEnding {
-    endings: Endings,
+    handlers: Vec<signal_hook_registry::SigId>,
 }
 
 impl LateEnding {
-    /// Starts listening; `rt` is the runtime whose driver delivers signals.
-    pub fn listen(rt: &tokio::runtime::Runtime) -> Result<LateEnding, CliError> {
-        let _guard = rt.enter();
-        Ok(LateEnding {
-            endings: Endings::install()?,
-        })
+    /// Starts listening, beside (not instead of) any other handler.
+    pub fn listen() -> Result<LateEnding, CliError> {
+        let mut handlers = Vec::new();
+        for signo in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            let note = move || {
+                let _ = LATE.compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst);
+            };
+            // SAFETY: the action only stores to an atomic, which is
+            // async-signal-safe; the registry chains it with tokio's handler.
+            let id = unsafe { signal_hook_registry::register(signo, note) }
+                .map_err(|e| CliError::harness(format!("cannot listen for signals: {e}")))?;
+            handlers.push(id);
+        }
+        Ok(LateEnding { handlers })
     }
 
     /// The signal that has come since [`listen`](Self::listen), if one has:
     /// its number and name. Never waits.
-    pub fn arrived(&mut self) -> Option<(i32, &'static str)> {
-        let mut cx = Context::from_waker(Waker::noop());
-        let e = &mut self.endings;
-        [
-            (&mut e.int, libc::SIGINT, "SIGINT"),
-            (&mut e.term, libc::SIGTERM, "SIGTERM"),
-            (&mut e.hup, libc::SIGHUP, "SIGHUP"),
-        ]
-        .into_iter()
-        .find_map(|(stream, number, name)| {
-            matches!(stream.poll_recv(&mut cx), Poll::Ready(Some(()))).then_some((number, name))
-        })
+    pub fn arrived(&self) -> Option<(i32, String)> {
+        match LATE.load(Ordering::SeqCst) {
+            0 => None,
+            n => Some((n, signal_name(n))),
+        }
     }
+}
+
+impl Drop for LateEnding {
+    fn drop(&mut self) {
+        for id in self.handlers.drain(..) {
+            signal_hook_registry::unregister(id);
+        }
+    }
+}
+
+/// `SIGINT`, or `signal N` for a number without a name.
+pub fn signal_name(signo: i32) -> String {
+    nix::sys::signal::Signal::try_from(signo)
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_else(|_| format!("signal {signo}"))
 }
 
 /// Runs `command`, whose plugin calls run under `supervisor`, until it ends or

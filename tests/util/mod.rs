@@ -2,9 +2,14 @@
 //! and process-table checks that prove nothing was left behind.
 #![allow(dead_code)]
 
+pub mod check;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// The repository's root, where `sample-plugins/` and `fixtures/` live.
 pub fn repo() -> &'static Path {
@@ -18,6 +23,45 @@ pub fn sample(name: &str) -> String {
         .join(name)
         .to_string_lossy()
         .into_owned()
+}
+
+/// The binary under test.
+pub fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("dhv-conform")
+}
+
+/// Waits, with a bound, for `probe` to hold; whether it did. For what has no
+/// event to wait on (a file appearing, a process going away), so it polls.
+pub fn wait_for(limit: Duration, mut probe: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !probe() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+/// Waits for `child` at most `limit`; a child that takes longer is killed and
+/// the test fails, so a hung harness never hangs the suite.
+pub fn wait_bounded(mut child: Child, limit: Duration) -> ExitStatus {
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(status) => status.unwrap(),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = rx.recv();
+            panic!("dhv-conform did not finish within {limit:?}");
+        }
+    }
 }
 
 /// A temp dir that holds throwaway plugins and whatever they make.
