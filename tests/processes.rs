@@ -8,14 +8,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use assert_cmd::Command;
-use util::{Scratch, processes_mentioning};
+use util::{Scratch, bin, processes_mentioning, wait_for};
 
 /// How long any one run of the binary may take before the test fails.
 const RUN_LIMIT: Duration = Duration::from_secs(60);
-
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("dhv-conform")
-}
 
 /// A plugin that works, except that every create leaves a daemon that double
 /// forks into a new session and then sheds every variable it was given:
@@ -297,18 +293,6 @@ fn a_volume_too_large_for_the_kernel_is_an_input_error_not_a_plugin_failure() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("argument list too long"), "{stderr}");
-}
-
-/// Waits, bounded, for `probe` to hold.
-fn wait_for(limit: Duration, mut probe: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + limit;
-    while !probe() {
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    true
 }
 
 /// `volume create` of a plugin that hangs in create (with a child in its

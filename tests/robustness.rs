@@ -12,8 +12,7 @@ mod util;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command as StdCommand, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use assert_cmd::Command;
@@ -21,20 +20,10 @@ use dhv_conform::conformance::fixture;
 use dhv_conform::{contract, version};
 use proptest::prelude::*;
 
+use util::{bin, repo, sample, wait_bounded, wait_for};
+
 /// How long any one run of the binary may take before the test fails.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn sample(name: &str) -> PathBuf {
-    repo().join("sample-plugins").join(name)
-}
-
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("dhv-conform")
-}
 
 // ---------------------------------------------------------------------------
 // Parsers: any input gives a value or an error, never a panic.
@@ -384,19 +373,6 @@ fn assert_left_nothing(area: &Area, what: &str, settle: Duration) {
     assert!(left.is_empty(), "{what}: temp files left behind: {left:?}");
 }
 
-fn wait_for(limit: Duration, mut probe: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if probe() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Runs `dhv-conform check` on a hostile sample and holds the run to the bounds.
 fn hostile_run_stays_in_bounds(name: &str, timeout_scale: &str) {
     let area = Area::new();
@@ -406,7 +382,7 @@ fn hostile_run_stays_in_bounds(name: &str, timeout_scale: &str) {
     let out = Command::new(bin())
         .args([
             "check",
-            sample(name).to_str().unwrap(),
+            &sample(name),
             "-q",
             "--timeout-scale",
             timeout_scale,
@@ -532,32 +508,12 @@ fn the_sweep_covers_every_broken_sample() {
 // Ctrl-C.
 // ---------------------------------------------------------------------------
 
-/// Waits for `child` at most `limit`, killing it when it takes longer.
-fn wait_bounded(mut child: Child, limit: Duration) -> ExitStatus {
-    let pid = child.id() as i32;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(status) => status.unwrap(),
-        Err(_) => {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            let _ = rx.recv();
-            panic!("dhv-conform did not finish within {limit:?}");
-        }
-    }
-}
-
 /// Starts a check of `plugin`, waits until a plugin call with a volumes dir is
 /// running, sends SIGINT, and holds the teardown to its promises.
 fn interrupt_mid_run(plugin: &str) {
     let area = Area::new();
     let child = StdCommand::new(bin())
-        .args(["check", sample(plugin).to_str().unwrap(), "-q"])
+        .args(["check", &sample(plugin), "-q"])
         .env("TMPDIR", area.tmp())
         .current_dir(area.cwd())
         .stdin(Stdio::null())

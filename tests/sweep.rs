@@ -16,19 +16,10 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
+use util::wait_for;
+
 fn samples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-plugins")
-}
-
-fn wait_for(limit: Duration, mut probe: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while !probe() {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    true
 }
 
 /// `tmp` is the run's TMPDIR, `cwd` its working dir; sentinels are planted

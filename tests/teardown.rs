@@ -16,22 +16,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("dhv-conform")
-}
-
-fn wait_for(limit: Duration, mut probe: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if probe() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+use util::{bin, wait_for};
 
 /// A scratch area: `tmp` is the run's TMPDIR, `outside` a tree of sentinel
 /// files that plugins bind-mount into their volumes, `log` what the plugin
