@@ -70,3 +70,89 @@ fn loop_ext4_passes_every_must_check_and_leaves_nothing() {
         .collect();
     assert!(left.is_empty(), "temp files left: {left:?}");
 }
+
+/// Detaches, when dropped, every loop device attached to a file under the
+/// dir: the test's own clean-up, should the harness fail to do it.
+struct DetachOnDrop(String);
+
+impl Drop for DetachOnDrop {
+    fn drop(&mut self) {
+        for line in mentions("losetup", &["-a"], &self.0) {
+            if let Some((dev, _)) = line.split_once(':') {
+                let _ = StdCommand::new("losetup").args(["-d", dev]).status();
+            }
+        }
+    }
+}
+
+/// A plugin whose delete removes the volume's image but never detaches the
+/// loop device it attached: `delete.no-residue` names the device, the report
+/// lists it, and the run's end detaches it.
+#[test]
+fn a_loop_device_left_attached_is_named_and_detached() {
+    if let Some(why) = util::loop_devices_unusable() {
+        println!("SKIPPED a_loop_device_left_attached_is_named_and_detached: {why}");
+        return;
+    }
+    let tmp = util::Scratch::new();
+    let needle = tmp.path().to_string_lossy().into_owned();
+    let _guard = DetachOnDrop(needle.clone());
+    let plugin = tmp.plugin(
+        "attach-and-forget",
+        r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	if [ ! -e "$p/img" ]; then
+		mkdir -p -- "$p" && truncate -s 4M "$p/img" && losetup -f "$p/img" >&2 || exit 1
+	fi
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete) rm -rf -- "$p" ;;
+*) exit 1 ;;
+esac
+"#,
+    );
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .arg("check")
+        .arg(&plugin)
+        .args(["delete.no-residue", "--exact", "--json", "-", "-q"])
+        .env("TMPDIR", tmp.path())
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "delete.no-residue")
+        .unwrap();
+    assert_eq!(check["status"], "warn", "{check}");
+    assert!(
+        check["message"]
+            .as_str()
+            .unwrap()
+            .contains("still attached: /dev/loop"),
+        "{check}"
+    );
+    let loops_left = report["sandbox"]["loops_left"].as_array().unwrap();
+    assert!(!loops_left.is_empty(), "{}", report["sandbox"]);
+    assert_eq!(report["sandbox"]["removed"], true, "{}", report["sandbox"]);
+    assert!(
+        mentions("losetup", &["-a"], &needle).is_empty(),
+        "loop devices left attached"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("left attached by the plugin, detached by the harness"),
+        "{stderr}"
+    );
+}

@@ -103,7 +103,8 @@ fn finish(
     table_to: Stream,
 ) -> CliResult {
     let teardown = &outcome.teardown;
-    if (!teardown.removed && !teardown.kept_on_request) || !teardown.mounts_found.is_empty() {
+    let left_something = !teardown.mounts_found.is_empty() || !teardown.loops_found.is_empty();
+    if (!teardown.removed && !teardown.kept_on_request) || left_something {
         print_stderr(&format!("dhv-conform: {}\n", teardown.summary()));
     }
     let mut report = outcome.report;

@@ -179,6 +179,9 @@ pub struct Teardown {
     pub mounts_found: Vec<String>,
     /// Mounts that are still there (could not be unmounted).
     pub mounts_left: Vec<String>,
+    /// Loop devices attached to files below the temp dir after the plugin's
+    /// deletes (and the unmounts): each one a delete left behind.
+    pub loops_found: Vec<String>,
     /// Dirs the removal did not enter because they are mount points.
     pub kept: Vec<String>,
     /// `--keep`: the temp dir was left in place on request (mounts below it
@@ -204,6 +207,7 @@ impl Teardown {
         crate::report::SandboxOutcome {
             removed: self.removed,
             mounts_left: self.mounts_found.clone(),
+            loops_left: self.loops_found.clone(),
             kept,
         }
     }
@@ -238,6 +242,13 @@ impl Teardown {
                 shown.join(", ")
             ));
         }
+        if !self.loops_found.is_empty() {
+            parts.push(format!(
+                "{} loop device(s) left attached by the plugin, detached by the harness: {}",
+                self.loops_found.len(),
+                self.loops_found.join(", ")
+            ));
+        }
         if self.removed {
             parts.push(format!("temp dir {} removed", self.temp_dir.display()));
         } else if self.kept_on_request {
@@ -266,6 +277,16 @@ pub(crate) fn mounts_left(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
         .iter()
         .map(|m| m.to_string())
+        .collect()
+}
+
+/// The loop devices attached to files at or below `dir` (a check's dir after
+/// its volumes were deleted: each one a delete left behind), for the checks
+/// to name.
+pub(crate) fn loops_left(dir: &Path) -> Vec<String> {
+    crate::safe_fs::loops_backed_under(dir)
+        .iter()
+        .map(|l| l.to_string())
         .collect()
 }
 
@@ -336,7 +357,8 @@ pub(crate) fn finish(
     out
 }
 
-/// Unmounts what plugins left below `root`, then removes it unless `keep`.
+/// Unmounts what plugins left below `root` and detaches the loop devices
+/// they left attached to its files, then removes it unless `keep`.
 fn remove_root(root: &Path, out: &mut Teardown, keep: bool) {
     match crate::safe_fs::unmount_under(root) {
         Ok(done) => {
@@ -351,6 +373,13 @@ fn remove_root(root: &Path, out: &mut Teardown, keep: bool) {
         Err(e) => out
             .errors
             .push(format!("cannot list the mounts below it: {e}")),
+    }
+    // After the unmounts, which let go of the devices they used.
+    for dev in crate::safe_fs::loops_backed_under(root) {
+        out.loops_found.push(dev.to_string());
+        if let Err(e) = crate::safe_fs::detach(&dev) {
+            out.errors.push(format!("{dev} still attached ({e})"));
+        }
     }
     if keep {
         out.kept_on_request = true;

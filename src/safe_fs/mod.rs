@@ -11,6 +11,8 @@
 //! - [`unmount_under`] unmounts them, deepest first, each verified to be the
 //!   very mount that was listed before it is touched;
 //! - [`remove_tree`] removes a tree without ever crossing into another mount;
+//! - [`loops_backed_under`] finds the loop devices a plugin left attached to
+//!   files of a dir, and [`detach`] lets them go;
 //! - [`write_file`] is the crate's one writer of output files: regular files
 //!   are replaced atomically, anything else (a device, a FIFO, a symlink's
 //!   target) is written in place.
@@ -18,11 +20,13 @@
 //! It depends on nothing else in the crate.
 
 mod fd;
+mod loopdev;
 pub mod mountinfo;
 mod remove;
 mod unmount;
 mod write;
 
+pub use loopdev::{LoopDevice, detach, loops_backed_under};
 pub use mountinfo::{Mount, mounts_under};
 pub use remove::{Removal, remove_tree};
 pub use unmount::{Unmounted, unmount_under};

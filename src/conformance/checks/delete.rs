@@ -145,6 +145,14 @@ pub async fn no_residue(ctx: &Ctx) -> CheckResult {
             mounts.join(", ")
         )));
     }
+    let loops = crate::conformance::teardown::loops_left(&ctx.sandbox.dir);
+    if !loops.is_empty() {
+        return Err(Finding::Fail(format!(
+            "expected every loop device to be detached after every volume was deleted; still attached: {} \
+             (detach with `losetup -d` before removing the image)",
+            loops.join(", ")
+        )));
+    }
     let left: Vec<String> = around(&ctx.sandbox.volumes)
         .difference(&before)
         .cloned()
