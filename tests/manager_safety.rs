@@ -10,19 +10,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use dhv_conform::manager::{Cleanup, HostVolumeManager, ManagerError, VolumeSpec};
+use dhv_conform::manager::{Cleanup, ManagerError, VolumeSpec};
 use util::Node;
-
-const ID1: &str = "11111111-1111-4111-8111-111111111111";
-const ID2: &str = "22222222-2222-4222-8222-222222222222";
-const ID3: &str = "33333333-3333-4333-8333-333333333333";
-
-fn manager(node: &Node) -> HostVolumeManager {
-    HostVolumeManager::open(node.state())
-        .unwrap()
-        .with_plugin_dir(node.plugins.path())
-        .with_volumes_dir(node.volumes())
-}
+use util::manager::{ID1, ID2, ID3};
 
 /// A plugin that returns `path` (a shell word) from create, and logs every
 /// delete with its DHV_CREATED_PATH.
@@ -64,7 +54,10 @@ fn a_path_not_strictly_inside_the_volumes_dir_is_refused_and_never_deleted() {
         let id = format!("p{i}");
         returning(&node, &id, path);
         let err = rt
-            .block_on(manager(&node).create(VolumeSpec::new(&id, format!("v{i}")).with_id(ID1)))
+            .block_on(
+                node.manager()
+                    .create(VolumeSpec::new(&id, format!("v{i}")).with_id(ID1)),
+            )
             .unwrap_err();
         assert!(
             matches!(err, ManagerError::PathOutsideVolumesDir { .. }),
@@ -76,7 +69,7 @@ fn a_path_not_strictly_inside_the_volumes_dir_is_refused_and_never_deleted() {
             "{err}"
         );
         assert!(
-            rt.block_on(manager(&node).list()).unwrap().is_empty(),
+            rt.block_on(node.manager().list()).unwrap().is_empty(),
             "{path}: saved"
         );
     }
@@ -120,7 +113,7 @@ esac
     );
     let rt = util::runtime();
     let slow = rt.spawn({
-        let m = manager(&node);
+        let m = node.manager();
         async move { m.create(VolumeSpec::new("slow", "b").with_id(ID1)).await }
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -131,7 +124,7 @@ esac
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let other = manager(&node);
+    let other = node.manager();
     rt.block_on(other.create(VolumeSpec::new("slow", "b").with_id(ID2)))
         .unwrap();
     let saved = rt
@@ -150,7 +143,7 @@ esac
         "precious"
     );
     assert!(fs::read_to_string(&log).unwrap_or_default().is_empty());
-    let listed = rt.block_on(manager(&node).list()).unwrap();
+    let listed = rt.block_on(node.manager().list()).unwrap();
     assert_eq!(listed.len(), 2);
 }
 

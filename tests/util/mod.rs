@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod check;
+pub mod manager;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
