@@ -320,28 +320,7 @@ fn bless_then_compare_then_differ() {
     let entries: Vec<_> = fs::read_dir(out_dir.path()).unwrap().flatten().collect();
     assert_eq!(entries.len(), 1, "a temp file was left: {entries:?}");
     let text = fs::read_to_string(&snap).unwrap();
-    assert!(
-        text.starts_with("schema: dhv-conform/report/v1\n"),
-        "{text}"
-    );
-    let check_lines = text.lines().filter(|l| {
-        CATALOGUE
-            .iter()
-            .any(|c| l.starts_with(&format!("{} {} ", c.id, c.level)))
-    });
-    assert_eq!(check_lines.count(), CATALOGUE.len(), "{text}");
-    // Nothing of the machine or the run: the one normaliser took it all out.
-    for needle in [
-        scratch.as_str(),
-        "/dhv-conform-",
-        env!("CARGO_MANIFEST_DIR"),
-        " ms",
-    ] {
-        assert!(!text.contains(needle), "{needle:?} in:\n{text}");
-    }
-    for placeholder in ["[TMP]/", "[UUID]", "[DURATION]"] {
-        assert!(text.contains(placeholder), "no {placeholder} in:\n{text}");
-    }
+    assert_normalised(&text, &scratch);
 
     let (again, _) = gate(false);
     assert_eq!(again.code, Some(0), "two runs differ:\n{}", again.stderr);
@@ -371,4 +350,25 @@ fn bless_then_compare_then_differ() {
         )),
         "{diff}"
     );
+}
+
+/// A snapshot holds every check of the catalogue, and nothing of the machine or
+/// the run (`scratch` is its TMPDIR): the one normaliser took it all out.
+fn assert_normalised(text: &str, scratch: &str) {
+    assert!(
+        text.starts_with("schema: dhv-conform/report/v1\n"),
+        "{text}"
+    );
+    let check_lines = text.lines().filter(|l| {
+        CATALOGUE
+            .iter()
+            .any(|c| l.starts_with(&format!("{} {} ", c.id, c.level)))
+    });
+    assert_eq!(check_lines.count(), CATALOGUE.len(), "{text}");
+    for needle in [scratch, "/dhv-conform-", env!("CARGO_MANIFEST_DIR"), " ms"] {
+        assert!(!text.contains(needle), "{needle:?} in:\n{text}");
+    }
+    for placeholder in ["[TMP]/", "[UUID]", "[DURATION]"] {
+        assert!(text.contains(placeholder), "no {placeholder} in:\n{text}");
+    }
 }

@@ -268,6 +268,7 @@ fn a_plugin_error_exits_1_with_nomads_text() {
         .stderr("dhv-conform: no such plugin: \"../escape\"\n");
 }
 
+/// Bad values (ids, parameters, capacities) are bad input: exit 2, one line.
 #[test]
 fn bad_input_exits_2_with_one_line() {
     let node = Node::new();
@@ -312,7 +313,12 @@ fn bad_input_exits_2_with_one_line() {
         .stderr(predicate::str::starts_with(
             "dhv-conform: invalid volume id \"x\"",
         ));
-    // Missing dirs and options.
+}
+
+/// A missing dir or option is bad input too: exit 2, one line, nothing made.
+#[test]
+fn missing_dirs_and_options_exit_2_with_one_line() {
+    let node = Node::new();
     let mut cmd = Command::cargo_bin("dhv-conform").unwrap();
     cmd.args([
         "volume",

@@ -49,23 +49,28 @@ fn the_nomad_job_is_a_sysbatch_job_on_raw_exec() {
     );
 }
 
+/// The wrapper script the job's template renders (it uses no variables).
+fn rendered_script() -> String {
+    use hcl::eval::Evaluate;
+    let body = job_file();
+    let task = block(block(block(&body, "job").body(), "group").body(), "task");
+    let template = block(task.body(), "template");
+    match attr(template.body(), "data")
+        .evaluate(&hcl::eval::Context::new())
+        .expect("the script needs no variables")
+    {
+        hcl::Value::String(s) => s,
+        other => panic!("template data is not a string: {other:?}"),
+    }
+}
+
 /// The wrapper script the job renders, run by hand against a plugin dir with a
 /// conformant and a broken plugin: one verdict line and four files per plugin
 /// (named after the node), the JSON copied to the collect dir, the worst exit code,
 /// and the collected reports merge into one fleet report.
 #[test]
 fn the_nomad_job_script_checks_every_plugin_in_the_dir() {
-    use hcl::eval::Evaluate;
-    let body = job_file();
-    let task = block(block(block(&body, "job").body(), "group").body(), "task");
-    let template = block(task.body(), "template");
-    let script = match attr(template.body(), "data")
-        .evaluate(&hcl::eval::Context::new())
-        .expect("the script needs no variables")
-    {
-        hcl::Value::String(s) => s,
-        other => panic!("template data is not a string: {other:?}"),
-    };
+    let script = rendered_script();
     assert!(script.starts_with("#!/bin/sh\n"), "{script}");
 
     let area = util::Scratch::new();

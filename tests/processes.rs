@@ -4,7 +4,7 @@
 
 mod util;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use assert_cmd::Command;
@@ -152,7 +152,6 @@ fn a_fifo_given_as_the_plugin_is_an_input_error() {
 
 #[test]
 fn a_symlink_swapped_after_the_lookup_never_runs_what_is_outside_the_dir() {
-    use dhv_conform::plugin::{CallOptions, PluginSource};
     use std::sync::atomic::{AtomicBool, Ordering};
 
     let s = Scratch::new();
@@ -173,6 +172,7 @@ fn a_symlink_swapped_after_the_lookup_never_runs_what_is_outside_the_dir() {
         ),
     );
     let link = dir.join("p");
+    let tmp = s.path().join("p.tmp");
     std::os::unix::fs::symlink(&good, &link).unwrap();
 
     // Flips `p` between the plugin inside and the binary outside, atomically
@@ -182,15 +182,11 @@ fn a_symlink_swapped_after_the_lookup_never_runs_what_is_outside_the_dir() {
     let (mut runs, mut refused) = (0, 0);
     std::thread::scope(|scope| {
         scope.spawn(|| {
-            let tmp = s.path().join("p.tmp");
             for flip in 0..1_000_000u32 {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                let target = if flip % 4 == 0 { &bad } else { &good };
-                let _ = std::fs::remove_file(&tmp);
-                std::os::unix::fs::symlink(target, &tmp).unwrap();
-                std::fs::rename(&tmp, &link).unwrap();
+                repoint(&link, if flip % 4 == 0 { &bad } else { &good }, &tmp);
             }
         });
         // At least 200 lookups while the link flips; more (bounded) until
@@ -200,15 +196,13 @@ fn a_symlink_swapped_after_the_lookup_never_runs_what_is_outside_the_dir() {
             if attempt >= 200 && runs > 0 && refused > 0 {
                 break;
             }
-            let Ok(source) = PluginSource::lookup(Some(&dir), "p") else {
-                refused += 1;
-                continue;
-            };
-            let plugin = source.open(&CallOptions::default());
-            let fingerprint = rt.block_on(plugin.fingerprint());
-            let fp = fingerprint.result.expect("the plugin inside runs");
-            assert_eq!(fp.version.raw, "1.0.0");
-            runs += 1;
+            match found_and_run(&dir, &rt) {
+                Some(version) => {
+                    assert_eq!(version, "1.0.0");
+                    runs += 1;
+                }
+                None => refused += 1,
+            }
         }
         stop.store(true, Ordering::Relaxed);
     });
@@ -222,18 +216,36 @@ fn a_symlink_swapped_after_the_lookup_never_runs_what_is_outside_the_dir() {
     );
     // Every refusal was the race's doing: with the link held still on the
     // plugin inside, the same lookup runs it.
-    let tmp = s.path().join("p.tmp");
-    let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(&good, &tmp).unwrap();
-    std::fs::rename(&tmp, &link).unwrap();
-    let source = PluginSource::lookup(Some(&dir), "p").expect("a still link is found");
-    let plugin = source.open(&CallOptions::default());
-    let fp = rt
-        .block_on(plugin.fingerprint())
-        .result
-        .expect("the plugin inside runs");
-    assert_eq!(fp.version.raw, "1.0.0");
+    repoint(&link, &good, &tmp);
+    assert_eq!(
+        found_and_run(&dir, &rt).as_deref(),
+        Some("1.0.0"),
+        "a still link is found and runs the plugin inside"
+    );
     assert!(!ran_outside.exists());
+}
+
+/// Points `link` at `target` atomically: a new link at `tmp`, renamed over it.
+fn repoint(link: &Path, target: &Path, tmp: &Path) {
+    let _ = std::fs::remove_file(tmp);
+    std::os::unix::fs::symlink(target, tmp).unwrap();
+    std::fs::rename(tmp, link).unwrap();
+}
+
+/// Looks plugin `p` up in `dir` and fingerprints it: the version it gave, or
+/// `None` when the lookup refused it. A plugin that is found must run.
+fn found_and_run(dir: &Path, rt: &tokio::runtime::Runtime) -> Option<String> {
+    use dhv_conform::plugin::{CallOptions, PluginSource};
+    let source = PluginSource::lookup(Some(dir), "p").ok()?;
+    let plugin = source.open(&CallOptions::default());
+    let fingerprint = rt.block_on(plugin.fingerprint());
+    Some(
+        fingerprint
+            .result
+            .expect("the plugin inside runs")
+            .version
+            .raw,
+    )
 }
 
 /// Parameters small enough for our own command line, but whose

@@ -70,24 +70,12 @@ fn sweep(sample: &str, signal: Option<Signal>) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let needle = area.tmp().to_string_lossy().into_owned();
     // A plugin call's environment names its volumes dir (the harness's own
     // names only TMPDIR).
     let call = format!("DHV_VOLUMES_DIR={needle}");
-    let mut interrupted = false;
-    if let Some(signal) = signal {
-        // A call with a volumes dir in the area, or the run's end, whichever
-        // comes first; a plugin that never starts gets the signal anyway.
-        wait_for(Duration::from_secs(20), || {
-            !util::processes_with_env_containing(&call).is_empty()
-                || child.try_wait().unwrap().is_some()
-        });
-        if child.try_wait().unwrap().is_none() {
-            nix::sys::signal::kill(pid, signal).unwrap();
-            interrupted = true;
-        }
-    }
+    let interrupted =
+        signal.is_some_and(|signal| signal_once_a_call_runs(&mut child, signal, &call));
     if signal.is_some() && !interrupted {
         eprintln!("{what}: the run ended before the signal (no plugin call was seen)");
     }
@@ -112,6 +100,32 @@ fn sweep(sample: &str, signal: Option<Signal>) {
         }
         _ => assert!(matches!(out.status.code(), Some(0 | 1)), "{what}: {stderr}"),
     }
+    assert_nothing_left(&area, &what, sample == "loop-ext4", &stderr);
+    assert!(
+        area.digest(ignore) == before,
+        "{what}: something outside the sandbox changed"
+    );
+}
+
+/// Sends `signal` once a plugin call with a volumes dir in the area runs, or
+/// at once if none comes in 20 s (a plugin that never starts gets it anyway);
+/// whether it was sent before the run ended by itself.
+fn signal_once_a_call_runs(child: &mut std::process::Child, signal: Signal, call: &str) -> bool {
+    wait_for(Duration::from_secs(20), || {
+        !util::processes_with_env_containing(call).is_empty() || child.try_wait().unwrap().is_some()
+    });
+    if child.try_wait().unwrap().is_some() {
+        return false;
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, signal).unwrap();
+    true
+}
+
+/// No process, mount, loop device (`loop_devices`: the sample makes them) or
+/// temp file of the run is left.
+fn assert_nothing_left(area: &Area, what: &str, loop_devices: bool, stderr: &str) {
+    let needle = area.tmp().to_string_lossy().into_owned();
     let gone = wait_for(Duration::from_secs(5), || {
         util::processes_with_env_containing(&needle).is_empty()
     });
@@ -124,7 +138,7 @@ fn sweep(sample: &str, signal: Option<Signal>) {
         util::mounts_below(area.scratch.path()).is_empty(),
         "{what}: mounts left"
     );
-    if sample == "loop-ext4" {
+    if loop_devices {
         let loops = Command::new("losetup").arg("-a").output().unwrap();
         let loops = String::from_utf8_lossy(&loops.stdout);
         assert!(
@@ -138,10 +152,6 @@ fn sweep(sample: &str, signal: Option<Signal>) {
         .map(|e| e.path())
         .collect();
     assert!(left.is_empty(), "{what}: temp dir left: {left:?}; {stderr}");
-    assert!(
-        area.digest(ignore) == before,
-        "{what}: something outside the sandbox changed"
-    );
 }
 
 fn every_signal(sample: &str) {

@@ -211,15 +211,17 @@ mod tests {
         );
     }
 
+    /// Each stdout's decode error, as Go's decoder words it.
+    fn assert_create_errors(cases: &[(&[u8], String)]) {
+        for (stdout, message) in cases {
+            let err = decode_create(stdout).expect_err(&String::from_utf8_lossy(stdout));
+            assert_eq!(err.to_string(), *message, "{:?}", stdout.escape_ascii());
+        }
+    }
+
     #[test]
-    fn create_decode_errors_read_like_go() {
-        const BYTES: &str =
-            "into Go struct field HostVolumePluginCreateResponse.bytes of type int64";
-        const PATH: &str =
-            "into Go struct field HostVolumePluginCreateResponse.path of type string";
-        const VALUE: &str =
-            "into Go value of type hostvolumemanager.HostVolumePluginCreateResponse";
-        let cases: &[(&[u8], String)] = &[
+    fn create_syntax_errors_read_like_go() {
+        assert_create_errors(&[
             (b"", "unexpected end of JSON input".into()),
             (b"  \n", "unexpected end of JSON input".into()),
             (b"{\"path\":\"/x\"", "unexpected end of JSON input".into()),
@@ -239,6 +241,24 @@ mod tests {
                 b"{\"path\":'/x'}",
                 r"invalid character '\'' looking for beginning of value".into(),
             ),
+            // Syntax is checked over the whole input first: a syntax error wins.
+            (
+                b"{\"bytes\":\"5\"} x",
+                "invalid character 'x' after top-level value".into(),
+            ),
+            (b"[1,2", "unexpected end of JSON input".into()),
+        ]);
+    }
+
+    #[test]
+    fn create_type_errors_read_like_go() {
+        const BYTES: &str =
+            "into Go struct field HostVolumePluginCreateResponse.bytes of type int64";
+        const PATH: &str =
+            "into Go struct field HostVolumePluginCreateResponse.path of type string";
+        const VALUE: &str =
+            "into Go value of type hostvolumemanager.HostVolumePluginCreateResponse";
+        assert_create_errors(&[
             (
                 b"{\"bytes\":1.5}",
                 format!("json: cannot unmarshal number 1.5 {BYTES}"),
@@ -296,17 +316,7 @@ mod tests {
                 b"{\"path\":1,\"bytes\":\"2\"}",
                 format!("json: cannot unmarshal number {PATH}"),
             ),
-            // Syntax is checked over the whole input first: a syntax error wins.
-            (
-                b"{\"bytes\":\"5\"} x",
-                "invalid character 'x' after top-level value".into(),
-            ),
-            (b"[1,2", "unexpected end of JSON input".into()),
-        ];
-        for (stdout, message) in cases {
-            let err = decode_create(stdout).expect_err(&String::from_utf8_lossy(stdout));
-            assert_eq!(err.to_string(), *message, "{:?}", stdout.escape_ascii());
-        }
+        ]);
         assert_eq!(
             decode_create(b"{\"bytes\":1.5}"),
             Err(DecodeError::FieldType {

@@ -363,9 +363,21 @@ mod tests {
         assert_eq!(check_valid(b"\"\xff\xfe\""), Ok(()));
     }
 
+    /// Each input's syntax error, in Go's words.
+    fn assert_syntax_messages(cases: &[(&[u8], &str)]) {
+        for (input, message) in cases {
+            assert_eq!(
+                syntax_message(input),
+                *message,
+                "{:?}",
+                input.escape_ascii()
+            );
+        }
+    }
+
     #[test]
-    fn syntax_errors_use_gos_words() {
-        let cases: &[(&[u8], &str)] = &[
+    fn syntax_errors_in_structure_use_gos_words() {
+        assert_syntax_messages(&[
             (b"", "unexpected end of JSON input"),
             (b" \n\t", "unexpected end of JSON input"),
             (b"{", "unexpected end of JSON input"),
@@ -398,6 +410,12 @@ mod tests {
                 b"[1,]",
                 "invalid character ']' looking for beginning of value",
             ),
+        ]);
+    }
+
+    #[test]
+    fn syntax_errors_in_strings_numbers_and_literals_use_gos_words() {
+        assert_syntax_messages(&[
             (b"\"a\nb\"", r"invalid character '\n' in string literal"),
             (b"\"\\x\"", "invalid character 'x' in string escape code"),
             (
@@ -463,15 +481,7 @@ mod tests {
                 b"\\",
                 r"invalid character '\\' looking for beginning of value",
             ),
-        ];
-        for (input, message) in cases {
-            assert_eq!(
-                syntax_message(input),
-                *message,
-                "{:?}",
-                input.escape_ascii()
-            );
-        }
+        ]);
     }
 
     #[test]
