@@ -34,6 +34,28 @@ impl Area {
         util::plant_sentinels(&scratch.path().join("outside"));
         Area { scratch }
     }
+
+    /// `check PLUGIN -q` in this area (its TMPDIR), running, stderr piped.
+    fn spawn_check(&self, plugin: &Path) -> std::process::Child {
+        StdCommand::new(bin())
+            .args(["check", plugin.to_str().unwrap(), "-q"])
+            .env("TMPDIR", self.tmp())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// `check PLUGIN -q --json -` in this area (its TMPDIR), run to its end.
+    fn run_check_json(&self, plugin: &Path) -> std::process::Output {
+        StdCommand::new(bin())
+            .args(["check", plugin.to_str().unwrap(), "-q", "--json", "-"])
+            .env("TMPDIR", self.tmp())
+            .output()
+            .unwrap()
+    }
+
     fn tmp(&self) -> PathBuf {
         self.scratch.path().join("tmp")
     }
@@ -114,11 +136,7 @@ fn a_mount_left_by_a_delete_is_reported_unmounted_and_never_crossed() {
     let area = Area::new();
     let sentinels = area.sentinels();
     let plugin = area.bind_plugin("    exit 0");
-    let out = StdCommand::new(bin())
-        .args(["check", plugin.to_str().unwrap(), "-q", "--json", "-"])
-        .env("TMPDIR", area.tmp())
-        .output()
-        .unwrap();
+    let out = area.run_check_json(&plugin);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         area.sentinels(),
@@ -170,14 +188,7 @@ fn interrupt_with_live_volumes(signal: Signal, code: i32) {
         gate = gate.display()
     );
     let plugin = area.bind_plugin(&delete);
-    let child = StdCommand::new(bin())
-        .args(["check", plugin.to_str().unwrap(), "-q"])
-        .env("TMPDIR", area.tmp())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = area.spawn_check(&plugin);
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let hung = || {
         fs::read_dir(area.log())
@@ -260,14 +271,7 @@ fn sigint_of_loop_ext4_with_mounted_volumes_leaves_nothing() {
     }
     let area = Area::new();
     let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-plugins/loop-ext4");
-    let child = StdCommand::new(bin())
-        .args(["check", plugin.to_str().unwrap(), "-q"])
-        .env("TMPDIR", area.tmp())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = area.spawn_check(&plugin);
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let mounted = wait_for(Duration::from_secs(120), || {
         util::mounts_below(&area.tmp()).len() >= 3
@@ -358,14 +362,7 @@ fn a_second_signal_skips_the_deletes_but_never_removes_across_a_mount() {
     let sentinels = area.sentinels();
     let plugin =
         area.bind_plugin(r#"    echo "$DHV_VOLUME_ID" >> "$log/hanging"; exec sleep 1000"#);
-    let child = StdCommand::new(bin())
-        .args(["check", plugin.to_str().unwrap(), "-q"])
-        .env("TMPDIR", area.tmp())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = area.spawn_check(&plugin);
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let hanging = || {
         fs::read_to_string(area.log().join("hanging"))
@@ -420,11 +417,7 @@ esac
         outside = area.outside().display()
     );
     let plugin = area.scratch.plugin("returns-outside", &body);
-    let out = StdCommand::new(bin())
-        .args(["check", plugin.to_str().unwrap(), "-q", "--json", "-"])
-        .env("TMPDIR", area.tmp())
-        .output()
-        .unwrap();
+    let out = area.run_check_json(&plugin);
     assert_eq!(
         util::tree_digest(&area.outside()),
         before,
