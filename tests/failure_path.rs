@@ -6,7 +6,6 @@ mod util;
 
 use std::time::Duration;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 /// A small plugin: plain directories; `on_edge` runs when create is asked for a
@@ -35,22 +34,7 @@ esac
 
 /// Runs the whole suite on `plugin`; the report's checks by id.
 fn checks(scratch: &util::Scratch, plugin: &str) -> Value {
-    let out = Command::cargo_bin("dhv-conform")
-        .unwrap()
-        .args(["check", plugin, "--json", "-", "-q"])
-        .env("TMPDIR", scratch.path())
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no report ({e}); stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    let procs = util::processes_with_env_containing(&scratch.path().to_string_lossy());
-    assert!(procs.is_empty(), "processes left behind: {procs:?}");
-    report
+    util::check::json_report(scratch, &[plugin], Duration::from_secs(120))
 }
 
 fn check<'a>(report: &'a Value, id: &str) -> (&'a str, &'a str) {

@@ -8,7 +8,6 @@ mod util;
 
 use std::time::Duration;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 /// A plain-directory plugin; `hang_if` is a shell condition under which the
@@ -47,22 +46,8 @@ esac
 /// Runs one check (its whole id) at a twentieth of Nomad's limits (create and
 /// delete 3 s, fingerprint 50 ms); the check's JSON.
 fn run_check(scratch: &util::Scratch, plugin: &str, id: &str) -> Value {
-    let out = Command::cargo_bin("dhv-conform")
-        .unwrap()
-        .args(["check", plugin, id, "--exact", "--timeout-scale", "0.05"])
-        .args(["--json", "-", "-q"])
-        .env("TMPDIR", scratch.path())
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no report ({e}); stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    let procs = util::processes_with_env_containing(&scratch.path().to_string_lossy());
-    assert!(procs.is_empty(), "processes left behind: {procs:?}");
+    let args = [plugin, id, "--exact", "--timeout-scale", "0.05"];
+    let report = util::check::json_report(scratch, &args, Duration::from_secs(120));
     report["checks"]
         .as_array()
         .unwrap()

@@ -108,3 +108,26 @@ pub fn find<'a>(report: &'a Report, id: &str) -> &'a report::CheckResult {
         .find(|c| c.id == id)
         .unwrap_or_else(|| panic!("no {id} in the report"))
 }
+
+/// `dhv-conform check ARGS --json - -q` with `scratch` as its TMPDIR, bounded
+/// by `limit`: the report, once no process is left that names the scratch dir.
+pub fn json_report(scratch: &Scratch, args: &[&str], limit: Duration) -> serde_json::Value {
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .arg("check")
+        .args(args)
+        .args(["--json", "-", "-q"])
+        .env("TMPDIR", scratch.path())
+        .timeout(limit)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no report ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let procs = super::processes_with_env_containing(&scratch.path().to_string_lossy());
+    assert!(procs.is_empty(), "processes left behind: {procs:?}");
+    report
+}
