@@ -152,14 +152,7 @@ fn outcome_describes_how_a_call_ended() {
     };
     assert_eq!(killed.outcome(), "signal 9, killed by the check at 40 ms");
     for (exit_code, signal, timed_out, leaked, orphans, want) in cases {
-        let inv = Invocation {
-            exit_code,
-            signal,
-            timed_out,
-            leaked,
-            orphans: vec!["sleep 1000".to_owned(); orphans],
-            ..Invocation::default()
-        };
+        let inv = crate::report::sample::ended(exit_code, signal, timed_out, leaked, orphans);
         assert_eq!(inv.outcome(), want);
     }
 }

@@ -42,6 +42,25 @@ fn create_call(exit_code: i32, stdout: &str, stderr: &str) -> Invocation {
     }
 }
 
+/// A call that ended so, with `orphans` processes left: the fields by which a
+/// call's outcome and cleanliness are told.
+pub(crate) fn ended(
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+    leaked: bool,
+    orphans: usize,
+) -> Invocation {
+    Invocation {
+        exit_code,
+        signal,
+        timed_out,
+        leaked,
+        orphans: vec!["sleep 1000".to_owned(); orphans],
+        ..Invocation::default()
+    }
+}
+
 /// One check of each status, out of id order on purpose: every renderer must sort.
 fn checks() -> Vec<CheckResult> {
     let mut idempotent = check(

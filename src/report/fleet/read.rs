@@ -294,7 +294,7 @@ impl<'de: 'a, 'a> Visitor<'de> for FirstReproduceVisitor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Invocation, sample, to_json};
+    use crate::report::{sample, to_json};
 
     fn read_str(text: &str) -> Result<NodeReport, FleetError> {
         let dir = tempfile::tempdir().unwrap();
@@ -379,14 +379,7 @@ mod tests {
             (None, None, false, false, 0),
         ];
         for (exit_code, signal, timed_out, leaked, orphans) in calls {
-            let full = Invocation {
-                exit_code,
-                signal,
-                timed_out,
-                leaked,
-                orphans: vec!["sleep 9".into(); orphans],
-                ..Invocation::default()
-            };
+            let full = sample::ended(exit_code, signal, timed_out, leaked, orphans);
             let text = serde_json::to_string(&full).unwrap();
             let lean: LeanCall<'_> = serde_json::from_str(&text).unwrap();
             assert_eq!(lean.is_clean(), full.is_clean(), "{text}");
