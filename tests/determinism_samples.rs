@@ -1,15 +1,19 @@
-//! Every sample's snapshot is deterministic: the same plugin gives a byte-identical snapshot
+//! Snapshots are deterministic: every sample gives a byte-identical snapshot
 //! (the normalised report with the declared variations pinned, the form
 //! `reports.rs` compares) on every run, whether the machine is idle or its CPUs
-//! are oversubscribed twice over by a load generator inside the test.
+//! are oversubscribed twice over by a load generator inside the test
+//! ([`util::Load`]: twice as many busy threads as cores, bounded in time).
+//! Every run is compared with the snapshot stored in `snapshots/`, never with
+//! another run, so a sweep cannot pass by construction.
 //!
-//! By default: the reference and the slow-start (Python) plugins several times, and
-//! every other sample once under load, the run most likely to flap. The full
-//! sweep (every sample, 10 idle and 5 loaded runs) is `#[ignore]`d for its cost:
-//! `scripts/determinism-samples` runs it, with other counts if asked.
+//! By default ([`snapshots_are_the_same_idle_and_loaded`]): the reference and the
+//! slow-start (Python) plugins 10 times idle and 5 times loaded each, and every
+//! other sample once idle and once loaded. `scripts/determinism-samples` runs
+//! longer sweeps ([`full_sweep`]: every sample, 10 and 5 runs unless told).
 //!
-//! "Idle" means no load of the test's own: the load average at each phase is
-//! printed, as a shared CI runner is never quite idle.
+//! "Idle" means no load of the test's own: the load average at the start and end
+//! of each phase, and its wall time, are printed, as a shared machine is never
+//! quite idle.
 
 mod samples;
 mod util;
@@ -29,13 +33,27 @@ struct Tally {
     name: String,
     idle: (usize, usize),
     loaded: (usize, usize),
-    /// The first differing lines of the first run that differed.
+    /// The start of the diff of the first run that differed.
     first_diff: Option<String>,
-    loads: Vec<String>,
+    /// Per phase run: "idle" or "loaded", its wall time, and the load average
+    /// at its start and end.
+    phases: Vec<String>,
 }
 
-/// Runs `name` `idle` times, then `loaded` times under [`Load`], comparing each
-/// snapshot with the stored one.
+/// The start of a unified diff of `got` against the stored `want`, or `None`
+/// when they are the same (trailing blank lines aside, as insta stores them).
+fn difference(want: &str, got: &str) -> Option<String> {
+    let got = got.trim_end();
+    if got == want {
+        return None;
+    }
+    let diff = dhv_conform::report::diff(want, got, "stored snapshot", "this run");
+    let head: Vec<&str> = diff.lines().take(24).collect();
+    Some(head.join("\n"))
+}
+
+/// Runs `name` `idle` times, then `loaded` times under [`util::Load`], comparing
+/// each snapshot with the stored one.
 fn sweep(name: &str, idle: usize, loaded: usize) -> Tally {
     let expected = samples::stored_snapshot(name);
     let mut tally = Tally {
@@ -43,60 +61,72 @@ fn sweep(name: &str, idle: usize, loaded: usize) -> Tally {
         idle: (0, idle),
         loaded: (0, loaded),
         first_diff: None,
-        loads: Vec::new(),
+        phases: Vec::new(),
     };
     let one = |tally: &mut Tally, under_load: bool| {
         let run = samples::run_sample(name, samples::scale(name));
-        let text = samples::snapshot_text(name, &run);
-        let same = text.trim_end() == expected;
-        if !same && tally.first_diff.is_none() {
-            let mut lines: Vec<String> = text
-                .lines()
-                .zip(expected.lines())
-                .filter(|(a, b)| a != b)
-                .take(3)
-                .map(|(got, want)| format!("got  {got}\nwant {want}"))
-                .collect();
-            if lines.is_empty() {
-                lines.push("a line more or less".into());
-            }
-            let phase = if under_load { "loaded" } else { "idle" };
-            tally.first_diff = Some(format!("{phase} run:\n{}", lines.join("\n")));
-        }
-        let slot = if under_load {
-            &mut tally.loaded
-        } else {
-            &mut tally.idle
+        let diff = difference(&expected, &samples::snapshot_text(name, &run));
+        let (slot, phase) = match under_load {
+            true => (&mut tally.loaded, "loaded"),
+            false => (&mut tally.idle, "idle"),
         };
-        slot.0 += usize::from(same);
+        slot.0 += usize::from(diff.is_none());
+        if let Some(diff) = diff {
+            tally
+                .first_diff
+                .get_or_insert_with(|| format!("{phase} run:\n{diff}"));
+        }
     };
-    for _ in 0..idle {
-        one(&mut tally, false);
+    if idle > 0 {
+        let (start, before) = (Instant::now(), load_average());
+        for _ in 0..idle {
+            one(&mut tally, false);
+        }
+        tally.phases.push(phase("idle", &before, start));
     }
-    tally.loads.push(load_average());
     if loaded > 0 {
         // Bounded well past the longest sweep: the threads end on their own.
         let _load = util::Load::start(Duration::from_secs(30 * 60));
+        let (start, before) = (Instant::now(), load_average());
         for _ in 0..loaded {
             one(&mut tally, true);
         }
-        tally.loads.push(load_average());
+        tally.phases.push(phase("loaded", &before, start));
     }
+    // As it comes: a long sweep that is stopped still says what it saw.
+    println!("{}", tally.line());
     tally
+}
+
+impl Tally {
+    /// `<sample> idle x/y loaded x/y (<phases>)`.
+    fn line(&self) -> String {
+        format!(
+            "{:<24} idle {}/{}  loaded {}/{}  ({})",
+            self.name,
+            self.idle.0,
+            self.idle.1,
+            self.loaded.0,
+            self.loaded.1,
+            self.phases.join("; ")
+        )
+    }
+}
+
+/// How a phase ran: its wall time and the load average at its start and end.
+fn phase(what: &str, load_before: &str, started: Instant) -> String {
+    format!(
+        "{what} {:.0} s, load {load_before} -> {}",
+        started.elapsed().as_secs_f64(),
+        load_average()
+    )
 }
 
 /// Prints the tallies and fails on any differing run.
 fn assert_identical(tallies: &[Tally]) {
+    println!("\nsummary:");
     for t in tallies {
-        println!(
-            "{:<24} idle {}/{}  loaded {}/{}  load average {}",
-            t.name,
-            t.idle.0,
-            t.idle.1,
-            t.loaded.0,
-            t.loaded.1,
-            t.loads.join(" -> ")
-        );
+        println!("{}", t.line());
     }
     let flaps: Vec<String> = tallies
         .iter()
@@ -119,24 +149,21 @@ fn swept() -> Vec<String> {
         .collect()
 }
 
-/// The samples swept many times by default: (name, idle runs, loaded runs).
-/// Every other sample gets one loaded run. The Python plugin's runs take
-/// several seconds each on 2 cores, so it gets fewer here; `scripts/determinism-samples`
-/// gives it (and every sample) 10 and 5. (`determinism.rs` compares the raw
-/// `--snapshot` form of a few samples with itself.)
-const DEEP: &[(&str, usize, usize)] = &[("reference", 10, 5), ("slow-start", 4, 2)];
+/// The samples swept many times by default, (name, idle runs, loaded runs): the
+/// counts the project holds itself to for the conformant plugin and for one that
+/// is merely slow to start. Every other sample gets one idle and one loaded run.
+const DEEP: &[(&str, usize, usize)] = &[("reference", 10, 5), ("slow-start", 10, 5)];
 
 #[test]
-#[ignore = "flaps on main as of 4fdb944: under load, the reference plugin's create in \
-            concurrency.delete fails with 'cannot create the volume directory' (1 of 5 \
-            loaded runs); run it with --ignored until that is found"]
 fn snapshots_are_the_same_idle_and_loaded() {
+    let started = Instant::now();
     let mut tallies: Vec<Tally> = DEEP.iter().map(|(n, i, l)| sweep(n, *i, *l)).collect();
     for name in swept() {
         if !DEEP.iter().any(|(deep, _, _)| *deep == name) {
-            tallies.push(sweep(&name, 0, 1));
+            tallies.push(sweep(&name, 1, 1));
         }
     }
+    println!("sweep: {:.0} s", started.elapsed().as_secs_f64());
     assert_identical(&tallies);
 }
 
@@ -151,12 +178,31 @@ fn full_sweep() {
         .and_then(|(i, l)| Some((i.parse().ok()?, l.parse().ok()?)))
         .expect("DHV_DETERMINISM_RUNS is <idle>,<loaded>");
     let only = std::env::var("DHV_DETERMINISM_SAMPLES").ok();
+    let started = Instant::now();
     let tallies: Vec<Tally> = swept()
         .into_iter()
         .filter(|n| only.as_deref().is_none_or(|o| o.split(',').any(|s| s == n)))
         .map(|n| sweep(&n, idle, loaded))
         .collect();
+    println!("sweep: {:.0} s", started.elapsed().as_secs_f64());
     assert_identical(&tallies);
+}
+
+/// The comparison can fail: a stored snapshot with one byte changed, or one line
+/// more, is a difference, and the diff names the line.
+#[test]
+fn a_changed_snapshot_is_a_difference() {
+    let stored = samples::stored_snapshot("reference");
+    assert!(
+        stored.lines().count() > 40,
+        "the stored snapshot has every check"
+    );
+    assert_eq!(difference(&stored, &format!("{stored}\n\n")), None);
+    let flipped = stored.replacen(" pass", " warn", 1);
+    assert_ne!(flipped, stored);
+    let diff = difference(&stored, &flipped).expect("a flipped status differs");
+    assert!(diff.contains("+") && diff.contains(" warn"), "{diff}");
+    assert!(difference(&stored, &format!("{stored}\nextra line")).is_some());
 }
 
 /// The race list only shrinks, and it is empty: a sample that flaps is a bug to
