@@ -7,6 +7,7 @@
 //! cargo bench --bench suite_efficiency -- 10      # more
 //! DHV_BENCH_THREADS=43 cargo bench --bench suite_efficiency   # another --test-threads
 //! TMPDIR=/dev/shm cargo bench --bench suite_efficiency      # sandboxes on tmpfs
+//! nice -n -15 cargo bench --bench suite_efficiency -- 10   # as root, on a shared machine
 //! ```
 //!
 //! The design's goal (DESIGN.md, Performance): wall time within 1.2x of the
