@@ -5,9 +5,6 @@
 
 mod util;
 
-use std::time::Duration;
-
-use assert_cmd::Command;
 use serde_json::Value;
 
 /// Plain directories, plus `$DHV_VOLUMES_DIR/../.meta/<id>.json` written by
@@ -31,21 +28,8 @@ esac
 fn metadata_left_beside_the_volumes_dir_is_one_finding_that_the_others_cite() {
     let scratch = util::Scratch::new();
     let plugin = scratch.plugin("meta-beside", META_BESIDE);
-    let out = Command::cargo_bin("dhv-conform")
-        .unwrap()
-        .arg("check")
-        .arg(&plugin)
-        .args(["--json", "-", "-q"])
-        .env("TMPDIR", scratch.path())
-        .timeout(Duration::from_secs(300))
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no report ({e}); stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(&scratch, &[&plugin], util::check::RUN_LIMIT);
     let checks = report["checks"].as_array().unwrap();
     let status = |c: &Value| c["status"].as_str().unwrap().to_owned();
     let findings: Vec<String> = checks

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use super::{CheckResult, hint_prefix, shown};
 use crate::conformance::context::{Ctx, Expect, Finding, canary_intact};
-use crate::contract::{self, CreateRequest, Parameters};
+use crate::contract::{self, CreateRequest, CreateResponse, Parameters};
+use crate::plugin::PluginCall;
 
 /// `create.succeeds` (must): the default create exits 0 within 60 s.
 pub async fn succeeds(ctx: &Ctx) -> CheckResult {
@@ -161,35 +162,32 @@ pub async fn bytes_in_range(ctx: &Ctx) -> CheckResult {
     )))
 }
 
+/// The response of a shared probe's create, cited as this check's evidence:
+/// the probe's failure is this check's.
+fn probe_created<'a>(
+    ctx: &Ctx,
+    call: &'a PluginCall<CreateResponse>,
+    step: &str,
+) -> Result<&'a CreateResponse, Finding> {
+    ctx.cite(call.run.as_ref());
+    call.result
+        .as_ref()
+        .map_err(|e| Finding::Fail(format!("{step}: expected create to succeed; got: {e}")))
+}
+
 /// `create.idempotent` (must): create again is a no-op that keeps the data.
 pub async fn idempotent(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     // Judged on the shared create-again probe: the checks that skip "needs
     // create.idempotent" rest on it.
     let probe = ctx.again_probe().await;
-    ctx.cite(probe.first.run.as_ref());
-    let first = match &probe.first.result {
-        Ok(first) => first,
-        Err(e) => {
-            return Err(Finding::Fail(format!(
-                "first create: expected create to succeed; got: {e}"
-            )));
-        }
-    };
+    let first = probe_created(ctx, &probe.first, "first create")?;
     let canary = probe.canary.clone()?;
-    let again_call = probe
+    let again = probe
         .again
         .as_ref()
         .expect("made whenever the first create succeeded");
-    ctx.cite(again_call.run.as_ref());
-    let again = match &again_call.result {
-        Ok(again) => again,
-        Err(e) => {
-            return Err(Finding::Fail(format!(
-                "second create of the same volume: expected create to succeed; got: {e}"
-            )));
-        }
-    };
+    let again = probe_created(ctx, again, "second create of the same volume")?;
     let req = &probe.request;
     if again.path != first.path {
         return Err(Finding::Fail(format!(
@@ -225,29 +223,13 @@ pub async fn distinct(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let probe = ctx.distinct_probe().await;
     let [a_req, b_req] = &probe.requests;
-    ctx.cite(probe.a.run.as_ref());
-    let a = match &probe.a.result {
-        Ok(a) => a,
-        Err(e) => {
-            return Err(Finding::Fail(format!(
-                "create of volume A: expected create to succeed; got: {e}"
-            )));
-        }
-    };
+    let a = probe_created(ctx, &probe.a, "create of volume A")?;
     let canary = probe.canary.clone()?;
-    let b_call = probe
+    let b = probe
         .b
         .as_ref()
         .expect("made whenever A's create succeeded");
-    ctx.cite(b_call.run.as_ref());
-    let b = match &b_call.result {
-        Ok(b) => b,
-        Err(e) => {
-            return Err(Finding::Fail(format!(
-                "create of volume B: expected create to succeed; got: {e}"
-            )));
-        }
-    };
+    let b = probe_created(ctx, b, "create of volume B")?;
     let result = if a.path == b.path {
         Err(Finding::Fail(format!(
             "expected different paths for two volumes; both got {:?}",
