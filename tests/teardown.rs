@@ -372,7 +372,9 @@ fn a_second_signal_skips_the_deletes_but_never_removes_across_a_mount() {
     };
     let live = wait_for(Duration::from_secs(60), || hanging() >= 3);
     let before = hanging();
-    nix::sys::signal::kill(pid, Signal::SIGINT).unwrap();
+    // Delivered before the second is sent: the kernel merges a signal sent
+    // while the same one is pending.
+    util::send_and_wait_delivered(pid.as_raw(), Signal::SIGINT);
     // The teardown's own deletes start (and hang): then the second signal.
     let tearing_down = wait_for(Duration::from_secs(30), || hanging() > before);
     nix::sys::signal::kill(pid, Signal::SIGINT).unwrap();
@@ -440,4 +442,63 @@ esac
         "{idempotent}"
     );
     area.assert_clean("outside path");
+}
+
+/// Two signals sent back to back, the second as soon as the first is
+/// delivered (before the run's listener may have run), are two: the
+/// teardown's deletes (which all hang here) are skipped, not waited for
+/// until their limit.
+#[test]
+fn two_signals_in_quick_succession_skip_the_deletes() {
+    let area = Area::new();
+    let body = format!(
+        r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case $1 in
+fingerprint) echo '{{"version": "1.0.0"}}' ;;
+create) mkdir -p "$p" && echo "$DHV_VOLUME_ID" >> {log}/created && printf '{{"path": "%s"}}\n' "$p" ;;
+delete) exec sleep 1000 ;;
+*) exit 1 ;;
+esac
+"#,
+        log = area.log().display()
+    );
+    let plugin = area.scratch.plugin("deletes-hang", &body);
+    let child = StdCommand::new(bin())
+        .args(["check", plugin.to_str().unwrap(), "-q"])
+        .env("TMPDIR", area.tmp())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let created = || {
+        fs::read_to_string(area.log().join("created"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let live = wait_for(Duration::from_secs(60), || created() >= 3);
+    // The first delivered (its handler has run) before the second is sent,
+    // which the kernel would otherwise merge into it; the run's listener may
+    // still not have run: both must count.
+    util::send_and_wait_delivered(pid.as_raw(), Signal::SIGINT);
+    nix::sys::signal::kill(pid, Signal::SIGINT).unwrap();
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(live, "no volume was created: {stderr}");
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the deletes were waited for: {:?}; {stderr}",
+        started.elapsed()
+    );
+    assert!(
+        stderr.contains("deletes cut short by a second signal"),
+        "{stderr}"
+    );
+    area.assert_clean("two signals at once");
 }

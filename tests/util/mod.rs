@@ -370,3 +370,29 @@ impl Drop for Load {
         }
     }
 }
+
+/// Whether `signo` is still pending for process `pid` (sent, its handler not
+/// yet run): the kernel keeps one pending instance of a standard signal, so a
+/// second one sent before the first is delivered is lost.
+pub fn signal_pending(pid: i32, signo: i32) -> bool {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let bit = 1u64 << (signo - 1);
+    status
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("SigPnd:")
+                .or_else(|| l.strip_prefix("ShdPnd:"))
+        })
+        .filter_map(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .any(|mask| mask & bit != 0)
+}
+
+/// Sends `signal` to `pid` and waits (bounded) until it has been delivered,
+/// so that a signal sent next is a signal of its own.
+pub fn send_and_wait_delivered(pid: i32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).unwrap();
+    let delivered = wait_for(Duration::from_secs(10), || {
+        !signal_pending(pid, signal as i32)
+    });
+    assert!(delivered, "{signal} was never delivered to {pid}");
+}
