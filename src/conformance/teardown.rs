@@ -18,7 +18,7 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
@@ -43,55 +43,22 @@ pub(crate) struct RunEnd<'a> {
     pub root: &'a Path,
 }
 
-/// The signals that end a run, as they arrive. They are counted in the
-/// signal handler itself: two signals that come before the runtime's listener
-/// runs (a loaded machine) are two, where tokio's streams would deliver one.
+/// The signals that end a run, as they arrive.
 #[derive(Debug, Default)]
 struct Received {
     /// The first signal's number (0: none yet).
     first: AtomicI32,
-    /// How many have come; a second one skips what is left of the deletes.
-    count: AtomicUsize,
+    /// A second signal came: skip what is left of the deletes.
+    hurry: AtomicBool,
     /// The supervisor of the teardown's deletes, once they run.
     teardown: Mutex<Option<Supervisor>>,
     /// The run's supervisor, once the run has one.
     run: Mutex<Option<Supervisor>>,
 }
 
-impl Received {
-    /// In the signal handler: only atomic stores, which are async-signal-safe.
-    fn note(&self, signo: i32) {
-        let _ = self
-            .first
-            .compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst);
-        self.count.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// A second signal came.
-    fn hurry(&self) -> bool {
-        self.count.load(Ordering::SeqCst) >= 2
-    }
-
-    /// What the signals noted so far ask for: the first cancels the run's
-    /// calls, a second the teardown's deletes.
-    fn act(&self) {
-        if self.count.load(Ordering::SeqCst) >= 1 {
-            if let Some(run) = lock(&self.run).as_ref() {
-                run.cancel();
-            }
-        }
-        if self.hurry() {
-            if let Some(t) = lock(&self.teardown).as_ref() {
-                t.cancel();
-            }
-        }
-    }
-}
-
 /// Listens for SIGINT, SIGTERM and SIGHUP while a run is live.
 pub(crate) struct Signals {
     received: Arc<Received>,
-    handlers: Vec<signal_hook_registry::SigId>,
     listener: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -109,40 +76,45 @@ impl Signals {
             SignalKind::hangup(),
         ];
         // Registered here, not in the task, so no signal falls between
-        // "installed" and "listening". The streams only wake the listener;
-        // the handlers beside them count.
+        // "installed" and "listening".
         let streams: Vec<_> = {
             let _guard = rt.enter();
-            kinds.iter().filter_map(|k| signal(*k).ok()).collect()
+            kinds
+                .iter()
+                .filter_map(|k| Some((k.as_raw_value(), signal(*k).ok()?)))
+                .collect()
         };
-        let handlers = kinds
-            .iter()
-            .filter_map(|k| {
-                let (state, signo) = (received.clone(), k.as_raw_value());
-                // SAFETY: the action only stores to atomics (async-signal-safe);
-                // the registry chains it with tokio's handler for the signal.
-                unsafe { signal_hook_registry::register(signo, move || state.note(signo)) }.ok()
-            })
-            .collect();
         let state = received.clone();
         let listener = rt.spawn(async move {
             let mut streams = streams;
             loop {
-                std::future::poll_fn(|cx| {
-                    for s in streams.iter_mut() {
+                let next = std::future::poll_fn(|cx| {
+                    for (signo, s) in streams.iter_mut() {
                         if let Poll::Ready(Some(())) = s.poll_recv(cx) {
-                            return Poll::Ready(());
+                            return Poll::Ready(*signo);
                         }
                     }
                     Poll::Pending
-                })
-                .await;
-                state.act();
+                });
+                let signo = next.await;
+                if state
+                    .first
+                    .compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+                {
+                    if let Some(run) = lock(&state.run).as_ref() {
+                        run.cancel();
+                    }
+                } else {
+                    state.hurry.store(true, Ordering::SeqCst);
+                    if let Some(t) = lock(&state.teardown).as_ref() {
+                        t.cancel();
+                    }
+                }
             }
         });
         Signals {
             received,
-            handlers,
             listener: Some(listener),
         }
     }
@@ -151,7 +123,9 @@ impl Signals {
     /// already came).
     pub fn watch(&self, run: &Supervisor) {
         *lock(&self.received.run) = Some(run.clone());
-        self.received.act();
+        if self.received().is_some() {
+            run.cancel();
+        }
     }
 
     /// The first signal received, if any.
@@ -167,7 +141,9 @@ impl Signals {
     fn teardown_supervisor(&self) -> Supervisor {
         let s = Supervisor::new();
         *lock(&self.received.teardown) = Some(s.clone());
-        self.received.act();
+        if self.received.hurry.load(Ordering::SeqCst) {
+            s.cancel();
+        }
         s
     }
 }
@@ -176,9 +152,6 @@ impl Drop for Signals {
     fn drop(&mut self) {
         if let Some(l) = self.listener.take() {
             l.abort();
-        }
-        for id in self.handlers.drain(..) {
-            signal_hook_registry::unregister(id);
         }
     }
 }
