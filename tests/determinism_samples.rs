@@ -11,9 +11,9 @@
 //! other sample once idle and once loaded. `scripts/determinism-samples` runs
 //! longer sweeps ([`full_sweep`]: every sample, 10 and 5 runs unless told).
 //!
-//! "Idle" means no load of the test's own: the load average at the start and end
-//! of each phase, and its wall time, are printed, as a shared machine is never
-//! quite idle.
+//! "Idle" means no load of the test's own: each phase's wall time, the load
+//! average at its start and end, and the threads runnable as each run ended
+//! are printed, as a shared machine is never quite idle.
 
 mod samples;
 mod util;
@@ -28,6 +28,20 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+/// Threads ready to run right now (`procs_running` in /proc/stat, this one
+/// included): the 1-minute load average lags a phase of a few seconds, this
+/// shows the oversubscription as each run ends.
+fn procs_running() -> usize {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("procs_running "))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// How one sample's runs compared with its stored snapshot.
 struct Tally {
     name: String,
@@ -35,8 +49,8 @@ struct Tally {
     loaded: (usize, usize),
     /// The start of the diff of the first run that differed.
     first_diff: Option<String>,
-    /// Per phase run: "idle" or "loaded", its wall time, and the load average
-    /// at its start and end.
+    /// Per phase run: "idle" or "loaded", its wall time, the load average
+    /// at its start and end, and the threads runnable as each run ended (mean).
     phases: Vec<String>,
 }
 
@@ -50,6 +64,19 @@ fn difference(want: &str, got: &str) -> Option<String> {
     let diff = dhv_conform::report::diff(want, got, "stored snapshot", "this run");
     let head: Vec<&str> = diff.lines().take(24).collect();
     Some(head.join("\n"))
+}
+
+/// Keeps the whole report of a run that differed, for its cause: the
+/// normalised snapshot leaves out what the calls printed (an error message's
+/// reason is often only on the plugin's stderr). Returns where it is.
+fn keep_report(name: &str, phase: &str, json: &serde_json::Value) -> String {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("determinism-{name}-{phase}.json"));
+    let text = serde_json::to_string_pretty(json).unwrap_or_default();
+    match std::fs::write(&path, text) {
+        Ok(()) => path.display().to_string(),
+        Err(e) => format!("not kept: {e}"),
+    }
 }
 
 /// Runs `name` `idle` times, then `loaded` times under [`util::Load`], comparing
@@ -71,27 +98,33 @@ fn sweep(name: &str, idle: usize, loaded: usize) -> Tally {
             false => (&mut tally.idle, "idle"),
         };
         slot.0 += usize::from(diff.is_none());
-        if let Some(diff) = diff {
-            tally
-                .first_diff
-                .get_or_insert_with(|| format!("{phase} run:\n{diff}"));
+        if let (Some(diff), None) = (diff, &tally.first_diff) {
+            let kept = keep_report(name, phase, &run.json);
+            tally.first_diff = Some(format!("{phase} run (its report: {kept}):\n{diff}"));
         }
     };
-    if idle > 0 {
+    let phase = |tally: &mut Tally, under_load: bool, runs: usize| {
         let (start, before) = (Instant::now(), load_average());
-        for _ in 0..idle {
-            one(&mut tally, false);
+        let mut runnable = 0;
+        for _ in 0..runs {
+            one(tally, under_load);
+            runnable += procs_running();
         }
-        tally.phases.push(phase("idle", &before, start));
+        tally.phases.push(format!(
+            "{} {:.0} s, load {before} -> {}, {:.1} runnable",
+            if under_load { "loaded" } else { "idle" },
+            start.elapsed().as_secs_f64(),
+            load_average(),
+            runnable as f64 / runs as f64
+        ));
+    };
+    if idle > 0 {
+        phase(&mut tally, false, idle);
     }
     if loaded > 0 {
         // Bounded well past the longest sweep: the threads end on their own.
         let _load = util::Load::start(Duration::from_secs(30 * 60));
-        let (start, before) = (Instant::now(), load_average());
-        for _ in 0..loaded {
-            one(&mut tally, true);
-        }
-        tally.phases.push(phase("loaded", &before, start));
+        phase(&mut tally, true, loaded);
     }
     // As it comes: a long sweep that is stopped still says what it saw.
     println!("{}", tally.line());
@@ -111,15 +144,6 @@ impl Tally {
             self.phases.join("; ")
         )
     }
-}
-
-/// How a phase ran: its wall time and the load average at its start and end.
-fn phase(what: &str, load_before: &str, started: Instant) -> String {
-    format!(
-        "{what} {:.0} s, load {load_before} -> {}",
-        started.elapsed().as_secs_f64(),
-        load_average()
-    )
 }
 
 /// Prints the tallies and fails on any differing run.
