@@ -23,6 +23,33 @@ fn mentions(cmd: &str, args: &[&str], needle: &str) -> Vec<String> {
         .collect()
 }
 
+/// `check PLUGIN ARGS --json - -q` with TMPDIR in `tmp`, bounded by `secs`:
+/// how it ended (stderr is asserted on too) and its JSON report.
+fn check_json(
+    plugin: &Path,
+    args: &[&str],
+    tmp: &util::Scratch,
+    secs: u64,
+) -> (std::process::Output, serde_json::Value) {
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .arg("check")
+        .arg(plugin)
+        .args(args)
+        .args(["--json", "-", "-q"])
+        .env("TMPDIR", tmp.path())
+        .timeout(std::time::Duration::from_secs(secs))
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out, report)
+}
+
 #[test]
 fn loop_ext4_passes_every_must_check_and_leaves_nothing() {
     if let Some(why) = util::loop_devices_unusable() {
@@ -31,19 +58,7 @@ fn loop_ext4_passes_every_must_check_and_leaves_nothing() {
     }
     let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-plugins/loop-ext4");
     let tmp = util::Scratch::new();
-    let out = Command::cargo_bin("dhv-conform")
-        .unwrap()
-        .args(["check", plugin.to_str().unwrap(), "--json", "-", "-q"])
-        .env("TMPDIR", tmp.path())
-        .timeout(std::time::Duration::from_secs(600))
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON report ({e}); stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let (out, report) = check_json(&plugin, &[], &tmp, 600);
     let failed: Vec<String> = report["checks"]
         .as_array()
         .unwrap()
@@ -114,21 +129,7 @@ delete) rm -rf -- "$p" ;;
 esac
 "#,
     );
-    let out = Command::cargo_bin("dhv-conform")
-        .unwrap()
-        .arg("check")
-        .arg(&plugin)
-        .args(["delete.no-residue", "--exact", "--json", "-", "-q"])
-        .env("TMPDIR", tmp.path())
-        .timeout(std::time::Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON report ({e}); stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let (out, report) = check_json(&plugin, &["delete.no-residue", "--exact"], &tmp, 120);
     let check = report["checks"]
         .as_array()
         .unwrap()
