@@ -164,7 +164,7 @@ fn assert_identical(tallies: &[Tally]) {
 fn swept() -> Vec<String> {
     let loop_unusable = util::loop_devices_unusable();
     if let Some(why) = &loop_unusable {
-        println!("SKIPPED sample loop-ext4: {why}");
+        util::skip("sample loop-ext4", why);
     }
     samples::all()
         .into_iter()

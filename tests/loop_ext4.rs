@@ -53,7 +53,7 @@ fn check_json(
 #[test]
 fn loop_ext4_passes_every_must_check_and_leaves_nothing() {
     if let Some(why) = util::loop_devices_unusable() {
-        println!("SKIPPED loop-ext4: {why}");
+        util::skip("loop-ext4", &why);
         return;
     }
     let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-plugins/loop-ext4");
@@ -106,7 +106,7 @@ impl Drop for DetachOnDrop {
 #[test]
 fn a_loop_device_left_attached_is_named_and_detached() {
     if let Some(why) = util::loop_devices_unusable() {
-        println!("SKIPPED a_loop_device_left_attached_is_named_and_detached: {why}");
+        util::skip("a_loop_device_left_attached_is_named_and_detached", &why);
         return;
     }
     let tmp = util::Scratch::new();

@@ -34,7 +34,7 @@ fn check(args: &[&std::ffi::OsStr]) -> std::process::Output {
 #[test]
 fn a_device_target_stays_a_device() {
     if !nix::unistd::Uid::effective().is_root() {
-        println!("SKIPPED a_device_target_stays_a_device: mknod needs root");
+        util::skip("a_device_target_stays_a_device", "mknod needs root");
         return;
     }
     let dir = util::Scratch::new();

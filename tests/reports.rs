@@ -199,7 +199,7 @@ macro_rules! samples {
                 let mut usable: fn() -> Option<String> = always_usable;
                 $(usable = $usable;)?
                 if let Some(why) = usable() {
-                    println!("SKIPPED sample {}: {why}", $name);
+                    util::skip(concat!("sample ", $name), &why);
                     return;
                 }
                 check_sample($name);

@@ -217,7 +217,7 @@ fn reference_normal_end() {
 #[test]
 fn loop_ext4_every_ending() {
     if let Some(why) = util::loop_devices_unusable() {
-        println!("SKIPPED loop-ext4 sweep: {why}");
+        util::skip("loop-ext4 sweep", &why);
         return;
     }
     if !util::in_private_mount_ns("loop_ext4_every_ending") {

@@ -263,7 +263,7 @@ fn sighup_runs_the_deletes_of_live_volumes() {
 #[test]
 fn sigint_of_loop_ext4_with_mounted_volumes_leaves_nothing() {
     if let Some(why) = util::loop_devices_unusable() {
-        println!("SKIPPED loop-ext4 interrupt: {why}");
+        util::skip("loop-ext4 interrupt", &why);
         return;
     }
     if !util::in_private_mount_ns("sigint_of_loop_ext4_with_mounted_volumes_leaves_nothing") {

@@ -178,6 +178,20 @@ impl Node {
     }
 }
 
+/// The variable that says privileged tests must run here (`.ci/run` sets it:
+/// CI runs as root, so a privileged test that cannot run there is a failure).
+pub const REQUIRE_PRIVILEGED: &str = "DHV_REQUIRE_PRIVILEGED";
+
+/// Skips a test that cannot run here, saying why on stdout; when
+/// [`REQUIRE_PRIVILEGED`] is set, fails it instead, so that a skip can never
+/// pass unseen where the environment promises everything can run.
+pub fn skip(test: &str, why: &str) {
+    if std::env::var_os(REQUIRE_PRIVILEGED).is_some_and(|v| !v.is_empty()) {
+        panic!("{test} cannot run here ({why}), and {REQUIRE_PRIVILEGED} says it must");
+    }
+    println!("SKIPPED {test}: {why}");
+}
+
 /// Why loop devices cannot be used here, or `None` when they can.
 pub fn loop_devices_unusable() -> Option<String> {
     if !nix::unistd::Uid::effective().is_root() {
@@ -223,7 +237,7 @@ pub fn in_private_mount_ns(test: &str) -> bool {
         return true;
     }
     if !nix::unistd::Uid::effective().is_root() {
-        println!("SKIPPED {test}: needs root for a private mount namespace");
+        skip(test, "needs root for a private mount namespace");
         return false;
     }
     let me = std::env::current_exe().expect("test binary");
@@ -236,14 +250,14 @@ pub fn in_private_mount_ns(test: &str) -> bool {
     let out = match out {
         Ok(out) => out,
         Err(e) => {
-            println!("SKIPPED {test}: cannot run unshare: {e}");
+            skip(test, &format!("cannot run unshare: {e}"));
             return false;
         }
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() && stderr.contains("unshare failed") {
-        println!("SKIPPED {test}: no private mount namespace here: {stderr}");
+        skip(test, &format!("no private mount namespace here: {stderr}"));
         return false;
     }
     print!("{stdout}");
