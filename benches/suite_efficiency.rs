@@ -184,6 +184,7 @@ fn suite(rt: &tokio::runtime::Runtime, plugin: &std::path::Path, threads: Option
             target: Target::Executable(plugin.to_path_buf()),
             template: RequestTemplate::default(),
             timeout_scale: 1.0,
+            claims: Default::default(),
         },
         strict: false,
         fixture: None,

@@ -19,6 +19,7 @@ fn options(plugin: &str) -> SuiteOptions {
             target: Target::Executable(sample(plugin)),
             template: RequestTemplate::default(),
             timeout_scale: 1.0,
+            claims: Default::default(),
         },
         strict: false,
         fixture: None,

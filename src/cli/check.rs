@@ -8,12 +8,13 @@ use std::time::Duration;
 use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
 
 use super::check_args::CheckArgs;
+use super::config::Config;
 use super::progress::{Format, Printer, Stream};
 use super::selection::{describe, list, rfc3339_utc, selection, target};
 use super::signals::{LateEnding, signal_name};
 use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, EXIT_SNAPSHOT, print_stderr};
 use crate::conformance::{
-    self, CATALOGUE, Progress, RequestTemplate, Settings, SuiteOptions, fixture,
+    self, CATALOGUE, Claims, Progress, RequestTemplate, Settings, SuiteOptions, fixture,
 };
 use crate::report::{self, Redactions, SnapshotOutcome};
 
@@ -21,11 +22,18 @@ use crate::report::{self, Redactions, SnapshotOutcome};
 const MAX_TIMEOUT_SCALE: f64 = 100.0;
 
 /// Runs `check`.
-pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
+pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
+    let config =
+        super::config::find(args.config.as_deref(), &args.plugin).map_err(CliError::usage)?;
+    if let Some(c) = &config {
+        // Flags win: a config can turn strict on, and give the scale a flag did not.
+        args.strict |= c.strict;
+        args.timeout_scale = args.timeout_scale.or(c.timeout_scale);
+    }
     validate_numbers(&args)?;
     let color = color_choice(args.color.as_deref())?.unwrap_or(false);
     let format = progress_format(&args)?;
-    let template = template(args.fixture.as_deref())?;
+    let requests = requests(&args, config.as_ref())?;
     let node = node_info(args.node_name.as_deref())?;
     if args.list {
         return list(&args, format);
@@ -33,6 +41,11 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     let chosen = selection(&args)?;
     let target = target(&args.plugin)?;
     check_outputs(&args)?;
+    let claims = match &config {
+        Some(c) => c.claims.clone(),
+        None if target.is_builtin() => Claims::builtin_mkdir(),
+        None => Claims::default(),
+    };
     let (progress_to, table_to) = match (args.json.as_deref() == Some("-"), format) {
         (true, _) => (Stream::Stderr, Stream::Stderr),
         (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
@@ -46,28 +59,48 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         Duration::from_secs_f64(args.slow_after),
         CATALOGUE.len() - chosen,
     );
-    printer.begin(&describe(&target, &args.plugin), chosen);
+    let mut what = describe(&target, &args.plugin);
+    if let Some(c) = &config {
+        what.push_str(&format!(" (config {})", c.path.display()));
+    }
+    printer.begin(&what, chosen * requests.len());
     let ticker = printer.watch_slow();
 
-    let hook = printer.clone();
-    let opts = SuiteOptions {
-        settings: Settings {
-            target,
-            template,
-            timeout_scale: args.timeout_scale,
-        },
-        strict: args.strict,
-        fixture: args.fixture.as_ref().map(|p| p.display().to_string()),
-        libtest: libtest_args(&args)?,
-        progress: Progress::new(move |e| hook.on_event(e)),
-        keep: args.keep,
-    };
     let late = LateEnding::listen()?;
     let started = std::time::SystemTime::now();
-    let outcome = conformance::run_suite(rt, opts);
-    printer.end(outcome.as_ref().ok().map(|o| o.report.summary.verdict));
+    let several = requests.len() > 1;
+    let mut outcomes = Vec::new();
+    for request in requests {
+        if several {
+            print_stderr(&format!("dhv-conform: request {}\n", request.name));
+        }
+        let hook = printer.clone();
+        let opts = SuiteOptions {
+            settings: Settings {
+                target: target.clone(),
+                template: request.template,
+                timeout_scale: args.timeout_scale.unwrap_or(1.0),
+                claims: claims.clone(),
+            },
+            strict: args.strict,
+            fixture: request.fixture.clone(),
+            libtest: libtest_args(&args)?,
+            progress: Progress::new(move |e| hook.on_event(e)),
+            keep: args.keep,
+        };
+        match conformance::run_suite(rt, opts) {
+            Ok(outcome) => outcomes.push((request.name, request.fixture, outcome)),
+            Err(e) => {
+                printer.end(None);
+                let _ = ticker.join();
+                return Err(engine_error(e));
+            }
+        }
+    }
+    let mut outcome = merged(outcomes);
+    outcome.report.config = config_info(config.as_ref(), &claims);
+    printer.end(Some(outcome.report.summary.verdict));
     let _ = ticker.join();
-    let outcome = outcome.map_err(engine_error)?;
     let code = finish(&args, outcome, node, started, color, table_to)?;
     match late.arrived() {
         Some((number, name)) => Err(CliError {
@@ -78,6 +111,85 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         }),
         None => Ok(code),
     }
+}
+
+/// The requests to run with: `--fixture`'s (a flag wins), else the config's,
+/// else the default request.
+fn requests(args: &CheckArgs, config: Option<&Config>) -> Result<Vec<Request>, CliError> {
+    if let Some(path) = &args.fixture {
+        return Ok(vec![Request {
+            name: "fixture".into(),
+            fixture: Some(path.display().to_string()),
+            template: template(Some(path))?,
+        }]);
+    }
+    match config {
+        Some(c) if !c.requests.is_empty() => c
+            .requests
+            .iter()
+            .map(|r| {
+                fits_the_kernel(&r.fixture, &r.template)?;
+                Ok(Request {
+                    name: r.name.clone(),
+                    fixture: Some(r.fixture.display().to_string()),
+                    template: r.template.clone(),
+                })
+            })
+            .collect(),
+        _ => Ok(vec![Request {
+            name: "default".into(),
+            fixture: None,
+            template: RequestTemplate::default(),
+        }]),
+    }
+}
+
+/// One request the suite runs with.
+struct Request {
+    name: String,
+    fixture: Option<String>,
+    template: RequestTemplate,
+}
+
+/// One outcome of the runs of several requests: the last run's, with the
+/// reports merged (each check's worst status, its request named) and any
+/// run's harness failure. An earlier run's teardown that left something is
+/// said now (the last one's is said by [`finish`]).
+fn merged(
+    mut outcomes: Vec<(String, Option<String>, conformance::SuiteOutcome)>,
+) -> conformance::SuiteOutcome {
+    let (name, fixture, mut last) = outcomes.pop().expect("at least one request");
+    if outcomes.is_empty() {
+        return last;
+    }
+    let mut runs = Vec::new();
+    for (name, fixture, o) in outcomes {
+        if !o.teardown.removed && !o.teardown.kept_on_request {
+            print_stderr(&format!(
+                "dhv-conform: request {name}: {}\n",
+                o.teardown.summary()
+            ));
+        }
+        last.harness_failed |= o.harness_failed;
+        runs.push((name, fixture, o.report));
+    }
+    let report = last.report.clone();
+    runs.push((name, fixture, report));
+    if let Some(report) = report::merge_requests(runs) {
+        last.report = report;
+    }
+    last
+}
+
+/// The config and claims, for the report.
+fn config_info(config: Option<&Config>, claims: &Claims) -> Option<report::ConfigInfo> {
+    if config.is_none() && !claims.any() {
+        return None;
+    }
+    Some(report::ConfigInfo {
+        path: config.map(|c| c.path.display().to_string()),
+        claims: serde_json::to_value(claims).unwrap_or_default(),
+    })
 }
 
 /// The request template: the fixture's, or the default one.
@@ -173,7 +285,7 @@ fn write_reports(args: &CheckArgs, report: &report::Report) -> CliResult {
 
 /// Bad numbers are input errors, before anything runs.
 fn validate_numbers(args: &CheckArgs) -> Result<(), CliError> {
-    let scale = args.timeout_scale;
+    let scale = args.timeout_scale.unwrap_or(1.0);
     if !(scale.is_finite() && scale > 0.0 && scale <= MAX_TIMEOUT_SCALE) {
         let shown = if scale.abs() >= 1e6 {
             format!("{scale:e}")

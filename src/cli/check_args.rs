@@ -17,6 +17,9 @@ pub struct CheckArgs {
     /// Should-level failures fail the run.
     #[arg(long)]
     pub strict: bool,
+    /// The plugin's config (requests, claims, skips) [default: dhv-conform.toml beside the plugin, when present].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Write the full JSON report to FILE (`-` for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
@@ -39,9 +42,9 @@ pub struct CheckArgs {
     /// Keep the run's temp dir (printed at the end), so the reproduce lines work when pasted.
     #[arg(long)]
     pub keep: bool,
-    /// Multiply every time limit by X, more than 0 and at most 100 (for slow machines; reported).
-    #[arg(long, value_name = "X", default_value_t = 1.0)]
-    pub timeout_scale: f64,
+    /// Multiply every time limit by X, more than 0 and at most 100 (for slow machines; reported) [default: 1].
+    #[arg(long, value_name = "X")]
+    pub timeout_scale: Option<f64>,
     /// Print a SLOW line for a check still running after SECS seconds, and every SECS after.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub slow_after: f64,

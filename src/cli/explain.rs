@@ -91,7 +91,7 @@ pub fn close_ids(id: &str) -> Vec<&'static str> {
 }
 
 /// Levenshtein distance, over chars; ids are short, so the quadratic cost is nothing.
-fn distance(a: &str, b: &str) -> usize {
+pub(super) fn distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

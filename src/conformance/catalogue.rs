@@ -304,6 +304,27 @@ pub const CATALOGUE: &[CheckSpec] = &[
         "capacity 0/0, min > max and min = 2^63-1 each succeed or fail cleanly",
         scenario!(input::capacity_edge),
     ),
+    // volume
+    should(
+        "volume.bytes-true",
+        "the `bytes` create reports is what the volume has: the block device's size, the mounted filesystem's (within its own overhead), or 0 for a plain directory",
+        scenario!(volume::bytes_true),
+    ),
+    should(
+        "volume.capacity-enforced",
+        "claimed by `capacity = \"enforced\"`: writing past the reported size fails (ENOSPC or EDQUOT), the data before it is intact and the volume still works",
+        scenario!(volume::capacity_enforced),
+    ),
+    should(
+        "volume.parameters",
+        "claimed by `[claims.parameters]` and `filesystem` (the built-in mkdir claims Nomad's `mode`, `uid`, `gid`): each parameter's effect holds on the volume made with it",
+        scenario!(volume::parameters),
+    ),
+    should(
+        "volume.block-device",
+        "claimed by `attachment = \"block-device\"`: the path is a block device at least capacity min large, readable and writable, and the same device on create again",
+        scenario!(volume::block_device),
+    ),
     // timing
     should(
         "timing.margin",
@@ -343,6 +364,7 @@ mod tests {
                     "failure",
                     "process",
                     "input",
+                    "volume",
                     "timing"
                 ]
                 .contains(&c.group()),

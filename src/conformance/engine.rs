@@ -262,6 +262,13 @@ impl RunState {
             // Interrupted: no check starts any more.
             return Ok((Finding::Skip("interrupted".into()), Vec::new()));
         }
+        if let Some(reason) = self.shared.settings.claims.skip_reason(spec.id) {
+            // The config's choice, shown in every report: a gate visibly weakened.
+            return Ok((
+                Finding::Skip(format!("skipped by the config: {reason}")),
+                Vec::new(),
+            ));
+        }
         match spec.run {
             CheckFn::RunWide(judge) => {
                 // Timing is judged on calls made alone: the first run-wide

@@ -8,6 +8,7 @@
 
 pub mod catalogue;
 mod checks;
+pub mod claims;
 mod context;
 mod engine;
 mod evidence;
@@ -16,9 +17,11 @@ mod live;
 mod progress;
 pub mod rules;
 mod teardown;
+mod volume_facts;
 
 pub use crate::plugin::PluginSource as Target;
 pub use catalogue::{CATALOGUE, CheckSpec};
+pub use claims::{Attachment, Claims, Effect, ParameterClaim};
 pub use context::{RequestTemplate, Settings};
 pub use engine::{EngineError, SuiteOptions, SuiteOutcome, run_suite, selected};
 pub use progress::{InFlight, Progress, ProgressEvent};

@@ -288,6 +288,30 @@ pub const RULES: &[Rule] = &[
         &[],
     ),
     rule(
+        "volume.bytes-true",
+        "Nomad records the `bytes` a create reports as the volume's capacity, and schedulers and operators trust it. A plugin that reports the size it was asked for rather than what it made (a size computed in MiB and truncated, an image smaller than the request, a plain directory with no limit at all) promises storage that is not there: a job fills it and fails with ENOSPC long before the capacity Nomad shows.",
+        "Report what the volume really holds: the size of the block device or image you made (`stat -c %s`, `blockdev --getsize64`), or 0 when the volume is a plain directory with no limit. Compute sizes in bytes, not whole MiB, and round up, not down.",
+        &["lies-about-bytes"],
+    ),
+    rule(
+        "volume.capacity-enforced",
+        "A capacity that is not enforced is a promise one volume's job can break for every other volume on the node: it fills the host's disk. A plugin that claims enforcement (`capacity = \"enforced\"` in dhv-conform.toml) is held to it.",
+        "Back each volume with storage of its own size (a filesystem image on a loop device, an LVM volume, an XFS project quota), or do not claim enforcement.",
+        &[],
+    ),
+    rule(
+        "volume.parameters",
+        "Jobs ask for a volume's mode, owner or filesystem through its `parameters` block; a plugin that accepts a parameter and ignores it hands the task a volume it cannot use (permission denied) or one that is not what the operator chose.",
+        "Apply every parameter you accept (chmod, chown after creating the root; mkfs with the type asked for) and refuse the ones you do not support with an {\"error\": ...}; list what each parameter sets under [claims.parameters] in dhv-conform.toml.",
+        &[],
+    ),
+    rule(
+        "volume.block-device",
+        "A volume with `attachment_mode = \"block-device\"` is handed to the task as a device node. A path that is not a block device, a device smaller than asked for, or a different device after an agent restart loses the task's data or fails its mount.",
+        "Return the device node (`/dev/loopN`, `/dev/mapper/...`) of storage at least capacity min large, and return the same device when create is called again for the volume (look it up, do not attach a second one).",
+        &[],
+    ),
+    rule(
         "timing.margin",
         "A plugin that needs more than half its limit on a quiet machine will overrun it on a busy node.",
         "Keep fingerprint well under 0.5 s and create/delete under 30 s; move slow work out of the call.",

@@ -18,6 +18,7 @@ mod junit;
 mod markdown;
 mod model;
 mod redact;
+mod requests;
 #[cfg(test)]
 mod sample;
 mod sandbox;
@@ -33,10 +34,11 @@ pub use json::{from_json, to_json};
 pub use junit::to_junit;
 pub use markdown::to_markdown;
 pub use model::{
-    CheckResult, DEFAULT_EXCERPT_CAP, Invocation, Level, NodeInfo, PluginInfo, Report,
+    CheckResult, ConfigInfo, DEFAULT_EXCERPT_CAP, Invocation, Level, NodeInfo, PluginInfo, Report,
     RunConditions, RunOptions, SCHEMA, Status, Summary, TOOL_NAME, TimingProfile, ToolInfo,
     Verdict, VersionInfo, excerpt,
 };
 pub use redact::Redactions;
+pub use requests::{RequestOutcome, merge_requests};
 pub use sandbox::SandboxOutcome;
 pub use snapshot::{SnapshotError, SnapshotOutcome, bless, compare, diff, normalise};

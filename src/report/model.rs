@@ -154,6 +154,25 @@ pub struct Report {
     /// before the field existed (and then left out of the JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<super::SandboxOutcome>,
+    /// The plugin's config file and the claims the run verified; `None`
+    /// without either (and then left out of the JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<ConfigInfo>,
+    /// With several requests (a config's `[[request]]`s), each one's statuses;
+    /// empty for one request (and then left out of the JSON).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<super::requests::RequestOutcome>,
+}
+
+/// Which config a run used and what it claimed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigInfo {
+    /// The config file; `None` for claims made without one (the built-in
+    /// plugin's own).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The claims, as the config states them (see `docs/config.md`).
+    pub claims: serde_json::Value,
 }
 
 impl Report {
@@ -173,6 +192,8 @@ impl Report {
             spec: spec.into(),
             node: None,
             sandbox: None,
+            config: None,
+            requests: Vec::new(),
             started_at: None,
             duration_ms: None,
             conditions: None,

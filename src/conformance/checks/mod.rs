@@ -11,6 +11,7 @@ pub(crate) mod input;
 pub(crate) mod lifecycle;
 pub(crate) mod process;
 pub(crate) mod run_wide;
+pub(crate) mod volume;
 
 use super::context::{Ctx, Finding, RunLog};
 use crate::plugin::BoxFuture;

@@ -83,6 +83,8 @@ pub struct Settings {
     pub template: RequestTemplate,
     /// Multiplies every time limit.
     pub timeout_scale: f64,
+    /// What the plugin claims its volumes are, and the checks its config skips.
+    pub claims: crate::conformance::claims::Claims,
 }
 
 impl Settings {
@@ -300,6 +302,16 @@ impl Ctx {
         Ok(path)
     }
 
+    /// A new file `name` in `dir` for a check to fill (see
+    /// [`sandbox::create_new`]); the check removes it.
+    pub fn create_new_in(
+        &self,
+        dir: &std::path::Path,
+        name: &str,
+    ) -> std::io::Result<std::fs::File> {
+        sandbox::create_new(&self.shared.root, dir, name)
+    }
+
     /// Removes the canaries this check wrote that are still there as written.
     pub fn remove_canaries(&self) {
         let planted = std::mem::take(&mut *self.planted.lock().unwrap_or_else(|e| e.into_inner()));
@@ -326,6 +338,7 @@ mod tests {
                 ..RequestTemplate::default()
             },
             timeout_scale: 1.0,
+            claims: Default::default(),
         };
         let root = tempfile::tempdir().unwrap();
         let shared = Arc::new(Shared::new(settings, root.path().to_path_buf()));

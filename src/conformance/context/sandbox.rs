@@ -52,6 +52,25 @@ pub(crate) fn plant(root: &Path, dir: &Path, name: &str) -> std::io::Result<Path
     Ok(path)
 }
 
+/// Creates the file `name` in `dir`, new (`O_CREAT|O_EXCL|O_NOFOLLOW`): a name
+/// that exists already (a link a plugin planted) is an error, never written
+/// through. Only inside the run's sandbox, as for [`plant`].
+pub(crate) fn create_new(root: &Path, dir: &Path, name: &str) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let resolved = dir.canonicalize()?;
+    if !resolved.starts_with(root.canonicalize()?) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            OutsideSandbox(resolved),
+        ));
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(resolved.join(name))
+}
+
 /// The content of a canary file: its own path, so a moved or swapped file is caught.
 pub(crate) fn canary_text(path: &Path) -> String {
     format!("dhv-conform canary {}\n", path.display())

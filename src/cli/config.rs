@@ -1,0 +1,412 @@
+//! `dhv-conform.toml`: a plugin's own config. What an author would otherwise
+//! pass as flags (strict, work dir, time-limit scale), the requests to test
+//! with, the claims the `volume.*` checks verify, and checks skipped with a
+//! reason. `docs/config.md` documents the format; a test holds its example
+//! to this parser.
+//!
+//! Every error is one line naming the file, the line and the key, with the
+//! close matches of a misspelt one: a typo must never weaken a gate silently.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::conformance::{Attachment, Claims, Effect, ParameterClaim, RequestTemplate, fixture};
+
+/// The file looked for beside the plugin when `--config` is not given.
+pub const FILE_NAME: &str = "dhv-conform.toml";
+
+/// The most a config file may hold: far more than any needs.
+const MAX_BYTES: u64 = 1 << 20;
+
+/// One request to run the suite with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Its name, shown in every report.
+    pub name: String,
+    /// The fixture it was read from.
+    pub fixture: PathBuf,
+    /// The request itself.
+    pub template: RequestTemplate,
+}
+
+/// A config, read and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// `strict = true`: should-level failures fail the run.
+    pub strict: bool,
+    /// Where the run's sandboxes go.
+    pub work_dir: Option<PathBuf>,
+    /// Multiplies every time limit.
+    pub timeout_scale: Option<f64>,
+    /// The requests, in the file's order (none: the default request).
+    pub requests: Vec<Request>,
+    /// The claims, and the skips with their reasons.
+    pub claims: Claims,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    strict: Option<bool>,
+    work_dir: Option<PathBuf>,
+    timeout_scale: Option<f64>,
+    #[serde(default)]
+    request: Vec<RawRequest>,
+    #[serde(default)]
+    claims: RawClaims,
+    #[serde(default)]
+    skip: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRequest {
+    name: String,
+    fixture: PathBuf,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawClaims {
+    capacity: Option<Capacity>,
+    attachment: Option<RawAttachment>,
+    ephemeral: Option<bool>,
+    filesystem: Option<String>,
+    #[serde(default)]
+    parameters: BTreeMap<String, RawParameter>,
+}
+
+#[derive(Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case")]
+enum Capacity {
+    Enforced,
+    None,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum RawAttachment {
+    FileSystem,
+    BlockDevice,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawParameter {
+    effect: RawEffect,
+    values: Vec<String>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum RawEffect {
+    Mode,
+    Uid,
+    Gid,
+    FsType,
+}
+
+impl From<RawEffect> for Effect {
+    fn from(e: RawEffect) -> Effect {
+        match e {
+            RawEffect::Mode => Effect::Mode,
+            RawEffect::Uid => Effect::Uid,
+            RawEffect::Gid => Effect::Gid,
+            RawEffect::FsType => Effect::FsType,
+        }
+    }
+}
+
+/// The config to use: `--config FILE`, else `dhv-conform.toml` beside the
+/// plugin when there is one, else none.
+pub fn find(flag: Option<&Path>, plugin: &str) -> Result<Option<Config>, String> {
+    if let Some(path) = flag {
+        return load(path).map(Some);
+    }
+    if plugin == "mkdir" {
+        return Ok(None);
+    }
+    let beside = Path::new(plugin)
+        .parent()
+        .map(|d| d.join(FILE_NAME))
+        .filter(|p| p.is_file());
+    beside.map(|p| load(&p)).transpose()
+}
+
+/// Reads and checks the config at `path`.
+pub fn load(path: &Path) -> Result<Config, String> {
+    let text = read_bounded(path)?;
+    parse(path, &text)
+}
+
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let shown = path.display();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("config {shown}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("config {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("config {shown}: not a regular file"));
+    }
+    if meta.len() > MAX_BYTES {
+        return Err(format!(
+            "config {shown}: {} bytes, more than a config can need ({MAX_BYTES})",
+            meta.len()
+        ));
+    }
+    let mut text = String::new();
+    file.take(MAX_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("config {shown}: {e}"))?;
+    Ok(text)
+}
+
+/// Parses a config's text; `path` names it in errors and anchors its
+/// relative paths (fixtures, the work dir).
+pub fn parse(path: &Path, text: &str) -> Result<Config, String> {
+    let shown = path.display();
+    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| line_of(text, s.start))
+            .map(|l| format!(":{l}"))
+            .unwrap_or_default();
+        format!("{shown}{line}: {}", with_close_match(e.message()))
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let at = |key: &str| format!("{shown}:{}", line_of_key(text, key));
+    if let Some(scale) = raw.timeout_scale
+        && !(scale.is_finite() && scale > 0.0 && scale <= 100.0)
+    {
+        return Err(format!(
+            "{}: timeout_scale must be more than 0 and at most 100, not {scale}",
+            at("timeout_scale")
+        ));
+    }
+    let mut requests = Vec::new();
+    for r in raw.request {
+        if r.name.trim().is_empty() {
+            return Err(format!("{}: a [[request]] needs a name", at("name")));
+        }
+        if requests.iter().any(|q: &Request| q.name == r.name) {
+            return Err(format!("{}: two requests named {:?}", at(&r.name), r.name));
+        }
+        let file = base.join(&r.fixture);
+        let template = fixture::load(&file)
+            .map_err(|e| format!("{}: request {:?}: {e}", at("fixture"), r.name))?
+            .template;
+        requests.push(Request {
+            name: r.name,
+            fixture: file,
+            template,
+        });
+    }
+    let mut skips = BTreeMap::new();
+    for (id, reason) in raw.skip {
+        if crate::conformance::catalogue::find(&id).is_none() {
+            let close = super::explain::close_ids(&id);
+            let hint = if close.is_empty() {
+                "; `dhv-conform check --list` lists the ids".to_owned()
+            } else {
+                format!("; did you mean {}?", close.join(", "))
+            };
+            return Err(format!("{}: [skip] names no check {id:?}{hint}", at(&id)));
+        }
+        if reason.trim().is_empty() {
+            return Err(format!(
+                "{}: [skip] {id:?} needs a reason: a skipped check is shown in every report with it",
+                at(&id)
+            ));
+        }
+        skips.insert(id, reason);
+    }
+    let c = raw.claims;
+    let mut parameters = Vec::new();
+    for (key, p) in c.parameters {
+        if p.values.is_empty() {
+            return Err(format!(
+                "{}: [claims.parameters.{key}] needs at least one value to try",
+                at(&key)
+            ));
+        }
+        parameters.push(ParameterClaim {
+            key,
+            effect: p.effect.into(),
+            values: p.values,
+        });
+    }
+    Ok(Config {
+        path: path.to_path_buf(),
+        strict: raw.strict.unwrap_or(false),
+        work_dir: raw.work_dir.map(|d| base.join(d)),
+        timeout_scale: raw.timeout_scale,
+        requests,
+        claims: Claims {
+            capacity_enforced: c.capacity == Some(Capacity::Enforced),
+            attachment: match c.attachment {
+                Some(RawAttachment::BlockDevice) => Attachment::BlockDevice,
+                _ => Attachment::FileSystem,
+            },
+            ephemeral: c.ephemeral.unwrap_or(false),
+            filesystem: c.filesystem,
+            parameters,
+            skips,
+            implicit: false,
+        },
+    })
+}
+
+/// The 1-based line of byte `offset`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The first line that sets or names `key` (bare or quoted), for errors found
+/// after parsing; 1 when none does.
+fn line_of_key(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start();
+            let l = l.strip_prefix('[').unwrap_or(l).trim_start_matches('[');
+            let quoted = format!("\"{key}\"");
+            l.starts_with(&quoted)
+                || (l.starts_with(key)
+                    && !l[key.len()..]
+                        .starts_with(|c: char| c.is_alphanumeric() || c == '-' || c == '_'))
+                || l.contains(&format!("= {quoted}"))
+        })
+        .map_or(1, |i| i + 1)
+}
+
+/// toml's message for an unknown key or value, with the expected one closest
+/// to it named first: "unknown field `strct`; did you mean `strict`?".
+fn with_close_match(message: &str) -> String {
+    let message = message.trim();
+    let Some((head, expected)) = message.split_once(", expected ") else {
+        return message.to_owned();
+    };
+    let Some(got) = head.split('`').nth(1) else {
+        return message.to_owned();
+    };
+    let options: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let best = options
+        .iter()
+        .map(|o| (distance(got, o), *o))
+        .min()
+        .filter(|(d, _)| *d <= 3);
+    match best {
+        Some((_, o)) => format!("{head}; did you mean `{o}`? (expected {expected})"),
+        None => format!("{head} (expected {expected})"),
+    }
+}
+
+fn distance(a: &str, b: &str) -> usize {
+    super::explain::distance(a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_text(text: &str) -> Result<Config, String> {
+        parse(Path::new("/plugins/dhv-conform.toml"), text)
+    }
+
+    #[test]
+    fn claims_skips_and_settings_are_read() {
+        let c = parse_text(
+            r#"
+strict = true
+timeout_scale = 2.5
+
+[claims]
+capacity = "enforced"
+attachment = "block-device"
+filesystem = "ext4"
+
+[claims.parameters.perm]
+effect = "mode"
+values = ["0750"]
+
+[skip]
+"lifecycle.crash-create" = "killing mkfs part way needs a manual fsck"
+"#,
+        )
+        .unwrap();
+        assert!(c.strict);
+        assert_eq!(c.timeout_scale, Some(2.5));
+        assert!(c.claims.capacity_enforced);
+        assert_eq!(c.claims.attachment, Attachment::BlockDevice);
+        assert_eq!(c.claims.filesystem.as_deref(), Some("ext4"));
+        assert_eq!(c.claims.parameters[0].effect, Effect::Mode);
+        assert_eq!(
+            c.claims.skip_reason("lifecycle.crash-create"),
+            Some("killing mkfs part way needs a manual fsck")
+        );
+    }
+
+    #[test]
+    fn a_misspelt_key_names_its_line_and_the_close_match() {
+        let err = parse_text("strict = true\nstrct = false\n").unwrap_err();
+        assert!(err.starts_with("/plugins/dhv-conform.toml:2: "), "{err}");
+        assert!(err.contains("did you mean `strict`?"), "{err}");
+        let err = parse_text("[claims]\ncapacity = \"enforce\"\n").unwrap_err();
+        assert!(err.contains(":2: "), "{err}");
+        assert!(err.contains("did you mean `enforced`?"), "{err}");
+    }
+
+    #[test]
+    fn a_skip_needs_a_known_id_and_a_reason() {
+        let err = parse_text("[skip]\n\"create.idempotnt\" = \"x\"\n").unwrap_err();
+        assert!(err.contains(":2: [skip] names no check"), "{err}");
+        assert!(err.contains("create.idempotent"), "{err}");
+        let err = parse_text("\n[skip]\n\"create.idempotent\" = \" \"\n").unwrap_err();
+        assert!(
+            err.contains(":3: [skip] \"create.idempotent\" needs a reason"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let err = parse_text("timeout_scale = 0\n").unwrap_err();
+        assert!(err.contains(":1: timeout_scale must be"), "{err}");
+        let err =
+            parse_text("[claims.parameters.m]\neffect = \"mode\"\nvalues = []\n").unwrap_err();
+        assert!(err.contains("needs at least one value"), "{err}");
+        let err = parse_text("[claims.parameters.m]\neffect = \"colour\"\nvalues = [\"1\"]\n")
+            .unwrap_err();
+        assert!(err.contains("unknown variant `colour`"), "{err}");
+        assert!(parse_text("strict = \n").is_err());
+    }
+
+    #[test]
+    fn the_documented_example_is_valid() {
+        let doc = include_str!("../../docs/config.md");
+        let example = doc
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|s| s.split("```").next())
+            .expect("docs/config.md has a ```toml example");
+        // Its requests name fixtures of the repository.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dhv-conform.toml");
+        let config = parse(&path, example).unwrap_or_else(|e| panic!("{e}"));
+        assert!(config.claims.any());
+        for effect in Effect::ALL.map(Effect::as_str) {
+            assert!(
+                doc.contains(&format!("`{effect}`")),
+                "docs/config.md misses {effect}"
+            );
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! What a volume really is, measured on the host: a block device and its size,
+//! a mounted filesystem (its type, its size, the device behind it), or a plain
+//! directory; and the mode and owner of its root. The `volume.*` checks hold
+//! a plugin's answer and claims against these facts.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use crate::safe_fs::mountinfo;
+
+/// What is at a volume's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// A block device node.
+    BlockDevice {
+        /// Its size in bytes (`BLKGETSIZE64`).
+        size: u64,
+        /// Its device number.
+        rdev: u64,
+    },
+    /// The root of a mounted filesystem.
+    Mount {
+        /// The filesystem type (`ext4`, `tmpfs`, …).
+        fs_type: String,
+        /// The mount's source (`/dev/loop3`, `tmpfs`).
+        source: String,
+        /// The filesystem's size as `df` shows it (blocks × fragment size).
+        fs_bytes: u64,
+        /// The size of the block device behind it, when there is one.
+        device_bytes: Option<u64>,
+    },
+    /// A directory that is not a mount point.
+    Directory {
+        /// The type of the filesystem it lies on.
+        fs_type: String,
+        /// The size `statfs` gives for it (a project quota shows here).
+        fs_bytes: u64,
+        /// The size `statfs` gives for its parent directory: the same as
+        /// `fs_bytes` when nothing limits this directory on its own.
+        parent_fs_bytes: u64,
+    },
+    /// Anything else (a file, a socket).
+    Other,
+}
+
+/// The facts of one volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeFacts {
+    /// The path measured.
+    pub path: PathBuf,
+    /// What is there.
+    pub kind: Kind,
+    /// Permission bits of the root (`0o7777` mask).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+}
+
+impl VolumeFacts {
+    /// Measures what is at `path` (symlinks followed, as Nomad mounts the path
+    /// it is given).
+    pub fn measure(path: &Path) -> std::io::Result<VolumeFacts> {
+        let meta = std::fs::metadata(path)?;
+        let ft = meta.file_type();
+        let kind = if ft.is_block_device() {
+            Kind::BlockDevice {
+                size: device_size(path)?,
+                rdev: meta.rdev(),
+            }
+        } else if ft.is_dir() {
+            directory_kind(path)?
+        } else {
+            Kind::Other
+        };
+        Ok(VolumeFacts {
+            path: path.to_path_buf(),
+            kind,
+            mode: meta.mode() & 0o7777,
+            uid: meta.uid(),
+            gid: meta.gid(),
+        })
+    }
+
+    /// In words, for a message: `a block device of 50000000 bytes`. Nothing
+    /// that differs between machines or runs (device names, the host's
+    /// filesystem) is named, so that snapshots hold.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            Kind::BlockDevice { size, .. } => format!("a block device of {size} bytes"),
+            Kind::Mount {
+                fs_type,
+                fs_bytes,
+                device_bytes: Some(dev),
+                ..
+            } => {
+                format!("filesystem {fs_type} of {fs_bytes} bytes on a block device of {dev} bytes")
+            }
+            Kind::Mount {
+                fs_type, fs_bytes, ..
+            } => format!("filesystem {fs_type} of {fs_bytes} bytes"),
+            Kind::Directory {
+                fs_bytes,
+                parent_fs_bytes,
+                ..
+            } if fs_bytes != parent_fs_bytes => {
+                format!("a directory limited to {fs_bytes} bytes")
+            }
+            Kind::Directory { .. } => "a plain directory with no limit of its own".into(),
+            Kind::Other => "neither a directory nor a block device".into(),
+        }
+    }
+}
+
+/// A mount point or a plain directory.
+fn directory_kind(path: &Path) -> std::io::Result<Kind> {
+    let canonical = path.canonicalize()?;
+    let mounts = mountinfo::read()?;
+    // The last matching entry wins: a later mount over the same point hides
+    // the earlier one.
+    let on = mounts
+        .iter()
+        .filter(|m| canonical.starts_with(&m.mount_point))
+        .max_by_key(|m| m.mount_point.as_os_str().len());
+    let fs_bytes = statfs_bytes(&canonical)?;
+    match on {
+        Some(m) if m.mount_point == canonical => Ok(Kind::Mount {
+            fs_type: m.fstype.clone(),
+            source: m.source.clone(),
+            fs_bytes,
+            device_bytes: block_source_size(&m.source),
+        }),
+        on => {
+            let parent = canonical.parent().unwrap_or(&canonical);
+            Ok(Kind::Directory {
+                fs_type: on.map(|m| m.fstype.clone()).unwrap_or_default(),
+                fs_bytes,
+                parent_fs_bytes: statfs_bytes(parent)?,
+            })
+        }
+    }
+}
+
+/// `df`'s size of the filesystem at `path`.
+fn statfs_bytes(path: &Path) -> std::io::Result<u64> {
+    let st = nix::sys::statvfs::statvfs(path).map_err(std::io::Error::from)?;
+    Ok(st.blocks() as u64 * st.fragment_size() as u64)
+}
+
+/// The size of the block device a mount's source names, when it is one.
+fn block_source_size(source: &str) -> Option<u64> {
+    let path = Path::new(source);
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.file_type().is_block_device() {
+        return None;
+    }
+    device_size(path).ok()
+}
+
+/// `BLKGETSIZE64` of a block device.
+pub fn device_size(path: &Path) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Non-blocking: opening must not wait (a tape, a FIFO planted in its place).
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let mut size: u64 = 0;
+    // BLKGETSIZE64 = _IOR(0x12, 114, size_t)
+    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+    // SAFETY: the fd is open for the call and `size` is a valid u64 to write.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64 as _, &mut size) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_directory_has_its_parents_size_and_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let vol = dir.path().join("v");
+        std::fs::create_dir(&vol).unwrap();
+        std::fs::set_permissions(&vol, std::os::unix::fs::PermissionsExt::from_mode(0o750))
+            .unwrap();
+        let facts = VolumeFacts::measure(&vol).unwrap();
+        assert_eq!(facts.mode, 0o750);
+        match facts.kind {
+            Kind::Directory {
+                fs_bytes,
+                parent_fs_bytes,
+                ..
+            } => assert_eq!(fs_bytes, parent_fs_bytes),
+            other => panic!("expected a directory, got {other:?}"),
+        }
+        assert!(facts.describe().contains("plain directory"));
+    }
+
+    #[test]
+    fn a_file_is_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        std::fs::write(&f, b"x").unwrap();
+        assert_eq!(VolumeFacts::measure(&f).unwrap().kind, Kind::Other);
+    }
+}
