@@ -324,18 +324,9 @@ fn fits_the_kernel(path: &Path, template: &RequestTemplate) -> Result<(), CliErr
 }
 
 fn stand_in_request(t: &RequestTemplate, stand_in: &str) -> crate::contract::CreateRequest {
-    crate::contract::CreateRequest {
-        volumes_dir: stand_in.to_owned(),
-        plugin_dir: stand_in.to_owned(),
-        node_pool: t.node_pool.clone(),
-        namespace: t.namespace.clone(),
-        volume_name: t.name.clone().unwrap_or_else(|| stand_in.to_owned()),
-        volume_id: uuid::Uuid::nil().to_string(),
-        capacity_min_bytes: t.capacity_min,
-        capacity_max_bytes: t.capacity_max,
-        node_id: uuid::Uuid::nil().to_string(),
-        parameters: t.parameters.clone(),
-    }
+    let nil = uuid::Uuid::nil().to_string();
+    let name = t.name.clone().unwrap_or_else(|| stand_in.to_owned());
+    t.request(stand_in, stand_in, name, nil.clone(), &nil)
 }
 
 /// Compares (or blesses) the normalised report.

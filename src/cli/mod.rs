@@ -8,6 +8,8 @@ mod check;
 mod check_args;
 mod config;
 mod explain;
+mod init;
+mod new;
 mod plugins;
 mod progress;
 mod report;
@@ -98,6 +100,10 @@ enum Command {
     /// Work with JSON reports: `report merge` turns many nodes' reports into one.
     #[command(subcommand)]
     Report(report::ReportCommand),
+    /// Write a commented dhv-conform.toml for an existing plugin, from what one create shows.
+    Init(init::InitArgs),
+    /// Write a new plugin that passes every check, with its config, snapshot and CI files.
+    New(new::NewArgs),
 }
 
 /// Prints to stdout; a reader that went away (`dhv-conform ... | head -1`) is
@@ -140,6 +146,8 @@ pub fn main() -> ExitCode {
         Command::Plugins(args) => runtime.block_on(plugins::run(args)),
         Command::Volume(cmd) => runtime.block_on(volume::run(cmd)),
         Command::Report(cmd) => report::run(cmd),
+        Command::Init(args) => runtime.block_on(init::run(args)),
+        Command::New(args) => new::run(&runtime, args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -17,7 +17,7 @@ mod live;
 mod progress;
 pub mod rules;
 mod teardown;
-mod volume_facts;
+pub(crate) mod volume_facts;
 
 pub use crate::plugin::PluginSource as Target;
 pub use catalogue::{CATALOGUE, CheckSpec};

@@ -74,6 +74,32 @@ impl Default for RequestTemplate {
     }
 }
 
+impl RequestTemplate {
+    /// The create request this template makes for one volume: the one place a
+    /// request is built from a template.
+    pub fn request(
+        &self,
+        volumes_dir: &str,
+        plugin_dir: &str,
+        volume_name: String,
+        volume_id: String,
+        node_id: &str,
+    ) -> CreateRequest {
+        CreateRequest {
+            volumes_dir: volumes_dir.to_owned(),
+            plugin_dir: plugin_dir.to_owned(),
+            node_pool: self.node_pool.clone(),
+            namespace: self.namespace.clone(),
+            volume_name,
+            volume_id,
+            capacity_min_bytes: self.capacity_min,
+            capacity_max_bytes: self.capacity_max,
+            node_id: node_id.to_owned(),
+            parameters: self.parameters.clone(),
+        }
+    }
+}
+
 /// How a run is configured.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -243,25 +269,22 @@ impl Ctx {
     pub fn request_in(&self, volumes: &std::path::Path) -> CreateRequest {
         let t = &self.shared.settings.template;
         let id = uuid::Uuid::new_v4().to_string();
-        CreateRequest {
-            volumes_dir: volumes.to_string_lossy().into_owned(),
-            plugin_dir: self
-                .plugin
-                .plugin_dir()
-                .map(|d| d.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            node_pool: t.node_pool.clone(),
-            namespace: t.namespace.clone(),
-            volume_name: match &t.name {
-                Some(base) => self.shared.fixture_name(base),
-                None => format!("conformance-{}", &id[..8]),
-            },
-            volume_id: id,
-            capacity_min_bytes: t.capacity_min,
-            capacity_max_bytes: t.capacity_max,
-            node_id: self.shared.node_id.clone(),
-            parameters: t.parameters.clone(),
-        }
+        let name = match &t.name {
+            Some(base) => self.shared.fixture_name(base),
+            None => format!("conformance-{}", &id[..8]),
+        };
+        let plugin_dir = self
+            .plugin
+            .plugin_dir()
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        t.request(
+            &volumes.to_string_lossy(),
+            &plugin_dir,
+            name,
+            id,
+            &self.shared.node_id,
+        )
     }
 
     /// Shows a probe's call as evidence for this check's verdict.
