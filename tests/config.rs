@@ -254,3 +254,34 @@ fn loop_ext4_claims_hold_and_a_false_filesystem_claim_is_caught() {
         }
     }
 }
+
+/// A request whose parameters use Nomad's own names (`mode`) holds a plugin to
+/// them without a claim: the reference ignores its parameters.
+#[test]
+fn a_requested_mode_that_a_plugin_ignores_is_caught_without_a_claim() {
+    let dir = Scratch::new();
+    let fixture = dir.path().join("moded.json");
+    fs::write(
+        &fixture,
+        r#"{"name": "moded", "parameters": {"mode": "0750"}}"#,
+    )
+    .unwrap();
+    for (plugin, expect) in [
+        (util::sample("reference"), Status::Warn),
+        ("mkdir".to_owned(), Status::Pass),
+    ] {
+        let out = check([
+            plugin.as_ref(),
+            "--fixture".as_ref(),
+            fixture.as_os_str(),
+            "--json".as_ref(),
+            "-".as_ref(),
+            "--exact".as_ref(),
+            "volume.parameters".as_ref(),
+        ])
+        .run();
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        let (status, message) = status_of(&out.report(), "volume.parameters");
+        assert_eq!(status, expect, "{plugin}: {message}");
+    }
+}

@@ -241,10 +241,13 @@ fn fill_to(file: std::fs::File, bytes: u64) -> std::io::Result<()> {
 }
 
 /// `volume.parameters` (claim: what each parameter sets): each declared effect
-/// holds on the volume created with it.
+/// holds on the volume created with it. Without a claim, a request whose
+/// parameters use Nomad's own names (`mode`, `uid`, `gid`, as the built-in
+/// `mkdir` reads them) is held to them on the default volume.
 pub async fn parameters(ctx: &Ctx) -> CheckResult {
     let claims = ctx.shared.settings.claims.clone();
-    if claims.parameters.is_empty() && claims.filesystem.is_none() {
+    let requested = requested(ctx.shared.settings.template.parameters.as_ref());
+    if claims.parameters.is_empty() && claims.filesystem.is_none() && requested.is_empty() {
         return Err(Finding::Skip(
             "not claimed (no [claims.parameters] or filesystem in dhv-conform.toml)".into(),
         ));
@@ -255,7 +258,8 @@ pub async fn parameters(ctx: &Ctx) -> CheckResult {
         check_fs(&facts, fs, "the default volume").map_err(Finding::Fail)?;
         held.push(format!("filesystem {fs}"));
     }
-    if claims.implicit {
+    let asks_mode = requested.iter().any(|(_, e, _)| *e == Effect::Mode);
+    if claims.implicit && !asks_mode {
         // Nomad's mkdir: 0700 when no mode is asked for.
         let (_, _, facts) = measured_probe(ctx).await?;
         if facts.mode != 0o700 {
@@ -266,12 +270,67 @@ pub async fn parameters(ctx: &Ctx) -> CheckResult {
         }
         held.push("default mode 0700".into());
     }
+    if claims.parameters.is_empty() && !requested.is_empty() {
+        let (_, _, facts) = measured_probe(ctx).await?;
+        for (key, effect, value) in &requested {
+            effect_holds(&facts, *effect, value).map_err(|got| {
+                Finding::Fail(format!(
+                    "expected the request's {key} = {value:?} (Nomad's name for it) to set the volume's {}; \
+                     the default volume is {}: {got}",
+                    effect.as_str(),
+                    facts.describe()
+                ))
+            })?;
+            held.push(format!("the request's {key} = {value:?} holds"));
+        }
+    }
     for claim in &claims.parameters {
         for value in &claim.values {
             held.push(one_parameter(ctx, claim, value).await?);
         }
     }
     Ok(Finding::Pass(held.join("; ")))
+}
+
+/// The request's parameters that carry Nomad's own names and a value of the
+/// form Nomad's `mkdir` reads (an octal mode, a decimal id other than -1).
+fn requested(params: Option<&crate::contract::Parameters>) -> Vec<(String, Effect, String)> {
+    let Some(params) = params else {
+        return Vec::new();
+    };
+    [
+        ("mode", Effect::Mode),
+        ("uid", Effect::Uid),
+        ("gid", Effect::Gid),
+    ]
+    .into_iter()
+    .filter_map(|(key, effect)| {
+        let value = params.get(key)?;
+        let fits = match effect {
+            Effect::Mode => u32::from_str_radix(value, 8).is_ok(),
+            _ => value.parse::<u32>().is_ok(),
+        };
+        fits.then(|| (key.to_owned(), effect, value.clone()))
+    })
+    .collect()
+}
+
+/// Whether `effect` with `value` holds on the measured volume; what it is instead.
+fn effect_holds(facts: &VolumeFacts, effect: Effect, value: &str) -> Result<(), String> {
+    match effect {
+        Effect::Mode => match u32::from_str_radix(value.trim_start_matches("0o"), 8) {
+            Ok(want) if facts.mode == want & 0o7777 => Ok(()),
+            Ok(want) => Err(format!(
+                "mode {:04o}, not {:04o}",
+                facts.mode,
+                want & 0o7777
+            )),
+            Err(_) => Err(format!("the claimed value {value:?} is not an octal mode")),
+        },
+        Effect::Uid => id_holds(facts.uid, value, "owner"),
+        Effect::Gid => id_holds(facts.gid, value, "group"),
+        Effect::FsType => check_fs(facts, value, "the volume"),
+    }
 }
 
 /// Creates a volume with `claim.key = value`, measures it, deletes it.
@@ -289,20 +348,7 @@ async fn one_parameter(ctx: &Ctx, claim: &ParameterClaim, value: &str) -> Result
     let resp = ctx.create_ok(&req, &step).await?;
     let facts = VolumeFacts::measure(Path::new(&resp.path))
         .map_err(|e| Finding::Fail(format!("{step}: cannot measure {:?}: {e}", resp.path)))?;
-    let holds = match claim.effect {
-        Effect::Mode => match u32::from_str_radix(value.trim_start_matches("0o"), 8) {
-            Ok(want) if facts.mode == want & 0o7777 => Ok(()),
-            Ok(want) => Err(format!(
-                "mode {:04o}, not {:04o}",
-                facts.mode,
-                want & 0o7777
-            )),
-            Err(_) => Err(format!("the claimed value {value:?} is not an octal mode")),
-        },
-        Effect::Uid => id_holds(facts.uid, value, "owner"),
-        Effect::Gid => id_holds(facts.gid, value, "group"),
-        Effect::FsType => check_fs(&facts, value, "the volume"),
-    };
+    let holds = effect_holds(&facts, claim.effect, value);
     ctx.delete_ok(&req, &resp.path, &format!("delete after {step}"))
         .await?;
     holds
