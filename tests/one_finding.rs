@@ -57,3 +57,43 @@ fn metadata_left_beside_the_volumes_dir_is_one_finding_that_the_others_cite() {
         message("input.name-traversal")
     );
 }
+
+/// Each volume's data in an image file beside its dir (as loop-ext4 keeps
+/// it); delete removes `$DHV_CREATED_PATH/.*.img` and the volume's dir. Sent
+/// Nomad's delete after a failed state write (DHV_CREATED_PATH = the volumes
+/// dir), it unlinks every other volume's image while their dirs stay: data
+/// lost at the next unmount, which `delete.auto-delete-safe` must see.
+const UNLINKS_IMAGES: &str = r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" || exit 1
+	: > "$DHV_VOLUMES_DIR/.$DHV_VOLUME_ID.img" || exit 1
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete)
+	rm -f -- "$DHV_CREATED_PATH"/.*.img "$DHV_VOLUMES_DIR/.$DHV_VOLUME_ID.img"
+	rm -rf -- "$p" ;;
+*) exit 1 ;;
+esac
+"#;
+
+#[test]
+fn an_auto_delete_that_unlinks_other_volumes_images_is_a_data_loss_hazard() {
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin("unlinks-images", UNLINKS_IMAGES);
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(
+        &scratch,
+        &[&plugin, "--exact", "delete.auto-delete-safe"],
+        util::check::RUN_LIMIT,
+    );
+    let check = &report["checks"][0];
+    assert_eq!(check["status"], "warn", "{check}");
+    let message = check["message"].as_str().unwrap();
+    assert!(
+        message.contains("DATA LOSS HAZARD") && message.contains(".img"),
+        "{message}"
+    );
+}

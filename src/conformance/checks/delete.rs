@@ -4,7 +4,9 @@
 use std::path::Path;
 
 use super::CheckResult;
-use crate::conformance::context::{Ctx, Expect, Finding, around, canary_intact, plant_in_volume};
+use crate::conformance::context::{
+    Ctx, Expect, Finding, around, canary_intact, listing, plant_in_volume,
+};
 use crate::contract::DeleteRequest;
 
 /// `delete.succeeds` (must): delete of a created volume exits 0. Judged on
@@ -193,6 +195,10 @@ pub async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
             return Err(Finding::Skip(needs));
         }
     }
+    // Everything beside the volumes counts too: an image or a state file of
+    // the unrelated volume unlinked while its filesystem stays mounted is its
+    // data, lost at the next unmount.
+    let before = listing(&ctx.sandbox.volumes);
     let mut nomads = DeleteRequest::for_created(&new_req, &new_req.volumes_dir);
     nomads.volume_name.clear();
     nomads.namespace.clear();
@@ -205,7 +211,22 @@ pub async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
         )
         .await;
     let dir_ok = ctx.sandbox.volumes.is_dir();
-    let other_ok = canary_intact(&canary);
+    let after = listing(&ctx.sandbox.volumes);
+    // The new volume's own entries may go: its path, and what is named after its id.
+    let own = Path::new(&new.path)
+        .strip_prefix(&ctx.sandbox.volumes)
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned());
+    let lost: Vec<&String> = before
+        .difference(&after)
+        .filter(|entry| !entry.contains(&new_req.volume_id))
+        .filter(|entry| {
+            own.as_deref().is_none_or(|own| {
+                !own.is_empty() && *entry != own && !entry.starts_with(&format!("{own}/"))
+            })
+        })
+        .collect();
+    let other_ok = canary_intact(&canary) && lost.is_empty();
     // Either: Nomad's delete may have removed it already, and whether a
     // second delete exits 0 is delete.idempotent's business.
     tokio::join!(
@@ -234,10 +255,17 @@ pub async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
              removed {}. Guard against it: derive the path from DHV_VOLUME_ID (e.g. \"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\") \
              or refuse a DHV_CREATED_PATH that is not strictly inside DHV_VOLUMES_DIR",
             new_req.volumes_dir,
-            if dir_ok {
-                "another volume's files"
+            if !dir_ok {
+                "the whole volumes dir".to_owned()
+            } else if lost.is_empty() {
+                "another volume's files".to_owned()
             } else {
-                "the whole volumes dir"
+                let shown: Vec<&str> = lost.iter().take(5).map(|e| e.as_str()).collect();
+                format!(
+                    "what belongs to other volumes: {}{}",
+                    shown.join(", "),
+                    if lost.len() > 5 { ", …" } else { "" }
+                )
             }
         )))
     }
