@@ -191,7 +191,7 @@ fn start_failures_are_explained() {
         assert_eq!(code, Some(1));
         let err = j["error"].as_str().unwrap();
         assert!(
-            err.starts_with("error getting version from plugin") && err.ends_with(go),
+            err.starts_with("error fingerprinting plugin") && err.ends_with(go),
             "{err}"
         );
         assert!(
