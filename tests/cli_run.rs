@@ -309,5 +309,22 @@ fn the_builtin_mkdir_runs_in_process() {
         &["mkdir", "create", "--parameters", r#"{"colour": "red"}"#],
     );
     assert_eq!(code, Some(1));
-    assert_eq!(j["error"], r#"unknown mkdir parameter: "colour""#);
+    assert_eq!(
+        j["error"],
+        r#"invalid value for "colour": unknown mkdir parameter: "colour""#
+    );
+    // Nomad returns an existing volume before it reads the parameters.
+    let (code, j) = run_json(
+        &s,
+        &[
+            "mkdir",
+            "create",
+            "--id",
+            ID,
+            "--parameters",
+            r#"{"size": "1G"}"#,
+        ],
+    );
+    assert_eq!(code, Some(0), "{j}");
+    assert_eq!(j["response"]["path"], path.to_string_lossy().as_ref());
 }

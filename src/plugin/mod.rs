@@ -12,6 +12,8 @@
 
 mod call;
 mod explain;
+mod go_os;
+mod go_strconv;
 pub use explain::read_regular;
 pub mod external;
 pub mod mkdir;
