@@ -35,7 +35,7 @@ pub use operation::{
 pub use quote::go_quote;
 pub use response::{
     CreateResponse, FingerprintResponse, decode_create, decode_error, decode_failure_error,
-    decode_fingerprint,
+    decode_fingerprint, decode_fingerprint_with,
 };
 pub use stdout_hint::stdout_hint;
 

@@ -438,10 +438,9 @@ impl ExternalPlugin {
                 contract::fingerprint_error_text(&self.id, exit)
             }));
         }
-        let resp =
-            contract::decode_fingerprint(run.stdout()).map_err(|e| PluginError::Response {
-                message: contract::fingerprint_decode_error_text(&e.to_string()),
-            })?;
+        let resp = super::decode_fingerprint(run.stdout()).map_err(|e| PluginError::Response {
+            message: contract::fingerprint_decode_error_text(&e.to_string()),
+        })?;
         let Some(raw) = resp.version else {
             return Err(PluginError::Response {
                 message: format!(

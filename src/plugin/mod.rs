@@ -12,6 +12,8 @@
 
 mod call;
 mod explain;
+mod fingerprint_decode;
+pub use fingerprint_decode::decode_fingerprint;
 mod go_os;
 mod go_strconv;
 pub use explain::read_regular;
