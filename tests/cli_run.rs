@@ -328,3 +328,18 @@ fn the_builtin_mkdir_runs_in_process() {
     assert_eq!(code, Some(0), "{j}");
     assert_eq!(j["response"]["path"], path.to_string_lossy().as_ref());
 }
+
+#[test]
+fn a_create_that_exits_0_with_bad_json_is_gos_bare_error() {
+    let s = Scratch::new();
+    let p = s.plugin(
+        "p",
+        "#!/bin/sh\necho '{\"path\": \"/x\", \"bytes\": \"0\"}'\n",
+    );
+    let (code, j) = run_json(&s, &[p.to_str().unwrap(), "create", "--id", ID]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        j["error"],
+        "json: cannot unmarshal string into Go struct field HostVolumePluginCreateResponse.bytes of type int64"
+    );
+}
