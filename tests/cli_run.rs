@@ -343,3 +343,20 @@ fn a_create_that_exits_0_with_bad_json_is_gos_bare_error() {
         "json: cannot unmarshal string into Go struct field HostVolumePluginCreateResponse.bytes of type int64"
     );
 }
+
+#[test]
+fn a_bad_version_fails_the_decode_even_when_a_later_key_is_good() {
+    let s = Scratch::new();
+    let p = s.plugin(
+        "p",
+        "#!/bin/sh\necho '{\"version\": \"V1\", \"version\": \"1.0.0\"}'\n",
+    );
+    let (code, j) = run_json(&s, &[p.to_str().unwrap(), "fingerprint"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        j["error"],
+        "error parsing fingerprint output as json: malformed version: V1"
+    );
+    assert_eq!(j["version"]["raw"], "V1");
+    assert!(j["version"]["canonical"].is_null());
+}

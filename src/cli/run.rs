@@ -259,11 +259,23 @@ async fn dispatch(
                 report.version = Some(fp.version);
             }
             if report.version.is_none() {
-                // Show what the plugin printed even when Nomad rejects the version.
+                // Show what the plugin printed even when Nomad rejects the version:
+                // the version Nomad's decode stopped at, else the one it kept.
                 let stdout = report.run.as_ref().map(PluginRun::stdout).unwrap_or(&[]);
-                if let Ok(fp) = contract::decode_fingerprint(stdout) {
-                    report.version = fp.version.as_deref().map(VersionInfo::from_raw);
-                }
+                let mut rejected = None;
+                let checked = contract::decode_fingerprint_with(stdout, |raw| {
+                    crate::version::parse(raw).map(drop).map_err(|e| {
+                        rejected = Some(raw.to_owned());
+                        e.to_string()
+                    })
+                });
+                let kept = match checked {
+                    Ok(fp) => fp.version,
+                    Err(_) => contract::decode_fingerprint(stdout)
+                        .ok()
+                        .and_then(|fp| fp.version),
+                };
+                report.version = rejected.or(kept).as_deref().map(VersionInfo::from_raw);
             }
         }
         Ok(Operation::Create) => {
