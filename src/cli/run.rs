@@ -259,23 +259,11 @@ async fn dispatch(
                 report.version = Some(fp.version);
             }
             if report.version.is_none() {
-                // Show what the plugin printed even when Nomad rejects the version:
-                // the version Nomad's decode stopped at, else the one it kept.
+                // Show what the plugin printed even when Nomad rejects the version.
                 let stdout = report.run.as_ref().map(PluginRun::stdout).unwrap_or(&[]);
-                let mut rejected = None;
-                let checked = contract::decode_fingerprint_with(stdout, |raw| {
-                    crate::version::parse(raw).map(drop).map_err(|e| {
-                        rejected = Some(raw.to_owned());
-                        e.to_string()
-                    })
-                });
-                let kept = match checked {
-                    Ok(fp) => fp.version,
-                    Err(_) => contract::decode_fingerprint(stdout)
-                        .ok()
-                        .and_then(|fp| fp.version),
-                };
-                report.version = rejected.or(kept).as_deref().map(VersionInfo::from_raw);
+                report.version = crate::plugin::shown_version(stdout)
+                    .as_deref()
+                    .map(VersionInfo::from_raw);
             }
         }
         Ok(Operation::Create) => {

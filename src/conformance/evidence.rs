@@ -22,7 +22,7 @@ pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
             Ok(fp) => fp.version.clone(),
             Err(_) => {
                 let stdout = call.run.as_ref()?.stdout();
-                let raw = crate::contract::decode_fingerprint(stdout).ok()?.version?;
+                let raw = crate::plugin::shown_version(stdout)?;
                 crate::version::VersionInfo::from_raw(&raw)
             }
         };

@@ -15,6 +15,24 @@ pub fn decode_fingerprint(stdout: &[u8]) -> Result<FingerprintResponse, DecodeEr
     })
 }
 
+/// The version string to show for a fingerprint's stdout, whether or not
+/// Nomad accepts it: the one Nomad's decode stopped at, else the one it kept
+/// (the last); `None` when there is none or the JSON does not decode.
+pub fn shown_version(stdout: &[u8]) -> Option<String> {
+    let mut rejected = None;
+    let decoded = contract::decode_fingerprint_with(stdout, |raw| {
+        crate::version::parse(raw).map(drop).map_err(|e| {
+            rejected = Some(raw.to_owned());
+            e.to_string()
+        })
+    });
+    match decoded {
+        Ok(fp) => fp.version,
+        Err(DecodeError::Text { .. }) => rejected,
+        Err(_) => contract::decode_fingerprint(stdout).ok()?.version,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +83,25 @@ mod tests {
                 .map(|r| r.version.as_deref())
                 .map_err(|e| e.to_string());
             assert_eq!(got, want.map_err(str::to_owned), "{stdout}");
+        }
+    }
+
+    #[test]
+    fn the_version_shown_is_the_one_nomad_stopped_at() {
+        for (stdout, want) in [
+            (r#"{"version": "1.0.0"}"#, Some("1.0.0")),
+            (r#"{"version": "V1", "version": "1.0.0"}"#, Some("V1")),
+            (r#"{"version": "1.0.0", "version": "V2"}"#, Some("V2")),
+            // A type error: the JSON does not decode, so nothing to show.
+            (r#"{"version": 5, "version": "1.0.0"}"#, None),
+            (r#"{"version": null}"#, None),
+            ("not json", None),
+        ] {
+            assert_eq!(
+                shown_version(stdout.as_bytes()).as_deref(),
+                want,
+                "{stdout}"
+            );
         }
     }
 }
