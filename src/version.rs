@@ -7,6 +7,10 @@
 //! segments) yet stricter in odd places (`V1.2.3`, trailing white space), so the
 //! harness needs its exact rules rather than the `semver` crate's. SemVer
 //! strictness is still reported, as advice to plugin authors.
+//!
+//! The rules and texts are go-version 1.9's, the release Nomad 2.0.5 builds
+//! with: its errors are lower case (`malformed version: V1.2.3`), where 1.7,
+//! which Nomad 1.10 builds with, wrote `Malformed version: ...`.
 
 use std::fmt;
 use std::sync::LazyLock;
@@ -20,7 +24,9 @@ use regex::Regex;
 const VERSION_PATTERN: &str = concat!(
     r"^v?([0-9]+(\.[0-9]+)*?)",
     r"(-([0-9]+[0-9A-Za-z\-~]*(\.[0-9A-Za-z\-~]+)*)|(-?([A-Za-z\-~]+[0-9A-Za-z\-~]*(\.[0-9A-Za-z\-~]+)*)))?",
-    r"(\+([0-9A-Za-z\-~]+(\.[0-9A-Za-z\-~]+)*))?$",
+    // go-version 1.9 ends its pattern with a stray `?`, which makes the
+    // metadata group lazy; anchored at both ends, that changes no match.
+    r"(\+([0-9A-Za-z\-~]+(\.[0-9A-Za-z\-~]+)*))??$",
 );
 
 static VERSION_RE: LazyLock<Regex> =
@@ -43,13 +49,13 @@ pub struct GoVersion {
 #[non_exhaustive]
 pub enum VersionError {
     /// The text does not match go-version's pattern.
-    #[error("Malformed version: {input}")]
+    #[error("malformed version: {input}")]
     Malformed {
         /// The rejected text, as given.
         input: String,
     },
     /// A numeric segment does not fit in an `int64`.
-    #[error("Error parsing version: strconv.ParseInt: parsing \"{segment}\": value out of range")]
+    #[error("error parsing version: strconv.ParseInt: parsing \"{segment}\": value out of range")]
     OutOfRange {
         /// The rejected text, as given.
         input: String,
@@ -198,6 +204,20 @@ mod tests {
             // A lone `-` is itself a valid named prerelease (group 7 may start with `-`).
             ("1.2.3-", "1.2.3--", false),
             ("0.0.1", "0.0.1", true),
+            // Prerelease and metadata edge cases, as go-version 1.9's groups take them.
+            ("1.2.3-~", "1.2.3-~", false),
+            ("1.2.3--", "1.2.3--", true),
+            // A numeric prerelease needs a digit first; `-` then starts a named one.
+            ("1.2.3-.rc", "1.2.3--.rc", false),
+            ("1.0.0-0.3.7", "1.0.0-0.3.7", true),
+            ("1.2.3-1a", "1.2.3-1a", true),
+            ("1.2.3-a.b-c", "1.2.3-a.b-c", true),
+            ("1.2.3+001", "1.2.3+001", true),
+            ("1.2.3+meta-1.x", "1.2.3+meta-1.x", true),
+            ("1.2.3.4beta", "1.2.3.4-beta", false),
+            ("1.2beta.1+x", "1.2.0-beta.1+x", false),
+            ("v1", "1.0.0", false),
+            ("v1.2.3v", "1.2.3-v", false),
             ("9223372036854775807", "9223372036854775807.0.0", false),
         ];
         for (input, canonical, semver) in cases {
@@ -257,6 +277,11 @@ mod tests {
             "-1.2.3",
             "1.2.3-a..b",
             "vv1.2.3",
+            "1.2.3-+",
+            "1.2.3+meta.",
+            "1.2.3-rc.",
+            "1.2.3+a_b",
+            "1.2.3-rc+",
         ];
         for input in malformed {
             let err = parse(input).expect_err(input);
@@ -266,7 +291,7 @@ mod tests {
                     input: input.to_owned()
                 }
             );
-            assert_eq!(err.to_string(), format!("Malformed version: {input}"));
+            assert_eq!(err.to_string(), format!("malformed version: {input}"));
             let info = VersionInfo::from_raw(input);
             assert_eq!((info.canonical, info.semver), (None, false), "{input:?}");
         }
@@ -293,7 +318,7 @@ mod tests {
             assert_eq!(
                 err.to_string(),
                 format!(
-                    "Error parsing version: strconv.ParseInt: parsing \"{segment}\": value out of range"
+                    "error parsing version: strconv.ParseInt: parsing \"{segment}\": value out of range"
                 )
             );
         }

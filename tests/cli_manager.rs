@@ -79,8 +79,8 @@ fn plugins_prints_the_node_attributes_then_what_was_left_out() {
             "plugins.host_volume..dot.version = 1.0.0\n\
              plugins.host_volume.good.version = 1.0.0\n\
              plugins.host_volume.mkdir.version = 0.0.1\n\
-             left out \"bad\": error parsing fingerprint output as json: Malformed version: 1.2.3.beta\n\
-             left out \"slow\": error getting version from plugin \"slow\": signal: killed \
+             left out \"bad\": error parsing fingerprint output as json: malformed version: 1.2.3.beta\n\
+             left out \"slow\": error fingerprinting plugin \"slow\": signal: killed \
              (no answer within the 500ms fingerprint limit)\n",
         );
     let out = plugins_cmd(dir.path())

@@ -191,7 +191,7 @@ fn start_failures_are_explained() {
         assert_eq!(code, Some(1));
         let err = j["error"].as_str().unwrap();
         assert!(
-            err.starts_with("error getting version from plugin") && err.ends_with(go),
+            err.starts_with("error fingerprinting plugin") && err.ends_with(go),
             "{err}"
         );
         assert!(
@@ -309,5 +309,54 @@ fn the_builtin_mkdir_runs_in_process() {
         &["mkdir", "create", "--parameters", r#"{"colour": "red"}"#],
     );
     assert_eq!(code, Some(1));
-    assert_eq!(j["error"], r#"unknown mkdir parameter: "colour""#);
+    assert_eq!(
+        j["error"],
+        r#"invalid value for "colour": unknown mkdir parameter: "colour""#
+    );
+    // Nomad returns an existing volume before it reads the parameters.
+    let (code, j) = run_json(
+        &s,
+        &[
+            "mkdir",
+            "create",
+            "--id",
+            ID,
+            "--parameters",
+            r#"{"size": "1G"}"#,
+        ],
+    );
+    assert_eq!(code, Some(0), "{j}");
+    assert_eq!(j["response"]["path"], path.to_string_lossy().as_ref());
+}
+
+#[test]
+fn a_create_that_exits_0_with_bad_json_is_gos_bare_error() {
+    let s = Scratch::new();
+    let p = s.plugin(
+        "p",
+        "#!/bin/sh\necho '{\"path\": \"/x\", \"bytes\": \"0\"}'\n",
+    );
+    let (code, j) = run_json(&s, &[p.to_str().unwrap(), "create", "--id", ID]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        j["error"],
+        "json: cannot unmarshal string into Go struct field HostVolumePluginCreateResponse.bytes of type int64"
+    );
+}
+
+#[test]
+fn a_bad_version_fails_the_decode_even_when_a_later_key_is_good() {
+    let s = Scratch::new();
+    let p = s.plugin(
+        "p",
+        "#!/bin/sh\necho '{\"version\": \"V1\", \"version\": \"1.0.0\"}'\n",
+    );
+    let (code, j) = run_json(&s, &[p.to_str().unwrap(), "fingerprint"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        j["error"],
+        "error parsing fingerprint output as json: malformed version: V1"
+    );
+    assert_eq!(j["version"]["raw"], "V1");
+    assert!(j["version"]["canonical"].is_null());
 }

@@ -68,11 +68,11 @@ fn discovery_probes_what_nomad_probes_and_says_why_plugins_are_left_out() {
     assert_eq!(why["escape"], "no such plugin: \"escape\"");
     assert_eq!(
         why["failing"],
-        "error getting version from plugin \"failing\": exit status 2"
+        "error fingerprinting plugin \"failing\": exit status 2"
     );
     assert_eq!(
         why["slow"],
-        "error getting version from plugin \"slow\": signal: killed (no answer within the 1s fingerprint limit)"
+        "error fingerprinting plugin \"slow\": signal: killed (no answer within the 1s fingerprint limit)"
     );
     assert!(
         why["broken"].starts_with("error parsing fingerprint output as json: "),

@@ -234,6 +234,7 @@ samples! {
     sample_not_executable => "not-executable",
     sample_null_version => "null-version",
     sample_racy_concurrency => "racy-concurrency",
+    sample_realtime_signal => "realtime-signal",
     sample_relative_path => "relative-path",
     sample_rmdir_delete => "rmdir-delete",
     sample_setsid_daemon => "setsid-daemon",

@@ -261,9 +261,9 @@ async fn dispatch(
             if report.version.is_none() {
                 // Show what the plugin printed even when Nomad rejects the version.
                 let stdout = report.run.as_ref().map(PluginRun::stdout).unwrap_or(&[]);
-                if let Ok(fp) = contract::decode_fingerprint(stdout) {
-                    report.version = fp.version.as_deref().map(VersionInfo::from_raw);
-                }
+                report.version = crate::plugin::shown_version(stdout)
+                    .as_deref()
+                    .map(VersionInfo::from_raw);
             }
         }
         Ok(Operation::Create) => {
@@ -317,11 +317,9 @@ impl Report {
 
 fn to_json(r: &Report) -> RunOutput {
     let outcome = r.run.as_ref().and_then(|run| run.result.as_ref().ok());
-    let (exit_code, signal) = match outcome.map(|o| o.exit) {
-        Some(contract::ExitReason::Code(c)) => (Some(c), None),
-        Some(contract::ExitReason::Signal(s)) => (None, Some(s)),
-        None => (None, None),
-    };
+    let exit = outcome.map(|o| o.exit);
+    let (exit_code, signal) = (exit.and_then(|e| e.code()), exit.and_then(|e| e.signal()));
+    let core_dumped = exit.is_some_and(|e| e.core_dumped());
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let duration = r
         .run
@@ -335,6 +333,7 @@ fn to_json(r: &Report) -> RunOutput {
         env: r.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
         exit_code,
         signal,
+        core_dumped,
         timed_out: outcome.is_some_and(|o| o.timed_out),
         leaked: outcome.is_some_and(|o| o.leaked),
         leftovers: outcome

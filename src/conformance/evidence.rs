@@ -22,7 +22,7 @@ pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
             Ok(fp) => fp.version.clone(),
             Err(_) => {
                 let stdout = call.run.as_ref()?.stdout();
-                let raw = crate::contract::decode_fingerprint(stdout).ok()?.version?;
+                let raw = crate::plugin::shown_version(stdout)?;
                 crate::version::VersionInfo::from_raw(&raw)
             }
         };
@@ -103,16 +103,15 @@ pub(crate) fn invocations(
 /// One raw call as the report schema has it.
 pub(crate) fn invocation(run: &PluginRun) -> Invocation {
     let outcome = run.result.as_ref().ok();
-    let (exit_code, signal) = match outcome.map(|o| o.exit) {
-        Some(crate::contract::ExitReason::Code(c)) => (Some(c), None),
-        Some(crate::contract::ExitReason::Signal(s)) => (None, Some(s)),
-        None => (None, None),
-    };
+    let exit = outcome.map(|o| o.exit);
+    let (exit_code, signal) = (exit.and_then(|e| e.code()), exit.and_then(|e| e.signal()));
+    let core_dumped = exit.is_some_and(|e| e.core_dumped());
     Invocation {
         operation: run.operation.clone(),
         env: run.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
         exit_code,
         signal,
+        core_dumped,
         duration_ms: run.duration().as_secs_f64() * 1e3,
         timed_out: run.timed_out(),
         killed_by_check_ms: None,

@@ -81,7 +81,12 @@ pub const RULES: &[Rule] = &[
         "create.succeeds",
         "Without a successful create no volume can exist: `nomad volume create` fails with the plugin's exit error. Most other checks need it and are skipped when it fails.",
         "Exit 0 within 60 s after creating the volume, using only the DHV_* variables Nomad passes; run the reproduce line to see the failure by hand.",
-        &["hanging-create", "ignores-sigterm", "needs-home"],
+        &[
+            "hanging-create",
+            "ignores-sigterm",
+            "needs-home",
+            "realtime-signal",
+        ],
     ),
     rule(
         "create.response",

@@ -29,6 +29,13 @@ pub enum DecodeError {
         /// The field's Go type, e.g. `int64`.
         go_type: &'static str,
     },
+    /// A string the field's own `UnmarshalText` refused, in that type's words
+    /// (go-version's for a fingerprint's `version`: `malformed version: V1`).
+    #[error("{message}")]
+    Text {
+        /// The type's error text.
+        message: String,
+    },
     /// The top-level value is neither an object nor `null` (Go's `*json.UnmarshalTypeError`).
     #[error("json: cannot unmarshal {value} into Go value of type {go_type}")]
     ValueType {

@@ -1,6 +1,21 @@
-//! The error messages Nomad shows when a plugin's create or delete fails.
+//! The error messages Nomad 2.0.5 shows when a plugin's call fails: the one
+//! place their words are written (`client/hostvolumemanager/host_volume_plugin.go`).
 
 use super::quote::go_quote;
+
+/// Nomad's error after a fingerprint that did not exit 0 (or did not start,
+/// or was killed at its time limit). `exit` is the
+/// [`ExitReason::go_string`](super::ExitReason::go_string) or the `fork/exec` error.
+pub fn fingerprint_error_text(plugin: &str, exit: &str) -> String {
+    format!("error fingerprinting plugin {}: {exit}", go_quote(plugin))
+}
+
+/// Nomad's error after a fingerprint that exited 0 but whose stdout did not
+/// decode: `why` is Go's json error, or go-version's for a bad `version`
+/// (Nomad decodes the version while decoding the JSON).
+pub fn fingerprint_decode_error_text(why: &str) -> String {
+    format!("error parsing fingerprint output as json: {why}")
+}
 
 /// Nomad's error after a failed create. `exit` is the [`ExitReason::go_string`](super::ExitReason::go_string);
 /// `error_text` is what [`decode_failure_error`](super::decode_failure_error) found (`None`: stdout did not decode).
@@ -44,6 +59,26 @@ mod tests {
     use crate::contract::ExitReason;
 
     const ID: &str = "0b6dfb33-3c4f-4fb8-9c2b-5e0d8a3b9d27";
+
+    #[test]
+    fn fingerprint_texts_are_nomads() {
+        assert_eq!(
+            fingerprint_error_text("lvm", "exit status 1"),
+            r#"error fingerprinting plugin "lvm": exit status 1"#
+        );
+        assert_eq!(
+            fingerprint_error_text("slow", &ExitReason::Signal(9).go_string()),
+            r#"error fingerprinting plugin "slow": signal: killed"#
+        );
+        assert_eq!(
+            fingerprint_error_text("a\"b", "fork/exec /p/a\"b: exec format error"),
+            r#"error fingerprinting plugin "a\"b": fork/exec /p/a"b: exec format error"#
+        );
+        assert_eq!(
+            fingerprint_decode_error_text("malformed version: V1.2.3"),
+            "error parsing fingerprint output as json: malformed version: V1.2.3"
+        );
+    }
 
     #[test]
     fn error_texts_are_nomads() {

@@ -3,12 +3,16 @@
 use std::fmt;
 
 /// How a process ended, rendered as Go's os.ProcessState.String(): "exit status 1", "signal: killed".
+///
+/// Any signal number is held, the real-time ones (34 to 64) included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ExitReason {
     /// It exited with this status.
     Code(i32),
     /// It was killed by this signal (Linux numbering).
     Signal(i32),
+    /// It was killed by this signal, and the kernel wrote a core dump.
+    CoreDumped(i32),
 }
 
 impl ExitReason {
@@ -17,15 +21,39 @@ impl ExitReason {
         matches!(self, ExitReason::Code(0))
     }
 
-    /// Go's `os.ProcessState.String()`, which Nomad's error messages embed.
-    /// (Go would add ` (core dumped)` after a core dump; that is not tracked here.)
+    /// The exit status, when the process exited.
+    pub fn code(&self) -> Option<i32> {
+        match *self {
+            ExitReason::Code(code) => Some(code),
+            ExitReason::Signal(_) | ExitReason::CoreDumped(_) => None,
+        }
+    }
+
+    /// The signal that ended the process, when one did (with or without a core dump).
+    pub fn signal(&self) -> Option<i32> {
+        match *self {
+            ExitReason::Code(_) => None,
+            ExitReason::Signal(sig) | ExitReason::CoreDumped(sig) => Some(sig),
+        }
+    }
+
+    /// Whether the kernel wrote a core dump as the signal ended the process.
+    pub fn core_dumped(&self) -> bool {
+        matches!(self, ExitReason::CoreDumped(_))
+    }
+
+    /// Go's `os.ProcessState.String()`, which Nomad's error messages embed:
+    /// `exit status N`; `signal: NAME` with Go's name for the signal, or
+    /// `signal: signal N` for one without a name; ` (core dumped)` after a dump.
     pub fn go_string(&self) -> String {
+        let signal = |sig: i32| match go_signal_name(sig) {
+            Some(name) => format!("signal: {name}"),
+            None => format!("signal: signal {sig}"),
+        };
         match *self {
             ExitReason::Code(code) => format!("exit status {code}"),
-            ExitReason::Signal(sig) => match go_signal_name(sig) {
-                Some(name) => format!("signal: {name}"),
-                None => format!("signal: signal {sig}"),
-            },
+            ExitReason::Signal(sig) => signal(sig),
+            ExitReason::CoreDumped(sig) => format!("{} (core dumped)", signal(sig)),
         }
     }
 }
@@ -37,7 +65,8 @@ impl fmt::Display for ExitReason {
     }
 }
 
-/// Go's `syscall.Signal.String()` on Linux, which has a name for 1 to 31.
+/// Go's `syscall.Signal.String()` on Linux (the `signals` table of its
+/// `zerrors_linux_*.go`), which has a name for 1 to 31 only.
 fn go_signal_name(sig: i32) -> Option<&'static str> {
     Some(match sig {
         1 => "hangup",
@@ -118,13 +147,62 @@ mod tests {
             (ExitReason::Signal(15), "signal: terminated", false),
             (ExitReason::Signal(17), "signal: child exited", false),
             (ExitReason::Signal(31), "signal: bad system call", false),
+            (ExitReason::Signal(16), "signal: stack fault", false),
+            (ExitReason::Signal(19), "signal: stopped (signal)", false),
+            (
+                ExitReason::Signal(23),
+                "signal: urgent I/O condition",
+                false,
+            ),
+            (ExitReason::Signal(29), "signal: I/O possible", false),
+            (ExitReason::Signal(32), "signal: signal 32", false),
             (ExitReason::Signal(34), "signal: signal 34", false),
+            (ExitReason::Signal(36), "signal: signal 36", false),
+            (ExitReason::Signal(64), "signal: signal 64", false),
             (ExitReason::Signal(0), "signal: signal 0", false),
+            (
+                ExitReason::CoreDumped(11),
+                "signal: segmentation fault (core dumped)",
+                false,
+            ),
+            (
+                ExitReason::CoreDumped(6),
+                "signal: aborted (core dumped)",
+                false,
+            ),
+            (
+                ExitReason::CoreDumped(3),
+                "signal: quit (core dumped)",
+                false,
+            ),
+            (
+                ExitReason::CoreDumped(40),
+                "signal: signal 40 (core dumped)",
+                false,
+            ),
         ];
         for (reason, text, success) in cases {
             assert_eq!(reason.go_string(), text);
             assert_eq!(reason.to_string(), text);
             assert_eq!(reason.success(), success, "{reason:?}");
         }
+    }
+
+    #[test]
+    fn parts_of_an_exit_reason() {
+        assert_eq!(
+            (ExitReason::Code(3).code(), ExitReason::Code(3).signal()),
+            (Some(3), None)
+        );
+        assert_eq!(
+            (
+                ExitReason::Signal(36).code(),
+                ExitReason::Signal(36).signal()
+            ),
+            (None, Some(36))
+        );
+        assert!(!ExitReason::Signal(11).core_dumped());
+        assert!(ExitReason::CoreDumped(11).core_dumped());
+        assert_eq!(ExitReason::CoreDumped(11).signal(), Some(11));
     }
 }

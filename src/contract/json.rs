@@ -62,8 +62,24 @@ pub(super) fn unmarshal(
     input: &[u8],
     target: &GoStruct,
 ) -> Result<Vec<Option<FieldValue>>, DecodeError> {
+    unmarshal_with(input, target, &mut |_| Ok(()))
+}
+
+/// [`unmarshal`], with `text` standing for the `UnmarshalText` of the
+/// [`FieldKind::VersionPtr`] fields: it judges each such string as it is met.
+///
+/// Go's order of errors: a type error is saved and decoding goes on (the first
+/// one saved is returned at the end), but an `UnmarshalText` error ends the
+/// decode at once, so it wins over a type error met before it. Each value of a
+/// key given twice is decoded in turn, and the last one stays.
+pub(super) fn unmarshal_with(
+    input: &[u8],
+    target: &GoStruct,
+    text: &mut dyn FnMut(&str) -> Result<(), String>,
+) -> Result<Vec<Option<FieldValue>>, DecodeError> {
     check_valid(input)?;
     let mut values = vec![None; target.fields.len()];
+    let mut saved: Option<DecodeError> = None;
     let mut r = Reader { input, pos: 0 };
     r.skip_space();
     match r.peek() {
@@ -80,7 +96,10 @@ pub(super) fn unmarshal(
     loop {
         r.skip_space();
         if r.peek() == b'}' {
-            return Ok(values);
+            return match saved {
+                Some(e) => Err(e),
+                None => Ok(values),
+            };
         }
         let key = r.string();
         r.skip_space();
@@ -101,7 +120,12 @@ pub(super) fn unmarshal(
                         values[i] = None;
                     }
                     (b'n', _) => r.skip_value(),
-                    (b'"', FieldKind::String | FieldKind::VersionPtr) => {
+                    (b'"', FieldKind::VersionPtr) => {
+                        let value = r.string();
+                        text(&value).map_err(|message| DecodeError::Text { message })?;
+                        values[i] = Some(FieldValue::Str(value));
+                    }
+                    (b'"', FieldKind::String) => {
                         values[i] = Some(FieldValue::Str(r.string()));
                     }
                     (b'-' | b'0'..=b'9', FieldKind::Int64) => {
@@ -109,10 +133,15 @@ pub(super) fn unmarshal(
                         // Go's strconv.ParseInt: no fraction, no exponent, no overflow.
                         match literal.parse::<i64>() {
                             Ok(n) => values[i] = Some(FieldValue::Int(n)),
-                            Err(_) => return Err(type_error(format!("number {literal}"))),
+                            Err(_) => {
+                                saved.get_or_insert(type_error(format!("number {literal}")));
+                            }
                         }
                     }
-                    (c, _) => return Err(type_error(json_kind(c).to_owned())),
+                    (c, _) => {
+                        saved.get_or_insert(type_error(json_kind(c).to_owned()));
+                        r.skip_value();
+                    }
                 }
             }
             None => r.skip_value(),

@@ -24,7 +24,9 @@ pub use env::{
     CreateRequest, DeleteRequest, Parameters, encode_parameters, fingerprint_env,
     is_valid_volume_id,
 };
-pub use error_text::{create_error_text, delete_error_text};
+pub use error_text::{
+    create_error_text, delete_error_text, fingerprint_decode_error_text, fingerprint_error_text,
+};
 pub use exit::ExitReason;
 pub use operation::{
     CREATE_TIMEOUT, DELETE_TIMEOUT, FINGERPRINT_TIMEOUT, Operation, ParseOperationError,
@@ -33,7 +35,7 @@ pub use operation::{
 pub use quote::go_quote;
 pub use response::{
     CreateResponse, FingerprintResponse, decode_create, decode_error, decode_failure_error,
-    decode_fingerprint,
+    decode_fingerprint, decode_fingerprint_with,
 };
 pub use stdout_hint::stdout_hint;
 

@@ -67,7 +67,18 @@ fn int_field(value: Option<FieldValue>) -> i64 {
 /// the string is returned as it is, for [`crate::version::parse`] to judge, so
 /// that a report can show both what was sent and why it is wrong.
 pub fn decode_fingerprint(stdout: &[u8]) -> Result<FingerprintResponse, DecodeError> {
-    let mut fields = json::unmarshal(stdout, &PLUGIN_FINGERPRINT)?.into_iter();
+    decode_fingerprint_with(stdout, |_| Ok(()))
+}
+
+/// [`decode_fingerprint`] as Nomad really decodes it: `version` judges every
+/// `version` string as it is met (go-version's `UnmarshalText`), so that a bad
+/// one fails the decode, with its error ([`DecodeError::Text`]), in the order
+/// Go's decoder finds errors (see `json::unmarshal_with`).
+pub fn decode_fingerprint_with(
+    stdout: &[u8],
+    mut version: impl FnMut(&str) -> Result<(), String>,
+) -> Result<FingerprintResponse, DecodeError> {
+    let mut fields = json::unmarshal_with(stdout, &PLUGIN_FINGERPRINT, &mut version)?.into_iter();
     Ok(FingerprintResponse {
         version: fields.next().and_then(string_field),
     })

@@ -36,13 +36,9 @@ impl Invocation {
     pub async fn run(&self) -> Result<Outcome, SpawnError> {
         let supervisor = self.supervisor.clone().unwrap_or_default();
         let mut call = self.start(supervisor)?;
-        let (status, timed_out) = self.wait_leader(&mut call).await;
+        let (exit, timed_out) = self.wait_leader(&mut call).await;
         let duration = call.start.elapsed();
         call.guard.leader_reaped = true;
-        let exit = match status {
-            (false, code) => ExitReason::Code(code),
-            (true, sig) => ExitReason::Signal(sig),
-        };
         Ok(self.finish(call, exit, timed_out, duration).await)
     }
 
@@ -116,7 +112,7 @@ impl Invocation {
 
     /// Phase 1: until the leader exits (or is killed for overrunning). Returns
     /// its wait status and whether it timed out.
-    async fn wait_leader(&self, call: &mut Started) -> ((bool, i32), bool) {
+    async fn wait_leader(&self, call: &mut Started) -> (ExitReason, bool) {
         let pid = call.pid;
         let exited = spawn::wait_exit(pid, &call.exit_fd);
         tokio::pin!(exited);

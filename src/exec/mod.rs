@@ -33,6 +33,7 @@ mod signal;
 mod spawn;
 mod supervisor;
 mod sweep;
+mod wait_status;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -8,12 +8,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use nix::errno::Errno;
-use nix::sys::signal::Signal;
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::Pid;
 
 use super::cgroup::CallCgroup;
 use super::clone_spawn::{ChildFds, CloneFailure, above_stdio, clone_spawn};
+use super::{ExitReason, wait_status};
 
 /// A call's environment as handed to `execve`, `KEY=value` each, in order;
 /// shared by the spawn, the live-call table and the sweeps without copying.
@@ -286,19 +284,29 @@ pub(crate) fn pidfd(pid: i32) -> std::io::Result<OwnedFd> {
 }
 
 /// Waits for our child `pid` to exit and reaps it, without blocking a thread.
-pub(crate) async fn wait_exit(pid: i32, pidfd: &tokio::io::unix::AsyncFd<OwnedFd>) -> (bool, i32) {
+pub(crate) async fn wait_exit(pid: i32, pidfd: &tokio::io::unix::AsyncFd<OwnedFd>) -> ExitReason {
+    // Not ours any more: nothing to report but a kill.
+    let gone = ExitReason::Signal(libc::SIGKILL);
     loop {
-        match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(_, code)) => return (false, code),
-            Ok(WaitStatus::Signaled(_, sig, _)) => return (true, sig as i32),
-            Ok(_) => {}
-            Err(Errno::EINTR) => continue,
-            // Not ours any more: nothing to report but a kill.
-            Err(_) => return (true, Signal::SIGKILL as i32),
+        let mut status: libc::c_int = 0;
+        // SAFETY: waitpid writes the status of our own child into `status`.
+        let reaped = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if reaped < 0 {
+            if Errno::last() == Errno::EINTR {
+                continue;
+            }
+            return gone;
+        }
+        // 0: still running; a status that is no ending (a stop): wait on.
+        if let Some(reason) = (reaped == pid)
+            .then(|| wait_status::exit_reason(status))
+            .flatten()
+        {
+            return reason;
         }
         match pidfd.readable().await {
             Ok(mut ready) => ready.clear_ready(),
-            Err(_) => return (true, Signal::SIGKILL as i32),
+            Err(_) => return gone,
         }
     }
 }

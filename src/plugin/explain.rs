@@ -17,6 +17,8 @@ pub(crate) fn go_errno_text(err: &std::io::Error) -> String {
         Some(libc::ENOTDIR) => "not a directory".into(),
         Some(libc::EISDIR) => "is a directory".into(),
         Some(libc::E2BIG) => "argument list too long".into(),
+        // The one common errno whose words differ between Go and glibc.
+        Some(libc::ESTALE) => "stale NFS file handle".into(),
         _ => {
             // std's text carries " (os error N)": keep only the words.
             let text = err.to_string();
@@ -101,4 +103,31 @@ pub fn read_regular(path: &Path) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
     open_regular(path)?.read_to_end(&mut bytes).ok()?;
     Some(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Go's `syscall.Errno` texts (lower case, glibc's words but for ESTALE).
+    #[test]
+    fn errno_texts_are_gos() {
+        for (errno, want) in [
+            (libc::ENOENT, "no such file or directory"),
+            (libc::EEXIST, "file exists"),
+            (libc::ENOTDIR, "not a directory"),
+            (libc::EACCES, "permission denied"),
+            (libc::EPERM, "operation not permitted"),
+            (libc::EROFS, "read-only file system"),
+            (libc::ENOSPC, "no space left on device"),
+            (libc::ELOOP, "too many levels of symbolic links"),
+            (libc::ENAMETOOLONG, "file name too long"),
+            (libc::ENOTEMPTY, "directory not empty"),
+            (libc::EBUSY, "device or resource busy"),
+            (libc::ESTALE, "stale NFS file handle"),
+        ] {
+            let err = std::io::Error::from_raw_os_error(errno);
+            assert_eq!(go_errno_text(&err), want, "errno {errno}");
+        }
+    }
 }

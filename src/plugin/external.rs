@@ -435,16 +435,12 @@ impl ExternalPlugin {
     fn judge_fingerprint(&self, run: &PluginRun) -> Result<Fingerprint, PluginError> {
         if !run.succeeded() {
             return Err(self.call_error(run, Operation::Fingerprint, |exit, _| {
-                format!(
-                    "error getting version from plugin {}: {exit}",
-                    go_quote(&self.id)
-                )
+                contract::fingerprint_error_text(&self.id, exit)
             }));
         }
-        let resp =
-            contract::decode_fingerprint(run.stdout()).map_err(|e| PluginError::Response {
-                message: format!("error parsing fingerprint output as json: {e}"),
-            })?;
+        let resp = super::decode_fingerprint(run.stdout()).map_err(|e| PluginError::Response {
+            message: contract::fingerprint_decode_error_text(&e.to_string()),
+        })?;
         let Some(raw) = resp.version else {
             return Err(PluginError::Response {
                 message: format!(
@@ -460,7 +456,7 @@ impl ExternalPlugin {
                 .map(|e| e.to_string())
                 .unwrap_or_default();
             return Err(PluginError::Response {
-                message: format!("error parsing fingerprint output as json: {why}"),
+                message: contract::fingerprint_decode_error_text(&why),
             });
         }
         Ok(Fingerprint { version: info })

@@ -1,13 +1,24 @@
-//! The built-in `mkdir` plugin (version `0.0.1`), which every Nomad client has.
+//! The built-in `mkdir` plugin (version `0.0.1`), which every Nomad client has,
+//! step for step as Nomad 2.0.5's (`HostVolumePluginMkdir`).
 //!
-//! Its volume is a directory `<volumes_dir>/<volume_id>`, of unlimited size
-//! (`bytes` 0). Parameters: `mode` (octal, default `0700`), `uid` and `gid`
-//! (decimal, default unchanged); any other key is an error.
+//! Its volume is the directory `<volumes_dir>/<volume_id>` (`filepath.Join`),
+//! of unlimited size (`bytes` 0). Create returns an existing path at once,
+//! before the parameters are read (a bad parameter on an existing volume
+//! succeeds); the test follows symlinks, so a dangling one at the path fails in
+//! `mkdir`. Parameters: `mode` (`strconv.ParseUint(v, 8, 32)`, default `0700`),
+//! `uid` and `gid` (`strconv.Atoi`, default `-1`: unchanged); any other key is
+//! `unknown mkdir parameter`; each error wrapped as `invalid value for "<key>"`.
+//! Then `os.MkdirAll`, an explicit chmod (the umask must not decide a volume's
+//! mode), and chown, after whose failure the directory is removed again.
+//!
+//! One deliberate difference: a volume id that is not a UUID is refused, as
+//! the path is built from it (Nomad's servers only ever send UUIDs).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 
+use super::go_os::{self, PathError};
+use super::go_strconv;
 use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, go_quote};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation, Parameters};
 use crate::version::VersionInfo;
@@ -21,122 +32,118 @@ pub const MKDIR_VERSION: &str = "0.0.1";
 #[derive(Debug, Clone, Default)]
 pub struct MkdirPlugin;
 
-/// The parsed `mkdir` parameters.
+/// The parsed `mkdir` parameters (Nomad's `HostVolumePluginMkdirParams`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Options {
+    /// A Go `os.FileMode` (see [`go_os::syscall_mode`]).
     mode: u32,
-    uid: Option<u32>,
-    gid: Option<u32>,
+    /// Go `int`s; `-1` leaves the owner (group) as it is.
+    uid: i64,
+    gid: i64,
 }
 
+/// Nomad's `decodeMkdirParams`. Go walks the map in random order, so with
+/// several bad parameters Nomad names any one of them; this names the first
+/// in key order.
 fn parse_options(params: Option<&Parameters>) -> Result<Options, PluginError> {
     let mut opts = Options {
         mode: 0o700,
-        uid: None,
-        gid: None,
-    };
-    let invalid = |key: &str, why: String| {
-        PluginError::Builtin(format!("invalid value for {}: {why}", go_quote(key)))
+        uid: -1,
+        gid: -1,
     };
     for (key, value) in params.into_iter().flatten() {
-        match key.as_str() {
-            "mode" => {
-                let mode = u32::from_str_radix(value, 8).map_err(|_| {
-                    invalid(
-                        key,
-                        format!("{} is not an octal file mode", go_quote(value)),
-                    )
-                })?;
-                if mode > 0o7777 {
-                    return Err(invalid(
-                        key,
-                        format!("{} is not a file mode", go_quote(value)),
-                    ));
-                }
-                opts.mode = mode;
-            }
-            "uid" | "gid" => {
-                let id = value.parse::<u32>().map_err(|_| {
-                    invalid(key, format!("{} is not a decimal id", go_quote(value)))
-                })?;
-                if key == "uid" {
-                    opts.uid = Some(id);
-                } else {
-                    opts.gid = Some(id);
-                }
-            }
+        let parsed = match key.as_str() {
+            "mode" => go_strconv::parse_uint(value, 8, 32).map(|m| opts.mode = m as u32),
+            "uid" => go_strconv::atoi(value).map(|id| opts.uid = id),
+            "gid" => go_strconv::atoi(value).map(|id| opts.gid = id),
             other => {
-                return Err(PluginError::Builtin(format!(
-                    "unknown mkdir parameter: {}",
-                    go_quote(other)
-                )));
+                return Err(invalid(
+                    key,
+                    &format!("unknown mkdir parameter: {}", go_quote(other)),
+                ));
             }
-        }
+        };
+        parsed.map_err(|e| invalid(key, &e.to_string()))?;
     }
     Ok(opts)
 }
 
-fn volume_path(volumes_dir: &str, volume_id: &str) -> PathBuf {
-    Path::new(volumes_dir).join(volume_id)
+fn invalid(key: &str, why: &str) -> PluginError {
+    PluginError::Builtin(format!("invalid value for {}: {why}", go_quote(key)))
+}
+
+/// The id a Go `int` uid/gid reaches the kernel as: its low 32 bits
+/// (`uintptr(uid)` into a `uid_t`), so `-1` is "unchanged".
+fn kernel_id(id: i64) -> u32 {
+    id as u32
 }
 
 impl MkdirPlugin {
     fn create_now(req: &CreateRequest) -> Result<CreateResponse, PluginError> {
-        let opts = parse_options(req.parameters.as_ref())?;
-        if !crate::contract::is_valid_volume_id(&req.volume_id) {
-            return Err(PluginError::Builtin(format!(
-                "invalid volume id {}",
-                go_quote(&req.volume_id)
-            )));
-        }
-        let path = volume_path(&req.volumes_dir, &req.volume_id);
+        refuse_bad_id(&req.volume_id)?;
+        let path = go_os::join(&req.volumes_dir, &req.volume_id);
         let response = CreateResponse {
-            path: path.to_string_lossy().into_owned(),
+            path: path.clone(),
             bytes: 0,
             error: String::new(),
         };
-        match fs::symlink_metadata(&path) {
+        // os.Stat: symlinks followed; only "does not exist" goes on to make it.
+        match fs::metadata(&path) {
             Ok(_) => return Ok(response),
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(PluginError::Builtin(format!(
-                    "stat {}: {e}",
-                    path.display()
-                )));
-            }
-            Err(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(builtin("", PathError::new("stat", &path, e))),
         }
-        let fail = |what: &str, e: std::io::Error| {
-            PluginError::Builtin(format!("{what} {}: {e}", path.display()))
-        };
-        fs::create_dir_all(&path).map_err(|e| fail("mkdir", e))?;
-        // Explicit chmod: the umask must not decide a volume's mode.
-        fs::set_permissions(&path, fs::Permissions::from_mode(opts.mode))
-            .map_err(|e| fail("chmod", e))?;
-        if opts.uid.is_some() || opts.gid.is_some() {
-            if let Err(e) = std::os::unix::fs::chown(&path, opts.uid, opts.gid) {
-                let _ = fs::remove_dir_all(&path);
-                return Err(fail("chown", e));
-            }
+        let opts = parse_options(req.parameters.as_ref())?;
+        go_os::mkdir_all(&path, opts.mode).map_err(|e| builtin("error creating directory: ", e))?;
+        let mode = fs::Permissions::from_mode(go_os::syscall_mode(opts.mode));
+        fs::set_permissions(&path, mode).map_err(|e| {
+            builtin(
+                "error setting directory permission mode: ",
+                PathError::new("chmod", &path, e),
+            )
+        })?;
+        let (uid, gid) = (kernel_id(opts.uid), kernel_id(opts.gid));
+        if let Err(e) = std::os::unix::fs::chown(&path, Some(uid), Some(gid)) {
+            let _ = fs::remove_dir_all(&path);
+            return Err(builtin(
+                "error changing owner/group: ",
+                PathError::new("chown", &path, e),
+            ));
         }
         Ok(response)
     }
 
+    /// Nomad's `os.RemoveAll(<volumes_dir>/<id>)`: whatever is at the path
+    /// goes (a symlink itself, not what it points to); nothing there is fine.
     fn delete_now(req: &DeleteRequest) -> Result<(), PluginError> {
-        if !crate::contract::is_valid_volume_id(&req.volume_id) {
-            return Err(PluginError::Builtin(format!(
-                "invalid volume id {}",
-                go_quote(&req.volume_id)
-            )));
-        }
-        let path = volume_path(&req.volumes_dir, &req.volume_id);
-        match fs::remove_dir_all(&path) {
+        refuse_bad_id(&req.volume_id)?;
+        let path = go_os::join(&req.volumes_dir, &req.volume_id);
+        let removed = match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => fs::remove_dir_all(&path),
+            Ok(_) => fs::remove_file(&path),
+            Err(e) => Err(e),
+        };
+        match removed {
             Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(PluginError::Builtin(format!(
-                "remove {}: {e}",
-                path.display()
-            ))),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            Err(e) => Err(builtin("", PathError::new("unlinkat", &path, e))),
         }
+    }
+}
+
+fn builtin(context: &str, err: PathError) -> PluginError {
+    PluginError::Builtin(format!("{context}{err}"))
+}
+
+/// The one deliberate difference from Nomad: the path is built from the id.
+fn refuse_bad_id(volume_id: &str) -> Result<(), PluginError> {
+    if crate::contract::is_valid_volume_id(volume_id) {
+        Ok(())
+    } else {
+        Err(PluginError::Builtin(format!(
+            "invalid volume id {}",
+            go_quote(volume_id)
+        )))
     }
 }
 
@@ -194,77 +201,5 @@ impl HostVolumePlugin for MkdirPlugin {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn params(pairs: &[(&str, &str)]) -> Parameters {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn parameters_follow_nomads_rules() {
-        assert_eq!(parse_options(None).unwrap().mode, 0o700);
-        let o = parse_options(Some(&params(&[
-            ("mode", "0755"),
-            ("uid", "1000"),
-            ("gid", "20"),
-        ])))
-        .unwrap();
-        assert_eq!((o.mode, o.uid, o.gid), (0o755, Some(1000), Some(20)));
-        let cases = [
-            (
-                params(&[("colour", "red")]),
-                r#"unknown mkdir parameter: "colour""#,
-            ),
-            (
-                params(&[("mode", "0999")]),
-                r#"invalid value for "mode": "0999" is not an octal file mode"#,
-            ),
-            (
-                params(&[("uid", "-1")]),
-                r#"invalid value for "uid": "-1" is not a decimal id"#,
-            ),
-            (
-                params(&[("gid", "x")]),
-                r#"invalid value for "gid": "x" is not a decimal id"#,
-            ),
-        ];
-        for (p, want) in cases {
-            assert_eq!(parse_options(Some(&p)).unwrap_err().to_string(), want);
-        }
-    }
-
-    #[test]
-    fn create_is_idempotent_applies_mode_and_delete_removes() {
-        let dir = tempfile::tempdir().unwrap();
-        let req = CreateRequest {
-            volumes_dir: dir.path().to_string_lossy().into_owned(),
-            plugin_dir: String::new(),
-            node_pool: "default".into(),
-            namespace: "default".into(),
-            volume_name: "v".into(),
-            volume_id: "0b4d2f43-79b4-4d3c-9c42-5c1e8d3f5a10".into(),
-            capacity_min_bytes: 0,
-            capacity_max_bytes: 0,
-            node_id: String::new(),
-            parameters: Some(params(&[("mode", "0750")])),
-        };
-        let resp = MkdirPlugin::create_now(&req).unwrap();
-        let path = dir.path().join(&req.volume_id);
-        assert_eq!(resp.path, path.to_string_lossy());
-        assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o7777,
-            0o750
-        );
-        fs::write(path.join("keep"), b"x").unwrap();
-        assert_eq!(MkdirPlugin::create_now(&req).unwrap(), resp);
-        assert!(path.join("keep").exists());
-        let del = DeleteRequest::for_created(&req, &resp.path);
-        MkdirPlugin::delete_now(&del).unwrap();
-        assert!(!path.exists());
-        MkdirPlugin::delete_now(&del).unwrap();
-    }
-}
+#[path = "mkdir_tests.rs"]
+mod tests;

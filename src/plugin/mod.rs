@@ -12,6 +12,10 @@
 
 mod call;
 mod explain;
+mod fingerprint_decode;
+pub use fingerprint_decode::{decode_fingerprint, shown_version};
+mod go_os;
+mod go_strconv;
 pub use explain::read_regular;
 pub mod external;
 pub mod mkdir;

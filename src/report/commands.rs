@@ -22,6 +22,9 @@ pub struct RunOutput {
     pub exit_code: Option<i32>,
     /// The signal that ended the plugin, when one did.
     pub signal: Option<i32>,
+    /// Whether the kernel wrote a core dump as that signal ended the plugin.
+    #[serde(default)]
+    pub core_dumped: bool,
     /// Whether the call hit its time limit.
     pub timed_out: bool,
     /// Whether stdout or stderr stayed open after the plugin exited.

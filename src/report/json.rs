@@ -126,6 +126,7 @@ mod tests {
                       ],
                       "exit_code": 0,
                       "signal": null,
+                      "core_dumped": false,
                       "duration_ms": 7.25,
                       "timed_out": false,
                       "leaked": false,

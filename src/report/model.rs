@@ -360,6 +360,11 @@ pub struct Invocation {
     pub exit_code: Option<i32>,
     /// The signal that ended the plugin, when one did.
     pub signal: Option<i32>,
+    /// Whether the kernel wrote a core dump as that signal ended the plugin
+    /// (Nomad's text then ends in ` (core dumped)`); `false` in reports written
+    /// before the field existed.
+    #[serde(default)]
+    pub core_dumped: bool,
     /// Wall time of the call.
     pub duration_ms: f64,
     /// Whether the call hit its time limit.
@@ -403,6 +408,9 @@ impl Invocation {
     pub fn outcome(&self) -> String {
         let mut parts = Vec::new();
         match (self.exit_code, self.signal) {
+            (_, Some(signal)) if self.core_dumped => {
+                parts.push(format!("signal {signal} (core dumped)"))
+            }
             (_, Some(signal)) => parts.push(format!("signal {signal}")),
             (Some(code), None) => parts.push(format!("exit {code}")),
             (None, None) => parts.push("did not start".to_owned()),

@@ -151,6 +151,17 @@ fn outcome_describes_how_a_call_ended() {
         ..Invocation::default()
     };
     assert_eq!(killed.outcome(), "signal 9, killed by the check at 40 ms");
+    let dumped = Invocation {
+        signal: Some(11),
+        core_dumped: true,
+        ..Invocation::default()
+    };
+    assert_eq!(dumped.outcome(), "signal 11 (core dumped)");
+    let real_time = Invocation {
+        signal: Some(36),
+        ..Invocation::default()
+    };
+    assert_eq!(real_time.outcome(), "signal 36");
     for (exit_code, signal, timed_out, leaked, orphans, want) in cases {
         let inv = crate::report::sample::ended(exit_code, signal, timed_out, leaked, orphans);
         assert_eq!(inv.outcome(), want);
