@@ -11,6 +11,7 @@ mod plugins;
 mod progress;
 mod report;
 mod run;
+mod run_fidelity;
 mod selection;
 mod signals;
 mod volume;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::run_fidelity::{self, RunBy};
 use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stdout};
 use crate::contract::Operation;
 use crate::contract::{self, CreateRequest, DeleteRequest, Parameters};
@@ -20,14 +21,16 @@ use crate::version::VersionInfo;
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Path to the plugin executable, or `mkdir` for the built-in plugin.
+    /// Path to the plugin executable, `mkdir` for the built-in plugin, or,
+    /// with --plugin-dir, a plugin id looked up in that dir exactly as Nomad
+    /// looks plugins up.
     pub plugin: String,
     /// The operation: fingerprint, create or delete (anything else is sent as is).
     pub operation: String,
     /// DHV_VOLUMES_DIR [default: $TMPDIR/dhv-conform-volumes, created if missing]
     #[arg(long, value_name = "DIR")]
     pub volumes_dir: Option<PathBuf>,
-    /// DHV_PLUGIN_DIR [default: the plugin's own directory]
+    /// DHV_PLUGIN_DIR, and where a plugin named by id is looked up [default: the plugin's own directory]
     #[arg(long, value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
     /// DHV_VOLUME_ID, a lower-case UUID [default: a fresh one]
@@ -60,10 +63,18 @@ pub struct RunArgs {
     /// Time limit, e.g. `500ms`, `5s`, `1m` [default: Nomad's: 1s fingerprint, 60s create/delete]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
+    /// After the plugin exits, how long to keep reading a stdout or stderr
+    /// that a process it started still holds, as Nomad waits for EOF
+    /// [default: 5s, at most the time limit]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub follow: Option<Duration>,
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     pub json: bool,
 }
+
+/// How long `run` keeps reading a pipe held after the plugin's exit, by default.
+const DEFAULT_FOLLOW: Duration = Duration::from_secs(5);
 
 /// Parses `250ms`, `5s`, `2m`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -126,13 +137,19 @@ struct Report {
     error: Option<String>,
     explanation: Option<String>,
     builtin_duration: Option<Duration>,
+    run_by: Option<RunBy>,
+    follow: Duration,
 }
 
 /// Runs `run`.
 pub async fn run(args: RunArgs) -> CliResult {
     let id = volume_id(args.id.as_deref())?;
     let parameters = parse_parameters(args.parameters.as_deref())?;
-    let source = PluginSource::parse(&args.plugin);
+    run_fidelity::check_plugin_dir(&args.plugin, args.plugin_dir.as_deref())?;
+    let (source, run_by) = match run_fidelity::find(&args.plugin, args.plugin_dir.as_deref()) {
+        Ok(found) => found,
+        Err((refused, run_by)) => return refused_by_lookup(&args, refused, run_by),
+    };
     check_plugin_file(&source)?;
     let volumes_dir = volumes_dir(args.volumes_dir.as_deref())?;
     let timeouts = args.timeout.map_or_else(Timeouts::default, |t| Timeouts {
@@ -140,8 +157,11 @@ pub async fn run(args: RunArgs) -> CliResult {
         create: t,
         delete: t,
     });
+    let limit = timeouts.for_operation(&args.operation);
+    let follow = args.follow.unwrap_or(DEFAULT_FOLLOW).min(limit);
     let plugin = source.open(&CallOptions {
         timeouts,
+        follow,
         ..CallOptions::default()
     });
     let create = create_request(&args, plugin.as_ref(), &volumes_dir, id, parameters);
@@ -153,13 +173,30 @@ pub async fn run(args: RunArgs) -> CliResult {
     });
     let delete = DeleteRequest::for_created(&create, &created_path);
 
-    let report = dispatch(plugin.as_ref(), &args.operation, &create, &delete).await?;
+    let mut report = dispatch(plugin.as_ref(), &args.operation, &create, &delete).await?;
+    report.run_by = Some(run_by);
+    report.follow = follow;
+    print_report(&args, &report)
+}
+
+/// Nomad's lookup refused the plugin: that is Nomad's verdict, and no call runs.
+fn refused_by_lookup(args: &RunArgs, refused: PluginError, run_by: RunBy) -> CliResult {
+    let report = Report {
+        operation: args.operation.clone(),
+        error: Some(refused.to_string()),
+        run_by: Some(run_by),
+        ..Report::default()
+    };
+    print_report(args, &report)
+}
+
+fn print_report(args: &RunArgs, report: &Report) -> CliResult {
     let ok = report.error.is_none();
     if args.json {
-        print_json(&to_json(&report));
+        print_json(&to_json(report));
     } else {
         // Everything here may come from the plugin: no escape reaches the terminal.
-        print_stdout(&printable(&to_human(&report, &args.plugin)));
+        print_stdout(&printable(&to_human(report, &args.plugin)));
     }
     Ok(if ok { EXIT_OK } else { EXIT_FAIL })
 }
@@ -356,6 +393,28 @@ fn to_json(r: &Report) -> RunOutput {
                 semver: v.semver,
             })
         }),
+        run_by: r.run_by.as_ref().map_or("", RunBy::word).to_string(),
+        lookup_error: r
+            .run_by
+            .as_ref()
+            .and_then(RunBy::lookup_error)
+            .map(str::to_string),
+        stdout_bytes: outcome.map_or(0, |o| o.stdout_len),
+        stderr_bytes: outcome.map_or(0, |o| o.stderr_len),
+        closed_after_exit_ms: outcome
+            .filter(|o| o.leaked)
+            .and_then(|o| o.closed_after_exit)
+            .map(|d| d.as_secs_f64() * 1000.0),
+        not_reproduced: r.not_reproduced(),
+    }
+}
+
+impl Report {
+    fn not_reproduced(&self) -> Vec<String> {
+        match &self.run_by {
+            Some(by) => run_fidelity::not_reproduced(by, self.run.as_ref(), self.follow),
+            None => Vec::new(),
+        }
     }
 }
 
@@ -381,11 +440,20 @@ fn to_human(r: &Report, plugin: &str) -> String {
             }
             let _ = writeln!(out, "reproduce: {}", run.reproduce());
         }
-        None => {
+        None if r.run_by == Some(RunBy::Builtin) || r.builtin_duration.is_some() => {
             let _ = writeln!(out, "built-in plugin: runs inside Nomad, no process");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "lookup:    Nomad's lookup refuses the plugin: nothing runs"
+            );
         }
     }
     outcome_lines(&mut out, r);
+    for note in r.not_reproduced() {
+        let _ = writeln!(out, "not reproduced: {note}");
+    }
     out
 }
 
@@ -405,17 +473,22 @@ fn process_lines(out: &mut String, o: &ProcessOutcome) {
     if o.leaked {
         let _ = writeln!(
             out,
-            "LEAK:      a process kept stdout/stderr open after the plugin exited: Nomad would hang on it"
+            "LEAK:      {}",
+            run_fidelity::leak_line(o.closed_after_exit)
         );
     }
     for l in &o.leftovers {
         let _ = writeln!(out, "left behind (killed): pid {} {}", l.pid, l.cmdline);
     }
-    for (name, bytes, truncated) in [
-        ("stdout", &o.stdout, o.stdout_truncated),
-        ("stderr", &o.stderr, o.stderr_truncated),
+    for (name, bytes, truncated, len) in [
+        ("stdout", &o.stdout, o.stdout_truncated, o.stdout_len),
+        ("stderr", &o.stderr, o.stderr_truncated, o.stderr_len),
     ] {
-        let truncated = if truncated { " (truncated)" } else { "" };
+        let truncated = if truncated {
+            format!(" (truncated: the first {} of {len} bytes)", bytes.len())
+        } else {
+            String::new()
+        };
         let _ = writeln!(out, "{name}{truncated}:");
         let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(bytes)));
     }

@@ -11,6 +11,13 @@ use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, ExitRe
 use crate::exec::{Invocation, KillMode, Leftover, Outcome, Supervisor};
 use crate::version::VersionInfo;
 
+/// The most stdout a call may print and still be decoded exactly as Nomad
+/// decodes it (16 MiB). Nomad reads stdout whole, without a limit; we keep up
+/// to this much while a call runs, drain the rest, and say plainly that an
+/// answer past it is too large to judge. What is kept of a call afterwards
+/// (in its [`PluginRun`] and in reports) is the smaller output cap.
+pub const DECODE_LIMIT: usize = 16 << 20;
+
 /// Time limits per operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
@@ -145,6 +152,23 @@ impl PluginRun {
             .unwrap_or(&[])
     }
 
+    /// When stdout was longer than [`DECODE_LIMIT`], so that Nomad's verdict
+    /// on it could not be reproduced: how long it was.
+    pub fn stdout_too_large(&self) -> Option<u64> {
+        match &self.result {
+            Ok(o) if o.stdout_len > DECODE_LIMIT as u64 => Some(o.stdout_len),
+            _ => None,
+        }
+    }
+
+    /// Whether the kept stdout is all the plugin printed (nothing cut).
+    pub fn stdout_complete(&self) -> bool {
+        match &self.result {
+            Ok(o) => o.stdout_len == o.stdout.len() as u64,
+            Err(_) => true,
+        }
+    }
+
     /// How long it ran (zero when it never started).
     pub fn duration(&self) -> Duration {
         self.result.as_ref().map(|o| o.duration).unwrap_or_default()
@@ -217,6 +241,7 @@ pub struct ExternalPlugin {
     timeouts: Timeouts,
     kill_mode: KillMode,
     output_cap: usize,
+    follow: Duration,
     extra_env: Vec<(String, String)>,
     cwd: Option<PathBuf>,
     recorder: Option<Recorder>,
@@ -295,6 +320,7 @@ impl ExternalPlugin {
             timeouts: Timeouts::default(),
             kill_mode: KillMode::Group,
             output_cap: crate::exec::DEFAULT_OUTPUT_CAP,
+            follow: Duration::ZERO,
             extra_env: Vec::new(),
             cwd: None,
             recorder: None,
@@ -314,9 +340,19 @@ impl ExternalPlugin {
         self
     }
 
-    /// Caps captured stdout/stderr per call.
+    /// Caps what is kept of each call's stdout and stderr once it has been
+    /// judged (stdout is decoded whole up to [`DECODE_LIMIT`] first).
     pub fn with_output_cap(mut self, bytes: usize) -> Self {
         self.output_cap = bytes;
+        self
+    }
+
+    /// When a descendant keeps stdout or stderr open after the plugin exits,
+    /// keeps reading for up to `more` (then kills it), so that the answer is
+    /// judged on what Nomad, which waits for EOF, would read. The call is
+    /// still recorded as a leak. Default: zero (killed at the wait-delay).
+    pub fn with_follow(mut self, more: Duration) -> Self {
+        self.follow = more;
         self
     }
 
@@ -383,6 +419,18 @@ impl ExternalPlugin {
     pub async fn run_with_timeout(
         &self,
         op: &str,
+        env: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> PluginRun {
+        let run = self.execute(op, env, timeout).await;
+        self.keep(run)
+    }
+
+    /// Runs one call, stdout kept up to [`DECODE_LIMIT`] for judging; not
+    /// recorded yet (see [`keep`](Self::keep)).
+    async fn execute(
+        &self,
+        op: &str,
         mut env: Vec<(String, String)>,
         timeout: Duration,
     ) -> PluginRun {
@@ -394,6 +442,8 @@ impl ExternalPlugin {
             .timeout(timeout)
             .kill_mode(self.kill_mode)
             .output_cap(self.output_cap)
+            .stdout_cap(self.output_cap.max(DECODE_LIMIT))
+            .follow(self.follow)
             .supervised_by(&self.supervisor);
         if let Some(dir) = &self.cwd {
             inv = inv.current_dir(dir);
@@ -408,7 +458,7 @@ impl ExternalPlugin {
             ),
             explanation: explain::start_failure(&self.program, &e.source),
         });
-        let run = PluginRun {
+        PluginRun {
             executable: self.executable.clone(),
             operation: op.to_string(),
             env,
@@ -416,23 +466,55 @@ impl ExternalPlugin {
             timeout,
             result,
             started_at,
-        };
+        }
+    }
+
+    /// A judged call, cut to the output cap (so that a run's record of
+    /// hundreds of calls stays small whatever they print), then recorded.
+    fn keep(&self, mut run: PluginRun) -> PluginRun {
+        if let Ok(o) = &mut run.result {
+            if o.stdout.len() > self.output_cap {
+                o.stdout.truncate(self.output_cap);
+                o.stdout.shrink_to_fit();
+                o.stdout_truncated = true;
+            }
+        }
         if let Some(rec) = &self.recorder {
             rec.push(&run);
         }
         run
     }
 
+    /// The error for an answer past [`DECODE_LIMIT`]: too large to judge.
+    fn too_large(&self, op: Operation, len: u64) -> PluginError {
+        PluginError::OutputTooLarge {
+            message: format!(
+                "output too large to judge: the {op} of plugin {} printed {len} bytes on stdout; \
+                 dhv-conform decodes at most {DECODE_LIMIT} bytes (Nomad reads all of it)",
+                go_quote(&self.id)
+            ),
+            bytes: len,
+        }
+    }
+
     /// Fingerprints, keeping the raw call alongside the verdict.
     pub async fn fingerprint_run(&self) -> (PluginRun, Result<Fingerprint, PluginError>) {
+        let op = Operation::Fingerprint;
         let run = self
-            .run(Operation::Fingerprint.as_str(), contract::fingerprint_env())
+            .execute(
+                op.as_str(),
+                contract::fingerprint_env(),
+                self.timeouts.limit(op),
+            )
             .await;
         let verdict = self.judge_fingerprint(&run);
-        (run, verdict)
+        (self.keep(run), verdict)
     }
 
     fn judge_fingerprint(&self, run: &PluginRun) -> Result<Fingerprint, PluginError> {
+        if let (true, Some(len)) = (run.succeeded(), run.stdout_too_large()) {
+            return Err(self.too_large(Operation::Fingerprint, len));
+        }
         if !run.succeeded() {
             return Err(self.call_error(run, Operation::Fingerprint, |exit, _| {
                 format!(
@@ -471,8 +553,13 @@ impl ExternalPlugin {
         &self,
         req: &CreateRequest,
     ) -> (PluginRun, Result<CreateResponse, PluginError>) {
-        let run = self.run(Operation::Create.as_str(), req.env()).await;
-        let verdict = if run.succeeded() {
+        let op = Operation::Create;
+        let run = self
+            .execute(op.as_str(), req.env(), self.timeouts.limit(op))
+            .await;
+        let verdict = if let (true, Some(len)) = (run.succeeded(), run.stdout_too_large()) {
+            Err(self.too_large(op, len))
+        } else if run.succeeded() {
             // Nomad returns Go's bare json error here.
             contract::decode_create(run.stdout()).map_err(|e| PluginError::Response {
                 message: e.to_string(),
@@ -482,12 +569,15 @@ impl ExternalPlugin {
                 contract::create_error_text(&req.volume_id, &self.id, exit, text)
             }))
         };
-        (run, verdict)
+        (self.keep(run), verdict)
     }
 
     /// Deletes, keeping the raw call alongside the verdict.
     pub async fn delete_run(&self, req: &DeleteRequest) -> (PluginRun, Result<(), PluginError>) {
-        let run = self.run(Operation::Delete.as_str(), req.env()).await;
+        let op = Operation::Delete;
+        let run = self
+            .execute(op.as_str(), req.env(), self.timeouts.limit(op))
+            .await;
         let verdict = if run.succeeded() {
             Ok(())
         } else {
@@ -495,7 +585,7 @@ impl ExternalPlugin {
                 contract::delete_error_text(&req.volume_id, &self.id, exit, text)
             }))
         };
-        (run, verdict)
+        (self.keep(run), verdict)
     }
 
     /// The error for a call that did not succeed. `text` builds Nomad's message

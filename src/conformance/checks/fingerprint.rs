@@ -51,7 +51,19 @@ pub async fn json(ctx: &Ctx) -> CheckResult {
     let Some(stdout) = stdout_of_good_run(ctx).await? else {
         return Ok(Finding::Pass("built-in plugin".into()));
     };
-    match contract::decode_fingerprint(&stdout) {
+    let call = ctx.fingerprint_probe().await;
+    if let Err(PluginError::OutputTooLarge { message, .. }) = &call.result {
+        return Err(Finding::Fail(format!(
+            "expected one JSON object on stdout; {message}"
+        )));
+    }
+    // Past the kept excerpt, the decoded verdict is the one to go by.
+    let complete = call.run.as_ref().is_none_or(|r| r.stdout_complete());
+    let decoded = match (&call.result, complete) {
+        (Ok(_), false) => Ok(()),
+        _ => contract::decode_fingerprint(&stdout).map(|_| ()),
+    };
+    match decoded {
         Ok(_) => Ok(Finding::Pass("one JSON object on stdout".into())),
         Err(e) => Err(Finding::Fail(format!(
             "{}expected stdout to be one JSON object with only white space around it (no log lines); \
@@ -66,7 +78,9 @@ pub async fn json(ctx: &Ctx) -> CheckResult {
 pub async fn version(ctx: &Ctx) -> CheckResult {
     let call = ctx.fingerprint_probe().await;
     if let Some(stdout) = stdout_of_good_run(ctx).await? {
-        if contract::decode_fingerprint(&stdout).is_err() {
+        let complete = call.run.as_ref().is_none_or(|r| r.stdout_complete());
+        let too_large = matches!(call.result, Err(PluginError::OutputTooLarge { .. }));
+        if too_large || (complete && contract::decode_fingerprint(&stdout).is_err()) {
             return Err(Finding::Skip("needs fingerprint.json".into()));
         }
     }
