@@ -4,7 +4,7 @@
 use super::{CheckResult, hint_prefix, join_all, shown};
 use crate::conformance::context::{Ctx, Expect, Finding};
 use crate::contract;
-use crate::plugin::PluginError;
+use crate::plugin::{ExternalPlugin, PluginError, PluginSource};
 
 /// `fingerprint.runs` (must): `PLUGIN fingerprint` starts and exits 0.
 pub async fn runs(ctx: &Ctx) -> CheckResult {
@@ -160,5 +160,43 @@ pub async fn stable(ctx: &Ctx) -> CheckResult {
             "expected every fingerprint to say {want:?}; got: {}",
             problems.join("; ")
         )))
+    }
+}
+
+/// `fingerprint.lookup` (should): a plugin given by path is one that Nomad's
+/// lookup of its file name in its own dir finds. Judged on the file, with no
+/// call: how the plugin is installed, not what it does.
+pub async fn lookup(ctx: &Ctx) -> CheckResult {
+    let path = match ctx.target() {
+        PluginSource::Builtin => return Ok(Finding::Pass("built-in plugin: no lookup".into())),
+        PluginSource::Found { .. } => {
+            return Ok(Finding::Pass(
+                "found by Nomad's lookup in its plugin dir".into(),
+            ));
+        }
+        PluginSource::Executable(path) => std::path::absolute(path).unwrap_or(path.clone()),
+    };
+    let (Some(dir), Some(id)) = (path.parent(), path.file_name()) else {
+        return Err(Finding::Skip("the path has no file name".into()));
+    };
+    let id = id.to_string_lossy();
+    match ExternalPlugin::lookup(dir, &id) {
+        Ok(_) => Ok(Finding::Pass(format!(
+            "Nomad's lookup of {id:?} in its own dir finds it"
+        ))),
+        // The file cannot start either: fingerprint.runs says so, once.
+        Err(PluginError::NotExecutable { .. }) => Err(Finding::Skip(
+            "needs fingerprint.runs (the file is not executable)".into(),
+        )),
+        Err(e) => {
+            let leads_to = std::fs::canonicalize(&path)
+                .map(|p| format!(": it leads to {}, outside the dir", p.display()))
+                .unwrap_or_default();
+            Err(Finding::Fail(format!(
+                "expected Nomad's lookup of {id:?} in its plugin dir {} to find it, as a Nomad client \
+                 looks plugins up; Nomad 2.0.5 says: {e}{leads_to} (plugins are confined to their dir)",
+                dir.display()
+            )))
+        }
     }
 }

@@ -227,6 +227,11 @@ impl Ctx {
         self.shared.settings.target.is_builtin()
     }
 
+    /// The plugin under test, as the user named it.
+    pub fn target(&self) -> &crate::plugin::PluginSource {
+        &self.shared.settings.target
+    }
+
     /// The plugin under test, for the manager the lifecycle checks drive.
     pub fn plugin(&self) -> &Arc<dyn HostVolumePlugin> {
         &self.plugin
