@@ -24,6 +24,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use super::live::{LiveVolumes, all_at_once};
+use crate::contract::DeleteRequest;
 use crate::exec::Supervisor;
 use crate::plugin::{CallOptions, PluginSource, Timeouts};
 
@@ -303,7 +304,12 @@ pub(crate) fn make_root() -> std::io::Result<PathBuf> {
 /// volumes whose delete hung, and after an interrupt whatever the checks
 /// had not deleted yet.
 async fn delete_live(run: &RunEnd<'_>, signals: &Signals, out: &mut Teardown) {
-    let live = run.live.all();
+    let live: Vec<DeleteRequest> = run
+        .live
+        .all()
+        .into_iter()
+        .map(|req| teardown_request(req, run.root))
+        .collect();
     if live.is_empty() {
         return;
     }
@@ -337,6 +343,27 @@ async fn delete_live(run: &RunEnd<'_>, signals: &Signals, out: &mut Teardown) {
             run.live.deleted(&req.volumes_dir, &req.volume_id);
         }
     }
+}
+
+/// The teardown's delete of a live volume, sent on the harness's own behalf:
+/// never with a path that could lead a plugin's delete to data that is not
+/// the run's. `DHV_CREATED_PATH` stays what create returned when that is
+/// strictly inside the volumes dir (itself inside the run's temp dir), a
+/// loop device backed by a file of the run's temp dir, or empty (a create cut
+/// short: no path yet); any other path (a dir elsewhere, the volumes dir or a
+/// parent of it, another device) is replaced by the volume's own
+/// `<volumes_dir>/<id>`, which a plugin that keys its files by the volume id
+/// still finds, and a naive `rm -rf` of it cannot leave the run's temp dir.
+fn teardown_request(mut req: DeleteRequest, root: &Path) -> DeleteRequest {
+    let path = Path::new(&req.created_path);
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let ours = req.created_path.is_empty()
+        || crate::manager::strictly_inside(&req.created_path, Path::new(&req.volumes_dir))
+        || crate::safe_fs::loop_backing(path).is_some_and(|b| b.starts_with(&root));
+    if !ours {
+        req.created_path = crate::manager::own_path(Path::new(&req.volumes_dir), &req.volume_id);
+    }
+    req
 }
 
 /// Ends the run: the deletes of the volumes still alive; then the mounts

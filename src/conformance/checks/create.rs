@@ -142,6 +142,12 @@ pub async fn path_in_volumes_dir(ctx: &Ctx) -> CheckResult {
     };
     if path.is_absolute() && inside(path) && resolved_inside && !resp.path.contains("/../") {
         Ok(Finding::Pass("inside DHV_VOLUMES_DIR".into()))
+    } else if crate::safe_fs::is_block_device(path) {
+        // A block-device volume is a device node, wherever the system keeps
+        // it; Nomad saves the path as it is.
+        Ok(Finding::Pass(
+            "a block device (a block-device volume)".into(),
+        ))
     } else {
         Err(Finding::Fail(format!(
             "expected `path` inside DHV_VOLUMES_DIR {:?}; got {:?}",
