@@ -421,3 +421,45 @@ fn remove_root(root: &Path, out: &mut Teardown, keep: bool) {
         .collect();
     out.errors.extend(removal.errors);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(volumes_dir: &Path, created_path: &str) -> DeleteRequest {
+        DeleteRequest {
+            volumes_dir: volumes_dir.to_string_lossy().into_owned(),
+            created_path: created_path.to_string(),
+            volume_id: "0b4d2f43-79b4-4d3c-9c42-5c1e8d3f5a10".into(),
+            plugin_dir: String::new(),
+            node_pool: "default".into(),
+            namespace: "default".into(),
+            volume_name: "v".into(),
+            node_id: String::new(),
+            parameters: None,
+        }
+    }
+
+    /// The teardown keeps a created path only where a delete of it cannot
+    /// reach data outside the run: anything else becomes the volume's own.
+    #[test]
+    fn teardown_deletes_never_carry_a_path_outside_the_run() {
+        let root = tempfile::tempdir().unwrap();
+        let vd = root.path().join("check/volumes");
+        let own = vd.join("0b4d2f43-79b4-4d3c-9c42-5c1e8d3f5a10");
+        let own = own.to_string_lossy();
+        let inside = vd.join("x").to_string_lossy().into_owned();
+        for (given, sent) in [
+            (inside.as_str(), inside.as_str()),
+            ("", ""),
+            ("/etc", &*own),
+            ("/", &*own),
+            (&*vd.to_string_lossy(), &*own),
+            ("relative", &*own),
+            ("/dev/null", &*own),
+        ] {
+            let req = teardown_request(live(&vd, given), root.path());
+            assert_eq!(req.created_path, sent, "{given}");
+        }
+    }
+}
