@@ -12,6 +12,7 @@ mod progress;
 mod report;
 mod run;
 mod run_fidelity;
+mod run_output;
 mod selection;
 mod signals;
 mod volume;

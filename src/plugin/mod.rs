@@ -15,6 +15,7 @@ mod explain;
 pub use explain::read_regular;
 pub mod external;
 pub mod mkdir;
+mod record;
 mod source;
 
 use std::future::Future;
