@@ -214,3 +214,31 @@ fn run_by_path_says_so_and_what_nomads_lookup_would_say() {
     assert_eq!(j["run_by"], "path");
     assert!(j["lookup_error"].is_null());
 }
+
+/// `check` of a plugin installed as a symlink leading out of its dir: the
+/// file runs by path, but Nomad 2.0.5 would never find it, which
+/// `fingerprint.lookup` says at should level, in Nomad's words.
+#[test]
+fn check_warns_when_nomads_lookup_would_refuse_the_plugin() {
+    let s = Scratch::new();
+    let dir = plugin_dir(&s);
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .arg("check")
+        .arg(dir.join("escape"))
+        .args(["fingerprint.lookup", "--exact", "--json", "-", "-q"])
+        .env("TMPDIR", s.path())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &j["checks"][0];
+    assert_eq!(c["id"], "fingerprint.lookup");
+    assert_eq!(c["status"], "warn", "{c}");
+    let message = c["message"].as_str().unwrap();
+    assert!(
+        message.contains("Nomad 2.0.5 says: no such plugin: \"escape\": it leads to"),
+        "{message}"
+    );
+    assert_eq!(out.status.code(), Some(0), "a should-level finding");
+}
