@@ -320,6 +320,6 @@ fn filter_and_skip_select_by_substring() {
         .filter(|id| !id.contains("version"))
         .map(str::to_owned)
         .collect();
-    assert_eq!(want.len(), 3, "{want:?}");
+    assert_eq!(want.len(), 4, "{want:?}");
     assert_eq!(out.ids(), want);
 }

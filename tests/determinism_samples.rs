@@ -160,16 +160,16 @@ fn assert_identical(tallies: &[Tally]) {
 }
 
 /// The samples a sweep covers: every sample but the declared races, and
-/// loop-ext4 where loop devices cannot be used.
+/// loop-ext4 and loop-block where loop devices cannot be used.
 fn swept() -> Vec<String> {
     let loop_unusable = util::loop_devices_unusable();
     if let Some(why) = &loop_unusable {
-        util::skip("sample loop-ext4", why);
+        util::skip("samples loop-ext4 and loop-block", why);
     }
     samples::all()
         .into_iter()
         .filter(|n| !samples::RACES.iter().any(|(race, _)| race == n))
-        .filter(|n| n != "loop-ext4" || loop_unusable.is_none())
+        .filter(|n| !n.starts_with("loop-") || loop_unusable.is_none())
         .collect()
 }
 

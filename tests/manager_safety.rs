@@ -1,6 +1,7 @@
-//! The manager never deletes what is not a volume's own: a create response
-//! whose path is not strictly inside the volumes dir is refused (never saved,
-//! no delete sent for it); whether a failed save undoes the create is decided
+//! The manager never deletes what is not a volume's own: it saves any path
+//! create returns, as Nomad does, except the volumes dir, a parent of it or a
+//! relative path (refused, never saved, no delete sent with it; the create is
+//! undone by a delete sent with the volume's own path); whether a failed save undoes the create is decided
 //! from the state read under its lock; and a state that is ambiguous
 //! (duplicate ids or names, ids that are not UUIDs) is refused untouched.
 
@@ -33,24 +34,24 @@ esac
     )
 }
 
+/// The volumes dir, a parent of it or a relative path: refused, never saved,
+/// no delete sent with it; the first create is undone by a compensating
+/// delete sent with the volume's own path.
 #[test]
-fn a_path_not_strictly_inside_the_volumes_dir_is_refused_and_never_deleted() {
+fn a_path_a_delete_would_wipe_every_volume_with_is_refused_and_undone() {
     let node = Node::new();
     let vd = node.volumes().display().to_string();
     let rt = util::runtime();
-    for (i, path) in [
+    let paths = [
         format!("'{vd}'"),
         format!("'{vd}/'"),
         format!("'{vd}//.'"),
         format!("'{vd}/x/..'"),
         format!("'{vd}/..'"),
         "/".to_string(),
-        "/etc".to_string(),
         "relative/path".to_string(),
-    ]
-    .iter()
-    .enumerate()
-    {
+    ];
+    for (i, path) in paths.iter().enumerate() {
         let id = format!("p{i}");
         returning(&node, &id, path);
         let err = rt
@@ -60,12 +61,12 @@ fn a_path_not_strictly_inside_the_volumes_dir_is_refused_and_never_deleted() {
             )
             .unwrap_err();
         assert!(
-            matches!(err, ManagerError::PathOutsideVolumesDir { .. }),
+            matches!(&err, ManagerError::PathRefused { cleanup, .. } if matches!(**cleanup, Cleanup::Deleted)),
             "{path}: {err}"
         );
         assert!(
             err.to_string()
-                .contains("not strictly inside the volumes dir"),
+                .contains("one of its parents or not an absolute path"),
             "{err}"
         );
         assert!(
@@ -74,8 +75,39 @@ fn a_path_not_strictly_inside_the_volumes_dir_is_refused_and_never_deleted() {
         );
     }
     let deletes = fs::read_to_string(node.work.path().join("deletes.log")).unwrap_or_default();
-    assert!(deletes.is_empty(), "deletes sent: {deletes}");
+    let own = format!("{vd}/{ID1}");
+    assert_eq!(
+        deletes.lines().collect::<Vec<_>>(),
+        vec![own.as_str(); paths.len()],
+        "the compensating deletes"
+    );
     assert!(node.volumes().is_dir());
+}
+
+/// Any other path is saved as Nomad saves it (a block device, a dir
+/// elsewhere), and deleting the volume sends it back, as Nomad does.
+#[test]
+fn any_other_path_is_saved_as_nomad_saves_it() {
+    let node = Node::new();
+    let rt = util::runtime();
+    for (i, path) in ["/dev/loop7", "/mnt/elsewhere"].iter().enumerate() {
+        let id = format!("p{i}");
+        returning(&node, &id, path);
+        let volume = rt
+            .block_on(
+                node.manager()
+                    .create(VolumeSpec::new(&id, format!("v{i}")).with_id(ID1)),
+            )
+            .unwrap();
+        assert_eq!(volume.host_path, *path);
+        assert_eq!(rt.block_on(node.manager().list()).unwrap().len(), 1);
+        rt.block_on(node.manager().delete(ID1)).unwrap();
+    }
+    let deletes = fs::read_to_string(node.work.path().join("deletes.log")).unwrap_or_default();
+    assert_eq!(
+        deletes.lines().collect::<Vec<_>>(),
+        ["/dev/loop7", "/mnt/elsewhere"]
+    );
 }
 
 /// Two creates of one id race (two processes: two managers on one state dir).

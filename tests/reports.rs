@@ -223,6 +223,7 @@ samples! {
     sample_ignores_sigterm => "ignores-sigterm",
     sample_leaked_child => "leaked-child",
     sample_logs_on_stdout => "logs-on-stdout",
+    sample_loop_block => "loop-block" if loop_devices_unusable,
     sample_loop_ext4 => "loop-ext4" if loop_devices_unusable,
     sample_missing_shebang => "missing-shebang",
     sample_missing_version => "missing-version",

@@ -228,6 +228,21 @@ fn loop_ext4_every_ending() {
     every_signal("loop-ext4");
 }
 
+/// loop-block attaches loop devices: every ending detaches them all.
+#[test]
+fn loop_block_every_ending() {
+    if let Some(why) = util::loop_devices_unusable() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "loop-block sweep cannot run under CI: {why}"
+        );
+        println!("SKIPPED loop-block sweep: {why}");
+        return;
+    }
+    sweep("loop-block", None);
+    every_signal("loop-block");
+}
+
 /// Every sample is in the sweep above.
 #[test]
 fn the_sweep_covers_every_sample() {
@@ -240,7 +255,7 @@ fn the_sweep_covers_every_sample() {
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with('.') && !n.ends_with(".md") && n != "loop-ext4")
+        .filter(|n| !n.starts_with('.') && !n.ends_with(".md") && !n.starts_with("loop-"))
         .filter(|n| !swept.contains(n.as_str()))
         .collect();
     assert!(missing.is_empty(), "samples not swept: {missing:?}");

@@ -14,6 +14,8 @@ mod plugins;
 mod progress;
 mod report;
 mod run;
+mod run_fidelity;
+mod run_output;
 mod selection;
 mod signals;
 mod volume;

@@ -1,33 +1,35 @@
 //! `dhv-conform run PLUGIN OPERATION`: one operation, exactly as Nomad runs it,
 //! with everything Nomad would see laid out for the plugin author.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::run_fidelity::{self, RunBy};
+use super::run_output;
 use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stdout};
 use crate::contract::Operation;
 use crate::contract::{self, CreateRequest, DeleteRequest, Parameters};
-use crate::exec::Outcome as ProcessOutcome;
 use crate::plugin::{
     CallOptions, HostVolumePlugin, PluginCall, PluginError, PluginRun, PluginSource, Timeouts,
 };
-use crate::report::{self, CreateOutput, RunOutput, printable};
+use crate::report::{CreateOutput, printable};
 use crate::version::VersionInfo;
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Path to the plugin executable, or `mkdir` for the built-in plugin.
+    /// Path to the plugin executable, `mkdir` for the built-in plugin, or,
+    /// with --plugin-dir, a plugin id looked up in that dir exactly as Nomad
+    /// looks plugins up.
     pub plugin: String,
     /// The operation: fingerprint, create or delete (anything else is sent as is).
     pub operation: String,
     /// DHV_VOLUMES_DIR [default: $TMPDIR/dhv-conform-volumes, created if missing]
     #[arg(long, value_name = "DIR")]
     pub volumes_dir: Option<PathBuf>,
-    /// DHV_PLUGIN_DIR [default: the plugin's own directory]
+    /// DHV_PLUGIN_DIR, and where a plugin named by id is looked up [default: the plugin's own directory]
     #[arg(long, value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
     /// DHV_VOLUME_ID, a lower-case UUID [default: a fresh one]
@@ -60,10 +62,18 @@ pub struct RunArgs {
     /// Time limit, e.g. `500ms`, `5s`, `1m` [default: Nomad's: 1s fingerprint, 60s create/delete]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
+    /// After the plugin exits, how long to keep reading a stdout or stderr
+    /// that a process it started still holds, as Nomad waits for EOF
+    /// [default: 5s, at most the time limit]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub follow: Option<Duration>,
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     pub json: bool,
 }
+
+/// How long `run` keeps reading a pipe held after the plugin's exit, by default.
+const DEFAULT_FOLLOW: Duration = Duration::from_secs(5);
 
 /// Parses `250ms`, `5s`, `2m`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -117,22 +127,28 @@ pub fn parse_parameters(raw: Option<&str>) -> Result<Option<Parameters>, CliErro
 
 /// What one `run` produced, whichever kind of plugin ran.
 #[derive(Default)]
-struct Report {
-    operation: String,
-    env: Vec<(String, String)>,
-    run: Option<PluginRun>,
-    response: Option<CreateOutput>,
-    version: Option<VersionInfo>,
-    error: Option<String>,
-    explanation: Option<String>,
-    builtin_duration: Option<Duration>,
+pub(super) struct Report {
+    pub(super) operation: String,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) run: Option<PluginRun>,
+    pub(super) response: Option<CreateOutput>,
+    pub(super) version: Option<VersionInfo>,
+    pub(super) error: Option<String>,
+    pub(super) explanation: Option<String>,
+    pub(super) builtin_duration: Option<Duration>,
+    pub(super) run_by: Option<RunBy>,
+    pub(super) follow: Duration,
 }
 
 /// Runs `run`.
 pub async fn run(args: RunArgs) -> CliResult {
     let id = volume_id(args.id.as_deref())?;
     let parameters = parse_parameters(args.parameters.as_deref())?;
-    let source = PluginSource::parse(&args.plugin);
+    run_fidelity::check_plugin_dir(&args.plugin, args.plugin_dir.as_deref())?;
+    let (source, run_by) = match run_fidelity::find(&args.plugin, args.plugin_dir.as_deref()) {
+        Ok(found) => found,
+        Err((refused, run_by)) => return refused_by_lookup(&args, refused, run_by),
+    };
     check_plugin_file(&source)?;
     let volumes_dir = volumes_dir(args.volumes_dir.as_deref())?;
     let timeouts = args.timeout.map_or_else(Timeouts::default, |t| Timeouts {
@@ -140,8 +156,11 @@ pub async fn run(args: RunArgs) -> CliResult {
         create: t,
         delete: t,
     });
+    let limit = timeouts.for_operation(&args.operation);
+    let follow = args.follow.unwrap_or(DEFAULT_FOLLOW).min(limit);
     let plugin = source.open(&CallOptions {
         timeouts,
+        follow,
         ..CallOptions::default()
     });
     let create = create_request(&args, plugin.as_ref(), &volumes_dir, id, parameters);
@@ -153,13 +172,30 @@ pub async fn run(args: RunArgs) -> CliResult {
     });
     let delete = DeleteRequest::for_created(&create, &created_path);
 
-    let report = dispatch(plugin.as_ref(), &args.operation, &create, &delete).await?;
+    let mut report = dispatch(plugin.as_ref(), &args.operation, &create, &delete).await?;
+    report.run_by = Some(run_by);
+    report.follow = follow;
+    print_report(&args, &report)
+}
+
+/// Nomad's lookup refused the plugin: that is Nomad's verdict, and no call runs.
+fn refused_by_lookup(args: &RunArgs, refused: PluginError, run_by: RunBy) -> CliResult {
+    let report = Report {
+        operation: args.operation.clone(),
+        error: Some(refused.to_string()),
+        run_by: Some(run_by),
+        ..Report::default()
+    };
+    print_report(args, &report)
+}
+
+fn print_report(args: &RunArgs, report: &Report) -> CliResult {
     let ok = report.error.is_none();
     if args.json {
-        print_json(&to_json(&report));
+        print_json(&run_output::to_json(report));
     } else {
         // Everything here may come from the plugin: no escape reaches the terminal.
-        print_stdout(&printable(&to_human(&report, &args.plugin)));
+        print_stdout(&printable(&run_output::to_human(report, &args.plugin)));
     }
     Ok(if ok { EXIT_OK } else { EXIT_FAIL })
 }
@@ -313,144 +349,6 @@ impl Report {
             }
         }
     }
-}
-
-fn to_json(r: &Report) -> RunOutput {
-    let outcome = r.run.as_ref().and_then(|run| run.result.as_ref().ok());
-    let exit = outcome.map(|o| o.exit);
-    let (exit_code, signal) = (exit.and_then(|e| e.code()), exit.and_then(|e| e.signal()));
-    let core_dumped = exit.is_some_and(|e| e.core_dumped());
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    let duration = r
-        .run
-        .as_ref()
-        .map(|run| run.duration())
-        .or(r.builtin_duration)
-        .unwrap_or_default();
-    RunOutput {
-        operation: r.operation.clone(),
-        builtin: r.run.is_none(),
-        env: r.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-        exit_code,
-        signal,
-        core_dumped,
-        timed_out: outcome.is_some_and(|o| o.timed_out),
-        leaked: outcome.is_some_and(|o| o.leaked),
-        leftovers: outcome
-            .map(|o| o.leftovers.iter().map(|l| l.cmdline.clone()).collect())
-            .unwrap_or_default(),
-        stdout_truncated: outcome.is_some_and(|o| o.stdout_truncated),
-        stderr_truncated: outcome.is_some_and(|o| o.stderr_truncated),
-        duration_ms: duration.as_secs_f64() * 1000.0,
-        stdout: outcome.map(|o| text(&o.stdout)).unwrap_or_default(),
-        stderr: outcome.map(|o| text(&o.stderr)).unwrap_or_default(),
-        response: r.response.clone(),
-        error: r.error.clone(),
-        start_failure: r.explanation.clone(),
-        reproduce: r.run.as_ref().map(|run| run.reproduce()),
-        version: (r.operation == "fingerprint").then(|| {
-            r.version.as_ref().map(|v| report::VersionInfo {
-                raw: v.raw.clone(),
-                canonical: v.canonical.clone(),
-                semver: v.semver,
-            })
-        }),
-    }
-}
-
-/// The human report: what the plugin got, what it did, and what Nomad makes of it.
-fn to_human(r: &Report, plugin: &str) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "plugin:    {plugin}");
-    let _ = writeln!(out, "operation: {}", r.operation);
-    if !r.env.is_empty() {
-        let _ = writeln!(out, "env (exactly what the plugin gets, in order):");
-        for (k, v) in &r.env {
-            let _ = writeln!(out, "  {k}={v}");
-        }
-    }
-    match &r.run {
-        Some(run) => {
-            match &run.result {
-                Ok(o) => process_lines(&mut out, o),
-                Err(start) => {
-                    let _ = writeln!(out, "start:     failed: {}", start.go_error);
-                    let _ = writeln!(out, "why:       {}", start.explanation);
-                }
-            }
-            let _ = writeln!(out, "reproduce: {}", run.reproduce());
-        }
-        None => {
-            let _ = writeln!(out, "built-in plugin: runs inside Nomad, no process");
-        }
-    }
-    outcome_lines(&mut out, r);
-    out
-}
-
-/// How the plugin's process ended, what it left behind, and what it printed.
-fn process_lines(out: &mut String, o: &ProcessOutcome) {
-    let timed_out = if o.timed_out {
-        " (timed out and killed)"
-    } else {
-        ""
-    };
-    let _ = writeln!(out, "exit:      {}{timed_out}", o.exit.go_string());
-    let _ = writeln!(
-        out,
-        "duration:  {:.1} ms",
-        o.duration.as_secs_f64() * 1000.0
-    );
-    if o.leaked {
-        let _ = writeln!(
-            out,
-            "LEAK:      a process kept stdout/stderr open after the plugin exited: Nomad would hang on it"
-        );
-    }
-    for l in &o.leftovers {
-        let _ = writeln!(out, "left behind (killed): pid {} {}", l.pid, l.cmdline);
-    }
-    for (name, bytes, truncated) in [
-        ("stdout", &o.stdout, o.stdout_truncated),
-        ("stderr", &o.stderr, o.stderr_truncated),
-    ] {
-        let truncated = if truncated { " (truncated)" } else { "" };
-        let _ = writeln!(out, "{name}{truncated}:");
-        let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(bytes)));
-    }
-}
-
-/// What Nomad makes of the call: the version or response it decoded, and its verdict.
-fn outcome_lines(out: &mut String, r: &Report) {
-    if let Some(v) = &r.version {
-        let _ = writeln!(
-            out,
-            "version:   {:?} → {} ({})",
-            v.raw,
-            v.canonical.as_deref().unwrap_or("rejected by Nomad"),
-            if v.semver {
-                "SemVer"
-            } else {
-                "not strict SemVer"
-            }
-        );
-    }
-    if let Some(resp) = &r.response {
-        let json = serde_json::to_string(resp).unwrap_or_default();
-        let _ = writeln!(out, "response:  {json}");
-    }
-    let verdict = r.error.as_deref().unwrap_or("success");
-    let _ = writeln!(out, "Nomad says: {verdict}");
-}
-
-fn indent(s: &str) -> String {
-    if s.is_empty() {
-        return "  (empty)".into();
-    }
-    s.lines()
-        .map(|l| format!("  {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 #[cfg(test)]

@@ -122,6 +122,11 @@ pub const CATALOGUE: &[CheckSpec] = &[
         "repeated and concurrent (8 at once) fingerprints return the same version",
         scenario!(fingerprint::stable),
     ),
+    should(
+        "fingerprint.lookup",
+        "a plugin given by path is one Nomad's lookup finds by its file name in its own dir (confined to the dir: no symlink leading outside)",
+        scenario!(fingerprint::lookup),
+    ),
     // create
     must(
         "create.succeeds",

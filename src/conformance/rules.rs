@@ -78,6 +78,12 @@ pub const RULES: &[Rule] = &[
         &[],
     ),
     rule(
+        "fingerprint.lookup",
+        "Nomad 2.0.5 looks a plugin up by its id in `client.host_volume_plugin_dir`, confined to that dir (Go's os.Root, CVE-2026-7474): a symlink that leads outside the dir is `no such plugin: \"ID\"`, so the plugin is never fingerprinted and no volume can be created with it, although running the file by path works.",
+        "Install the executable itself in the plugin dir (copy it, or link to a file inside the dir), not a symlink to a file elsewhere.",
+        &[],
+    ),
+    rule(
         "create.succeeds",
         "Without a successful create no volume can exist: `nomad volume create` fails with the plugin's exit error. Most other checks need it and are skipped when it fails.",
         "Exit 0 within 60 s after creating the volume, using only the DHV_* variables Nomad passes; run the reproduce line to see the failure by hand.",

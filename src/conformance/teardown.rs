@@ -24,6 +24,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use super::live::{LiveVolumes, all_at_once};
+use crate::contract::DeleteRequest;
 use crate::exec::Supervisor;
 use crate::plugin::{CallOptions, PluginSource, Timeouts};
 
@@ -303,7 +304,12 @@ pub(crate) fn make_root() -> std::io::Result<PathBuf> {
 /// volumes whose delete hung, and after an interrupt whatever the checks
 /// had not deleted yet.
 async fn delete_live(run: &RunEnd<'_>, signals: &Signals, out: &mut Teardown) {
-    let live = run.live.all();
+    let live: Vec<DeleteRequest> = run
+        .live
+        .all()
+        .into_iter()
+        .map(|req| teardown_request(req, run.root))
+        .collect();
     if live.is_empty() {
         return;
     }
@@ -337,6 +343,27 @@ async fn delete_live(run: &RunEnd<'_>, signals: &Signals, out: &mut Teardown) {
             run.live.deleted(&req.volumes_dir, &req.volume_id);
         }
     }
+}
+
+/// The teardown's delete of a live volume, sent on the harness's own behalf:
+/// never with a path that could lead a plugin's delete to data that is not
+/// the run's. `DHV_CREATED_PATH` stays what create returned when that is
+/// strictly inside the volumes dir (itself inside the run's temp dir), a
+/// loop device backed by a file of the run's temp dir, or empty (a create cut
+/// short: no path yet); any other path (a dir elsewhere, the volumes dir or a
+/// parent of it, another device) is replaced by the volume's own
+/// `<volumes_dir>/<id>`, which a plugin that keys its files by the volume id
+/// still finds, and a naive `rm -rf` of it cannot leave the run's temp dir.
+fn teardown_request(mut req: DeleteRequest, root: &Path) -> DeleteRequest {
+    let path = Path::new(&req.created_path);
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let ours = req.created_path.is_empty()
+        || crate::manager::strictly_inside(&req.created_path, Path::new(&req.volumes_dir))
+        || crate::safe_fs::loop_backing(path).is_some_and(|b| b.starts_with(&root));
+    if !ours {
+        req.created_path = crate::manager::own_path(Path::new(&req.volumes_dir), &req.volume_id);
+    }
+    req
 }
 
 /// Ends the run: the deletes of the volumes still alive; then the mounts
@@ -393,4 +420,46 @@ fn remove_root(root: &Path, out: &mut Teardown, keep: bool) {
         .map(|p| p.display().to_string())
         .collect();
     out.errors.extend(removal.errors);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(volumes_dir: &Path, created_path: &str) -> DeleteRequest {
+        DeleteRequest {
+            volumes_dir: volumes_dir.to_string_lossy().into_owned(),
+            created_path: created_path.to_string(),
+            volume_id: "0b4d2f43-79b4-4d3c-9c42-5c1e8d3f5a10".into(),
+            plugin_dir: String::new(),
+            node_pool: "default".into(),
+            namespace: "default".into(),
+            volume_name: "v".into(),
+            node_id: String::new(),
+            parameters: None,
+        }
+    }
+
+    /// The teardown keeps a created path only where a delete of it cannot
+    /// reach data outside the run: anything else becomes the volume's own.
+    #[test]
+    fn teardown_deletes_never_carry_a_path_outside_the_run() {
+        let root = tempfile::tempdir().unwrap();
+        let vd = root.path().join("check/volumes");
+        let own = vd.join("0b4d2f43-79b4-4d3c-9c42-5c1e8d3f5a10");
+        let own = own.to_string_lossy();
+        let inside = vd.join("x").to_string_lossy().into_owned();
+        for (given, sent) in [
+            (inside.as_str(), inside.as_str()),
+            ("", ""),
+            ("/etc", &*own),
+            ("/", &*own),
+            (&*vd.to_string_lossy(), &*own),
+            ("relative", &*own),
+            ("/dev/null", &*own),
+        ] {
+            let req = teardown_request(live(&vd, given), root.path());
+            assert_eq!(req.created_path, sent, "{given}");
+        }
+    }
 }

@@ -96,7 +96,8 @@ impl Invocation {
                 .map_err(|e| self.spawn_error(e.into()))?;
         // Both pipes are read right here, in the same loop that waits for the
         // exit and the timers: no task per pipe, no hand-off between threads.
-        let out = Capture::new(spawned.stdout, self.output_cap).map_err(|e| self.spawn_error(e))?;
+        let out_cap = self.stdout_cap.unwrap_or(self.output_cap);
+        let out = Capture::new(spawned.stdout, out_cap).map_err(|e| self.spawn_error(e))?;
         let err = Capture::new(spawned.stderr, self.output_cap).map_err(|e| self.spawn_error(e))?;
         Ok(Started {
             pid,
@@ -166,6 +167,17 @@ impl Invocation {
         // are, and no timer is armed at all.
         drain_until(out, err, self.wait_delay).await;
         let open_after_delay = !(out.eof && err.eof);
+        // A holder seen now is a leak, whether or not it closes while we
+        // follow it.
+        let mut held = false;
+        if open_after_delay && !self.follow.is_zero() {
+            held = sweep::member_pids(&call.call)
+                .into_iter()
+                .any(|pid| procfs::holds_pipe(pid, &call.inodes));
+            drain_until(out, err, self.follow).await;
+        }
+        let exited_at = call.start + duration;
+        let closed_after_exit = (out.eof && err.eof).then(|| exited_at.elapsed());
 
         let leftovers = sweep::sweep(&call.call, &call.inodes).await;
         call.guard.done = true;
@@ -177,14 +189,17 @@ impl Invocation {
         // A leak is a pipe held past the wait-delay by someone: a leftover seen
         // holding it, or a holder we could not find (the pipe never closed). A
         // pipe that was merely read late on a loaded machine is not one.
-        let leaked =
-            open_after_delay && (leftovers.iter().any(|l| l.held_stdio) || !(out.eof && err.eof));
+        let leaked = open_after_delay
+            && (held || leftovers.iter().any(|l| l.held_stdio) || !(out.eof && err.eof));
         Outcome {
             exit,
             stdout: std::mem::take(&mut out.kept),
             stderr: std::mem::take(&mut err.kept),
             stdout_truncated: out.truncated,
             stderr_truncated: err.truncated,
+            stdout_len: out.total,
+            stderr_len: err.total,
+            closed_after_exit,
             timed_out,
             leaked,
             leftovers,

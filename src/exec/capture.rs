@@ -13,6 +13,8 @@ pub(crate) struct Capture {
     pub kept: Vec<u8>,
     cap: usize,
     pub truncated: bool,
+    /// Every byte the stream carried, kept or not.
+    pub total: u64,
     /// The stream is at EOF (or failed, which ends it too).
     pub eof: bool,
     /// Where output past the cap is read and dropped; only a flood allocates it.
@@ -34,6 +36,7 @@ impl Capture {
             kept: Vec::new(),
             cap,
             truncated: false,
+            total: 0,
             eof: false,
             discard: Vec::new(),
         })
@@ -67,6 +70,9 @@ impl Capture {
                 }
                 read
             };
+            if let Ok(n) = read {
+                self.total += n as u64;
+            }
             match read {
                 Ok(0) => {
                     self.eof = true;

@@ -104,7 +104,9 @@ pub struct Invocation {
     timeout: Option<Duration>,
     kill_mode: KillMode,
     output_cap: usize,
+    stdout_cap: Option<usize>,
     wait_delay: Duration,
+    follow: Duration,
     term_grace: Duration,
     supervisor: Option<Supervisor>,
 }
@@ -122,6 +124,15 @@ pub struct Outcome {
     pub stdout_truncated: bool,
     /// stderr was longer than the cap.
     pub stderr_truncated: bool,
+    /// How many bytes stdout carried in all, kept or not.
+    pub stdout_len: u64,
+    /// How many bytes stderr carried in all, kept or not.
+    pub stderr_len: u64,
+    /// How long after the leader's exit both pipes were closed, when they
+    /// were before the holders were killed; `None` when a descendant still
+    /// held one at the end of the wait-delay (and of any
+    /// [`follow`](Invocation::follow)), and was killed.
+    pub closed_after_exit: Option<Duration>,
     /// The call ran out of time and was killed.
     pub timed_out: bool,
     /// stdout or stderr was still held open by a descendant after the leader exited.
@@ -165,7 +176,9 @@ impl Invocation {
             timeout: None,
             kill_mode: KillMode::Group,
             output_cap: DEFAULT_OUTPUT_CAP,
+            stdout_cap: None,
             wait_delay: DEFAULT_WAIT_DELAY,
+            follow: Duration::ZERO,
             term_grace: DEFAULT_TERM_GRACE,
             supervisor: None,
         }
@@ -222,9 +235,25 @@ impl Invocation {
         self
     }
 
+    /// Caps captured stdout at `bytes` instead of the output cap (stderr
+    /// keeps the output cap): for output that is decoded, not only shown.
+    pub fn stdout_cap(mut self, bytes: usize) -> Self {
+        self.stdout_cap = Some(bytes);
+        self
+    }
+
     /// How long to wait for the pipes to close after the leader exits.
     pub fn wait_delay(mut self, delay: Duration) -> Self {
         self.wait_delay = delay;
+        self
+    }
+
+    /// When a descendant still holds a pipe at the end of the wait-delay
+    /// (a leak, recorded as such), keeps reading for up to `more` before
+    /// killing it, as Nomad, which waits for EOF, would read what it writes
+    /// meanwhile. Default: zero, the holder is killed at once.
+    pub fn follow(mut self, more: Duration) -> Self {
+        self.follow = more;
         self
     }
 

@@ -74,11 +74,28 @@ pub enum ManagerError {
         /// The plugin the update named.
         requested: String,
     },
-    /// Create returned a path that is not strictly inside the volumes dir (or
-    /// is the volumes dir itself). Nomad accepts any path; we refuse it, never
-    /// save it, and never send a delete for it: a delete of such a path is how
-    /// a plugin wipes the volumes dir, its parent or `/`.
-    #[error("volume {} was not saved: plugin {} returned path {}, which is not strictly inside the volumes dir {}", go_quote(.id), go_quote(.plugin_id), go_quote(.path), .volumes_dir.display())]
+    /// Create returned the volumes dir itself, one of its parents (`/`), or a
+    /// path that is not absolute. Nomad saves any path; we refuse these (see
+    /// [`deletable`](super::volume::deletable)), never save them and never send
+    /// a delete with them. As Nomad undoes a first create it cannot keep, a
+    /// compensating delete was sent, with the volume's own path
+    /// `<volumes_dir>/<id>` (`cleanup` says how it went).
+    #[error("volume {} was not saved: plugin {} returned path {}, which is the volumes dir {}, one of its parents or not an absolute path (a delete sent with it would remove every volume); {cleanup}", go_quote(.id), go_quote(.plugin_id), go_quote(.path), .volumes_dir.display())]
+    PathRefused {
+        /// The volume's id.
+        id: String,
+        /// The plugin that returned it.
+        plugin_id: String,
+        /// The path returned.
+        path: String,
+        /// The volumes dir.
+        volumes_dir: PathBuf,
+        /// What was done about the volume the plugin made.
+        cleanup: Box<Cleanup>,
+    },
+    /// A volume in state has a path no delete may be sent with (only a
+    /// hand-edited state holds one: create never saves it).
+    #[error("volume {} has path {} in state, which is the volumes dir {}, one of its parents or not an absolute path: no delete is sent with it (plugin {})", go_quote(.id), go_quote(.path), .volumes_dir.display(), go_quote(.plugin_id))]
     PathOutsideVolumesDir {
         /// The volume's id.
         id: String,

@@ -56,5 +56,5 @@ pub use error::{Cleanup, ManagerError};
 pub use restore::Restored;
 pub use spec::{DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, RegisterSpec, VolumeSpec};
 pub use state::StateError;
-pub use volume::Volume;
+pub use volume::{Volume, deletable, own_path, strictly_inside};
 pub use volumes::{DeleteOutcome, HostVolumeManager};

@@ -64,9 +64,54 @@ pub fn strictly_inside(path: &str, dir: &Path) -> bool {
     }
 }
 
+/// Whether a delete may be sent with `path` as `DHV_CREATED_PATH` for a
+/// volume of `volumes_dir`: an absolute path that is neither the volumes dir
+/// nor one of its parents (both normalised first). Any other path a plugin
+/// returns (inside the volumes dir, a block device such as `/dev/loop3`, a
+/// dir elsewhere) is saved, as Nomad saves it; these are not, since a delete
+/// sent with one is how a naive plugin wipes every volume, or `/`.
+pub fn deletable(path: &str, volumes_dir: &Path) -> bool {
+    match (normalised(Path::new(path)), normalised(volumes_dir)) {
+        (Some(p), Some(d)) => !d.starts_with(&p),
+        _ => false,
+    }
+}
+
+/// The volume's own path as the built-in plugin makes it,
+/// `<volumes_dir>/<id>`: what a compensating delete is sent with when the
+/// path the plugin returned cannot safely be.
+pub fn own_path(volumes_dir: &Path, id: &str) -> String {
+    volumes_dir.join(id).to_string_lossy().into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_absolute_path_but_the_volumes_dir_and_its_parents_is_deletable() {
+        let dir = Path::new("/srv/volumes");
+        for ok in [
+            "/srv/volumes/a",
+            "/dev/loop3",
+            "/mnt/data",
+            "/srv/volumes-other",
+        ] {
+            assert!(deletable(ok, dir), "{ok}");
+        }
+        for refused in [
+            "/srv/volumes",
+            "/srv/volumes/",
+            "/srv/volumes/a/..",
+            "/srv",
+            "/",
+            "/srv/volumes/../..",
+            "relative",
+            "",
+        ] {
+            assert!(!deletable(refused, dir), "{refused}");
+        }
+    }
 
     #[test]
     fn strictly_inside_after_normalising() {

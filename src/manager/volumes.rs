@@ -12,7 +12,7 @@ use super::error::{Cleanup, ManagerError};
 use super::locks::{NameLocks, NameReservation};
 use super::spec::{DEFAULT_NODE_POOL, RegisterSpec, VolumeSpec};
 use super::state::{State, StateStore};
-use super::volume::{Volume, strictly_inside};
+use super::volume::{Volume, deletable, own_path};
 use crate::contract::{self, CreateRequest, DeleteRequest};
 use crate::plugin::{CallOptions, HostVolumePlugin, PluginError, PluginSource, Timeouts};
 
@@ -46,11 +46,14 @@ pub enum DeleteOutcome {
 ///   that cannot be saved is left in place, since the state still describes it;
 ///   whether it was the first create is read from the state under its lock, so
 ///   a volume another create of the same id saved meanwhile is never deleted.
-/// - **Paths.** Nomad saves whatever path create returns. We refuse a path that
-///   is not strictly inside the volumes dir (after resolving `.`, `..`, `//` and
-///   a trailing `/`), or is the volumes dir itself: it is never saved, and no
-///   delete is ever sent with it (such a delete is how a plugin wipes the
-///   volumes dir, its parent or `/`).
+/// - **Paths.** Nomad saves whatever path create returns, and so do we (a dir
+///   in the volumes dir, a block device such as `/dev/loop3`, a dir
+///   elsewhere), except the volumes dir itself, one of its parents or a path
+///   that is not absolute (after resolving `.`, `..`, `//` and a trailing
+///   `/`): such a path is never saved and no delete is ever sent with it (it
+///   is how a plugin wipes every volume, or `/`). The create is undone as
+///   Nomad undoes a first create it cannot keep, by a compensating delete,
+///   sent with the volume's own path `<volumes_dir>/<id>`.
 /// - **Name lock.** A failed update keeps the name (Nomad releases it, letting
 ///   another volume take the name of one that still exists). The lock also
 ///   holds across processes sharing the state dir: names of saved volumes come
@@ -254,12 +257,29 @@ impl HostVolumeManager {
             parameters: spec.parameters.clone(),
         };
         let resp = plugin.create(&req).await.result?;
-        if !strictly_inside(&resp.path, volumes_dir) {
-            return Err(ManagerError::PathOutsideVolumesDir {
+        if !deletable(&resp.path, volumes_dir) {
+            // Read again: another create of this id may have saved it while
+            // our plugin call ran, and undoing it then would destroy it.
+            let first_create = self
+                .state
+                .load_async()
+                .await
+                .is_ok_and(|s| !s.volumes.contains_key(&spec.id));
+            let cleanup = if first_create {
+                let undo = DeleteRequest::for_created(&req, &own_path(volumes_dir, &spec.id));
+                match plugin.delete(&undo).await.result {
+                    Ok(()) => Cleanup::Deleted,
+                    Err(e) => Cleanup::DeleteFailed(e),
+                }
+            } else {
+                Cleanup::KeptExisting
+            };
+            return Err(ManagerError::PathRefused {
                 id: spec.id,
                 plugin_id: spec.plugin_id,
                 path: resp.path,
                 volumes_dir: volumes_dir.clone(),
+                cleanup: Box::new(cleanup),
             });
         }
         let volume = Volume {
@@ -343,7 +363,7 @@ impl HostVolumeManager {
         };
         if let Some(req) = &volume.create_request {
             let plugin_id = volume.plugin_id.as_deref().unwrap_or_default();
-            if !strictly_inside(&volume.host_path, Path::new(&req.volumes_dir)) {
+            if !deletable(&volume.host_path, Path::new(&req.volumes_dir)) {
                 // Only a hand-edited state gets here (create never saves
                 // such a path): never send a delete that could wipe it.
                 return Err(ManagerError::PathOutsideVolumesDir {

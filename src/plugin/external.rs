@@ -3,13 +3,22 @@
 //! and Nomad's error texts.
 
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
 use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, explain, go_quote};
-use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, ExitReason, Operation};
-use crate::exec::{Invocation, KillMode, Leftover, Outcome, Supervisor};
+use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, Operation};
+use crate::exec::{Invocation, KillMode, Supervisor};
 use crate::version::VersionInfo;
+
+/// The most stdout a call may print and still be decoded exactly as Nomad
+/// decodes it (16 MiB). Nomad reads stdout whole, without a limit; we keep up
+/// to this much while a call runs, drain the rest, and say plainly that an
+/// answer past it is too large to judge. What is kept of a call afterwards
+/// (in its [`PluginRun`] and in reports) is the smaller output cap.
+pub const DECODE_LIMIT: usize = 16 << 20;
+
+pub use super::record::{PluginRun, Recorder, StartFailure, shell_quote};
 
 /// Time limits per operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,151 +69,6 @@ impl Timeouts {
     }
 }
 
-/// Every raw call an [`ExternalPlugin`] makes, in order. Clones share the log.
-#[derive(Debug, Clone, Default)]
-pub struct Recorder(Arc<Mutex<Vec<PluginRun>>>);
-
-impl Recorder {
-    /// An empty log.
-    pub fn new() -> Self {
-        Recorder::default()
-    }
-
-    fn push(&self, run: &PluginRun) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(run.clone());
-    }
-
-    /// A copy of every call recorded so far.
-    pub fn runs(&self) -> Vec<PluginRun> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// How many calls were recorded so far.
-    pub fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    /// Whether no call was recorded yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// One raw call of a plugin executable and everything observed about it.
-#[derive(Debug, Clone)]
-pub struct PluginRun {
-    /// The executable.
-    pub executable: PathBuf,
-    /// The operation argument (`create`, …, or anything a check sends).
-    pub operation: String,
-    /// The environment, in order.
-    pub env: Vec<(String, String)>,
-    /// The working directory, when not inherited.
-    pub cwd: Option<PathBuf>,
-    /// The time limit it ran under.
-    pub timeout: Duration,
-    /// What happened, or why it could not start.
-    pub result: Result<Outcome, StartFailure>,
-    /// When it started.
-    pub started_at: Instant,
-}
-
-/// A call that never started.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StartFailure {
-    /// The errno from `execve`.
-    pub errno: Option<i32>,
-    /// Go's text for it, as Nomad shows it: `fork/exec PATH: exec format error`.
-    pub go_error: String,
-    /// What is wrong, in words.
-    pub explanation: String,
-}
-
-impl PluginRun {
-    /// Whether Nomad would call this a success (started, exit 0).
-    pub fn succeeded(&self) -> bool {
-        matches!(&self.result, Ok(o) if o.exit.success() && !o.timed_out)
-    }
-
-    /// The captured stdout (empty when it never started).
-    pub fn stdout(&self) -> &[u8] {
-        self.result
-            .as_ref()
-            .map(|o| o.stdout.as_slice())
-            .unwrap_or(&[])
-    }
-
-    /// The captured stderr (empty when it never started).
-    pub fn stderr(&self) -> &[u8] {
-        self.result
-            .as_ref()
-            .map(|o| o.stderr.as_slice())
-            .unwrap_or(&[])
-    }
-
-    /// How long it ran (zero when it never started).
-    pub fn duration(&self) -> Duration {
-        self.result.as_ref().map(|o| o.duration).unwrap_or_default()
-    }
-
-    /// Whether it was killed for overrunning its limit.
-    pub fn timed_out(&self) -> bool {
-        matches!(&self.result, Ok(o) if o.timed_out)
-    }
-
-    /// Processes it left behind (all killed since).
-    pub fn leftovers(&self) -> &[Leftover] {
-        self.result
-            .as_ref()
-            .map(|o| o.leftovers.as_slice())
-            .unwrap_or(&[])
-    }
-
-    /// Go's rendering of how the call ended: `exit status 1`, `signal: killed`,
-    /// or the `fork/exec` error.
-    pub fn exit_error(&self) -> String {
-        match &self.result {
-            Ok(o) if o.timed_out => ExitReason::Signal(libc::SIGKILL).go_string(),
-            Ok(o) => o.exit.go_string(),
-            Err(e) => e.go_error.clone(),
-        }
-    }
-
-    /// A one-line shell command that repeats this call by hand.
-    pub fn reproduce(&self) -> String {
-        let mut cmd = String::new();
-        if let Some(dir) = &self.cwd {
-            cmd.push_str(&format!("cd {} && ", shell_quote(&dir.to_string_lossy())));
-        }
-        cmd.push_str("env -i");
-        for (k, v) in &self.env {
-            cmd.push(' ');
-            cmd.push_str(&shell_quote(&format!("{k}={v}")));
-        }
-        cmd.push(' ');
-        cmd.push_str(&shell_quote(&self.executable.to_string_lossy()));
-        cmd.push(' ');
-        cmd.push_str(&shell_quote(&self.operation));
-        cmd.push_str(" </dev/null");
-        cmd
-    }
-}
-
-/// Quotes for POSIX sh: bare when safe, else single quotes.
-pub fn shell_quote(s: &str) -> String {
-    let safe = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_-./=:,+@%".contains(&b));
-    if safe {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
 /// A plugin executable and the way it is run.
 #[derive(Debug, Clone)]
 pub struct ExternalPlugin {
@@ -217,6 +81,7 @@ pub struct ExternalPlugin {
     timeouts: Timeouts,
     kill_mode: KillMode,
     output_cap: usize,
+    follow: Duration,
     extra_env: Vec<(String, String)>,
     cwd: Option<PathBuf>,
     recorder: Option<Recorder>,
@@ -295,6 +160,7 @@ impl ExternalPlugin {
             timeouts: Timeouts::default(),
             kill_mode: KillMode::Group,
             output_cap: crate::exec::DEFAULT_OUTPUT_CAP,
+            follow: Duration::ZERO,
             extra_env: Vec::new(),
             cwd: None,
             recorder: None,
@@ -314,9 +180,19 @@ impl ExternalPlugin {
         self
     }
 
-    /// Caps captured stdout/stderr per call.
+    /// Caps what is kept of each call's stdout and stderr once it has been
+    /// judged (stdout is decoded whole up to [`DECODE_LIMIT`] first).
     pub fn with_output_cap(mut self, bytes: usize) -> Self {
         self.output_cap = bytes;
+        self
+    }
+
+    /// When a descendant keeps stdout or stderr open after the plugin exits,
+    /// keeps reading for up to `more` (then kills it), so that the answer is
+    /// judged on what Nomad, which waits for EOF, would read. The call is
+    /// still recorded as a leak. Default: zero (killed at the wait-delay).
+    pub fn with_follow(mut self, more: Duration) -> Self {
+        self.follow = more;
         self
     }
 
@@ -383,6 +259,18 @@ impl ExternalPlugin {
     pub async fn run_with_timeout(
         &self,
         op: &str,
+        env: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> PluginRun {
+        let run = self.execute(op, env, timeout).await;
+        self.keep(run)
+    }
+
+    /// Runs one call, stdout kept up to [`DECODE_LIMIT`] for judging; not
+    /// recorded yet (see [`keep`](Self::keep)).
+    async fn execute(
+        &self,
+        op: &str,
         mut env: Vec<(String, String)>,
         timeout: Duration,
     ) -> PluginRun {
@@ -394,6 +282,8 @@ impl ExternalPlugin {
             .timeout(timeout)
             .kill_mode(self.kill_mode)
             .output_cap(self.output_cap)
+            .stdout_cap(self.output_cap.max(DECODE_LIMIT))
+            .follow(self.follow)
             .supervised_by(&self.supervisor);
         if let Some(dir) = &self.cwd {
             inv = inv.current_dir(dir);
@@ -408,7 +298,7 @@ impl ExternalPlugin {
             ),
             explanation: explain::start_failure(&self.program, &e.source),
         });
-        let run = PluginRun {
+        PluginRun {
             executable: self.executable.clone(),
             operation: op.to_string(),
             env,
@@ -416,23 +306,55 @@ impl ExternalPlugin {
             timeout,
             result,
             started_at,
-        };
+        }
+    }
+
+    /// A judged call, cut to the output cap (so that a run's record of
+    /// hundreds of calls stays small whatever they print), then recorded.
+    fn keep(&self, mut run: PluginRun) -> PluginRun {
+        if let Ok(o) = &mut run.result {
+            if o.stdout.len() > self.output_cap {
+                o.stdout.truncate(self.output_cap);
+                o.stdout.shrink_to_fit();
+                o.stdout_truncated = true;
+            }
+        }
         if let Some(rec) = &self.recorder {
             rec.push(&run);
         }
         run
     }
 
+    /// The error for an answer past [`DECODE_LIMIT`]: too large to judge.
+    fn too_large(&self, op: Operation, len: u64) -> PluginError {
+        PluginError::OutputTooLarge {
+            message: format!(
+                "output too large to judge: the {op} of plugin {} printed {len} bytes on stdout; \
+                 dhv-conform decodes at most {DECODE_LIMIT} bytes (Nomad reads all of it)",
+                go_quote(&self.id)
+            ),
+            bytes: len,
+        }
+    }
+
     /// Fingerprints, keeping the raw call alongside the verdict.
     pub async fn fingerprint_run(&self) -> (PluginRun, Result<Fingerprint, PluginError>) {
+        let op = Operation::Fingerprint;
         let run = self
-            .run(Operation::Fingerprint.as_str(), contract::fingerprint_env())
+            .execute(
+                op.as_str(),
+                contract::fingerprint_env(),
+                self.timeouts.limit(op),
+            )
             .await;
         let verdict = self.judge_fingerprint(&run);
-        (run, verdict)
+        (self.keep(run), verdict)
     }
 
     fn judge_fingerprint(&self, run: &PluginRun) -> Result<Fingerprint, PluginError> {
+        if let (true, Some(len)) = (run.succeeded(), run.stdout_too_large()) {
+            return Err(self.too_large(Operation::Fingerprint, len));
+        }
         if !run.succeeded() {
             return Err(self.call_error(run, Operation::Fingerprint, |exit, _| {
                 contract::fingerprint_error_text(&self.id, exit)
@@ -467,8 +389,13 @@ impl ExternalPlugin {
         &self,
         req: &CreateRequest,
     ) -> (PluginRun, Result<CreateResponse, PluginError>) {
-        let run = self.run(Operation::Create.as_str(), req.env()).await;
-        let verdict = if run.succeeded() {
+        let op = Operation::Create;
+        let run = self
+            .execute(op.as_str(), req.env(), self.timeouts.limit(op))
+            .await;
+        let verdict = if let (true, Some(len)) = (run.succeeded(), run.stdout_too_large()) {
+            Err(self.too_large(op, len))
+        } else if run.succeeded() {
             // Nomad returns Go's bare json error here.
             contract::decode_create(run.stdout()).map_err(|e| PluginError::Response {
                 message: e.to_string(),
@@ -478,12 +405,15 @@ impl ExternalPlugin {
                 contract::create_error_text(&req.volume_id, &self.id, exit, text)
             }))
         };
-        (run, verdict)
+        (self.keep(run), verdict)
     }
 
     /// Deletes, keeping the raw call alongside the verdict.
     pub async fn delete_run(&self, req: &DeleteRequest) -> (PluginRun, Result<(), PluginError>) {
-        let run = self.run(Operation::Delete.as_str(), req.env()).await;
+        let op = Operation::Delete;
+        let run = self
+            .execute(op.as_str(), req.env(), self.timeouts.limit(op))
+            .await;
         let verdict = if run.succeeded() {
             Ok(())
         } else {
@@ -491,7 +421,7 @@ impl ExternalPlugin {
                 contract::delete_error_text(&req.volume_id, &self.id, exit, text)
             }))
         };
-        (run, verdict)
+        (self.keep(run), verdict)
     }
 
     /// The error for a call that did not succeed. `text` builds Nomad's message

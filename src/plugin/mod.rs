@@ -19,6 +19,7 @@ mod go_strconv;
 pub use explain::read_regular;
 pub mod external;
 pub mod mkdir;
+mod record;
 mod source;
 
 use std::future::Future;
@@ -128,6 +129,16 @@ pub enum PluginError {
     Response {
         /// Nomad's error text (Go's `encoding/json` error, or the version error).
         message: String,
+    },
+    /// The plugin exited 0 but printed more on stdout than dhv-conform
+    /// decodes ([`external::DECODE_LIMIT`]): what Nomad, which reads it all,
+    /// would make of it is not known. Never a decoding error.
+    #[error("{message}")]
+    OutputTooLarge {
+        /// Says so, with the size.
+        message: String,
+        /// How many bytes stdout carried.
+        bytes: u64,
     },
     /// The built-in plugin failed (bad parameter, file system error).
     #[error("{0}")]

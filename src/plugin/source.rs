@@ -45,6 +45,9 @@ pub struct CallOptions {
     /// Runs every call under this supervisor, so its owner can cancel them
     /// (default: one of the plugin's own).
     pub supervisor: Option<Supervisor>,
+    /// Keeps reading a pipe held open after the plugin exits for up to this
+    /// long (see [`ExternalPlugin::with_follow`]); default: not at all.
+    pub follow: std::time::Duration,
 }
 
 impl PluginSource {
@@ -100,6 +103,7 @@ impl PluginSource {
         };
         let mut plugin = plugin
             .with_timeouts(opts.timeouts)
+            .with_follow(opts.follow)
             .with_extra_env(opts.extra_env.clone());
         if let Some(mode) = opts.kill_mode {
             plugin = plugin.with_kill_mode(mode);

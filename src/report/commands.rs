@@ -52,6 +52,30 @@ pub struct RunOutput {
     /// The fingerprinted version (fingerprint only; `null` when none was printed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<Option<VersionInfo>>,
+    /// How the plugin was found: `builtin`, `id` (looked up in its plugin
+    /// dir as Nomad does) or `path` (run by path, without Nomad's lookup).
+    #[serde(default)]
+    pub run_by: String,
+    /// Run by path: what Nomad's lookup of the file's name in its dir says
+    /// when it refuses it (`no such plugin: "ID"`, `plugin not executable:
+    /// "ID"`); `None` when Nomad would find it.
+    #[serde(default)]
+    pub lookup_error: Option<String>,
+    /// How many bytes the plugin wrote on stdout in all (`stdout` holds at
+    /// most the capture cap of them).
+    #[serde(default)]
+    pub stdout_bytes: u64,
+    /// How many bytes the plugin wrote on stderr in all.
+    #[serde(default)]
+    pub stderr_bytes: u64,
+    /// After a leak: how long after the plugin's exit the last holder closed
+    /// stdout and stderr; `None` when it still held them at the end of the
+    /// follow bound (and was killed).
+    #[serde(default)]
+    pub closed_after_exit_ms: Option<f64>,
+    /// Every point where this run could not reproduce Nomad, in words.
+    #[serde(default)]
+    pub not_reproduced: Vec<String>,
 }
 
 /// A decoded create response.

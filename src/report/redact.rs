@@ -22,7 +22,9 @@
 //!    what tells one path from another in a message;
 //! 6. `pid 1234`, `pid=1234`, `pid: 1234` (and `pgid`, `ppid`, `sid`) → `pid [PID]`;
 //! 7. durations: `123ms`, `1.5s`, `0.25 s`, `12.3 ms`, `40µs`, `7ns`, and Go's compound
-//!    `1m30s`/`1h2m3.5s` → `[DURATION]`.
+//!    `1m30s`/`1h2m3.5s` → `[DURATION]`;
+//! 8. loop devices, `/dev/loop3` → `/dev/loop[N]`: a block-device plugin gets whichever
+//!    device is free.
 //!
 //! Every rule is idempotent, and no placeholder matches any rule, so applying the
 //! redactions twice gives the same text as applying them once.
@@ -65,6 +67,9 @@ static DURATION: LazyLock<Regex> = LazyLock::new(|| {
     // glued to a unit-like word on the next one.
     Regex::new(r"\b(?:\d+h)?(?:\d+m)?\d+(?:\.\d+)? ?(?:ns|us|µs|μs|ms|s)\b").expect("valid regex")
 });
+
+static LOOP_DEVICE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"/dev/loop\d+\b").expect("valid regex"));
 
 /// The set of redactions applied to report text before it is compared or snapshotted.
 ///
@@ -160,6 +165,7 @@ impl Redactions {
         let text = text.replace("[TMP]/[TEMP]", TMP);
         let text = PID.replace_all(&text, "$1 [PID]");
         let text = DURATION.replace_all(&text, "[DURATION]");
+        let text = LOOP_DEVICE.replace_all(&text, "/dev/loop[N]");
         text.into_owned()
     }
 
@@ -220,6 +226,10 @@ mod tests {
             ("sleep (pid 1234) left", "sleep (pid [PID]) left"),
             ("PID: 99", "PID [PID]"),
             ("pgid 77 killed", "pgid [PID] killed"),
+            (
+                "path \"/dev/loop12\", bytes 0",
+                "path \"/dev/loop[N]\", bytes 0",
+            ),
             ("rapid 12", "rapid 12"),
             // Temp names and dirs.
             ("/tmp/.tmpAbC123/volumes/x", "[TMP]/volumes/x"),

@@ -80,6 +80,62 @@ pub fn detach(dev: &LoopDevice) -> io::Result<()> {
     }
 }
 
+/// Whether `path` is a block device node (symlinks followed, as a mount of
+/// it would follow them).
+pub fn is_block_device(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
+}
+
+/// The file a loop device node is attached to, as the kernel names it, when
+/// `path` is a loop device that is attached; `None` for anything else (not a
+/// block device, another kind of device, or a loop device with no backing
+/// file: detached).
+pub fn loop_backing(path: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    if !is_block_device(path) {
+        return None;
+    }
+    let rdev = meta.rdev();
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    let text = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/loop/backing_file"))
+        .ok()?;
+    Some(PathBuf::from(backing_path(&text)))
+}
+
+/// A loop device's marker: `bytes` written at its start, when `path` is a
+/// loop device attached to a file below `root` (the run's own, so that the
+/// harness never writes to a device it did not see a plugin make there).
+/// A marker is how a check tells that a block-device volume kept its data.
+pub fn write_marker(path: &Path, root: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write as _;
+    let root = root.canonicalize()?;
+    match loop_backing(path) {
+        Some(backing) if backing.starts_with(&root) => {
+            let mut dev = std::fs::OpenOptions::new().write(true).open(path)?;
+            dev.write_all(bytes)?;
+            dev.sync_all()
+        }
+        _ => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a loop device backed by a file of the run's own: the harness writes nothing there",
+                path.display()
+            ),
+        )),
+    }
+}
+
+/// Whether the first bytes of the device at `path` are `bytes`.
+pub fn has_marker(path: &Path, bytes: &[u8]) -> bool {
+    use std::io::Read as _;
+    let mut head = vec![0; bytes.len()];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| head == bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,7 +26,9 @@ mod remove;
 mod unmount;
 mod write;
 
-pub use loopdev::{LoopDevice, detach, loops_backed_under};
+pub use loopdev::{
+    LoopDevice, detach, has_marker, is_block_device, loop_backing, loops_backed_under, write_marker,
+};
 pub use mountinfo::{Mount, mounts_under};
 pub use remove::{Removal, remove_tree};
 pub use unmount::{Unmounted, unmount_under};

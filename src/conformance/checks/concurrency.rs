@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::{CheckResult, join_all};
-use crate::conformance::context::{Ctx, Expect, Finding};
+use crate::conformance::context::{Ctx, Expect, Finding, VolumeAt};
 
 /// `concurrency.create` (must): 8 distinct creates at once.
 pub async fn create(ctx: &Ctx) -> CheckResult {
@@ -81,6 +81,7 @@ pub async fn delete(ctx: &Ctx) -> CheckResult {
                 .path,
         );
     }
+    let volumes: Vec<VolumeAt> = made.iter().map(|p| VolumeAt::before_delete(p)).collect();
     let calls = join_all(
         reqs.iter()
             .zip(&made)
@@ -88,11 +89,13 @@ pub async fn delete(ctx: &Ctx) -> CheckResult {
     )
     .await;
     let mut problems = Vec::new();
-    for (i, (call, path)) in calls.iter().zip(&made).enumerate() {
+    for (i, (call, at)) in calls.iter().zip(&volumes).enumerate() {
         if let Err(e) = &call.result {
             problems.push(format!("#{} failed: {e}", i + 1));
-        } else if Path::new(path).exists() {
-            problems.push(format!("#{}'s path {path:?} still exists", i + 1));
+        } else if !at.gone().await && at.is_block() {
+            problems.push(format!("#{}: {}", i + 1, at.still_there()));
+        } else if !at.gone().await {
+            problems.push(format!("#{}'s path {:?} still exists", i + 1, made[i]));
         }
     }
     if problems.is_empty() {

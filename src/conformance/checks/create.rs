@@ -62,7 +62,19 @@ pub async fn response(ctx: &Ctx) -> CheckResult {
     let Some(run) = &probe.call.run else {
         return Ok(Finding::Pass("built-in plugin".into()));
     };
-    match contract::decode_create(run.stdout()) {
+    // Judged whole (up to the decode limit) when the call ran; the run
+    // keeps only an excerpt.
+    let decoded = match &probe.call.result {
+        Ok(resp) => Ok(resp.clone()),
+        Err(crate::plugin::PluginError::OutputTooLarge { message, .. }) => {
+            return Err(Finding::Fail(format!(
+                "expected one JSON object on stdout; {message}"
+            )));
+        }
+        Err(e) if !run.stdout_complete() => Err(e.to_string()),
+        Err(_) => contract::decode_create(run.stdout()).map_err(|e| e.to_string()),
+    };
+    match decoded {
         Ok(resp) => Ok(Finding::Pass(format!(
             "path {:?}, bytes {}",
             resp.path, resp.bytes
@@ -130,6 +142,12 @@ pub async fn path_in_volumes_dir(ctx: &Ctx) -> CheckResult {
     };
     if path.is_absolute() && inside(path) && resolved_inside && !resp.path.contains("/../") {
         Ok(Finding::Pass("inside DHV_VOLUMES_DIR".into()))
+    } else if crate::safe_fs::is_block_device(path) {
+        // A block-device volume is a device node, wherever the system keeps
+        // it; Nomad saves the path as it is.
+        Ok(Finding::Pass(
+            "a block device (a block-device volume)".into(),
+        ))
     } else {
         Err(Finding::Fail(format!(
             "expected `path` inside DHV_VOLUMES_DIR {:?}; got {:?}",

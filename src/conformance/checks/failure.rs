@@ -128,7 +128,12 @@ pub fn error_json(log: &RunLog) -> CheckResult {
     let bad: BTreeSet<String> = failed
         .iter()
         .filter_map(|c| {
-            let out = c.run.as_ref()?.stdout();
+            let run = c.run.as_ref()?;
+            // An excerpt of a longer answer cannot be judged by its cut.
+            if !run.stdout_complete() {
+                return None;
+            }
+            let out = run.stdout();
             let blank = String::from_utf8_lossy(out).trim().is_empty();
             (!blank && contract::decode_failure_error(c.op, out).is_none()).then(|| {
                 log.cite(c);

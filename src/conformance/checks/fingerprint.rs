@@ -4,7 +4,7 @@
 use super::{CheckResult, hint_prefix, join_all, shown};
 use crate::conformance::context::{Ctx, Expect, Finding};
 use crate::contract::DecodeError;
-use crate::plugin::{PluginError, decode_fingerprint};
+use crate::plugin::{ExternalPlugin, PluginError, PluginSource, decode_fingerprint};
 
 /// `fingerprint.runs` (must): `PLUGIN fingerprint` starts and exits 0.
 pub async fn runs(ctx: &Ctx) -> CheckResult {
@@ -51,12 +51,25 @@ pub async fn json(ctx: &Ctx) -> CheckResult {
     let Some(stdout) = stdout_of_good_run(ctx).await? else {
         return Ok(Finding::Pass("built-in plugin".into()));
     };
-    // A version go-version refuses fails Nomad's decode too, but that is
+    let call = ctx.fingerprint_probe().await;
+    if let Err(PluginError::OutputTooLarge { message, .. }) = &call.result {
+        return Err(Finding::Fail(format!(
+            "expected one JSON object on stdout; {message}"
+        )));
+    }
+    // Past the kept excerpt, the decoded verdict is the one to go by. A
+    // version go-version refuses fails Nomad's decode too, but that is
     // `fingerprint.version`'s finding: the JSON itself is fine.
-    match decode_fingerprint(&stdout) {
-        Ok(_) | Err(DecodeError::Text { .. }) => {
-            Ok(Finding::Pass("one JSON object on stdout".into()))
-        }
+    let complete = call.run.as_ref().is_none_or(|r| r.stdout_complete());
+    let decoded = match (&call.result, complete) {
+        (Ok(_), false) => Ok(()),
+        _ => match decode_fingerprint(&stdout) {
+            Ok(_) | Err(DecodeError::Text { .. }) => Ok(()),
+            Err(e) => Err(e),
+        },
+    };
+    match decoded {
+        Ok(()) => Ok(Finding::Pass("one JSON object on stdout".into())),
         Err(e) => Err(Finding::Fail(format!(
             "{}expected stdout to be one JSON object with only white space around it (no log lines); \
              Nomad's decoder says: {e}; stdout: {}",
@@ -70,10 +83,12 @@ pub async fn json(ctx: &Ctx) -> CheckResult {
 pub async fn version(ctx: &Ctx) -> CheckResult {
     let call = ctx.fingerprint_probe().await;
     if let Some(stdout) = stdout_of_good_run(ctx).await? {
-        if let Err(e) = decode_fingerprint(&stdout) {
-            if !matches!(e, DecodeError::Text { .. }) {
-                return Err(Finding::Skip("needs fingerprint.json".into()));
-            }
+        let complete = call.run.as_ref().is_none_or(|r| r.stdout_complete());
+        let too_large = matches!(call.result, Err(PluginError::OutputTooLarge { .. }));
+        let bad_json = complete
+            && matches!(decode_fingerprint(&stdout), Err(e) if !matches!(e, DecodeError::Text { .. }));
+        if too_large || bad_json {
+            return Err(Finding::Skip("needs fingerprint.json".into()));
         }
     }
     match &call.result {
@@ -152,5 +167,43 @@ pub async fn stable(ctx: &Ctx) -> CheckResult {
             "expected every fingerprint to say {want:?}; got: {}",
             problems.join("; ")
         )))
+    }
+}
+
+/// `fingerprint.lookup` (should): a plugin given by path is one that Nomad's
+/// lookup of its file name in its own dir finds. Judged on the file, with no
+/// call: how the plugin is installed, not what it does.
+pub async fn lookup(ctx: &Ctx) -> CheckResult {
+    let path = match ctx.target() {
+        PluginSource::Builtin => return Ok(Finding::Pass("built-in plugin: no lookup".into())),
+        PluginSource::Found { .. } => {
+            return Ok(Finding::Pass(
+                "found by Nomad's lookup in its plugin dir".into(),
+            ));
+        }
+        PluginSource::Executable(path) => std::path::absolute(path).unwrap_or(path.clone()),
+    };
+    let (Some(dir), Some(id)) = (path.parent(), path.file_name()) else {
+        return Err(Finding::Skip("the path has no file name".into()));
+    };
+    let id = id.to_string_lossy();
+    match ExternalPlugin::lookup(dir, &id) {
+        Ok(_) => Ok(Finding::Pass(format!(
+            "Nomad's lookup of {id:?} in its own dir finds it"
+        ))),
+        // The file cannot start either: fingerprint.runs says so, once.
+        Err(PluginError::NotExecutable { .. }) => Err(Finding::Skip(
+            "needs fingerprint.runs (the file is not executable)".into(),
+        )),
+        Err(e) => {
+            let leads_to = std::fs::canonicalize(&path)
+                .map(|p| format!(": it leads to {}, outside the dir", p.display()))
+                .unwrap_or_default();
+            Err(Finding::Fail(format!(
+                "expected Nomad's lookup of {id:?} in its plugin dir {} to find it, as a Nomad client \
+                 looks plugins up; Nomad 2.0.5 says: {e}{leads_to} (plugins are confined to their dir)",
+                dir.display()
+            )))
+        }
     }
 }

@@ -4,7 +4,9 @@
 use std::path::Path;
 
 use super::CheckResult;
-use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, listing, plant_in_volume};
+use crate::conformance::context::{
+    Ctx, Expect, Finding, VolumeAt, canary_bytes, canary_intact, listing, plant_in_volume,
+};
 use crate::contract::{CreateRequest, DeleteRequest};
 use crate::manager::VolumeSpec;
 
@@ -114,7 +116,13 @@ pub async fn recreate(ctx: &Ctx) -> CheckResult {
     ctx.delete_ok(&req, &first.path, "delete between the creates")
         .await?;
     let second = ctx.create_ok(&req, "create after delete").await?;
-    let stale = canary.exists();
+    // A block-device volume may come back on another device: the new
+    // volume is empty when its device does not hold the old one's canary.
+    let stale = if crate::safe_fs::is_block_device(&canary) {
+        crate::safe_fs::has_marker(Path::new(&second.path), &canary_bytes(&canary))
+    } else {
+        canary_intact(&canary)
+    };
     ctx.delete(
         &req,
         &second.path,
@@ -237,6 +245,7 @@ pub async fn crash_delete(ctx: &Ctx) -> CheckResult {
             point * 100.0,
             at.as_secs_f64() * 1e3
         );
+        let volume = VolumeAt::before_delete(&resp.path);
         ctx.crash_delete(&DeleteRequest::for_created(&req, &resp.path), at, &label)
             .await;
         // Either: the rule judges delete again itself, below (re-run alone
@@ -253,7 +262,13 @@ pub async fn crash_delete(ctx: &Ctx) -> CheckResult {
                 "{label}: expected delete again to exit 0; got: {e}"
             )));
         }
-        if Path::new(&resp.path).exists() {
+        if !volume.gone().await && volume.is_block() {
+            return Err(Finding::Fail(format!(
+                "{label}: expected delete again to remove the volume; {}",
+                volume.still_there()
+            )));
+        }
+        if !volume.gone().await {
             return Err(Finding::Fail(format!(
                 "{label}: expected delete again to remove {:?}; it is still there",
                 resp.path

@@ -32,8 +32,8 @@ pub(crate) use calls::{Expect, Variant};
 pub(crate) use log::{CallLog, LoggedCall, RunLog};
 pub(crate) use probes::Probes;
 pub(crate) use residue::{Leftovers, around};
-pub(crate) use sandbox::{Sandbox, canary_intact, listing};
-pub(crate) use steps::plant_in_volume;
+pub(crate) use sandbox::{Sandbox, canary_bytes, canary_intact, listing};
+pub(crate) use steps::{VolumeAt, plant_in_volume};
 pub(crate) use timing::{Phase, is_provoked, overran};
 
 use crate::contract::{CreateRequest, Parameters};
@@ -255,6 +255,11 @@ impl Ctx {
         self.shared.settings.target.is_builtin()
     }
 
+    /// The plugin under test, as the user named it.
+    pub fn target(&self) -> &crate::plugin::PluginSource {
+        &self.shared.settings.target
+    }
+
     /// The plugin under test, for the manager the lifecycle checks drive.
     pub fn plugin(&self) -> &Arc<dyn HostVolumePlugin> {
         &self.plugin
@@ -339,7 +344,9 @@ impl Ctx {
     pub fn remove_canaries(&self) {
         let planted = std::mem::take(&mut *self.planted.lock().unwrap_or_else(|e| e.into_inner()));
         for path in planted {
-            if canary_intact(&path) {
+            // A block-device volume's canary is the device's first bytes:
+            // the device node is the plugin's, never removed here.
+            if canary_intact(&path) && !crate::safe_fs::is_block_device(&path) {
                 let _ = std::fs::remove_file(&path);
             }
         }

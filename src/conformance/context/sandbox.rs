@@ -31,9 +31,25 @@ pub(crate) struct OutsideSandbox(pub PathBuf);
 /// Writes a canary file with unique content into `dir`, which must resolve
 /// to a dir inside `root` (the run's sandbox); returns its path. The file
 /// itself is never a symlink followed elsewhere.
+///
+/// A block-device volume (a loop device backed by a file below `root`) gets
+/// its canary written at the start of the device instead: the canary's path
+/// is then the device's.
 pub(crate) fn plant(root: &Path, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
+    if crate::safe_fs::is_block_device(dir) {
+        crate::safe_fs::write_marker(dir, root, canary_text(dir).as_bytes()).map_err(
+            |e| match e.kind() {
+                std::io::ErrorKind::PermissionDenied => std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    OutsideSandbox(dir.to_path_buf()),
+                ),
+                _ => e,
+            },
+        )?;
+        return Ok(dir.to_path_buf());
+    }
     let resolved = dir.canonicalize()?;
     if !resolved.starts_with(root.canonicalize()?) {
         return Err(std::io::Error::new(
@@ -71,6 +87,11 @@ pub(crate) fn create_new(root: &Path, dir: &Path, name: &str) -> std::io::Result
         .open(resolved.join(name))
 }
 
+/// The bytes of the canary planted at `path`.
+pub(crate) fn canary_bytes(path: &Path) -> Vec<u8> {
+    canary_text(path).into_bytes()
+}
+
 /// The content of a canary file: its own path, so a moved or swapped file is caught.
 pub(crate) fn canary_text(path: &Path) -> String {
     format!("dhv-conform canary {}\n", path.display())
@@ -78,6 +99,9 @@ pub(crate) fn canary_text(path: &Path) -> String {
 
 /// Whether the canary at `path` is still there, unchanged.
 pub(crate) fn canary_intact(path: &Path) -> bool {
+    if crate::safe_fs::is_block_device(path) {
+        return crate::safe_fs::has_marker(path, canary_text(path).as_bytes());
+    }
     std::fs::read_to_string(path)
         .map(|t| t == canary_text(path))
         .unwrap_or(false)

@@ -26,6 +26,72 @@ pub(crate) fn plant_in_volume(ctx: &Ctx, path: &str, step: &str) -> Result<PathB
     })
 }
 
+/// What a volume is before its delete, to tell afterwards whether it is
+/// gone: a path that must no longer exist, or a block device, whose node
+/// persists (device nodes do) but must no longer back the volume.
+#[derive(Debug, Clone)]
+pub(crate) struct VolumeAt {
+    path: String,
+    block: bool,
+    /// For a loop device: the file it is attached to.
+    backing: Option<PathBuf>,
+}
+
+impl VolumeAt {
+    /// Takes note of the volume at `path` now, before its delete.
+    pub fn before_delete(path: &str) -> VolumeAt {
+        let p = Path::new(path);
+        VolumeAt {
+            path: path.to_string(),
+            block: crate::safe_fs::is_block_device(p),
+            backing: crate::safe_fs::loop_backing(p),
+        }
+    }
+
+    /// Whether the volume is gone. A loop device is released by the kernel
+    /// once its last opener (udev's probe, say) lets go, so its detach is
+    /// waited for, within a bound.
+    pub async fn gone(&self) -> bool {
+        if !self.block {
+            return !Path::new(&self.path).exists();
+        }
+        let Some(before) = &self.backing else {
+            // Another kind of block device: its node stays; nothing more to tell.
+            return true;
+        };
+        let deadline = std::time::Instant::now() + LOOP_RELEASE;
+        loop {
+            if crate::safe_fs::loop_backing(Path::new(&self.path)).as_ref() != Some(before) {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    /// What is still there when the volume is not gone, in words.
+    pub fn still_there(&self) -> String {
+        match &self.backing {
+            Some(file) if self.block => format!(
+                "block device {:?} still backs the volume: it is attached to {}",
+                self.path,
+                file.display()
+            ),
+            _ => format!("{:?} still exists", self.path),
+        }
+    }
+
+    /// Whether the volume is a block device.
+    pub fn is_block(&self) -> bool {
+        self.block
+    }
+}
+
+/// How long a loop device a delete detached may take to be released.
+const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Ctx {
     /// Creates one volume for a check that deletes it: its request and path.
     pub async fn one_volume(&self, step: &str) -> Result<(CreateRequest, String), Finding> {

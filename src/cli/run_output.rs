@@ -1,0 +1,183 @@
+//! How `run` shows what happened: the human report and the `--json` object,
+//! both from the one [`Report`] a run makes.
+
+use std::fmt::Write as _;
+
+use super::run::Report;
+use super::run_fidelity::{self, RunBy};
+use crate::exec::Outcome as ProcessOutcome;
+use crate::report::{self, RunOutput};
+
+pub(super) fn to_json(r: &Report) -> RunOutput {
+    let outcome = r.run.as_ref().and_then(|run| run.result.as_ref().ok());
+    let exit = outcome.map(|o| o.exit);
+    let (exit_code, signal) = (exit.and_then(|e| e.code()), exit.and_then(|e| e.signal()));
+    let core_dumped = exit.is_some_and(|e| e.core_dumped());
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let duration = r
+        .run
+        .as_ref()
+        .map(|run| run.duration())
+        .or(r.builtin_duration)
+        .unwrap_or_default();
+    RunOutput {
+        operation: r.operation.clone(),
+        builtin: r.run.is_none(),
+        env: r.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        exit_code,
+        signal,
+        core_dumped,
+        timed_out: outcome.is_some_and(|o| o.timed_out),
+        leaked: outcome.is_some_and(|o| o.leaked),
+        leftovers: outcome
+            .map(|o| o.leftovers.iter().map(|l| l.cmdline.clone()).collect())
+            .unwrap_or_default(),
+        stdout_truncated: outcome.is_some_and(|o| o.stdout_truncated),
+        stderr_truncated: outcome.is_some_and(|o| o.stderr_truncated),
+        duration_ms: duration.as_secs_f64() * 1000.0,
+        stdout: outcome.map(|o| text(&o.stdout)).unwrap_or_default(),
+        stderr: outcome.map(|o| text(&o.stderr)).unwrap_or_default(),
+        response: r.response.clone(),
+        error: r.error.clone(),
+        start_failure: r.explanation.clone(),
+        reproduce: r.run.as_ref().map(|run| run.reproduce()),
+        version: (r.operation == "fingerprint").then(|| {
+            r.version.as_ref().map(|v| report::VersionInfo {
+                raw: v.raw.clone(),
+                canonical: v.canonical.clone(),
+                semver: v.semver,
+            })
+        }),
+        run_by: r.run_by.as_ref().map_or("", RunBy::word).to_string(),
+        lookup_error: r
+            .run_by
+            .as_ref()
+            .and_then(RunBy::lookup_error)
+            .map(str::to_string),
+        stdout_bytes: outcome.map_or(0, |o| o.stdout_len),
+        stderr_bytes: outcome.map_or(0, |o| o.stderr_len),
+        closed_after_exit_ms: outcome
+            .filter(|o| o.leaked)
+            .and_then(|o| o.closed_after_exit)
+            .map(|d| d.as_secs_f64() * 1000.0),
+        not_reproduced: r.not_reproduced(),
+    }
+}
+
+impl Report {
+    fn not_reproduced(&self) -> Vec<String> {
+        match &self.run_by {
+            Some(by) => run_fidelity::not_reproduced(by, self.run.as_ref(), self.follow),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// The human report: what the plugin got, what it did, and what Nomad makes of it.
+pub(super) fn to_human(r: &Report, plugin: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "plugin:    {plugin}");
+    let _ = writeln!(out, "operation: {}", r.operation);
+    if !r.env.is_empty() {
+        let _ = writeln!(out, "env (exactly what the plugin gets, in order):");
+        for (k, v) in &r.env {
+            let _ = writeln!(out, "  {k}={v}");
+        }
+    }
+    match &r.run {
+        Some(run) => {
+            match &run.result {
+                Ok(o) => process_lines(&mut out, o),
+                Err(start) => {
+                    let _ = writeln!(out, "start:     failed: {}", start.go_error);
+                    let _ = writeln!(out, "why:       {}", start.explanation);
+                }
+            }
+            let _ = writeln!(out, "reproduce: {}", run.reproduce());
+        }
+        None if r.run_by == Some(RunBy::Builtin) || r.builtin_duration.is_some() => {
+            let _ = writeln!(out, "built-in plugin: runs inside Nomad, no process");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "lookup:    Nomad's lookup refuses the plugin: nothing runs"
+            );
+        }
+    }
+    outcome_lines(&mut out, r);
+    for note in r.not_reproduced() {
+        let _ = writeln!(out, "not reproduced: {note}");
+    }
+    out
+}
+
+/// How the plugin's process ended, what it left behind, and what it printed.
+fn process_lines(out: &mut String, o: &ProcessOutcome) {
+    let timed_out = if o.timed_out {
+        " (timed out and killed)"
+    } else {
+        ""
+    };
+    let _ = writeln!(out, "exit:      {}{timed_out}", o.exit.go_string());
+    let _ = writeln!(
+        out,
+        "duration:  {:.1} ms",
+        o.duration.as_secs_f64() * 1000.0
+    );
+    if o.leaked {
+        let _ = writeln!(
+            out,
+            "LEAK:      {}",
+            run_fidelity::leak_line(o.closed_after_exit)
+        );
+    }
+    for l in &o.leftovers {
+        let _ = writeln!(out, "left behind (killed): pid {} {}", l.pid, l.cmdline);
+    }
+    for (name, bytes, truncated, len) in [
+        ("stdout", &o.stdout, o.stdout_truncated, o.stdout_len),
+        ("stderr", &o.stderr, o.stderr_truncated, o.stderr_len),
+    ] {
+        let truncated = if truncated {
+            format!(" (truncated: the first {} of {len} bytes)", bytes.len())
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "{name}{truncated}:");
+        let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(bytes)));
+    }
+}
+
+/// What Nomad makes of the call: the version or response it decoded, and its verdict.
+fn outcome_lines(out: &mut String, r: &Report) {
+    if let Some(v) = &r.version {
+        let _ = writeln!(
+            out,
+            "version:   {:?} → {} ({})",
+            v.raw,
+            v.canonical.as_deref().unwrap_or("rejected by Nomad"),
+            if v.semver {
+                "SemVer"
+            } else {
+                "not strict SemVer"
+            }
+        );
+    }
+    if let Some(resp) = &r.response {
+        let json = serde_json::to_string(resp).unwrap_or_default();
+        let _ = writeln!(out, "response:  {json}");
+    }
+    let verdict = r.error.as_deref().unwrap_or("success");
+    let _ = writeln!(out, "Nomad says: {verdict}");
+}
+
+fn indent(s: &str) -> String {
+    if s.is_empty() {
+        return "  (empty)".into();
+    }
+    s.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

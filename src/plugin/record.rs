@@ -1,0 +1,172 @@
+//! The record of a plugin executable's calls: one call and everything seen
+//! of it ([`PluginRun`]), and the log of a plugin's calls ([`Recorder`]).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::external::DECODE_LIMIT;
+use crate::contract::ExitReason;
+use crate::exec::{Leftover, Outcome};
+
+/// Every raw call an [`ExternalPlugin`](super::ExternalPlugin) makes, in order. Clones share the log.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder(Arc<Mutex<Vec<PluginRun>>>);
+
+impl Recorder {
+    /// An empty log.
+    pub fn new() -> Self {
+        Recorder::default()
+    }
+
+    pub(super) fn push(&self, run: &PluginRun) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(run.clone());
+    }
+
+    /// A copy of every call recorded so far.
+    pub fn runs(&self) -> Vec<PluginRun> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// How many calls were recorded so far.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether no call was recorded yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One raw call of a plugin executable and everything observed about it.
+#[derive(Debug, Clone)]
+pub struct PluginRun {
+    /// The executable.
+    pub executable: PathBuf,
+    /// The operation argument (`create`, …, or anything a check sends).
+    pub operation: String,
+    /// The environment, in order.
+    pub env: Vec<(String, String)>,
+    /// The working directory, when not inherited.
+    pub cwd: Option<PathBuf>,
+    /// The time limit it ran under.
+    pub timeout: Duration,
+    /// What happened, or why it could not start.
+    pub result: Result<Outcome, StartFailure>,
+    /// When it started.
+    pub started_at: Instant,
+}
+
+/// A call that never started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartFailure {
+    /// The errno from `execve`.
+    pub errno: Option<i32>,
+    /// Go's text for it, as Nomad shows it: `fork/exec PATH: exec format error`.
+    pub go_error: String,
+    /// What is wrong, in words.
+    pub explanation: String,
+}
+
+impl PluginRun {
+    /// Whether Nomad would call this a success (started, exit 0).
+    pub fn succeeded(&self) -> bool {
+        matches!(&self.result, Ok(o) if o.exit.success() && !o.timed_out)
+    }
+
+    /// The captured stdout (empty when it never started).
+    pub fn stdout(&self) -> &[u8] {
+        self.result
+            .as_ref()
+            .map(|o| o.stdout.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// The captured stderr (empty when it never started).
+    pub fn stderr(&self) -> &[u8] {
+        self.result
+            .as_ref()
+            .map(|o| o.stderr.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// When stdout was longer than [`DECODE_LIMIT`], so that Nomad's verdict
+    /// on it could not be reproduced: how long it was.
+    pub fn stdout_too_large(&self) -> Option<u64> {
+        match &self.result {
+            Ok(o) if o.stdout_len > DECODE_LIMIT as u64 => Some(o.stdout_len),
+            _ => None,
+        }
+    }
+
+    /// Whether the kept stdout is all the plugin printed (nothing cut).
+    pub fn stdout_complete(&self) -> bool {
+        match &self.result {
+            Ok(o) => o.stdout_len == o.stdout.len() as u64,
+            Err(_) => true,
+        }
+    }
+
+    /// How long it ran (zero when it never started).
+    pub fn duration(&self) -> Duration {
+        self.result.as_ref().map(|o| o.duration).unwrap_or_default()
+    }
+
+    /// Whether it was killed for overrunning its limit.
+    pub fn timed_out(&self) -> bool {
+        matches!(&self.result, Ok(o) if o.timed_out)
+    }
+
+    /// Processes it left behind (all killed since).
+    pub fn leftovers(&self) -> &[Leftover] {
+        self.result
+            .as_ref()
+            .map(|o| o.leftovers.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// Go's rendering of how the call ended: `exit status 1`, `signal: killed`,
+    /// or the `fork/exec` error.
+    pub fn exit_error(&self) -> String {
+        match &self.result {
+            Ok(o) if o.timed_out => ExitReason::Signal(libc::SIGKILL).go_string(),
+            Ok(o) => o.exit.go_string(),
+            Err(e) => e.go_error.clone(),
+        }
+    }
+
+    /// A one-line shell command that repeats this call by hand.
+    pub fn reproduce(&self) -> String {
+        let mut cmd = String::new();
+        if let Some(dir) = &self.cwd {
+            cmd.push_str(&format!("cd {} && ", shell_quote(&dir.to_string_lossy())));
+        }
+        cmd.push_str("env -i");
+        for (k, v) in &self.env {
+            cmd.push(' ');
+            cmd.push_str(&shell_quote(&format!("{k}={v}")));
+        }
+        cmd.push(' ');
+        cmd.push_str(&shell_quote(&self.executable.to_string_lossy()));
+        cmd.push(' ');
+        cmd.push_str(&shell_quote(&self.operation));
+        cmd.push_str(" </dev/null");
+        cmd
+    }
+}
+
+/// Quotes for POSIX sh: bare when safe, else single quotes.
+pub fn shell_quote(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-./=:,+@%".contains(&b));
+    if safe {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
