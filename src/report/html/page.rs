@@ -203,8 +203,10 @@ fn one_check(out: &mut String, check: &CheckResult) {
             "<table class=\"calls\"><tr><th>#</th><th>operation</th><th>outcome</th>\
              <th>start</th><th>duration</th><th>in flight</th></tr>\n",
         );
+        // A finding's unclean calls show their output at once: it is the evidence.
+        let finding = matches!(check.status, Status::Fail | Status::Warn);
         for (i, call) in check.invocations.iter().enumerate() {
-            one_call(out, i + 1, call);
+            one_call(out, i + 1, call, finding && !call.is_clean());
         }
         out.push_str("</table>\n");
     }
@@ -230,7 +232,7 @@ pub(super) fn outcome_class(call: &Invocation) -> &'static str {
     }
 }
 
-fn one_call(out: &mut String, n: usize, call: &Invocation) {
+fn one_call(out: &mut String, n: usize, call: &Invocation, open: bool) {
     let start = call.started_ms.map_or_else(|| "?".to_owned(), ms);
     let in_flight = call
         .in_flight
@@ -239,11 +241,12 @@ fn one_call(out: &mut String, n: usize, call: &Invocation) {
         out,
         "<tr class=\"call\"><td>{n}</td><td><code>{}</code></td>\
          <td><span class=\"swatch {}\"></span>{}</td><td>{start}</td><td>{}</td><td>{in_flight}</td></tr>\n\
-         <tr><td></td><td class=\"out\" colspan=\"5\"><details class=\"io\"><summary>output and reproduce line</summary>",
+         <tr><td></td><td class=\"out\" colspan=\"5\"><details class=\"io\"{}><summary>output and reproduce line</summary>",
         text(&call.operation),
         outcome_class(call),
         text(&call.outcome()),
         ms(call.duration_ms),
+        if open { " open" } else { "" },
     );
     let streams = [
         ("stdout", &call.stdout, call.stdout_truncated),
