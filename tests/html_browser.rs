@@ -238,6 +238,7 @@ fn a_racy_plugins_page_shows_its_overlapping_creates() {
         .enumerate()
         .any(|(i, a)| spans[i + 1..].iter().any(|b| a.0 < b.1 && b.0 < a.1));
     assert!(overlapping, "the concurrent creates overlap: {spans:?}");
+    assert!(dom.contains("class=\"lbl f-fail\" x=\"4\""));
     assert!(dom.contains("data-check=\"concurrency.create\""));
 }
 

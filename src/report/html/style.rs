@@ -29,7 +29,7 @@ table.calls td.out{padding:0 6px 6px}
 .o-killed{fill:var(--kill);background:var(--kill)}.o-signal{fill:#b71c1c;background:#b71c1c}.o-unclean{fill:var(--warn);background:var(--warn)}.o-nostart{fill:var(--skip);background:var(--skip)}
 .swatch{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px;vertical-align:middle}
 svg{display:block;max-width:100%;height:auto;font:11px system-ui,sans-serif}
-svg .grid{stroke:#e8e8e8}svg .axis{fill:#555}svg .lbl{fill:#222}svg .row{fill:#fafafa}
+svg .grid{stroke:#e8e8e8}svg .axis{fill:#555}svg .lbl{fill:#222}svg .lbl.f-fail{fill:var(--fail);font-weight:700}svg .lbl.f-warn{fill:var(--warn);font-weight:700}svg .row{fill:#fafafa}
 svg .kill{stroke:#000;stroke-width:1.5}svg .limit{stroke:var(--fail);stroke-width:2}svg .half{stroke:var(--warn);stroke-width:2;stroke-dasharray:5 3}
 svg .pct{stroke:var(--info);stroke-width:1.5}svg .bin{fill:#5c7cfa}svg .dot{fill:#1a237e;fill-opacity:.55}
 .note{color:#555}

@@ -149,7 +149,7 @@ fn svg(rows: &[Row<'_>]) -> String {
             .map(|r| r.lanes as f64 * LANE + 4.0)
             .sum::<f64>()
         + 4.0;
-    let width = LABEL + PLOT + 10.0;
+    let width = LABEL + PLOT + 40.0;
     let mut out = String::with_capacity(rows.len() * 2000);
     let _ = writeln!(
         out,
@@ -179,8 +179,9 @@ fn svg(rows: &[Row<'_>]) -> String {
         }
         let _ = writeln!(
             out,
-            "<a href=\"#check-{}\"><text class=\"lbl\" x=\"4\" y=\"{:.1}\" data-check=\"{}\">{}</text></a>",
+            "<a href=\"#check-{}\"><text class=\"lbl f-{}\" x=\"4\" y=\"{:.1}\" data-check=\"{}\">{}</text></a>",
             attr(&row.check.id),
+            row.check.status,
             y + 10.0,
             attr(&row.check.id),
             text(&row.check.id)
