@@ -92,3 +92,41 @@ fn what_is_not_a_report_is_one_line_and_exit_2() {
         assert!(stderr.contains(want), "{}: {stderr}", path.display());
     }
 }
+
+/// `check --html` writes the page `report html` renders from the run's `--json`: the
+/// page is a pure function of the report.
+#[test]
+fn check_html_is_report_html_of_its_json() {
+    let dir = Scratch::new();
+    let (json, html) = (dir.path().join("r.json"), dir.path().join("r.html"));
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .arg("check")
+        .arg(util::sample("reference"))
+        .args(["-q", "--json"])
+        .arg(&json)
+        .arg("--html")
+        .arg(&html)
+        .env("TMPDIR", dir.path())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let page = fs::read_to_string(&html).unwrap();
+    let (code, again, _) = report_html(&[json.as_os_str()]);
+    assert_eq!(code, Some(0));
+    assert!(again == page, "the same page");
+    let report = report::from_json(&fs::read_to_string(&json).unwrap()).unwrap();
+    for check in &report.checks {
+        assert!(page.contains(&format!("id=\"check-{}\"", check.id)));
+        for call in &check.invocations {
+            assert!(
+                call.started_ms.is_some(),
+                "{}: every call has its start",
+                check.id
+            );
+        }
+    }
+    assert!(report.timing.iter().all(|t| !t.alone_ms.is_empty()));
+    assert!(page.contains("<svg class=\"timeline\""));
+}
