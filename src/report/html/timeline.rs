@@ -44,7 +44,7 @@ pub fn section(report: &Report) -> String {
     out.push_str(
         "<p class=\"note\">One row per check, ordered by its first call; a bar per call, from its start to \
          its end (run time). Calls of a check that overlap are stacked. A run-wide check's row shows the \
-         calls it judged.</p>\n",
+         calls it cites; a check lists at most 20 of its calls, the failing ones first.</p>\n",
     );
     out.push_str(&legend());
     out.push_str(&svg(&rows));
