@@ -47,6 +47,10 @@ fn main() {
         took
     });
     let html = report::to_html(&report);
+    // Kept for a look in a browser (target/ is the build's own scratch).
+    let kept = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp");
+    fs::create_dir_all(&kept).unwrap();
+    fs::write(kept.join("html_render-10000.html"), &html).unwrap();
     println!(
         "{calls} calls: report JSON {:.1} MB, page {:.1} MB",
         fs::metadata(&json).unwrap().len() as f64 / 1e6,

@@ -160,6 +160,7 @@ fn checks(out: &mut String, report: &Report) {
     let worst = |list: &[&CheckResult]| list.iter().map(|c| rank(c.status)).min().unwrap_or(9);
     groups.sort_by(|a, b| worst(&a.1).cmp(&worst(&b.1)).then(a.0.cmp(b.0)));
     out.push_str("<section id=\"checks\"><h2>Checks</h2>\n");
+    let mut budget = DETAILED_CALLS;
     for (group, list) in groups {
         let _ = writeln!(
             out,
@@ -168,13 +169,20 @@ fn checks(out: &mut String, report: &Report) {
             list.len()
         );
         for check in list {
-            one_check(out, check);
+            one_check(out, check, &mut budget);
         }
     }
     out.push_str("</section>\n");
 }
 
-fn one_check(out: &mut String, check: &CheckResult) {
+/// How many calls a page shows with their output and reproduce line, in the order the
+/// checks are shown (failures first); an unclean call of a finding always is. A run
+/// lists fewer (at most 20 per check); past it, a synthetic or merged report of tens of
+/// thousands of calls keeps a page a browser opens in a second or two, and the JSON
+/// report has the rest.
+const DETAILED_CALLS: usize = 2_000;
+
+fn one_check(out: &mut String, check: &CheckResult, budget: &mut usize) {
     let status = check.status.as_str();
     let open = if check.status == Status::Fail {
         " open"
@@ -205,10 +213,27 @@ fn one_check(out: &mut String, check: &CheckResult) {
         );
         // A finding's unclean calls show their output at once: it is the evidence.
         let finding = matches!(check.status, Status::Fail | Status::Warn);
+        let mut left_out = false;
         for (i, call) in check.invocations.iter().enumerate() {
-            one_call(out, i + 1, call, finding && !call.is_clean());
+            let evidence = finding && !call.is_clean();
+            let detail = if evidence || *budget > 0 {
+                *budget = budget.saturating_sub(1);
+                Detail::Shown { open: evidence }
+            } else {
+                left_out = true;
+                Detail::InTheJson
+            };
+            one_call(out, i + 1, call, detail);
         }
         out.push_str("</table>\n");
+        if left_out {
+            let _ = writeln!(
+                out,
+                "<p class=\"note\">The page shows the output and reproduce line of the first \
+                 {DETAILED_CALLS} calls (and of every unclean call of a finding); the JSON report \
+                 has those of the calls above without them.</p>"
+            );
+        }
     }
     out.push_str("</div></details>\n");
 }
@@ -232,20 +257,36 @@ pub(super) fn outcome_class(call: &Invocation) -> &'static str {
     }
 }
 
-fn one_call(out: &mut String, n: usize, call: &Invocation, open: bool) {
+/// Whether a call's output and reproduce line are in the page.
+#[derive(Clone, Copy)]
+enum Detail {
+    /// Shown, open at once or on a click.
+    Shown { open: bool },
+    /// Past [`DETAILED_CALLS`]: only in the JSON report.
+    InTheJson,
+}
+
+fn one_call(out: &mut String, n: usize, call: &Invocation, detail: Detail) {
     let start = call.started_ms.map_or_else(|| "?".to_owned(), ms);
     let in_flight = call
         .in_flight
         .map_or_else(|| "not counted".to_owned(), |n| n.to_string());
-    let _ = write!(
+    let _ = writeln!(
         out,
         "<tr class=\"call\"><td>{n}</td><td><code>{}</code></td>\
-         <td><span class=\"swatch {}\"></span>{}</td><td>{start}</td><td>{}</td><td>{in_flight}</td></tr>\n\
-         <tr><td></td><td class=\"out\" colspan=\"5\"><details class=\"io\"{}><summary>output and reproduce line</summary>",
+         <td><span class=\"swatch {}\"></span>{}</td><td>{start}</td><td>{}</td><td>{in_flight}</td></tr>",
         text(&call.operation),
         outcome_class(call),
         text(&call.outcome()),
         ms(call.duration_ms),
+    );
+    let open = match detail {
+        Detail::Shown { open } => open,
+        Detail::InTheJson => return,
+    };
+    let _ = write!(
+        out,
+        "<tr><td></td><td class=\"out\" colspan=\"5\"><details class=\"io\"{}><summary>output and reproduce line</summary>",
         if open { " open" } else { "" },
     );
     let streams = [
@@ -273,4 +314,60 @@ fn one_call(out: &mut String, n: usize, call: &Invocation, open: bool) {
     out.push_str("<div class=\"note\">reproduce:</div><pre class=\"reproduce\">");
     push_text(out, &call.reproduce);
     out.push_str("</pre></details></td></tr>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::model::{Level, PluginInfo, RunOptions};
+
+    fn check(id: &str, status: Status, calls: usize, exit: i32) -> CheckResult {
+        CheckResult {
+            id: id.to_owned(),
+            group: "g".to_owned(),
+            level: Level::Must,
+            status,
+            message: "m".to_owned(),
+            duration_ms: 1,
+            invocations: vec![
+                Invocation {
+                    operation: "create".to_owned(),
+                    exit_code: Some(exit),
+                    reproduce: "env -i x".to_owned(),
+                    ..Invocation::default()
+                };
+                calls
+            ],
+        }
+    }
+
+    #[test]
+    fn past_the_budget_calls_keep_their_rows_and_findings_their_evidence() {
+        let checks = vec![
+            check("a.pass", Status::Pass, 1500, 0),
+            check("b.pass", Status::Pass, 1500, 0),
+            check("c.fail", Status::Fail, 3, 1),
+        ];
+        let report = Report::new(
+            "nomad-1.10",
+            PluginInfo::default(),
+            RunOptions::default(),
+            checks,
+            Vec::new(),
+        );
+        let page = to_html(&report);
+        assert_eq!(page.matches("<tr class=\"call\">").count(), 3003);
+        // The failure's three calls come first, open; then 1,997 more: all of
+        // a.pass, 497 of b.pass.
+        assert_eq!(page.matches("<details class=\"io\" open>").count(), 3);
+        assert_eq!(
+            page.matches("<details class=\"io\"").count(),
+            DETAILED_CALLS
+        );
+        assert_eq!(
+            page.matches("the JSON report has those").count(),
+            1,
+            "b.pass only"
+        );
+    }
 }
