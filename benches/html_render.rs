@@ -9,9 +9,9 @@
 //! - `report::to_html` on the model (the target: well under 2 s);
 //! - `dhv-conform report html REPORT.json -o PAGE` through the binary (read, parse,
 //!   render, write);
-//! - when `chromium` is on the PATH, headless Chromium opening the page and dumping its
-//!   DOM, less the same for an empty page (the browser's own start-up): the time to
-//!   render it.
+//! - when `chromium` is on the PATH, headless Chromium opening the page and taking a
+//!   screenshot of it (parse, style, layout, paint), less the same for an empty page
+//!   (the browser's own start-up): the time to render it.
 //!
 //! Run: `cargo bench --bench html_render`.
 
@@ -78,11 +78,14 @@ fn main() {
             let empty = tmp.path().join("empty.html");
             fs::write(&empty, "<!doctype html><title>empty</title>").unwrap();
             let profile = tmp.path().join("profile");
+            let shot = tmp.path().join("shot.png");
             let open = |file: &Path| {
                 median(|| {
                     let started = Instant::now();
                     let status = Command::new(&browser)
-                        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+                        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+                        .arg("--window-size=1280,1000")
+                        .arg(format!("--screenshot={}", shot.display()))
                         .arg(format!("--user-data-dir={}", profile.display()))
                         .arg(format!("file://{}", file.display()))
                         .stdout(Stdio::null())
@@ -96,7 +99,7 @@ fn main() {
             let base = open(&empty);
             let full = open(&page);
             println!(
-                "chromium --dump-dom: {:.0} ms, of which start-up (an empty page) {:.0} ms: \
+                "chromium --screenshot: {:.0} ms, of which start-up (an empty page) {:.0} ms: \
                  the page renders in {:.0} ms",
                 ms(full),
                 ms(base),
