@@ -38,7 +38,8 @@ mkdir -p "$reports"
 args=(check "$DHV_PLUGIN"
   --junit "$reports/junit.xml"
   --markdown "$reports/summary.md"
-  --json "$reports/report.json")
+  --json "$reports/report.json"
+  --html "$reports/report.html")
 if [ -n "${DHV_SNAPSHOT:-}" ]; then
   args+=(--snapshot "$DHV_SNAPSHOT")
 fi

@@ -57,7 +57,7 @@ fn gate(plugin: &str, extra: &[(&str, &str)]) -> Gate {
 fn the_gate_passes_the_reference_plugin_and_writes_every_report() {
     let g = gate("reference", &[]);
     assert_eq!(g.code, Some(0), "{}", g.stderr);
-    for file in ["junit.xml", "summary.md", "report.json"] {
+    for file in ["junit.xml", "summary.md", "report.json", "report.html"] {
         assert!(
             g.reports.join(file).is_file(),
             "{file} missing: {}",

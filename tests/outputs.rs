@@ -144,7 +144,7 @@ fn dev_stdout_is_our_stdout() {
 #[test]
 fn an_output_in_a_missing_dir_fails_before_the_run() {
     let dir = util::Scratch::new();
-    for flag in ["--json", "--junit", "--markdown"] {
+    for flag in ["--json", "--junit", "--markdown", "--html"] {
         let path = dir.path().join("no-such-dir/report");
         let tmp = util::Scratch::new();
         let started = Instant::now();

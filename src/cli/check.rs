@@ -277,6 +277,9 @@ fn write_reports(args: &CheckArgs, report: &report::Report) -> CliResult {
     if let Some(path) = &args.markdown {
         write_output(&path.to_string_lossy(), &report::to_markdown(report))?;
     }
+    if let Some(path) = &args.html {
+        write_output(&path.to_string_lossy(), &report::to_html(report))?;
+    }
     match &args.snapshot {
         Some(path) => snapshot_gate(report, path, args.bless),
         None => Ok(EXIT_OK),
@@ -400,6 +403,7 @@ fn check_outputs(args: &CheckArgs) -> Result<(), CliError> {
         args.json.as_deref().filter(|j| *j != "-").map(Path::new),
         args.junit.as_deref(),
         args.markdown.as_deref(),
+        args.html.as_deref(),
     ];
     for path in files.into_iter().flatten() {
         crate::safe_fs::check_target(path).map_err(|e| CliError::usage(e.to_string()))?;

@@ -29,6 +29,10 @@ pub struct CheckArgs {
     /// Write a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY).
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
+    /// Write a self-contained HTML page to FILE: the checks, a timeline of the calls
+    /// and the duration of each operation against its limit.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Compare the normalised report with FILE; missing or different exits 3 with a diff.
     #[arg(long, value_name = "FILE")]
     pub snapshot: Option<PathBuf>,

@@ -1,12 +1,22 @@
-//! `dhv-conform report merge REPORT…`: many nodes' JSON reports into one fleet report.
+//! `dhv-conform report merge REPORT…`: many nodes' JSON reports into one fleet report;
+//! `dhv-conform report html REPORT`: a saved JSON report as its HTML page.
 //!
 //! Exit codes: 0 every node conformant, 1 a node is not, 2 an input cannot be used
 //! (unreadable, not a report, another schema, an empty directory, a node reported twice).
+//! `report html` exits 0 once the page is written, whatever the report's verdict, and 2
+//! for an input that is not a report.
 
-use std::path::PathBuf;
+use std::io::Read as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
 
-use super::{CliError, CliResult, print_stdout};
+use super::{CliError, CliResult, EXIT_OK, print_stdout};
 use crate::report::fleet::{self, FleetReport};
+use crate::report::{self, SCHEMA};
+
+/// The largest JSON report `report html` reads: a report holds at most 20 calls per
+/// check with 4 KiB excerpts, a few MiB; a synthetic 10,000-call one is tens of MiB.
+const MAX_REPORT_BYTES: u64 = 256 << 20;
 
 /// `report` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -14,6 +24,20 @@ pub enum ReportCommand {
     /// Merge per-node JSON reports into one fleet report (checks × nodes, grouped by
     /// plugin build); prints the Markdown when no output is named.
     Merge(MergeArgs),
+    /// Render a saved JSON report (`check --json`) as its self-contained HTML page,
+    /// the one `check --html` writes.
+    Html(HtmlArgs),
+}
+
+/// Arguments of `report html`.
+#[derive(Debug, clap::Args)]
+pub struct HtmlArgs {
+    /// A `dhv-conform/report/v1` JSON file.
+    #[arg(value_name = "REPORT")]
+    pub report: PathBuf,
+    /// Write the page to FILE (`-` or none: stdout).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<String>,
 }
 
 /// Arguments of `report merge`.
@@ -31,6 +55,10 @@ pub struct MergeArgs {
     /// Write JUnit XML, one testsuite per node, to FILE (`-` for stdout).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<String>,
+    /// Write the fleet's HTML page to FILE (`-` for stdout): the checks × nodes heat map,
+    /// the builds, each node's findings.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<String>,
 }
 
 /// A fleet report form.
@@ -40,15 +68,17 @@ type Render = fn(&FleetReport) -> String;
 pub fn run(command: ReportCommand) -> CliResult {
     match command {
         ReportCommand::Merge(args) => merge(&args),
+        ReportCommand::Html(args) => html(&args),
     }
 }
 
 fn merge(args: &MergeArgs) -> CliResult {
     let fleet = read_fleet(&args.reports)?;
-    let outputs: [(&Option<String>, Render); 3] = [
+    let outputs: [(&Option<String>, Render); 4] = [
         (&args.json, fleet::to_fleet_json),
         (&args.markdown, fleet::to_fleet_markdown),
         (&args.junit, fleet::to_fleet_junit),
+        (&args.html, report::to_fleet_html),
     ];
     let mut wrote = false;
     for (dest, render) in outputs {
@@ -61,6 +91,71 @@ fn merge(args: &MergeArgs) -> CliResult {
         print_stdout(&fleet::to_fleet_markdown(&fleet));
     }
     Ok(fleet.summary.verdict.exit_code())
+}
+
+/// `report html`: the page is a pure function of the saved report.
+fn html(args: &HtmlArgs) -> CliResult {
+    let path = &args.report;
+    let bytes = read_bounded(path)?;
+    let report: report::Report = serde_json::from_slice(&bytes).map_err(|e| {
+        let why = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Err(_) => format!("not JSON: {e}"),
+            Ok(doc) => match doc.get("schema").and_then(|s| s.as_str()) {
+                Some(schema) if schema != SCHEMA => {
+                    format!("schema {schema:?} is not {SCHEMA}")
+                }
+                _ => format!("not a {SCHEMA} report: {e}"),
+            },
+        };
+        CliError::usage(format!("{}: {why}", path.display()))
+    })?;
+    if report.schema != SCHEMA {
+        return Err(CliError::usage(format!(
+            "{}: schema {:?} is not {SCHEMA}",
+            path.display(),
+            report.schema
+        )));
+    }
+    let page = report::to_html(&report);
+    write_output(args.output.as_deref().unwrap_or("-"), &page)?;
+    Ok(EXIT_OK)
+}
+
+/// The bytes of a regular file of at most [`MAX_REPORT_BYTES`]; a FIFO or device is
+/// refused rather than waited on.
+fn read_bounded(path: &Path) -> Result<Vec<u8>, CliError> {
+    let cannot =
+        |e: std::io::Error| CliError::usage(format!("cannot read {}: {e}", path.display()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(CliError::usage(format!(
+            "cannot read {}: not a regular file",
+            path.display()
+        )));
+    }
+    if meta.len() > MAX_REPORT_BYTES {
+        return Err(CliError::usage(format!(
+            "{}: {} bytes, more than a report can be ({MAX_REPORT_BYTES})",
+            path.display(),
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_REPORT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_REPORT_BYTES {
+        return Err(CliError::usage(format!(
+            "{}: more than a report can be ({MAX_REPORT_BYTES} bytes)",
+            path.display()
+        )));
+    }
+    Ok(bytes)
 }
 
 /// Reads every report into the fleet matrix, keeping no report whole.

@@ -122,6 +122,8 @@ struct RunState {
     strict: bool,
     /// The load average when the run started.
     load_start: Option<[f64; 3]>,
+    /// When the run started: the origin of the calls' start offsets.
+    started: Instant,
     progress: super::Progress,
 }
 
@@ -161,6 +163,7 @@ pub fn run_suite(
         handle: rt.handle().clone(),
         strict: opts.strict,
         load_start: evidence::load_average(),
+        started: Instant::now(),
         progress: opts.progress.clone(),
     };
     signals.watch(&state.shared.supervisor);
@@ -238,6 +241,7 @@ impl RunState {
             &runs,
             &self.in_flight(),
             &limits,
+            self.started,
         );
         self.progress.send(super::ProgressEvent::Finished(&result));
         self.calls
@@ -381,6 +385,7 @@ fn to_result(
     runs: &[crate::plugin::PluginRun],
     in_flight: &std::collections::HashMap<Instant, usize>,
     limits: &crate::plugin::Timeouts,
+    run_start: Instant,
 ) -> CheckResult {
     let (status, message) = match finding {
         Finding::Pass(m) => (Status::Pass, m),
@@ -397,7 +402,7 @@ fn to_result(
         status,
         message,
         duration_ms: elapsed.as_millis() as u64,
-        invocations: evidence::invocations(runs, status, in_flight, limits),
+        invocations: evidence::invocations(runs, status, in_flight, limits, run_start),
     }
 }
 

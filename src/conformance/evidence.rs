@@ -70,12 +70,14 @@ fn hex(bytes: &[u8]) -> String {
 /// The calls behind a verdict, failing ones first when the check did not pass;
 /// `in_flight` tells how many calls of the run were in flight when each started.
 /// `limits` are the run's own time limits: a call that ran under a shorter one
-/// was killed on purpose (the crash checks), not timed out.
+/// was killed on purpose (the crash checks), not timed out. `run_start` is the
+/// instant the calls' start offsets count from.
 pub(crate) fn invocations(
     runs: &[PluginRun],
     status: Status,
     in_flight: &HashMap<Instant, usize>,
     limits: &Timeouts,
+    run_start: Instant,
 ) -> Vec<Invocation> {
     let mut order: Vec<&PluginRun> = runs.iter().collect();
     if matches!(status, Status::Fail | Status::Warn) {
@@ -89,6 +91,12 @@ pub(crate) fn invocations(
                 in_flight: in_flight
                     .get(&run.started_at)
                     .map(|&n| u32::try_from(n).unwrap_or(u32::MAX)),
+                started_ms: Some(
+                    run.started_at
+                        .saturating_duration_since(run_start)
+                        .as_secs_f64()
+                        * 1e3,
+                ),
                 ..invocation(run)
             };
             if inv.timed_out && run.timeout < limits.for_operation(&run.operation) {
@@ -112,6 +120,7 @@ pub(crate) fn invocation(run: &PluginRun) -> Invocation {
         exit_code,
         signal,
         core_dumped,
+        started_ms: None,
         duration_ms: run.duration().as_secs_f64() * 1e3,
         timed_out: run.timed_out(),
         killed_by_check_ms: None,

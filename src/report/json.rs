@@ -127,6 +127,7 @@ mod tests {
                       "exit_code": 0,
                       "signal": null,
                       "core_dumped": false,
+                      "started_ms": 3.5,
                       "duration_ms": 7.25,
                       "timed_out": false,
                       "leaked": false,
@@ -157,7 +158,12 @@ mod tests {
                   "p50_ms": 7.25,
                   "p95_ms": 9.5,
                   "max_ms": 9.5,
-                  "limit_ms": 60000.0
+                  "limit_ms": 60000.0,
+                  "alone_ms": [
+                    6.5,
+                    7.25,
+                    8.0
+                  ]
                 }
               ],
               "summary": {

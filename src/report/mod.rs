@@ -12,6 +12,7 @@
 mod commands;
 mod events;
 pub mod fleet;
+mod html;
 mod human;
 mod json;
 mod junit;
@@ -29,6 +30,7 @@ pub use commands::{
     VolumeListOutput, VolumeOutput,
 };
 pub use events::{CatalogueEntry, Event, SuiteCounts, SuiteEvent, TestEvent};
+pub use html::{to_fleet_html, to_html};
 pub use human::{printable, summary_table, summary_table_noted};
 pub use json::{from_json, to_json};
 pub use junit::to_junit;

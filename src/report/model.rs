@@ -365,6 +365,11 @@ pub struct Invocation {
     /// before the field existed.
     #[serde(default)]
     pub core_dumped: bool,
+    /// When the call started, in milliseconds from the start of the run (the
+    /// engine's start, just after `started_at`): with `duration_ms` it places the
+    /// call on the run's timeline. `None` in reports written before the field existed.
+    #[serde(default)]
+    pub started_ms: Option<f64>,
     /// Wall time of the call.
     pub duration_ms: f64,
     /// Whether the call hit its time limit.
@@ -446,6 +451,11 @@ pub struct TimingProfile {
     pub max_ms: f64,
     /// The operation's time limit (after `--timeout-scale`).
     pub limit_ms: f64,
+    /// The durations of the operation's calls made alone (the run's timing phase),
+    /// ascending: the calls `timing.margin` and the deadline checks judge. Empty when
+    /// none was made (a run cut short) and in reports written before the field existed.
+    #[serde(default)]
+    pub alone_ms: Vec<f64>,
 }
 
 /// Counts per status and the verdict.

@@ -34,6 +34,7 @@ fn create_call(exit_code: i32, stdout: &str, stderr: &str) -> Invocation {
         reproduce: format!("env -i {} {PLUGIN} create", env.join(" ")),
         env,
         exit_code: Some(exit_code),
+        started_ms: Some(3.5),
         duration_ms: 7.25,
         stdout: stdout.to_owned(),
         stderr: stderr.to_owned(),
@@ -158,6 +159,7 @@ pub(crate) fn report(strict: bool) -> Report {
             p95_ms: 9.5,
             max_ms: 9.5,
             limit_ms: 60_000.0,
+            alone_ms: vec![6.5, 7.25, 8.0],
         }],
         summary,
     }

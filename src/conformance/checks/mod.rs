@@ -113,15 +113,25 @@ pub(crate) fn timing_profiles(
     shared: &super::context::Shared,
 ) -> Vec<crate::report::TimingProfile> {
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-    run_wide::profiles(&shared.log.calls())
+    let calls = shared.log.calls();
+    run_wide::profiles(&calls)
         .into_iter()
-        .map(|p| crate::report::TimingProfile {
-            operation: p.op.to_string(),
-            count: p.count,
-            p50_ms: ms(p.p50),
-            p95_ms: ms(p.p95),
-            max_ms: ms(p.max),
-            limit_ms: ms(p.limit),
+        .map(|p| {
+            let mut alone_ms: Vec<f64> = calls
+                .iter()
+                .filter(|c| c.op == p.op && c.phase.alone())
+                .map(|c| ms(c.duration))
+                .collect();
+            alone_ms.sort_by(f64::total_cmp);
+            crate::report::TimingProfile {
+                operation: p.op.to_string(),
+                count: p.count,
+                p50_ms: ms(p.p50),
+                p95_ms: ms(p.p95),
+                max_ms: ms(p.max),
+                limit_ms: ms(p.limit),
+                alone_ms,
+            }
         })
         .collect()
 }
