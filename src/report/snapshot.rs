@@ -100,17 +100,6 @@ pub enum SnapshotError {
         #[source]
         source: io::Error,
     },
-    /// The directory to hold the snapshot could not be created.
-    #[error("cannot create directory {} for snapshot {}", dir.display(), path.display())]
-    CreateDir {
-        /// The directory.
-        dir: PathBuf,
-        /// The snapshot file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
     /// The new snapshot could not be written (or renamed into place).
     #[error("cannot write snapshot {} (in {})", path.display(), dir.display())]
     Write {
@@ -170,17 +159,13 @@ pub fn diff(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
 /// ([`crate::safe_fs::write_file`]): a regular file is replaced atomically (a temporary
 /// file in the same directory, flushed to disk and renamed over it), so readers see the
 /// old snapshot or the new one, never a mix; a symlink's target is written and the link
-/// kept. Missing parent directories are created.
+/// kept. A missing parent dir is an error, as for every other output: a typo in
+/// the path must not quietly make a tree somewhere.
 pub fn bless(path: &Path, normalised: &str) -> Result<(), SnapshotError> {
     let dir = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
         _ => PathBuf::from("."),
     };
-    fs::create_dir_all(&dir).map_err(|source| SnapshotError::CreateDir {
-        dir: dir.clone(),
-        path: path.to_owned(),
-        source,
-    })?;
     let opts = crate::safe_fs::WriteOptions {
         durable: true,
         temp_prefix: ".snapshot",
@@ -343,10 +328,13 @@ mod tests {
         fs::write(&blocker, "").unwrap();
         let path = blocker.join("plugin.snap");
         let err = bless(&path, "x\n").unwrap_err();
-        assert!(matches!(err, SnapshotError::CreateDir { .. }), "{err:?}");
+        assert!(matches!(err, SnapshotError::Write { .. }), "{err:?}");
         let text = err.to_string();
-        assert!(text.starts_with("cannot create directory"), "{text}");
+        assert!(text.starts_with("cannot write snapshot"), "{text}");
         assert!(text.contains("plugin.snap"), "{text}");
+        let missing = dir.path().join("no-such-dir/plugin.snap");
+        assert!(bless(&missing, "x\n").is_err());
+        assert!(!missing.parent().unwrap().exists(), "no dir is made");
     }
 
     #[test]
