@@ -12,7 +12,6 @@
 
 mod call;
 mod explain;
-pub use explain::read_regular;
 pub mod external;
 pub mod mkdir;
 mod source;

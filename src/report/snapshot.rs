@@ -7,7 +7,6 @@
 //! hashes, paths, ids: see [`Redactions`]), so any diff means the plugin's behaviour changed.
 //! Writes are atomic, so an interrupted `--bless` never leaves half a snapshot behind.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -113,23 +112,32 @@ pub enum SnapshotError {
     },
 }
 
+/// The most read from a stored snapshot: a regular file (or a symlink to
+/// one) only, so a FIFO or `/dev/zero` given as `--snapshot` is an error, not
+/// a hang. A snapshot holds one short line per check.
+pub const MAX_SNAPSHOT_BYTES: u64 = 16 << 20;
+
 /// Compares `normalised` with the snapshot stored at `path`.
 ///
 /// A missing file is an outcome, not an error: CI reports it (exit 3) and `--bless`
 /// creates it. Line endings are compared as `\n`, so a checkout that turned them into
 /// `\r\n` does not count as a change.
 pub fn compare(path: &Path, normalised: &str) -> Result<SnapshotOutcome, SnapshotError> {
-    let stored = match fs::read_to_string(path) {
+    let stored = match crate::safe_fs::read_text_bounded(
+        path,
+        MAX_SNAPSHOT_BYTES,
+        crate::safe_fs::Links::Follow,
+    ) {
         Ok(stored) => stored,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+        Err(e) if e.is_not_found() => {
             return Ok(SnapshotOutcome::Missing {
                 path: path.to_owned(),
             });
         }
-        Err(source) => {
+        Err(e) => {
             return Err(SnapshotError::Read {
                 path: path.to_owned(),
-                source,
+                source: e.into_io(),
             });
         }
     };
@@ -185,6 +193,7 @@ mod tests {
     use super::*;
     use crate::report::sample;
     use crate::report::{CheckResult, Level, Status};
+    use std::fs;
 
     #[test]
     fn normalised_sample() {
