@@ -33,6 +33,7 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     let chosen = selection(&args)?;
     let target = target(&args.plugin)?;
     check_outputs(&args)?;
+    super::clean::before_a_run();
     let (progress_to, table_to) = match (args.json.as_deref() == Some("-"), format) {
         (true, _) => (Stream::Stderr, Stream::Stderr),
         (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
@@ -105,7 +106,11 @@ fn finish(
     let teardown = &outcome.teardown;
     let left_something = !teardown.mounts_found.is_empty() || !teardown.loops_found.is_empty();
     if (!teardown.removed && !teardown.kept_on_request) || left_something {
-        print_stderr(&format!("dhv-conform: {}\n", teardown.summary()));
+        // Mount points and sources come from the plugin: one escaped line.
+        print_stderr(&format!(
+            "dhv-conform: {}\n",
+            report::printable_line(&teardown.summary())
+        ));
     }
     let mut report = outcome.report;
     report.node = node;
