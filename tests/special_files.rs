@@ -70,6 +70,10 @@ fn special_files_as_inputs_are_exit_2_at_once() {
             "is a character device",
         ),
         (
+            [&quick[..], &["--snapshot", "/dev/full", "--bless"]].concat(),
+            "No space left on device",
+        ),
+        (
             vec!["report", "merge", &fifo],
             "is a FIFO, not a regular file",
         ),
