@@ -14,7 +14,7 @@ use crate::exec::Outcome as ProcessOutcome;
 use crate::plugin::{
     CallOptions, HostVolumePlugin, PluginCall, PluginError, PluginRun, PluginSource, Timeouts,
 };
-use crate::report::{self, CreateOutput, RunOutput, printable};
+use crate::report::{self, CreateOutput, RunOutput, printable, printable_line};
 use crate::version::VersionInfo;
 
 /// Arguments of `run`.
@@ -379,7 +379,7 @@ fn to_human(r: &Report, plugin: &str) -> String {
     if !r.env.is_empty() {
         let _ = writeln!(out, "env (exactly what the plugin gets, in order):");
         for (k, v) in &r.env {
-            let _ = writeln!(out, "  {k}={v}");
+            let _ = writeln!(out, "  {k}={}", printable_line(v));
         }
     }
     match &r.run {
@@ -421,7 +421,12 @@ fn process_lines(out: &mut String, o: &ProcessOutcome) {
         );
     }
     for l in &o.leftovers {
-        let _ = writeln!(out, "left behind (killed): pid {} {}", l.pid, l.cmdline);
+        let _ = writeln!(
+            out,
+            "left behind (killed): pid {} {}",
+            l.pid,
+            printable_line(&l.cmdline)
+        );
     }
     for (name, bytes, truncated) in [
         ("stdout", &o.stdout, o.stdout_truncated),
@@ -453,7 +458,7 @@ fn outcome_lines(out: &mut String, r: &Report) {
         let _ = writeln!(out, "response:  {json}");
     }
     let verdict = r.error.as_deref().unwrap_or("success");
-    let _ = writeln!(out, "Nomad says: {verdict}");
+    let _ = writeln!(out, "Nomad says: {}", printable_line(verdict));
 }
 
 fn indent(s: &str) -> String {
