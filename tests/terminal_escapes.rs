@@ -75,3 +75,18 @@ esac
     assert_clean("stdout", &out.stdout);
     assert_clean("stderr", &out.stderr);
 }
+
+#[test]
+fn run_shows_a_hostile_name_on_one_escaped_line() {
+    let dir = util::Scratch::new();
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .args(["run", "mkdir", "create", "--name", HOSTILE, "--volumes-dir"])
+        .arg(dir.path().join("volumes"))
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("DHV_VOLUME_NAME=evil"), "{stdout}");
+    assert_clean("run", &stdout);
+}
