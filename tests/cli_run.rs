@@ -360,3 +360,46 @@ fn a_bad_version_fails_the_decode_even_when_a_later_key_is_good() {
     assert_eq!(j["version"]["raw"], "V1");
     assert!(j["version"]["canonical"].is_null());
 }
+
+/// The default volumes dir is made new for each run (a random name in TMPDIR,
+/// mode 0700): a symlink planted at a fixed name there is never followed, and
+/// two runs get two dirs.
+#[test]
+fn the_default_volumes_dir_is_new_per_run_and_never_a_planted_link() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = Scratch::new();
+    let outside = Scratch::new();
+    for name in ["dhv-conform-volumes", "dhv-conform-volumes-"] {
+        std::os::unix::fs::symlink(outside.path(), tmp.path().join(name)).unwrap();
+    }
+    let mut dirs = Vec::new();
+    for _ in 0..2 {
+        let out = Command::cargo_bin("dhv-conform")
+            .unwrap()
+            .args(["run", "mkdir", "create", "--json"])
+            .env("TMPDIR", tmp.path())
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let path = std::path::PathBuf::from(j["response"]["path"].as_str().unwrap());
+        let dir = path.parent().unwrap().to_path_buf();
+        assert_eq!(dir.parent().unwrap(), tmp.path(), "{dir:?}");
+        let meta = std::fs::symlink_metadata(&dir).unwrap();
+        assert!(meta.is_dir(), "{dir:?} is a real dir");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700, "{dir:?}");
+        dirs.push(dir);
+    }
+    assert_ne!(dirs[0], dirs[1], "one dir per run");
+    let outside_entries: Vec<_> = std::fs::read_dir(outside.path()).unwrap().collect();
+    assert!(
+        outside_entries.is_empty(),
+        "made through the link: {outside_entries:?}"
+    );
+}

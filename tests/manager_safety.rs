@@ -225,3 +225,85 @@ fn an_ambiguous_state_is_an_input_error_and_stays_untouched() {
         }
     }
 }
+
+/// `volume` with `args` on `node`'s dirs.
+fn volume_cmd(node: &Node, args: &[&str]) -> std::process::Output {
+    assert_cmd::Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .arg("volume")
+        .args(args)
+        .arg("--state-dir")
+        .arg(node.state())
+        .arg("--plugin-dir")
+        .arg(node.plugins.path())
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap()
+}
+
+/// `state.json` as a symlink, to another node's state or to a name not made
+/// yet, is an error (exit 2): nothing is read or written through it, no file
+/// appears where it points, and the link stays as it was.
+#[test]
+fn a_state_file_that_is_a_symlink_is_never_followed() {
+    let node = Node::new();
+    let other = Node::new();
+    fs::create_dir_all(node.state()).unwrap();
+    fs::create_dir_all(other.state()).unwrap();
+    let theirs = other.state().join("state.json");
+    let text = format!(
+        r#"{{"schema": "dhv-conform/state/v1", "volumes": {{"{ID1}": {{"id": "{ID1}", "name": "theirs", "namespace": "default", "plugin_id": null, "host_path": "/srv/theirs", "bytes": 0, "create_request": null}}}}}}"#
+    );
+    fs::write(&theirs, &text).unwrap();
+    let fresh = other.state().join("made-through-a-link.json");
+    let link = node.state().join("state.json");
+    for target in [&theirs, &fresh] {
+        let _ = fs::remove_file(&link);
+        std::os::unix::fs::symlink(target, &link).unwrap();
+        for args in [
+            vec!["list"],
+            vec!["register", "--name", "mine", "--path", "/srv/mine"],
+        ] {
+            let out = volume_cmd(&node, &args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(stderr.contains("symbolic link"), "{args:?}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert_eq!(
+                fs::read_to_string(&theirs).unwrap(),
+                text,
+                "written through"
+            );
+            assert!(!fresh.exists(), "a file made through the link");
+            assert_eq!(fs::read_link(&link).unwrap(), *target);
+        }
+    }
+}
+
+/// A state whose volume lives at `/` (or at an empty or relative path) is
+/// refused on load, naming the volume and the path.
+#[test]
+fn a_state_with_a_host_path_of_the_root_is_refused() {
+    let node = Node::new();
+    fs::create_dir_all(node.state()).unwrap();
+    let file = node.state().join("state.json");
+    for (path, why) in [
+        ("/", "is the root dir"),
+        ("/srv/..", "is the root dir"),
+        ("", "is empty"),
+        ("srv", "is not an absolute path"),
+    ] {
+        let text = format!(
+            r#"{{"schema": "dhv-conform/state/v1", "volumes": {{"{ID1}": {{"id": "{ID1}", "name": "n", "namespace": "default", "plugin_id": null, "host_path": "{path}", "bytes": 0, "create_request": null}}}}}}"#
+        );
+        fs::write(&file, &text).unwrap();
+        for args in [vec!["list"], vec!["delete", "--id", ID1]] {
+            let out = volume_cmd(&node, &args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{path:?} {args:?}: {stderr}");
+            assert!(stderr.contains(why) && stderr.contains(ID1), "{stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert_eq!(fs::read_to_string(&file).unwrap(), text);
+        }
+    }
+}

@@ -286,3 +286,58 @@ fn holds_open(pid: u32, path: &std::path::Path) -> bool {
         .flatten()
         .any(|fd| fs::read_link(fd.path()).is_ok_and(|p| p == path))
 }
+
+/// Two reports aimed at one file would keep only the last: refused before
+/// the run with one line (exit 2), and so is a `--bless` snapshot whose dir
+/// is missing (it is not made).
+#[test]
+fn one_file_for_two_reports_and_a_snapshot_in_a_missing_dir_are_refused() {
+    let dir = util::Scratch::new();
+    let same = dir.path().join("report");
+    let missing = dir.path().join("no-such-dir/s.snap");
+    let cases: [(Vec<&std::ffi::OsStr>, &str); 3] = [
+        (
+            vec![
+                "--json".as_ref(),
+                same.as_os_str(),
+                "--junit".as_ref(),
+                same.as_os_str(),
+            ],
+            "--json and --junit name the same file",
+        ),
+        (
+            vec![
+                "--markdown".as_ref(),
+                same.as_os_str(),
+                "--snapshot".as_ref(),
+                same.as_os_str(),
+                "--bless".as_ref(),
+            ],
+            "--markdown and --snapshot name the same file",
+        ),
+        (
+            vec![
+                "--snapshot".as_ref(),
+                missing.as_os_str(),
+                "--bless".as_ref(),
+            ],
+            "no-such-dir",
+        ),
+    ];
+    for (args, want) in cases {
+        let tmp = util::Scratch::new();
+        let out = Command::cargo_bin("dhv-conform")
+            .unwrap()
+            .args(["check", &sample("hanging-create"), "-q"])
+            .args(&args)
+            .env("TMPDIR", tmp.path())
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
+        assert!(!same.exists() && !missing.parent().unwrap().exists());
+    }
+}

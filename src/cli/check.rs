@@ -46,6 +46,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         None if target.is_builtin() => Claims::builtin_mkdir(),
         None => Claims::default(),
     };
+    super::clean::before_a_run();
     let (progress_to, table_to) = match (args.json.as_deref() == Some("-"), format) {
         (true, _) => (Stream::Stderr, Stream::Stderr),
         (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
@@ -217,7 +218,11 @@ fn finish(
     let teardown = &outcome.teardown;
     let left_something = !teardown.mounts_found.is_empty() || !teardown.loops_found.is_empty();
     if (!teardown.removed && !teardown.kept_on_request) || left_something {
-        print_stderr(&format!("dhv-conform: {}\n", teardown.summary()));
+        // Mount points and sources come from the plugin: one escaped line.
+        print_stderr(&format!(
+            "dhv-conform: {}\n",
+            report::printable_line(&teardown.summary())
+        ));
     }
     let mut report = outcome.report;
     report.node = node;
@@ -397,29 +402,54 @@ fn write_output(dest: &str, text: &str) -> Result<(), CliError> {
 }
 
 /// Every output path can be written, checked before the run so that a typo
-/// fails in a second, not after minutes of checks.
+/// fails in a second, not after minutes of checks; two reports aimed at one
+/// file would keep only the last, so that is refused too.
 fn check_outputs(args: &CheckArgs) -> Result<(), CliError> {
     let files = [
-        args.json.as_deref().filter(|j| *j != "-").map(Path::new),
-        args.junit.as_deref(),
-        args.markdown.as_deref(),
-        args.html.as_deref(),
+        (
+            "--json",
+            args.json.as_deref().filter(|j| *j != "-").map(Path::new),
+        ),
+        ("--junit", args.junit.as_deref()),
+        ("--markdown", args.markdown.as_deref()),
+        // --bless writes the snapshot; its dir must exist, as every output's must.
+        (
+            "--snapshot",
+            args.snapshot.as_deref().filter(|_| args.bless),
+        ),
+        ("--html", args.html.as_deref()),
     ];
-    for path in files.into_iter().flatten() {
+    let files: Vec<(&str, &Path)> = files
+        .into_iter()
+        .filter_map(|(flag, path)| Some((flag, path?)))
+        .collect();
+    for (_, path) in &files {
         crate::safe_fs::check_target(path).map_err(|e| CliError::usage(e.to_string()))?;
     }
-    if let (Some(snap), true) = (&args.snapshot, args.bless) {
-        // --bless makes missing dirs: the nearest one that exists must take them.
-        let mut probe = snap.clone();
-        while let Some(dir) = probe.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if dir.exists() {
-                break;
-            }
-            probe = dir.to_path_buf();
+    for (i, (flag, path)) in files.iter().enumerate() {
+        if let Some((other, _)) = files[..i].iter().find(|(_, p)| same_file(p, path)) {
+            return Err(CliError::usage(format!(
+                "{other} and {flag} name the same file {}: each report needs its own",
+                path.display()
+            )));
         }
-        crate::safe_fs::check_target(&probe).map_err(|e| CliError::usage(e.to_string()))?;
     }
     Ok(())
+}
+
+/// Whether two output paths end in one regular file (or one file yet to be
+/// made), so one write would replace the other. A device or FIFO named twice
+/// is written in place twice, which loses nothing.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.is_file() && x.dev() == y.dev() && x.ino() == y.ino(),
+        (Err(_), Err(_)) => match (std::path::absolute(a), std::path::absolute(b)) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// The node to record: `--node-name`, else the host name (none when it cannot be read).

@@ -143,32 +143,11 @@ pub fn load(path: &Path) -> Result<Config, String> {
     parse(path, &text)
 }
 
+/// The config's text: a regular file (a link to one is followed, as for every
+/// input a user names), at most [`MAX_BYTES`], through the one bounded reader.
 fn read_bounded(path: &Path) -> Result<String, String> {
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let shown = path.display();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| format!("config {shown}: {e}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("config {shown}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("config {shown}: not a regular file"));
-    }
-    if meta.len() > MAX_BYTES {
-        return Err(format!(
-            "config {shown}: {} bytes, more than a config can need ({MAX_BYTES})",
-            meta.len()
-        ));
-    }
-    let mut text = String::new();
-    file.take(MAX_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("config {shown}: {e}"))?;
-    Ok(text)
+    crate::safe_fs::read_text_bounded(path, MAX_BYTES, crate::safe_fs::Links::Follow)
+        .map_err(|e| format!("config {e}"))
 }
 
 /// Parses a config's text; `path` names it in errors and anchors its

@@ -6,6 +6,7 @@
 
 mod check;
 mod check_args;
+mod clean;
 mod config;
 mod explain;
 mod init;
@@ -99,6 +100,8 @@ enum Command {
     /// Manage volumes by hand with the Nomad-compatible manager.
     #[command(subcommand)]
     Volume(volume::VolumeCommand),
+    /// Remove what runs killed outright left (mounts, loop devices, temp dirs); live runs are not touched.
+    Clean(clean::CleanArgs),
     /// Work with JSON reports: `report merge` turns many nodes' reports into one.
     #[command(subcommand)]
     Report(report::ReportCommand),
@@ -150,6 +153,7 @@ pub fn main() -> ExitCode {
         Command::Report(cmd) => report::run(cmd),
         Command::Init(args) => runtime.block_on(init::run(args)),
         Command::New(args) => new::run(&runtime, args),
+        Command::Clean(args) => clean::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -157,7 +161,7 @@ pub fn main() -> ExitCode {
             // Messages quote plugin output and user input: escape control characters.
             print_stderr(&format!(
                 "dhv-conform: {}\n",
-                crate::report::printable(&e.message)
+                crate::report::printable_line(&e.message)
             ));
             ExitCode::from(e.code)
         }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::{CliError, CliResult, EXIT_OK, print_json, print_stdout};
 use crate::manager::Fingerprinter;
 use crate::plugin::Timeouts;
-use crate::report::{PluginsOutput, printable};
+use crate::report::{PluginsOutput, printable_line};
 
 /// Arguments of `plugins`.
 #[derive(Debug, clap::Args)]
@@ -46,11 +46,17 @@ pub async fn run(args: PluginsArgs) -> CliResult {
     }
     let mut out = String::new();
     for (key, value) in &doc.attributes {
-        out.push_str(&format!("{key} = {}\n", printable(value)));
+        // The key holds the plugin's file name, the value its output: one
+        // escaped line each, so no plugin forges an attribute of its own.
+        out.push_str(&format!(
+            "{} = {}\n",
+            printable_line(key),
+            printable_line(value)
+        ));
     }
     for (id, why) in &doc.errors {
         let id = crate::plugin::go_quote(id);
-        out.push_str(&format!("left out {id}: {}\n", printable(why)));
+        out.push_str(&format!("left out {id}: {}\n", printable_line(why)));
     }
     print_stdout(&out);
     Ok(EXIT_OK)

@@ -318,5 +318,5 @@ fn terse_char(status: Status) -> &'static str {
 }
 
 fn first_line(text: &str) -> String {
-    crate::report::printable(text.lines().next().unwrap_or_default()).into_owned()
+    crate::report::printable_line(text.lines().next().unwrap_or_default()).into_owned()
 }

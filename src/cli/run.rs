@@ -26,7 +26,7 @@ pub struct RunArgs {
     pub plugin: String,
     /// The operation: fingerprint, create or delete (anything else is sent as is).
     pub operation: String,
-    /// DHV_VOLUMES_DIR [default: $TMPDIR/dhv-conform-volumes, created if missing]
+    /// DHV_VOLUMES_DIR [default: a new dir $TMPDIR/dhv-conform-volumes-XXXXXX, made for this run and kept]
     #[arg(long, value_name = "DIR")]
     pub volumes_dir: Option<PathBuf>,
     /// DHV_PLUGIN_DIR, and where a plugin named by id is looked up [default: the plugin's own directory]
@@ -228,19 +228,31 @@ fn check_plugin_file(source: &PluginSource) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `--volumes-dir` or the default, created if missing and made absolute, as
-/// Nomad's own volumes dir always is.
+/// `--volumes-dir` (created if missing), or a new dir made for this run, and
+/// made absolute, as Nomad's own volumes dir always is. The default is never a
+/// fixed name: another user could plant a symlink there ahead of us. It is
+/// made like `mkdtemp` (a random name, created exclusively, mode 0700, ours),
+/// and kept, since the volume made in it outlives the run.
 fn volumes_dir(given: Option<&std::path::Path>) -> Result<PathBuf, CliError> {
     let volumes_dir = match given {
-        Some(dir) => dir.to_path_buf(),
-        None => std::env::temp_dir().join("dhv-conform-volumes"),
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                CliError::usage(format!("cannot create volumes dir {}: {e}", dir.display()))
+            })?;
+            dir.to_path_buf()
+        }
+        None => tempfile::Builder::new()
+            .prefix("dhv-conform-volumes-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()
+            .map_err(|e| {
+                CliError::usage(format!(
+                    "cannot create a volumes dir in {}: {e}",
+                    std::env::temp_dir().display()
+                ))
+            })?
+            .keep(),
     };
-    std::fs::create_dir_all(&volumes_dir).map_err(|e| {
-        CliError::usage(format!(
-            "cannot create volumes dir {}: {e}",
-            volumes_dir.display()
-        ))
-    })?;
     Ok(std::path::absolute(&volumes_dir).unwrap_or(volumes_dir))
 }
 

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::run::Report;
 use super::run_fidelity::{self, RunBy};
 use crate::exec::Outcome as ProcessOutcome;
-use crate::report::{self, RunOutput};
+use crate::report::{self, RunOutput, printable_line};
 
 pub(super) fn to_json(r: &Report) -> RunOutput {
     let outcome = r.run.as_ref().and_then(|run| run.result.as_ref().ok());
@@ -81,7 +81,7 @@ pub(super) fn to_human(r: &Report, plugin: &str) -> String {
     if !r.env.is_empty() {
         let _ = writeln!(out, "env (exactly what the plugin gets, in order):");
         for (k, v) in &r.env {
-            let _ = writeln!(out, "  {k}={v}");
+            let _ = writeln!(out, "  {k}={}", printable_line(v));
         }
     }
     match &r.run {
@@ -133,7 +133,12 @@ fn process_lines(out: &mut String, o: &ProcessOutcome) {
         );
     }
     for l in &o.leftovers {
-        let _ = writeln!(out, "left behind (killed): pid {} {}", l.pid, l.cmdline);
+        let _ = writeln!(
+            out,
+            "left behind (killed): pid {} {}",
+            l.pid,
+            printable_line(&l.cmdline)
+        );
     }
     for (name, bytes, truncated, len) in [
         ("stdout", &o.stdout, o.stdout_truncated, o.stdout_len),
@@ -169,7 +174,7 @@ fn outcome_lines(out: &mut String, r: &Report) {
         let _ = writeln!(out, "response:  {json}");
     }
     let verdict = r.error.as_deref().unwrap_or("success");
-    let _ = writeln!(out, "Nomad says: {verdict}");
+    let _ = writeln!(out, "Nomad says: {}", printable_line(verdict));
 }
 
 fn indent(s: &str) -> String {

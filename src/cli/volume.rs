@@ -19,7 +19,8 @@ use crate::manager::{
 use crate::plugin::go_quote;
 use crate::plugin::mkdir::MKDIR_ID;
 use crate::report::{
-    RestoreListOutput, RestoreOutput, VolumeDeleteOutput, VolumeListOutput, VolumeOutput, printable,
+    RestoreListOutput, RestoreOutput, VolumeDeleteOutput, VolumeListOutput, VolumeOutput,
+    printable_line,
 };
 
 /// The `volume` verbs (boxed: the arguments are large, the enum stays small).
@@ -233,7 +234,7 @@ async fn delete(args: DeleteArgs, supervisor: &Supervisor) -> CliResult {
         ),
         _ => format!(
             "no volume {} on this node: nothing to delete",
-            printable(&args.id)
+            printable_line(&args.id)
         ),
     };
     print_stdout(&format!("{line}\n"));
@@ -285,7 +286,7 @@ async fn restore(args: RestoreArgs, supervisor: &Supervisor) -> CliResult {
         for r in &results {
             let who = format!("{} {}", r.volume.id, go_quote(&r.volume.name));
             match &r.result {
-                Ok(path) => out.push_str(&format!("restored {who} at {}\n", printable(path))),
+                Ok(path) => out.push_str(&format!("restored {who} at {}\n", printable_line(path))),
                 Err(_) => out.push_str(&format!("FAILED   {who}: {}\n", restore_failure(r))),
             }
         }
@@ -312,7 +313,7 @@ fn restore_failure(r: &crate::manager::Restored) -> String {
             text.push_str(&format!("; {name}: {first}"));
         }
     }
-    printable(&text).into_owned()
+    printable_line(&text).into_owned()
 }
 
 /// Opens the manager for `node`. Reading verbs refuse a state dir that does not
@@ -388,7 +389,7 @@ fn volume_line(v: &Volume) -> String {
         v.id,
         go_quote(&v.name),
         go_quote(&v.namespace),
-        printable(&v.host_path),
+        printable_line(&v.host_path),
         v.bytes
     )
 }

@@ -45,10 +45,23 @@ pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
         } => PluginInfo {
             path: path.display().to_string(),
             builtin: false,
-            sha256: crate::plugin::read_regular(path).map(|bytes| hex(&Sha256::digest(&bytes))),
+            sha256: sha256_of(path),
             version,
         },
     }
+}
+
+/// The most of a plugin file hashed: past it, the report has no sha256.
+const MAX_PLUGIN_HASHED: u64 = 4 << 30;
+
+/// The sha256 of the plugin file, streamed; none for anything but a regular
+/// file (a FIFO swapped in is never waited on) or one past [`MAX_PLUGIN_HASHED`].
+fn sha256_of(path: &std::path::Path) -> Option<String> {
+    use std::io::Read as _;
+    let file = crate::safe_fs::open_regular(path, crate::safe_fs::Links::Follow).ok()?;
+    let mut hasher = Sha256::new();
+    let copied = std::io::copy(&mut file.take(MAX_PLUGIN_HASHED + 1), &mut hasher).ok()?;
+    (copied <= MAX_PLUGIN_HASHED).then(|| hex(&hasher.finalize()))
 }
 
 /// The machine's cores and the load average now, for the report.

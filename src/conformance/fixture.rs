@@ -57,10 +57,12 @@ pub struct Fixture {
 
 /// Reads a fixture; `.hcl` files (or content that is not JSON) are parsed as HCL.
 pub fn load(path: &Path) -> Result<Fixture, FixtureError> {
-    let text = std::fs::read_to_string(path).map_err(|source| FixtureError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text =
+        crate::safe_fs::read_text_bounded(path, MAX_FIXTURE_BYTES, crate::safe_fs::Links::Follow)
+            .map_err(|e| FixtureError::Read {
+            path: path.to_path_buf(),
+            source: e.into_io(),
+        })?;
     let is_hcl = path.extension().is_some_and(|e| e == "hcl" || e == "nomad");
     if is_hcl {
         parse_hcl(path, &text)
@@ -124,6 +126,11 @@ pub fn parse_hcl(path: &Path, text: &str) -> Result<Fixture, FixtureError> {
         Err(e) => Err(failed(&format!("cannot start the parser: {e}"))),
     }
 }
+
+/// The most read from a fixture file (a regular file only, or a symlink to
+/// one): a volume request is a few hundred bytes, and its environment must
+/// fit the kernel's limit for a whole command line anyway.
+pub const MAX_FIXTURE_BYTES: u64 = 1 << 20;
 
 /// The largest HCL fixture accepted: a volume spec is a few hundred bytes.
 const MAX_HCL_BYTES: usize = 32 << 10;

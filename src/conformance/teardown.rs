@@ -293,11 +293,18 @@ pub(crate) fn loops_left(dir: &Path) -> Vec<String> {
 
 /// Makes the run's temp dir. It is never removed by a plain recursive
 /// removal: [`finish`] removes it.
+/// Its owner file says which process it is of, so that if this one is
+/// killed outright the next run cleans it ([`super::leftovers`]).
 pub(crate) fn make_root() -> std::io::Result<PathBuf> {
-    Ok(tempfile::Builder::new()
-        .prefix("dhv-conform-")
+    let root = tempfile::Builder::new()
+        .prefix(super::leftovers::ROOT_PREFIX)
         .tempdir()?
-        .keep())
+        .keep();
+    if let Err(e) = super::leftovers::own(&root) {
+        let _ = crate::safe_fs::remove_tree(&root);
+        return Err(e);
+    }
+    Ok(root)
 }
 
 /// Deletes every volume still alive, all at once: the probes' volumes,
@@ -381,12 +388,13 @@ pub(crate) fn finish(
     };
     rt.block_on(delete_live(run, signals, &mut out));
     remove_root(run.root, &mut out, keep);
+    super::leftovers::disown(run.root, keep);
     out
 }
 
 /// Unmounts what plugins left below `root` and detaches the loop devices
 /// they left attached to its files, then removes it unless `keep`.
-fn remove_root(root: &Path, out: &mut Teardown, keep: bool) {
+pub(super) fn remove_root(root: &Path, out: &mut Teardown, keep: bool) {
     match crate::safe_fs::unmount_under(root) {
         Ok(done) => {
             out.mounts_found = done.all().map(|m| m.to_string()).collect();

@@ -53,6 +53,14 @@ pub const DEFAULT_TERM_GRACE: Duration = Duration::from_millis(500);
 /// The most bytes the kernel passes in one argument or variable, its
 /// terminating NUL included (`MAX_ARG_STRLEN`, 32 pages of 4 KiB).
 pub const MAX_ARG_STRLEN: usize = 32 * 4096;
+/// When process `pid` started (clock ticks since boot), or `None` when it is
+/// gone (a zombie counts as gone): with the pid, this tells a process from a
+/// later one that reuses its pid.
+pub fn process_start_time(pid: i32) -> Option<u64> {
+    procfs::read_stat(pid)
+        .filter(|p| !p.zombie)
+        .map(|p| p.started)
+}
 
 /// Why `env` cannot be handed to a program at all (the kernel would refuse
 /// the exec with `E2BIG`), in words; `None` when it can. Lets a caller refuse

@@ -19,6 +19,10 @@
 //!   renamed over `state.json`, then the dir is fsynced. A crash at any instant
 //!   leaves the old or the new file, never a mix; a temp file left by a crash is
 //!   ignored when reading and removed by the next write.
+//! - `state.json` is never followed: a symlink (or a FIFO, or a device) in its
+//!   place is an error on read and on write, so a link to another node's state
+//!   is never read nor written through, and no file is made outside the dir.
+//!   It is read up to [`MAX_STATE_BYTES`].
 //! - A file that cannot be read or parsed is an error naming it. It is never
 //!   replaced by an empty state, which would silently forget every volume.
 //! - Every read-modify-write holds an exclusive `flock` on `state.lock`, so that
@@ -34,6 +38,8 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
+use crate::safe_fs::Links;
+
 use super::volume::Volume;
 
 /// The `schema` value of the state file this version reads and writes.
@@ -42,6 +48,9 @@ pub const STATE_SCHEMA: &str = "dhv-conform/state/v1";
 pub const STATE_FILE: &str = "state.json";
 /// The lock file's name in the state dir.
 pub const LOCK_FILE: &str = "state.lock";
+
+/// The most read from a state file: some 100,000 volumes.
+pub const MAX_STATE_BYTES: u64 = 256 << 20;
 
 const TEMP_PREFIX: &str = ".state.json.";
 const TEMP_SUFFIX: &str = ".tmp";
@@ -180,7 +189,8 @@ impl<'de> Deserialize<'de> for Entries {
 
 /// Refuses a state that would make the manager act on the wrong volume:
 /// an id twice, a key that is not its volume's id, an id that is not a
-/// UUID (ids end up in paths), or two volumes with one name.
+/// UUID (ids end up in paths), two volumes with one name, or a host path
+/// that is empty, relative or `/` (deletes and mounts go there).
 fn validate(entries: Vec<(String, Volume)>) -> Result<BTreeMap<String, Volume>, String> {
     let mut volumes = BTreeMap::new();
     let mut names: BTreeMap<String, String> = BTreeMap::new();
@@ -190,6 +200,12 @@ fn validate(entries: Vec<(String, Volume)>) -> Result<BTreeMap<String, Volume>, 
         }
         if !crate::contract::is_valid_volume_id(&key) {
             return Err(format!("volume id {key:?} is not a UUID"));
+        }
+        if let Some(why) = super::volume::unusable_host_path(&vol.host_path) {
+            return Err(format!(
+                "volume {key} has host_path {:?}, which {why}",
+                vol.host_path
+            ));
         }
         if let Some(other) = names.insert(vol.name.clone(), key.clone()) {
             return Err(format!(
@@ -310,13 +326,15 @@ async fn run_blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stat
 }
 
 fn read_state(path: &Path) -> Result<State, StateError> {
-    let bytes = match fs::read(path) {
+    // Never through a symlink: one planted as state.json would have us read
+    // (and then write) another node's volumes. Never a FIFO, never unbounded.
+    let bytes = match crate::safe_fs::read_bounded(path, MAX_STATE_BYTES, Links::Refuse) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State::default()),
-        Err(source) => {
+        Err(e) if e.is_not_found() => return Ok(State::default()),
+        Err(e) => {
             return Err(StateError::Read {
                 path: path.to_path_buf(),
-                source,
+                source: e.into_io(),
             });
         }
     };
@@ -375,6 +393,8 @@ fn lock_dir(dir: &Path) -> Result<Flock<File>, StateError> {
         .create(true)
         .truncate(false)
         .mode(0o600)
+        // A symlink planted as the lock file must not make a file elsewhere.
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(lock_err)?;
     loop {
@@ -409,7 +429,8 @@ fn write_state(dir: &Path, state: &State) -> Result<(), StateError> {
         temp_prefix: TEMP_PREFIX,
         temp_suffix: TEMP_SUFFIX,
     };
-    crate::safe_fs::write_file(&target, &bytes, &opts).map_err(|e| write_err(e.source))
+    // Replaced in its own dir, never followed: a symlink there is an error.
+    crate::safe_fs::replace_file(&target, &bytes, &opts).map_err(|e| write_err(e.source))
 }
 
 fn remove_stale_temps(dir: &Path) {
@@ -427,107 +448,5 @@ fn remove_stale_temps(dir: &Path) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unusable_files_are_errors_naming_the_file() {
-        let p = Path::new("/s/state.json");
-        let cases: [(&str, &str); 6] = [
-            (
-                "",
-                "state file /s/state.json is corrupt: EOF while parsing a value at line 1 column 0",
-            ),
-            (
-                "{",
-                "state file /s/state.json is corrupt: EOF while parsing an object at line 1 column 1",
-            ),
-            (
-                "{}",
-                "state file /s/state.json is not usable: no \"schema\" field (expected \"dhv-conform/state/v1\")",
-            ),
-            (
-                r#"{"schema":"dhv-conform/state/v9","volumes":{}}"#,
-                "state file /s/state.json is not usable: schema is \"dhv-conform/state/v9\", expected \"dhv-conform/state/v1\"",
-            ),
-            (
-                r#"{"schema":"dhv-conform/state/v1"}"#,
-                "state file /s/state.json is corrupt: missing field `volumes` at line 1 column 33",
-            ),
-            (
-                r#"{"schema":"dhv-conform/state/v1","volumes":{"a":{"id":"b","name":"n","namespace":"d","plugin_id":null,"host_path":"/x","bytes":0,"create_request":null}}}"#,
-                "state file /s/state.json is not usable: volume under key \"a\" has id \"b\"",
-            ),
-        ];
-        for (text, want) in cases {
-            assert_eq!(
-                parse_state(p, text.as_bytes()).unwrap_err().to_string(),
-                want,
-                "{text:?}"
-            );
-        }
-    }
-
-    const V1: &str = "0b4d2f43-79b4-4d3c-9c42-5c1e8d3f5a10";
-    const V2: &str = "1b4d2f43-79b4-4d3c-9c42-5c1e8d3f5a10";
-
-    fn volume(id: &str, name: &str) -> String {
-        format!(
-            r#""{id}": {{"id": "{id}", "name": "{name}", "namespace": "default", "plugin_id": null,
-                "host_path": "/srv/{name}", "bytes": 0, "create_request": null}}"#
-        )
-    }
-
-    /// Duplicate ids, duplicate names and ids that are not UUIDs are refused
-    /// with a reason naming them; nothing is written.
-    #[test]
-    fn ambiguous_states_are_refused() {
-        for (volumes, reason) in [
-            (
-                format!("{}, {}", volume(V1, "a"), volume(V1, "b")),
-                "appears twice",
-            ),
-            (
-                format!("{}, {}", volume(V1, "a"), volume(V2, "a")),
-                "both have the name \"a\"",
-            ),
-            (volume("v", "a"), "\"v\" is not a UUID"),
-        ] {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join(STATE_FILE);
-            let text = format!(r#"{{"schema": "{STATE_SCHEMA}", "volumes": {{{volumes}}}}}"#);
-            fs::write(&path, &text).unwrap();
-            let err = read_state(&path).unwrap_err();
-            assert!(matches!(err, StateError::Invalid { .. }), "{err}");
-            assert!(err.to_string().contains(reason), "{err}");
-            assert!(err.is_input_error());
-            assert_eq!(fs::read_to_string(&path).unwrap(), text);
-        }
-    }
-
-    #[test]
-    fn a_written_state_reads_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut state = State {
-            node_id: Some("n1".into()),
-            ..State::default()
-        };
-        state.volumes.insert(
-            V1.into(),
-            Volume {
-                id: V1.into(),
-                name: "data".into(),
-                namespace: "default".into(),
-                plugin_id: None,
-                host_path: "/srv/data".into(),
-                bytes: 0,
-                create_request: None,
-            },
-        );
-        write_state(dir.path(), &state).unwrap();
-        let back = read_state(&dir.path().join(STATE_FILE)).unwrap();
-        assert_eq!(back.node_id.as_deref(), Some("n1"));
-        assert_eq!(back.volumes[V1].host_path, "/srv/data");
-        assert!(back.volumes[V1].is_registered());
-    }
-}
+#[path = "state_tests.rs"]
+mod tests;

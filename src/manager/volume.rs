@@ -84,6 +84,21 @@ pub fn own_path(volumes_dir: &Path, id: &str) -> String {
     volumes_dir.join(id).to_string_lossy().into_owned()
 }
 
+/// Why `path` cannot be a volume's host path, if it cannot: empty, relative,
+/// or the root dir once `.`, `..` and `//` are resolved. A state holding such
+/// a path would have the manager act on the whole machine (or on wherever it
+/// was started).
+pub fn unusable_host_path(path: &str) -> Option<&'static str> {
+    if path.is_empty() {
+        return Some("is empty");
+    }
+    match normalised(Path::new(path)) {
+        None => Some("is not an absolute path"),
+        Some(p) if p == Path::new("/") => Some("is the root dir"),
+        Some(_) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +125,21 @@ mod tests {
             "",
         ] {
             assert!(!deletable(refused, dir), "{refused}");
+        }
+    }
+
+    #[test]
+    fn the_root_empty_and_relative_paths_are_unusable() {
+        for (path, why) in [
+            ("/", Some("is the root dir")),
+            ("//", Some("is the root dir")),
+            ("/srv/..", Some("is the root dir")),
+            ("/./", Some("is the root dir")),
+            ("", Some("is empty")),
+            ("srv/data", Some("is not an absolute path")),
+            ("/srv/data", None),
+        ] {
+            assert_eq!(unusable_host_path(path), why, "{path:?}");
         }
     }
 

@@ -71,38 +71,14 @@ pub(crate) fn start_failure(path: &Path, err: &std::io::Error) -> String {
 }
 
 fn read_first_line(path: &Path) -> Option<Vec<u8>> {
-    let mut file = open_regular(path)?;
+    // A FIFO or device put in a plugin's place is never waited on.
+    let mut file = crate::safe_fs::open_regular(path, crate::safe_fs::Links::Follow).ok()?;
     let mut buf = vec![0u8; 256];
     let n = file.read(&mut buf).ok()?;
     buf.truncate(n);
     let end = buf.iter().position(|b| *b == b'\n').unwrap_or(buf.len());
     buf.truncate(end);
     Some(buf)
-}
-
-/// Opens `path` for reading only if it is a regular file, without ever
-/// blocking: a FIFO (which an open for reading would wait on for a writer
-/// forever) or a device is `None`. `O_NONBLOCK` covers a file swapped for a
-/// FIFO between the check and the open; `fstat` on what was opened decides.
-pub(crate) fn open_regular(path: &Path) -> Option<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    if !std::fs::metadata(path).ok()?.is_file() {
-        return None;
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    file.metadata().ok()?.is_file().then_some(file)
-}
-
-/// The whole content of `path` if it is a regular file; `None` for a FIFO,
-/// socket or device, which is never opened in a way that could wait.
-pub fn read_regular(path: &Path) -> Option<Vec<u8>> {
-    let mut bytes = Vec::new();
-    open_regular(path)?.read_to_end(&mut bytes).ok()?;
-    Some(bytes)
 }
 
 #[cfg(test)]

@@ -5,10 +5,10 @@
 //! command to rerun and what the plugin printed. Plugin output is untrusted, so control
 //! characters in it are shown escaped rather than sent to the terminal.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::escape::{printable, printable_line};
 use super::model::{CheckResult, Invocation, Report, Status, Verdict};
 
 /// Longest message shown in the table before it is cut; the full text follows below.
@@ -101,9 +101,9 @@ pub fn summary_table_noted(report: &Report, color: bool, note: Option<&str>) -> 
 
 fn write_invocation(out: &mut String, inv: &Invocation) {
     let _ = writeln!(out, "  {} ({}):", inv.operation, inv.outcome());
-    let _ = writeln!(out, "    {}", printable(&inv.reproduce));
+    let _ = writeln!(out, "    {}", printable_line(&inv.reproduce));
     for orphan in &inv.orphans {
-        let _ = writeln!(out, "    left behind: {}", printable(orphan));
+        let _ = writeln!(out, "    left behind: {}", printable_line(orphan));
     }
     for (name, text, truncated) in [
         ("stdout", &inv.stdout, inv.stdout_truncated),
@@ -159,34 +159,13 @@ impl Paint {
 /// The first line of a message, cut to fit the table.
 fn short(message: &str) -> String {
     let first = message.lines().next().unwrap_or_default();
-    let first = printable(first);
+    let first = printable_line(first);
     if first.chars().count() <= SHORT_MESSAGE_CHARS {
         first.into_owned()
     } else {
         let cut: String = first.chars().take(SHORT_MESSAGE_CHARS - 1).collect();
         format!("{cut}…")
     }
-}
-
-/// Escapes control characters other than newline and tab (ESC, NUL, CR, ...) as
-/// `\u{1b}`, so plugin output cannot move the cursor, recolour the terminal or hide
-/// text. Every renderer and command that shows plugin text passes it through here.
-pub fn printable(text: &str) -> Cow<'_, str> {
-    if !text
-        .chars()
-        .any(|c| c.is_control() && c != '\n' && c != '\t')
-    {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -254,12 +233,6 @@ mod tests {
         assert!(details.contains("  create (exit 1):\n    env -i DHV_OPERATION=create"));
         assert!(details.contains("      | mkdir: cannot create directory: File exists"));
         assert!(!details.contains("create (exit 0)"));
-    }
-
-    #[test]
-    fn plugin_output_cannot_drive_the_terminal() {
-        assert_eq!(printable("ok\x1b[2Jgone\r\n"), "ok\\u{1b}[2Jgone\\r\n");
-        assert_eq!(printable("tab\tand\nnewline"), "tab\tand\nnewline");
     }
 
     #[test]

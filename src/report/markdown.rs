@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::human::printable;
+use super::escape::printable;
 use super::model::{CheckResult, Invocation, Report, Status, Summary};
 
 /// Renders the verdict line, a table of failed and warned checks (failures first, then by

@@ -10,6 +10,7 @@
 //! [`Redactions`], and used by the snapshot, by `--snapshot` and by insta tests alike.
 
 mod commands;
+mod escape;
 mod events;
 pub mod fleet;
 mod html;
@@ -29,9 +30,10 @@ pub use commands::{
     CreateOutput, PluginsOutput, RestoreListOutput, RestoreOutput, RunOutput, VolumeDeleteOutput,
     VolumeListOutput, VolumeOutput,
 };
+pub use escape::{printable, printable_bytes, printable_line};
 pub use events::{CatalogueEntry, Event, SuiteCounts, SuiteEvent, TestEvent};
 pub use html::{to_fleet_html, to_html};
-pub use human::{printable, summary_table, summary_table_noted};
+pub use human::{summary_table, summary_table_noted};
 pub use json::{from_json, to_json};
 pub use junit::to_junit;
 pub use markdown::to_markdown;

@@ -7,7 +7,6 @@
 //! hashes, paths, ids: see [`Redactions`]), so any diff means the plugin's behaviour changed.
 //! Writes are atomic, so an interrupted `--bless` never leaves half a snapshot behind.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -100,17 +99,6 @@ pub enum SnapshotError {
         #[source]
         source: io::Error,
     },
-    /// The directory to hold the snapshot could not be created.
-    #[error("cannot create directory {} for snapshot {}", dir.display(), path.display())]
-    CreateDir {
-        /// The directory.
-        dir: PathBuf,
-        /// The snapshot file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
     /// The new snapshot could not be written (or renamed into place).
     #[error("cannot write snapshot {} (in {})", path.display(), dir.display())]
     Write {
@@ -124,23 +112,32 @@ pub enum SnapshotError {
     },
 }
 
+/// The most read from a stored snapshot: a regular file (or a symlink to
+/// one) only, so a FIFO or `/dev/zero` given as `--snapshot` is an error, not
+/// a hang. A snapshot holds one short line per check.
+pub const MAX_SNAPSHOT_BYTES: u64 = 16 << 20;
+
 /// Compares `normalised` with the snapshot stored at `path`.
 ///
 /// A missing file is an outcome, not an error: CI reports it (exit 3) and `--bless`
 /// creates it. Line endings are compared as `\n`, so a checkout that turned them into
 /// `\r\n` does not count as a change.
 pub fn compare(path: &Path, normalised: &str) -> Result<SnapshotOutcome, SnapshotError> {
-    let stored = match fs::read_to_string(path) {
+    let stored = match crate::safe_fs::read_text_bounded(
+        path,
+        MAX_SNAPSHOT_BYTES,
+        crate::safe_fs::Links::Follow,
+    ) {
         Ok(stored) => stored,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+        Err(e) if e.is_not_found() => {
             return Ok(SnapshotOutcome::Missing {
                 path: path.to_owned(),
             });
         }
-        Err(source) => {
+        Err(e) => {
             return Err(SnapshotError::Read {
                 path: path.to_owned(),
-                source,
+                source: e.into_io(),
             });
         }
     };
@@ -170,17 +167,13 @@ pub fn diff(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
 /// ([`crate::safe_fs::write_file`]): a regular file is replaced atomically (a temporary
 /// file in the same directory, flushed to disk and renamed over it), so readers see the
 /// old snapshot or the new one, never a mix; a symlink's target is written and the link
-/// kept. Missing parent directories are created.
+/// kept. A missing parent dir is an error, as for every other output: a typo in
+/// the path must not quietly make a tree somewhere.
 pub fn bless(path: &Path, normalised: &str) -> Result<(), SnapshotError> {
     let dir = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
         _ => PathBuf::from("."),
     };
-    fs::create_dir_all(&dir).map_err(|source| SnapshotError::CreateDir {
-        dir: dir.clone(),
-        path: path.to_owned(),
-        source,
-    })?;
     let opts = crate::safe_fs::WriteOptions {
         durable: true,
         temp_prefix: ".snapshot",
@@ -200,6 +193,7 @@ mod tests {
     use super::*;
     use crate::report::sample;
     use crate::report::{CheckResult, Level, Status};
+    use std::fs;
 
     #[test]
     fn normalised_sample() {
@@ -304,7 +298,7 @@ mod tests {
     #[test]
     fn bless_then_compare_matches() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("nested/deeper/plugin.snap");
+        let path = dir.path().join("plugin.snap");
         let report = sample::report(false);
         let text = normalise(&report, &Redactions::for_report(&report));
         bless(&path, &text).unwrap();
@@ -343,10 +337,13 @@ mod tests {
         fs::write(&blocker, "").unwrap();
         let path = blocker.join("plugin.snap");
         let err = bless(&path, "x\n").unwrap_err();
-        assert!(matches!(err, SnapshotError::CreateDir { .. }), "{err:?}");
+        assert!(matches!(err, SnapshotError::Write { .. }), "{err:?}");
         let text = err.to_string();
-        assert!(text.starts_with("cannot create directory"), "{text}");
+        assert!(text.starts_with("cannot write snapshot"), "{text}");
         assert!(text.contains("plugin.snap"), "{text}");
+        let missing = dir.path().join("no-such-dir/plugin.snap");
+        assert!(bless(&missing, "x\n").is_err());
+        assert!(!missing.parent().unwrap().exists(), "no dir is made");
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //! - [`remove_tree`] removes a tree without ever crossing into another mount;
 //! - [`loops_backed_under`] finds the loop devices a plugin left attached to
 //!   files of a dir, and [`detach`] lets them go;
+//! - [`read_bounded`] is the crate's one reader of files it did not just
+//!   write: regular files only, never waiting on a FIFO, at most a stated size;
 //! - [`write_file`] is the crate's one writer of output files: regular files
 //!   are replaced atomically, anything else (a device, a FIFO, a symlink's
 //!   target) is written in place.
@@ -22,6 +24,7 @@
 mod fd;
 mod loopdev;
 pub mod mountinfo;
+mod read;
 mod remove;
 mod unmount;
 mod write;
@@ -30,6 +33,7 @@ pub use loopdev::{
     LoopDevice, detach, has_marker, is_block_device, loop_backing, loops_backed_under, write_marker,
 };
 pub use mountinfo::{Mount, mounts_under};
+pub use read::{Links, ReadError, open_regular, read_bounded, read_text_bounded};
 pub use remove::{Removal, remove_tree};
 pub use unmount::{Unmounted, unmount_under};
-pub use write::{WriteError, WriteOptions, check_target, write_file};
+pub use write::{WriteError, WriteOptions, check_target, replace_file, write_file};

@@ -76,6 +76,38 @@ pub fn write_file(path: &Path, bytes: &[u8], opts: &WriteOptions) -> Result<(), 
     }
 }
 
+/// Writes `bytes` to `path` as a regular file in its own dir, replaced
+/// atomically, never followed: a symlink, device, FIFO or directory at
+/// `path` is an error (`ELOOP` for a link) and is left as it is. For files
+/// the crate owns (the manager's state), where anything but a regular file
+/// is something planted.
+pub fn replace_file(path: &Path, bytes: &[u8], opts: &WriteOptions) -> Result<(), WriteError> {
+    let fail = |source| WriteError {
+        path: path.to_path_buf(),
+        source,
+    };
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => {}
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(fail(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "it is a symbolic link, never written through",
+            )));
+        }
+        Ok(_) => {
+            return Err(fail(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "it is not a regular file",
+            )));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(fail(e)),
+    }
+    // A link planted between the look and the rename is replaced by the
+    // rename itself, not followed.
+    replace(path, bytes, opts).map_err(fail)
+}
+
 /// Checks, before any work, that `path` can be written: it is not a
 /// directory, and a file that would be made or replaced has an existing,
 /// writable directory to go in.
@@ -195,7 +227,9 @@ fn in_place(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Writes a temporary file beside `path` and renames it over `path`.
 fn replace(path: &Path, bytes: &[u8], opts: &WriteOptions) -> io::Result<()> {
     let dir = parent_of(path);
-    let existing = fs::metadata(path).ok().filter(|m| m.file_type().is_file());
+    let existing = fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.file_type().is_file());
     let mut tmp = tempfile::Builder::new()
         .prefix(opts.temp_prefix)
         .suffix(opts.temp_suffix)

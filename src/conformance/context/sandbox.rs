@@ -102,9 +102,11 @@ pub(crate) fn canary_intact(path: &Path) -> bool {
     if crate::safe_fs::is_block_device(path) {
         return crate::safe_fs::has_marker(path, canary_text(path).as_bytes());
     }
-    std::fs::read_to_string(path)
-        .map(|t| t == canary_text(path))
-        .unwrap_or(false)
+    // Never through a link, never waiting on a FIFO, never past its own size:
+    // whatever was put in the canary's place is evidence, not a hang.
+    let want = canary_text(path);
+    crate::safe_fs::read_bounded(path, want.len() as u64, crate::safe_fs::Links::Refuse)
+        .is_ok_and(|t| t == want.as_bytes())
 }
 
 /// Every entry below `dir` (relative paths, `/`-separated, symlinks not

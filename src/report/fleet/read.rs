@@ -83,15 +83,35 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, FleetError> {
     Ok(files)
 }
 
+/// The most read from one node's report: a regular file (or a symlink to
+/// one) only. A report with every output excerpt at its cap is a few MiB.
+pub const MAX_REPORT_BYTES: u64 = 256 << 20;
+
 /// Reads one node's report from `path`, using `buf` for the file's bytes.
 pub fn read_report(path: &Path, buf: &mut Vec<u8>) -> Result<NodeReport, FleetError> {
     buf.clear();
-    fs::File::open(path)
-        .and_then(|mut f| f.read_to_end(buf))
-        .map_err(|source| FleetError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+    let read = crate::safe_fs::open_regular(path, crate::safe_fs::Links::Follow)
+        .map_err(crate::safe_fs::ReadError::into_io)
+        .and_then(|f| f.take(MAX_REPORT_BYTES + 1).read_to_end(buf));
+    match read {
+        Ok(n) if n as u64 > MAX_REPORT_BYTES => {
+            let e = crate::safe_fs::ReadError::TooLarge {
+                path: path.to_owned(),
+                limit: MAX_REPORT_BYTES,
+            };
+            return Err(FleetError::Read {
+                path: path.to_owned(),
+                source: e.into_io(),
+            });
+        }
+        Ok(_) => {}
+        Err(source) => {
+            return Err(FleetError::Read {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    }
     let lean: Lean<'_> = match serde_json::from_slice(buf) {
         Ok(lean) => lean,
         Err(source) => return Err(why_unreadable(path, buf, source)),
