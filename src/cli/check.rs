@@ -260,7 +260,18 @@ fn snapshot_gate(report: &report::Report, path: &Path, bless: bool) -> CliResult
             ));
             Ok(EXIT_SNAPSHOT)
         }
-        SnapshotOutcome::Differs { path, diff } => {
+        SnapshotOutcome::Differs {
+            path,
+            diff,
+            other_harness,
+        } => {
+            if let Some(old) = other_harness {
+                let now = report::harness_of(&text).unwrap_or_default();
+                print_stderr(&format!(
+                    "dhv-conform: snapshot {} was written by {old}, this is {now}: some of the differences below may be the harness's, not the plugin's (pin the harness version the snapshot was blessed with)\n",
+                    path.display()
+                ));
+            }
             print_stderr(&format!(
                 "dhv-conform: the results differ from snapshot {} (review, then --bless to accept):\n",
                 path.display()
