@@ -42,6 +42,8 @@ struct Column {
     strict: bool,
     verdict: Verdict,
     source: PathBuf,
+    started_at: Option<String>,
+    duration_ms: Option<u64>,
     statuses: Vec<Option<Status>>,
     problems: Vec<(usize, Status, String, Option<String>)>,
 }
@@ -103,6 +105,8 @@ impl Merger {
             strict: report.strict,
             verdict: report.verdict,
             source: source.to_owned(),
+            started_at: report.started_at,
+            duration_ms: report.duration_ms,
             statuses,
             problems,
         });
@@ -223,6 +227,8 @@ impl Column {
             strict: self.strict,
             verdict: self.verdict,
             source: self.source.display().to_string(),
+            started_at: self.started_at,
+            duration_ms: self.duration_ms,
             statuses,
             problems,
         }

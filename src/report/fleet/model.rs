@@ -121,6 +121,12 @@ pub struct FleetNode {
     pub verdict: Verdict,
     /// The file the report was read from.
     pub source: String,
+    /// When the node's run started (RFC 3339); `None` in reports without it.
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// The node's run's wall time in milliseconds; `None` in reports without it.
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
     /// One status per check, aligned with [`FleetReport::checks`]; `None`: absent.
     pub statuses: Vec<Option<Status>>,
     /// The checks that did not pass (fail, warn, skip), in check order.
