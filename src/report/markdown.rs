@@ -309,15 +309,27 @@ mod tests {
             row,
             "| `create.idempotent` | must | ❌ fail | create exited 1; stderr: … (output in the details below) |"
         );
-        assert!(md.contains("```text\ncreate exited 1; stderr: \"Traceback"), "{md}");
+        assert!(
+            md.contains("```text\ncreate exited 1; stderr: \"Traceback"),
+            "{md}"
+        );
         let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| `")).collect();
-        assert!(rows.iter().all(|r| !r.contains("<br>") && !r.contains(r"\n")), "{rows:?}");
+        assert!(
+            rows.iter()
+                .all(|r| !r.contains("<br>") && !r.contains(r"\n")),
+            "{rows:?}"
+        );
 
         let two_lines = to_markdown(&sample::report(false));
-        assert!(two_lines.contains(
-            "| the second create exited 1, expected 0 … (more in the details below) |"
-        ), "{two_lines}");
-        assert!(two_lines.contains("the volume at /tmp/.tmpAbC123/volumes/x was left in place\n```"));
+        assert!(
+            two_lines.contains(
+                "| the second create exited 1, expected 0 … (more in the details below) |"
+            ),
+            "{two_lines}"
+        );
+        assert!(
+            two_lines.contains("the volume at /tmp/.tmpAbC123/volumes/x was left in place\n```")
+        );
     }
 
     #[test]

@@ -100,7 +100,8 @@ pub struct Build {
     /// Of those, the non-conformant ones.
     pub non_conformant: usize,
     /// Whether this is the build most nodes run of this plugin. The others stand out:
-    /// a node left on an old build, or one built differently.
+    /// a node left on an old build, or one built differently. When the plugin's top
+    /// builds tie (one node per build, say), no build has the majority and none is.
     pub most_common: bool,
 }
 
