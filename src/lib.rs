@@ -65,4 +65,5 @@ pub mod manager;
 pub mod plugin;
 pub mod report;
 pub mod safe_fs;
+pub mod suite;
 pub mod version;

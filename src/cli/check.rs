@@ -33,6 +33,7 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     let chosen = selection(&args)?;
     let target = target(&args.plugin)?;
     check_outputs(&args)?;
+    check_work_dir(args.work_dir.as_deref())?;
     let (progress_to, table_to) = match (args.json.as_deref() == Some("-"), format) {
         (true, _) => (Stream::Stderr, Stream::Stderr),
         (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
@@ -64,7 +65,8 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     };
     let late = LateEnding::listen()?;
     let started = std::time::SystemTime::now();
-    let outcome = conformance::run_suite(rt, opts);
+    let signals = conformance::Signals::install(rt);
+    let outcome = conformance::run_suite_with(rt, opts, signals, args.work_dir.as_deref());
     printer.end(outcome.as_ref().ok().map(|o| o.report.summary.verdict));
     let _ = ticker.join();
     let outcome = outcome.map_err(engine_error)?;
@@ -324,6 +326,22 @@ fn check_outputs(args: &CheckArgs) -> Result<(), CliError> {
         crate::safe_fs::check_target(&probe).map_err(|e| CliError::usage(e.to_string()))?;
     }
     Ok(())
+}
+
+/// `--work-dir` must be a directory that exists: the run makes its temp dir in it.
+fn check_work_dir(dir: Option<&Path>) -> Result<(), CliError> {
+    let Some(dir) = dir else { return Ok(()) };
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(CliError::usage(format!(
+            "--work-dir {}: not a directory",
+            dir.display()
+        ))),
+        Err(e) => Err(CliError::usage(format!(
+            "--work-dir {}: {e}",
+            dir.display()
+        ))),
+    }
 }
 
 /// The node to record: `--node-name`, else the host name (none when it cannot be read).
