@@ -59,9 +59,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::conformance::{
-    self, EngineError, Progress, ProgressEvent, RequestTemplate, Settings, SuiteOptions, Target,
-    Teardown,
+use crate::conformance::{self, Settings, SuiteOptions};
+
+pub use crate::conformance::{
+    CATALOGUE, CheckSpec, EngineError, InFlight, Progress, ProgressEvent, RequestTemplate,
+    TEARDOWN_DEADLINE, Target, Teardown,
 };
 use crate::report::Report;
 

@@ -8,8 +8,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use dhv_conform::conformance::{Progress, ProgressEvent};
-use dhv_conform::suite::{SuiteConfig, run, run_blocking};
+use dhv_conform::suite::{Progress, ProgressEvent, SuiteConfig, run, run_blocking};
 
 fn sample(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))

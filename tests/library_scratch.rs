@@ -14,8 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const MAIN: &str = r#"
-use dhv_conform::conformance::{Progress, ProgressEvent};
-use dhv_conform::suite::{SuiteConfig, run};
+use dhv_conform::suite::{Progress, ProgressEvent, SuiteConfig, run};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn sigcgt() -> String {
