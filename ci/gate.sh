@@ -3,38 +3,107 @@
 # action (action.yml) and the GitLab template (examples/gitlab-ci.yml), and what
 # you run locally to see exactly what CI will do.
 #
+# Usage: gate.sh            run the gate
+#        gate.sh revision   print (and write to $GITHUB_OUTPUT) the cache keys:
+#                           `lock=` (Cargo.lock's hash) and `revision=` (the harness's)
+#
 # Inputs (environment):
 #   DHV_PLUGIN        the plugin executable to check (required)
 #   DHV_SNAPSHOT      a committed snapshot to compare with (optional; missing or
 #                     different is exit 3, never written under CI)
 #   DHV_STRICT        "true": should-level failures fail the gate too
-#   DHV_ARGS          more `dhv-conform check` arguments (e.g. "--fixture volume.hcl")
+#   DHV_ARGS          more `dhv-conform check` arguments, ONE PER LINE, taken as
+#                     they are: no word splitting, no globbing, no expansion
 #   DHV_REPORTS       where the reports go [dhv-conform-reports]
-#   DHV_CONFORM       the harness binary; when unset and `dhv-conform` is not on
-#                     PATH, it is built from DHV_CONFORM_SOURCE (this repository)
+#   DHV_SUDO          "true": run the check with `sudo -E` (mount and loop plugins
+#                     need root); the reports are then handed back to this user
+#   DHV_ARTIFACT_NAME the name to give the reports' artifact [unique per job and
+#                     plugin: dhv-conform-JOB-PLUGIN-HASH]
+#   DHV_CONFORM       the harness binary; when unset it is built from
+#                     DHV_CONFORM_SOURCE, or taken from the cache when the cached
+#                     binary was built from the same harness revision
 #   DHV_CONFORM_SOURCE the harness source to build [the directory above this script]
-#   GITHUB_STEP_SUMMARY  when set (GitHub Actions), the Markdown summary is appended
+#   DHV_CACHE         the build cache: bin/ and target/ [$RUNNER_TEMP/dhv-conform-cache]
+#   GITHUB_OUTPUT     when set, the outputs are appended (verdict, exit-code,
+#                     reports-dir, junit, json, markdown, artifact-name)
+#   GITHUB_STEP_SUMMARY  when set, the gate's summary is appended
+#   DHV_DOTENV        the dotenv file of the outputs (GitLab's artifacts:reports:dotenv)
+#                     [$DHV_REPORTS/gate.env]
 # Exit: dhv-conform's own code (0 conformant, 1 non-conformant, 2 usage,
 # 3 snapshot missing or different, 4 harness failure).
 set -euo pipefail
 
+source_dir="${DHV_CONFORM_SOURCE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+
+# The harness revision: a hash of everything the binary is built from, so it is the
+# same for a git checkout, a tarball (GitHub's download of an action) or a copy.
+revision() {
+  (cd "$source_dir" && find Cargo.toml Cargo.lock src -type f |
+    LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+}
+lock_hash() {
+  sha256sum "$source_dir/Cargo.lock" | cut -c1-16
+}
+
+if [ "${1:-}" = revision ]; then
+  keys="lock=$(lock_hash)
+revision=$(revision)"
+  echo "$keys"
+  if [ -n "${GITHUB_OUTPUT:-}" ]; then echo "$keys" >> "$GITHUB_OUTPUT"; fi
+  exit 0
+fi
+
 : "${DHV_PLUGIN:?set DHV_PLUGIN to the plugin executable to check}"
 reports="${DHV_REPORTS:-dhv-conform-reports}"
-source_dir="${DHV_CONFORM_SOURCE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+dotenv="${DHV_DOTENV:-$reports/gate.env}"
+mkdir -p "$reports"
+
+# Outputs are written as soon as they are known, so a later failure still leaves
+# the artifact's name for the upload step.
+output() {
+  if [ -n "${GITHUB_OUTPUT:-}" ]; then echo "$1=$2" >> "$GITHUB_OUTPUT"; fi
+  local key
+  key="DHV_$(echo "$1" | tr 'a-z-' 'A-Z_')"
+  echo "$key=$2" >> "$dotenv"
+}
+: > "$dotenv"
+
+# An artifact name no other job of the workflow uses: a matrix job differs from its
+# siblings by plugin, arguments, snapshot or runner, so those are hashed into it.
+artifact="${DHV_ARTIFACT_NAME:-}"
+if [ -z "$artifact" ]; then
+  base="$(basename "$DHV_PLUGIN")"
+  tag="$(printf '%s\n' "$DHV_PLUGIN" "${DHV_ARGS:-}" "${DHV_SNAPSHOT:-}" \
+    "${DHV_STRICT:-}" "${RUNNER_OS:-}" "${RUNNER_ARCH:-}" "${CI_JOB_NAME:-}" |
+    sha256sum | cut -c1-8)"
+  artifact="dhv-conform-${GITHUB_JOB:-${CI_JOB_NAME:-local}}-$base-$tag"
+  artifact="$(printf '%s' "$artifact" | tr -c 'A-Za-z0-9._-' '-')"
+fi
+output artifact-name "$artifact"
+output reports-dir "$reports"
+output junit "$reports/junit.xml"
+output json "$reports/report.json"
+output markdown "$reports/summary.md"
 
 harness="${DHV_CONFORM:-}"
 if [ -z "$harness" ]; then
-  if command -v dhv-conform >/dev/null 2>&1; then
-    harness=dhv-conform
+  cache="${DHV_CACHE:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}/dhv-conform-cache}"
+  rev="$(revision)"
+  harness="$cache/bin/dhv-conform"
+  if [ -x "$harness" ] && [ "$(cat "$cache/bin/revision" 2>/dev/null)" = "$rev" ]; then
+    echo "dhv-conform gate: using the cached harness (revision $rev): $harness" >&2
   else
-    echo "dhv-conform gate: building the harness from $source_dir" >&2
-    root="${RUNNER_TEMP:-${TMPDIR:-/tmp}}/dhv-conform-install"
-    cargo install --quiet --locked --path "$source_dir" --root "$root"
-    harness="$root/bin/dhv-conform"
+    echo "dhv-conform gate: building the harness (revision $rev) from $source_dir; cold about 4 min on 2 cores, under 2 with the dependencies cached" >&2
+    # Not --quiet: cargo's "Compiling ..." lines are the progress.
+    cargo build --release --locked --manifest-path "$source_dir/Cargo.toml" \
+      --target-dir "$cache/target" --bin dhv-conform >&2
+    mkdir -p "$cache/bin"
+    cp "$cache/target/release/dhv-conform" "$harness.new"
+    mv "$harness.new" "$harness"
+    echo "$rev" > "$cache/bin/revision"
   fi
 fi
 
-mkdir -p "$reports"
 args=(check "$DHV_PLUGIN"
   --junit "$reports/junit.xml"
   --markdown "$reports/summary.md"
@@ -46,18 +115,65 @@ fi
 if [ "${DHV_STRICT:-false}" = "true" ]; then
   args+=(--strict)
 fi
+# One argument per line, each taken as it is: a `*` or a space is data, never a
+# glob or a separator.
 if [ -n "${DHV_ARGS:-}" ]; then
-  # Word splitting is the point: DHV_ARGS holds several arguments.
-  # shellcheck disable=SC2206
-  args+=(${DHV_ARGS})
+  while IFS= read -r line || [ -n "$line" ]; do
+    line="${line%$'\r'}"
+    if [ -n "$line" ]; then args+=("$line"); fi
+  done <<< "$DHV_ARGS"
 fi
 
-echo "dhv-conform gate: $harness ${args[*]}" >&2
-status=0
-"$harness" "${args[@]}" || status=$?
+run=("$harness")
+if [ "${DHV_SUDO:-false}" = "true" ] && [ "$(id -u)" != 0 ]; then
+  run=(sudo -E "$harness")
+fi
 
-if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$reports/summary.md" ]; then
-  cat "$reports/summary.md" >> "$GITHUB_STEP_SUMMARY"
+printf 'dhv-conform gate:' >&2
+printf ' %q' "${run[@]}" "${args[@]}" >&2
+printf '\n' >&2
+log="$reports/gate.log"
+# stderr is shown as it comes and kept, for the summary's snapshot section.
+exec 3>&1
+set +e
+"${run[@]}" "${args[@]}" 2>&1 1>&3 3>&- | tee "$log" >&2
+status="${PIPESTATUS[0]}"
+set -e
+exec 3>&-
+if [ "${run[0]}" = sudo ]; then
+  # The reports belong to the runner's user, not root.
+  sudo chown -R "$(id -u):$(id -g)" "$reports" || true
+fi
+
+case "$status" in
+  0) verdict=conformant; headline="conformant" ;;
+  1) verdict=non-conformant; headline="non-conformant" ;;
+  3) verdict=snapshot-differs; headline="the snapshot is missing or differs" ;;
+  *) verdict=error; headline="error: dhv-conform exited $status" ;;
+esac
+output verdict "$verdict"
+output exit-code "$status"
+
+# The step summary: the gate's result first, the snapshot's diff next, then the report.
+if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+  {
+    echo "### dhv-conform gate: **$headline** (exit $status)"
+    echo
+    if [ -n "${DHV_SNAPSHOT:-}" ]; then
+      if [ "$status" = 3 ]; then
+        echo "**Snapshot** \`$DHV_SNAPSHOT\`: the results differ (or it is missing). Review the diff; to accept it, bless locally with \`--bless\` and commit the snapshot."
+        grep -E '^dhv-conform: snapshot .* (was written by|does not exist)' "$log" | sed 's/^dhv-conform: /> /' || true
+        echo
+        echo '```diff'
+        awk '/^--- /{on=1} on && /^(--- |\+\+\+ |@@ |[-+ \\])/{print; next} on && !/^$/{on=0}' "$log"
+        echo '```'
+      else
+        echo "**Snapshot** \`$DHV_SNAPSHOT\`: matched."
+      fi
+      echo
+    fi
+    if [ -f "$reports/summary.md" ]; then cat "$reports/summary.md"; fi
+  } >> "$GITHUB_STEP_SUMMARY"
 fi
 case "$status" in
   0) echo "dhv-conform gate: conformant" >&2 ;;

@@ -1,21 +1,33 @@
 //! `dhv-conform`: a conformance harness for Nomad dynamic host volume (DHV) plugins,
 //! built on a Nomad-compatible host volume plugin manager.
 //!
-//! The crate is layered, and the arrows go one way:
-//! `cli → conformance → manager → plugin → exec`. [`contract`] and [`version`] hold
-//! the facts of Nomad's plugin contract and depend on nothing; [`report`] depends only
-//! on its own result model.
+//! # The public surface
 //!
-//! - [`exec`] is the one process runner: exact environment, process groups,
-//!   timeouts, output caps, leak and orphan detection.
-//! - [`plugin`] runs the built-in `mkdir` plugin and plugin executables exactly as
-//!   Nomad does, with Nomad's decoding and error texts.
-//! - [`manager`] is what a Nomad client does around plugins: discovery,
+//! What an integrator builds on, documented and kept stable as the report schemas are
+//! (added to, never renamed):
+//!
+//! - [`suite`]: the conformance suite as a library, [`suite::run`] (async) and
+//!   [`suite::run_blocking`] (sync), with its own [`suite::SuiteConfig`] and the types
+//!   its hooks and results use.
+//! - [`manager`]: what a Nomad client does around plugins: discovery,
 //!   fingerprinting, create / register / delete / restore, state and locks. Its
 //!   module docs have a runnable example.
-//! - [`conformance`] drives any plugin through the check catalogue.
-//! - [`report`] renders results as JSON, JUnit, Markdown, terminal text and
-//!   normalised snapshots.
+//! - [`plugin`]: the built-in `mkdir` plugin and plugin executables, run exactly as
+//!   Nomad runs them, with Nomad's decoding and error texts.
+//! - [`report`]: the report schema (`dhv-conform/report/v1`, the fleet's
+//!   `dhv-conform/fleet/v1`) and its renderers: JSON, JUnit, Markdown, terminal text
+//!   and normalised snapshots.
+//! - [`contract`] and [`version`]: the facts of Nomad's plugin contract the types
+//!   above speak in (requests, responses, `DHV_*` names, go-version parsing).
+//!
+//! The rest is the harness's own machinery, hidden from these docs and not part of
+//! the surface: the CLI (`cli`), the check engine (`conformance`, whose public types
+//! [`suite`] re-exports), the process runner (`exec`) and the filesystem layer
+//! (`safe_fs`). They stay reachable only for the crate's binary, tests and benches.
+//!
+//! The crate is layered, and the arrows go one way:
+//! `cli → conformance → manager → plugin → exec`. [`contract`] and [`version`]
+//! depend on nothing; [`report`] depends only on its own result model.
 //!
 //! # Example: run one plugin operation as Nomad would
 //!
@@ -57,12 +69,19 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod cli;
-pub mod conformance;
 pub mod contract;
-pub mod exec;
 pub mod manager;
 pub mod plugin;
 pub mod report;
-pub mod safe_fs;
+pub mod suite;
 pub mod version;
+
+// The harness's machinery: not part of the public surface (see the crate docs).
+#[doc(hidden)]
+pub mod cli;
+#[doc(hidden)]
+pub mod conformance;
+#[doc(hidden)]
+pub mod exec;
+#[doc(hidden)]
+pub mod safe_fs;

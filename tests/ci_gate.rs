@@ -66,7 +66,7 @@ fn the_gate_passes_the_reference_plugin_and_writes_every_report() {
     }
     let summary = std::fs::read_to_string(&g.summary).unwrap();
     assert!(
-        summary.starts_with("earlier summary\n**dhv-conform**: "),
+        summary.starts_with("earlier summary\n### dhv-conform gate: **conformant** (exit 0)\n"),
         "{summary}"
     );
     assert!(summary.contains("is **conformant**"), "{summary}");
@@ -104,8 +104,9 @@ fn the_gate_holds_the_snapshot() {
     );
 }
 
-/// The action's only shell step is the script, so the test above covers it; the
-/// GitLab template runs the same script.
+/// Every shell step of the action is the script (tests/ci_github.rs runs them as
+/// GitHub does); the GitLab template runs the same script, caches the build and
+/// hands the outputs on as a dotenv report.
 #[test]
 fn the_action_and_the_template_run_the_script() {
     let action = std::fs::read_to_string(repo().join("action.yml")).unwrap();
@@ -114,10 +115,92 @@ fn the_action_and_the_template_run_the_script() {
         .map(str::trim)
         .filter(|l| l.starts_with("run:"))
         .collect();
-    assert_eq!(runs, [r#"run: '"$GITHUB_ACTION_PATH/ci/gate.sh"'"#]);
+    assert_eq!(
+        runs,
+        [
+            r#"run: '"$GITHUB_ACTION_PATH/ci/gate.sh" revision'"#,
+            r#"run: '"$GITHUB_ACTION_PATH/ci/gate.sh"'"#
+        ]
+    );
     assert!(action.contains("using: composite"));
     assert!(action.contains("actions/upload-artifact"));
+    assert!(action.contains("actions/cache"));
     let gitlab = std::fs::read_to_string(repo().join("examples/gitlab-ci.yml")).unwrap();
     assert!(gitlab.contains("/ci/gate.sh"), "{gitlab}");
     assert!(gitlab.contains("junit: dhv-conform-reports/junit.xml"));
+    assert!(gitlab.contains("dotenv: dhv-conform-reports/gate.env"));
+    assert!(gitlab.contains(
+        "cache:\n    key: dhv-conform-$DHV_CONFORM_REF\n    paths:\n      - .dhv-conform/\n"
+    ));
+    assert!(gitlab.contains("CARGO_HOME: $CI_PROJECT_DIR/.dhv-conform/cargo"));
+    assert!(gitlab.contains("DHV_CACHE: $CI_PROJECT_DIR/.dhv-conform/cache"));
+}
+
+/// A GitLab job: the template's variables, GitLab's environment, no GitHub one. The
+/// dotenv report holds the outputs, and a second job with the cache restored (the
+/// same project dir) does not build the harness again.
+#[test]
+fn a_gitlab_job_writes_a_dotenv_report_and_reuses_the_cached_build() {
+    let project = util::Scratch::new();
+    let stub = project.path().join("stub");
+    std::fs::create_dir(&stub).unwrap();
+    let calls = project.path().join("cargo-calls.log");
+    std::fs::write(
+        stub.join("cargo"),
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\ntarget=\nwhile [ $# -gt 0 ]; do [ \"$1\" = --target-dir ] && target=$2; shift; done\nmkdir -p \"$target/release\" && cp '{}' \"$target/release/dhv-conform\"\n",
+            calls.display(),
+            assert_cmd::cargo::cargo_bin("dhv-conform").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        stub.join("cargo"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let tmp = project.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let dir = project.path().display().to_string();
+    let job = |plugin: &str| {
+        let out = Command::new("bash")
+            .args(["-eo", "pipefail", "-c"])
+            .arg(repo().join("ci/gate.sh"))
+            .current_dir(project.path())
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", stub.display()))
+            .env("TMPDIR", &tmp)
+            .env("CI", "true")
+            .env("GITLAB_CI", "true")
+            .env("CI_PROJECT_DIR", &dir)
+            .env("CI_JOB_NAME", "dhv-conform")
+            .env("DHV_REPORTS", "dhv-conform-reports")
+            .env("CARGO_HOME", format!("{dir}/.dhv-conform/cargo"))
+            .env("DHV_CACHE", format!("{dir}/.dhv-conform/cache"))
+            .env("DHV_PLUGIN", repo().join("sample-plugins").join(plugin))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let env = std::fs::read_to_string(project.path().join("dhv-conform-reports/gate.env"))
+            .unwrap_or_else(|e| panic!("no dotenv report ({e}): {stderr}"));
+        (out.status.code(), env, stderr)
+    };
+    let (code, env, stderr) = job("fails-on-existing-dir");
+    assert_eq!(code, Some(1), "{stderr}");
+    for line in [
+        "DHV_VERDICT=non-conformant",
+        "DHV_EXIT_CODE=1",
+        "DHV_JUNIT=dhv-conform-reports/junit.xml",
+        "DHV_JSON=dhv-conform-reports/report.json",
+    ] {
+        assert!(env.lines().any(|l| l == line), "{line} missing:\n{env}");
+    }
+    let (code, env, stderr) = job("reference");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(env.lines().any(|l| l == "DHV_VERDICT=conformant"), "{env}");
+    let builds = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(builds.lines().count(), 1, "{builds}");
+    assert!(stderr.contains("using the cached harness"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "the gate left {left:?}");
 }

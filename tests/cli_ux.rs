@@ -93,9 +93,37 @@ fn readme_links_the_checks_and_points_nowhere_outside() {
         "README must link docs/checks.md"
     );
     assert!(
-        !readme.contains("../shared"),
+        !readme.contains(&format!("..{}", "/shared")),
         "README points outside the project"
     );
+}
+
+/// Nothing in the project names a file outside it: no spec it was written from, no
+/// sibling directory.
+#[test]
+fn nothing_points_outside_the_repository() {
+    let needles = [format!("{}.md", "CONFORMANCE"), format!("..{}", "/shared")];
+    let mut found = Vec::new();
+    let mut dirs = vec![repo().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if name == "target" || name == ".git" {
+                continue;
+            }
+            if path.is_dir() {
+                dirs.push(path);
+            } else if let Ok(text) = std::fs::read_to_string(&path) {
+                for needle in &needles {
+                    if text.contains(needle.as_str()) {
+                        found.push(format!("{}: {needle}", path.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
 }
 
 #[test]

@@ -320,6 +320,71 @@ fn junit_matches_the_schema_ci_systems_read() {
     }
 }
 
+/// `report merge --junit` (the fleet) is written by the same writer: it validates
+/// too, and its cases are named as the single report's are.
+#[test]
+fn the_fleet_junit_matches_the_schema_too() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let decls = load_schema(&repo.join("tests/fixtures/junit.xsd"));
+    let work = util::Scratch::new();
+    let mut reports = Vec::new();
+    for (plugin, node, extra) in [
+        ("relative-path", "node-a", &[][..]),
+        ("non-semver-version", "node-b", &["--strict"][..]),
+    ] {
+        let json = work.path().join(format!("{node}.json"));
+        Command::cargo_bin("dhv-conform")
+            .unwrap()
+            .arg("check")
+            .arg(repo.join("sample-plugins").join(plugin))
+            .args(["--quiet", "--node-name", node, "--json"])
+            .arg(&json)
+            .args(extra)
+            .env("TMPDIR", work.path())
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap();
+        reports.push(json);
+    }
+    let junit = work.path().join("fleet.xml");
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .args(["report", "merge"])
+        .args(&reports)
+        .arg("--junit")
+        .arg(&junit)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let xml = std::fs::read_to_string(&junit).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    let root = parse(&xml);
+    let errors = validate(&root, &decls, "");
+    assert!(errors.is_empty(), "{}\n{xml}", errors.join("\n"));
+    assert_eq!(root.children.len(), 2, "{xml}");
+    for suite in &root.children {
+        for case in suite.children.iter().filter(|c| c.name == "testcase") {
+            let class = case.attr("classname").unwrap();
+            let name = case.attr("name").unwrap();
+            assert!(!name.starts_with(&format!("{class}.")), "{class} {name}");
+            let props = &case
+                .children
+                .iter()
+                .find(|k| k.name == "properties")
+                .unwrap()
+                .children;
+            assert!(
+                props.iter().any(|p| p.attr("name") == Some("level")),
+                "{xml}"
+            );
+        }
+    }
+    // node-b ran --strict: its warning is a failure, under the warning's name.
+    assert!(
+        xml.contains(r#"<testcase name="version-semver [warning]" classname="fingerprint""#),
+        "{xml}"
+    );
+}
+
 /// The counts on the testsuite agree with its testcases; skips are `<skipped message>`,
 /// and a warning that does not fail the run is visible as a property and on stderr.
 #[test]
@@ -359,8 +424,13 @@ fn junit_counts_skips_and_warnings() {
     }
     let warned = cases
         .iter()
-        .find(|c| c.attr("name") == Some("create.path-in-volumes-dir"))
-        .expect("create.path-in-volumes-dir");
+        .find(|c| c.attr("name") == Some("path-in-volumes-dir [warning]"))
+        .expect("create.path-in-volumes-dir, a warning by name");
+    assert_eq!(warned.attr("classname"), Some("create"));
+    assert!(
+        !warned.children.iter().any(|k| k.name == "failure"),
+        "a warning does not fail the suite: {xml}"
+    );
     let props = &warned
         .children
         .iter()

@@ -479,3 +479,33 @@ fn a_failed_plugin_delete_keeps_the_volume_and_its_name() {
         .unwrap_err();
     assert!(matches!(err, ManagerError::NameConflict { .. }));
 }
+
+/// A plugin whose output Nomad cannot read (it fails its fingerprint the same way):
+/// Nomad's text is Go's bare JSON error, so the manager names the operation, the
+/// volume and the plugin before it.
+#[test]
+fn an_unreadable_create_output_names_the_plugin_and_the_operation() {
+    let node = Node::new();
+    node.plugins.plugin("junk", "#!/bin/sh\necho garbage\n");
+    let m = node.manager();
+    let rt = rt();
+    let err = rt
+        .block_on(m.create(VolumeSpec::new("junk", "v").with_id(ID1)))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "create of volume \"{ID1}\" with plugin \"junk\": invalid character 'g' looking for beginning of value"
+        )
+    );
+    assert!(
+        matches!(
+            err,
+            ManagerError::Response {
+                operation: "create",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}

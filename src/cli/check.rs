@@ -29,6 +29,9 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         // Flags win: a config can turn strict on, and give the scale a flag did not.
         args.strict |= c.strict;
         args.timeout_scale = args.timeout_scale.or(c.timeout_scale);
+        if args.work_dir.is_none() {
+            args.work_dir = c.work_dir.clone();
+        }
     }
     validate_numbers(&args)?;
     let color = color_choice(args.color.as_deref())?.unwrap_or(false);
@@ -47,6 +50,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         None => Claims::default(),
     };
     super::clean::before_a_run();
+    check_work_dir(args.work_dir.as_deref())?;
     let (progress_to, table_to) = match (args.json.as_deref() == Some("-"), format) {
         (true, _) => (Stream::Stderr, Stream::Stderr),
         (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
@@ -89,7 +93,8 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
             progress: Progress::new(move |e| hook.on_event(e)),
             keep: args.keep,
         };
-        match conformance::run_suite(rt, opts) {
+        let signals = conformance::Signals::install(rt);
+        match conformance::run_suite_with(rt, opts, signals, args.work_dir.as_deref()) {
             Ok(outcome) => outcomes.push((request.name, request.fixture, outcome)),
             Err(e) => {
                 printer.end(None);
@@ -371,7 +376,18 @@ fn snapshot_gate(report: &report::Report, path: &Path, bless: bool) -> CliResult
             ));
             Ok(EXIT_SNAPSHOT)
         }
-        SnapshotOutcome::Differs { path, diff } => {
+        SnapshotOutcome::Differs {
+            path,
+            diff,
+            other_harness,
+        } => {
+            if let Some(old) = other_harness {
+                let now = report::harness_of(&text).unwrap_or_default();
+                print_stderr(&format!(
+                    "dhv-conform: snapshot {} was written by {old}, this is {now}: some of the differences below may be the harness's, not the plugin's (pin the harness version the snapshot was blessed with)\n",
+                    path.display()
+                ));
+            }
             print_stderr(&format!(
                 "dhv-conform: the results differ from snapshot {} (review, then --bless to accept):\n",
                 path.display()
@@ -449,6 +465,22 @@ fn same_file(a: &Path, b: &Path) -> bool {
             _ => false,
         },
         _ => false,
+    }
+}
+
+/// `--work-dir` must be a directory that exists: the run makes its temp dir in it.
+fn check_work_dir(dir: Option<&Path>) -> Result<(), CliError> {
+    let Some(dir) = dir else { return Ok(()) };
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(CliError::usage(format!(
+            "--work-dir {}: not a directory",
+            dir.display()
+        ))),
+        Err(e) => Err(CliError::usage(format!(
+            "--work-dir {}: {e}",
+            dir.display()
+        ))),
     }
 }
 

@@ -46,6 +46,10 @@ pub struct CheckArgs {
     /// Keep the run's temp dir (printed at the end), so the reproduce lines work when pasted.
     #[arg(long)]
     pub keep: bool,
+    /// Where the run's sandboxes are made [default: TMPDIR]: put them on the filesystem
+    /// the plugin needs (an XFS mount with project quotas, say). Must be a directory.
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<std::path::PathBuf>,
     /// Multiply every time limit by X, more than 0 and at most 100 (for slow machines; reported) [default: 1].
     #[arg(long, value_name = "X")]
     pub timeout_scale: Option<f64>,

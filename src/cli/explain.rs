@@ -165,6 +165,12 @@ pub fn checks_markdown() -> String {
          snapshots use them. `dhv-conform explain ID` prints one entry.\n\n\
          Levels: **must** failures make the plugin non-conformant (exit 1); **should** \
          failures are warnings (failures under `--strict`); **info** is a measurement.\n\n\
+         Statuses: **pass**; **fail** (a must, or a should under `--strict`); **warn** (a \
+         should that failed); **skip**, always with its reason; **info**, a measurement.\n\n\
+         The default request, which every check starts from and a `--fixture` replaces: \
+         volume name `conformance-` and the first 8 hex digits of the volume id (a fresh \
+         lower-case UUID per volume), namespace `default`, node pool `default`, \
+         capacity_min 50000000 and capacity_max 100000000 bytes, no parameters.\n\n\
          A check is skipped, with its reason, when it cannot judge: `needs X` when a check \
          it builds on did not pass (that check reports the cause once), and `inconclusive: \
          … timed out alone too` when a call it compares or diagnoses timed out and timed out \

@@ -1,4 +1,4 @@
-//! The check catalogue: every id of CONFORMANCE.md with its group, level and
+//! The check catalogue: every id of docs/checks.md with its group, level and
 //! rule. The ids are a public interface (filters, reports, snapshots, people's CI
 //! configs): never rename one; retire it instead.
 

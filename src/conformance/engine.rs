@@ -138,7 +138,8 @@ fn run_end(shared: &Shared) -> super::teardown::RunEnd<'_> {
 }
 
 /// Runs the suite: the trials print libtest-style lines as they finish; the
-/// report is returned for the renderers.
+/// report is returned for the renderers. SIGINT, SIGTERM and SIGHUP end the run
+/// (through its teardown) while it lasts; the sandboxes live in `TMPDIR`.
 pub fn run_suite(
     rt: &tokio::runtime::Runtime,
     opts: SuiteOptions,
@@ -146,7 +147,18 @@ pub fn run_suite(
     // Listening before the temp dir exists: a signal from now on ends in
     // the teardown, never in a dir left behind.
     let signals = super::teardown::Signals::install(rt);
-    let root = super::teardown::make_root().map_err(EngineError::TempDir)?;
+    run_suite_with(rt, opts, signals, None)
+}
+
+/// [`run_suite`] with the run's signals chosen by the caller (a listener, or a
+/// [`super::teardown::Trigger`] only) and its temp dir made in `work_dir`.
+pub(crate) fn run_suite_with(
+    rt: &tokio::runtime::Runtime,
+    opts: SuiteOptions,
+    signals: super::teardown::Signals,
+    work_dir: Option<&std::path::Path>,
+) -> Result<SuiteOutcome, EngineError> {
+    let root = super::teardown::make_root(work_dir).map_err(EngineError::TempDir)?;
     let chosen: Vec<&'static CheckSpec> = CATALOGUE
         .iter()
         .filter(|c| selected(&opts.libtest, c.id))
@@ -167,6 +179,15 @@ pub fn run_suite(
         progress: opts.progress.clone(),
     };
     signals.watch(&state.shared.supervisor);
+    // Whatever unwinds out of here (a panic in the engine or in libtest), the
+    // teardown still runs: deletes, unmounts, detaches, removes.
+    let mut guard = UnwindTeardown {
+        rt,
+        shared: &state.shared,
+        signals: &signals,
+        keep: opts.keep,
+        armed: true,
+    };
     opts.progress
         .send(super::ProgressEvent::Run(super::InFlight::new(
             state.shared.supervisor.clone(),
@@ -191,6 +212,7 @@ pub fn run_suite(
     args.exact = false;
     let conclusion = libtest_mimic::run(&args, trials);
     if let Some(signal) = signals.received() {
+        guard.armed = false;
         let teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
         return Err(EngineError::Interrupted {
             signal,
@@ -198,6 +220,7 @@ pub fn run_suite(
         });
     }
     let mut outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
+    guard.armed = false;
     outcome.teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
     outcome.report.sandbox = Some(outcome.teardown.outcome());
     if let Some(signal) = signals.received() {
@@ -209,6 +232,24 @@ pub fn run_suite(
         });
     }
     Ok(outcome)
+}
+
+/// Runs the teardown when the engine unwinds before its own teardown ran.
+struct UnwindTeardown<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    shared: &'a Shared,
+    signals: &'a super::teardown::Signals,
+    keep: bool,
+    armed: bool,
+}
+
+impl Drop for UnwindTeardown<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ =
+                super::teardown::finish(self.rt, &run_end(self.shared), self.signals, self.keep);
+        }
+    }
 }
 
 impl RunState {

@@ -1,4 +1,4 @@
-//! The conformance engine: the catalogue of checks (CONFORMANCE.md), the
+//! The conformance engine: the catalogue of checks (docs/checks.md), the
 //! sandboxes they run in, the checks themselves, and the engine that runs them
 //! as libtest-mimic trials and builds the report.
 //!
@@ -24,7 +24,9 @@ pub use crate::plugin::PluginSource as Target;
 pub use catalogue::{CATALOGUE, CheckSpec};
 pub use claims::{Attachment, Claims, Effect, ParameterClaim};
 pub use context::{RequestTemplate, Settings};
+pub(crate) use engine::run_suite_with;
 pub use engine::{EngineError, SuiteOptions, SuiteOutcome, run_suite, selected};
 pub use leftovers::{Cleaned, OWNER_FILE, clean_leftovers};
 pub use progress::{InFlight, Progress, ProgressEvent};
+pub(crate) use teardown::{Signals, Trigger};
 pub use teardown::{TEARDOWN_DEADLINE, Teardown};

@@ -120,6 +120,20 @@ impl Signals {
         }
     }
 
+    /// No listener: the run ends early only when its [`Trigger`] fires (the library's
+    /// runs, which leave the host program's signals alone unless it asks).
+    pub fn manual() -> Signals {
+        Signals {
+            received: Arc::default(),
+            listener: None,
+        }
+    }
+
+    /// Ends the run from code as its first signal would.
+    pub fn trigger(&self) -> Trigger {
+        Trigger(self.received.clone())
+    }
+
     /// Makes `run` the supervisor the first signal cancels (at once, if it
     /// already came).
     pub fn watch(&self, run: &Supervisor) {
@@ -146,6 +160,27 @@ impl Signals {
             s.cancel();
         }
         s
+    }
+}
+
+/// Ends a run from code as its first signal would: no check starts any more, its
+/// plugin calls are killed, and the teardown runs.
+#[derive(Clone)]
+pub(crate) struct Trigger(Arc<Received>);
+
+impl Trigger {
+    /// Fires, recording `signo` as the signal that ended the run.
+    pub fn fire(&self, signo: i32) {
+        let state = &self.0;
+        if state
+            .first
+            .compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            if let Some(run) = lock(&state.run).as_ref() {
+                run.cancel();
+            }
+        }
     }
 }
 
@@ -294,12 +329,16 @@ pub(crate) fn loops_left(dir: &Path) -> Vec<String> {
 /// Makes the run's temp dir. It is never removed by a plain recursive
 /// removal: [`finish`] removes it.
 /// Its owner file says which process it is of, so that if this one is
-/// killed outright the next run cleans it ([`super::leftovers`]).
-pub(crate) fn make_root() -> std::io::Result<PathBuf> {
-    let root = tempfile::Builder::new()
-        .prefix(super::leftovers::ROOT_PREFIX)
-        .tempdir()?
-        .keep();
+/// killed outright the next run cleans it ([`super::leftovers`]). It is made
+/// in `work_dir` when given (`--work-dir`), else in TMPDIR.
+pub(crate) fn make_root(work_dir: Option<&Path>) -> std::io::Result<PathBuf> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(super::leftovers::ROOT_PREFIX);
+    let root = match work_dir {
+        Some(dir) => builder.tempdir_in(dir)?,
+        None => builder.tempdir()?,
+    }
+    .keep();
     if let Err(e) = super::leftovers::own(&root) {
         let _ = crate::safe_fs::remove_tree(&root);
         return Err(e);

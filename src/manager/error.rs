@@ -27,6 +27,21 @@ pub enum ManagerError {
     /// The plugin could not be found, or its call failed (Nomad's text).
     #[error(transparent)]
     Plugin(#[from] PluginError),
+    /// The plugin exited 0 but its output is not what Nomad accepts. Nomad's text for
+    /// it is Go's bare `encoding/json` error, which names neither the plugin nor the
+    /// operation; this names both, then gives Nomad's text.
+    #[error("{operation} of volume {} with plugin {}: {source}", go_quote(.id), go_quote(.plugin_id))]
+    Response {
+        /// `create` or `delete`.
+        operation: &'static str,
+        /// The volume's id.
+        id: String,
+        /// The plugin.
+        plugin_id: String,
+        /// The plugin layer's error (Nomad's text).
+        #[source]
+        source: PluginError,
+    },
     /// A volume id that is not a lower-case UUID: plugins build paths from it.
     #[error("invalid volume id {}: expected a lower-case UUID (8-4-4-4-12 hex digits)", go_quote(.id))]
     InvalidVolumeId {

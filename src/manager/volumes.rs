@@ -256,7 +256,11 @@ impl HostVolumeManager {
             node_id: self.node_id.clone(),
             parameters: spec.parameters.clone(),
         };
-        let resp = plugin.create(&req).await.result?;
+        let resp = plugin
+            .create(&req)
+            .await
+            .result
+            .map_err(|e| named("create", &spec.id, &spec.plugin_id, e))?;
         if !deletable(&resp.path, volumes_dir) {
             // Read again: another create of this id may have saved it while
             // our plugin call ran, and undoing it then would destroy it.
@@ -377,7 +381,8 @@ impl HostVolumeManager {
             plugin
                 .delete(&DeleteRequest::for_created(req, &volume.host_path))
                 .await
-                .result?;
+                .result
+                .map_err(|e| named("delete", &volume.id, plugin_id, e))?;
         }
         let key = id.to_string();
         self.state
@@ -478,5 +483,20 @@ fn check_id(id: &str) -> Result<(), ManagerError> {
         Ok(())
     } else {
         Err(ManagerError::InvalidVolumeId { id: id.to_string() })
+    }
+}
+
+/// A plugin error as the manager returns it: Nomad's text as it is where it names
+/// what failed, and with the operation, volume and plugin named where it does not
+/// (Go's bare JSON error for an output Nomad cannot read).
+fn named(operation: &'static str, id: &str, plugin_id: &str, e: PluginError) -> ManagerError {
+    match e {
+        PluginError::Response { .. } => ManagerError::Response {
+            operation,
+            id: id.to_owned(),
+            plugin_id: plugin_id.to_owned(),
+            source: e,
+        },
+        other => ManagerError::Plugin(other),
     }
 }

@@ -28,6 +28,7 @@ pub use crate::contract::go_quote;
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, ExitReason};
 use crate::version::VersionInfo;
 
+pub use crate::exec::{KillMode, Supervisor};
 pub use call::PluginCall;
 pub use external::{ExternalPlugin, PluginRun, Recorder, Timeouts};
 pub use mkdir::MkdirPlugin;

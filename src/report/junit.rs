@@ -1,52 +1,175 @@
-//! The JUnit XML report (`--junit`), for CI systems that show test results natively.
+//! The JUnit XML writer: the one behind `check --junit` ([`to_junit`]) and the
+//! fleet's `report merge --junit` ([`crate::report::to_fleet_junit`]), for CI systems
+//! that show test results natively.
 //!
-//! JUnit knows only pass, failure and skipped, so the mapping is a decision: a warning is
-//! a failure only under `--strict` (when it fails the run) and otherwise a passing case
-//! marked with a `status=warn` property and a `warning` property, its text in
-//! `system-err` too (reporters that hide `system-out` still show it), so that CI
-//! dashboards go red exactly when the exit code does. Skips are `<skipped message>`,
-//! counted in the suite's `skipped` attribute: never silent. The shape is the one
-//! Jenkins' and GitLab's JUnit schema describe (a test validates it).
+//! JUnit knows only pass, failure and skipped, so the mapping is a decision:
+//! - one `<testcase>` per check: `classname` its group, `name` the rest of its id
+//!   (`concurrency` / `create`), so a reporter that joins them shows the id once; the
+//!   whole id, the level and the status are properties;
+//! - a failure is `<failure type="must|should">`, its first line the message;
+//! - a skip is `<skipped message>`, counted in the suite's `skipped`: never silent;
+//! - a warning fails only under `--strict` (when it fails the run). Otherwise the case
+//!   passes, so dashboards go red exactly when the exit code does, but its name says
+//!   ` [warning]` (GitLab's and Jenkins' test lists show names, and little else of a
+//!   passing case), its text is in `system-err` and in a `warning` property. Under
+//!   `--strict` it is a `<failure type="should">` of the same name.
+//!
+//! The shape is the one Jenkins' and GitLab's JUnit schema describe (a test validates
+//! both documents against it). quick-junit holds a whole document in memory, and a
+//! fleet of 10,000 nodes × 43 checks of it would dwarf the matrix, so each suite is
+//! built and serialised alone and spliced under one root; a test holds the result
+//! byte-equal to serialising it in one piece.
 
 use quick_junit::{NonSuccessKind, Property, TestCase, TestCaseStatus, TestSuite, XmlString};
 
-use super::model::{CheckResult, Report, Status};
+use super::model::{CheckResult, Level, Report, Status};
 use std::time::Duration;
 
-/// The name of the `<testsuites>` root element.
+/// The name of the single report's `<testsuites>` root element.
 const ROOT_NAME: &str = "dhv-conform";
+/// quick-junit's closing root tag, on a line of its own.
+const ROOT_END: &str = "</testsuites>";
+/// The suffix of a warning's testcase name.
+const WARNING_SUFFIX: &str = " [warning]";
+/// The timestamp of a suite whose report has none (the schema requires one).
+const UNKNOWN_TIME: &str = "1970-01-01T00:00:00Z";
+
+/// One check as the writer takes it.
+pub(crate) struct Case<'a> {
+    /// The check id (`group.rest`).
+    pub id: &'a str,
+    /// The check's group, the id's prefix.
+    pub group: &'a str,
+    /// The check's level.
+    pub level: Level,
+    /// Its status.
+    pub status: Status,
+    /// Its message (the first line is a failure's `message`).
+    pub message: &'a str,
+    /// How long it took.
+    pub time: Duration,
+    /// The calls behind it (reproduce lines, stdout excerpts): `system-out`.
+    pub out: String,
+    /// Their stderr excerpts: `system-err`.
+    pub err: String,
+}
+
+/// One report's suite as the writer takes it.
+pub(crate) struct Suite<'a> {
+    /// The suite's name.
+    pub name: String,
+    /// The suite's properties.
+    pub properties: Vec<Property>,
+    /// The run's wall time.
+    pub time: Duration,
+    /// When the run started (RFC 3339), if known.
+    pub timestamp: Option<&'a str>,
+    /// Whether the run was `--strict`: a warning then fails.
+    pub strict: bool,
+    /// Its checks, in order.
+    pub cases: Vec<Case<'a>>,
+}
 
 /// Renders the report as JUnit XML: one testsuite named after the plugin path, one
-/// testcase per check (name = id, classname = group), sorted by id.
+/// testcase per check, sorted by id.
 pub fn to_junit(report: &Report) -> String {
-    let mut suite = TestSuite::new(report.plugin.path.as_str());
-    suite.add_properties(suite_properties(report));
-    suite.add_test_cases(
-        report
-            .checks_by_id()
-            .into_iter()
-            .map(|check| test_case(check, report.options.strict)),
-    );
-    let time = run_time(report);
-    suite.set_time(time);
+    render(ROOT_NAME, 1, |_| report_suite(report))
+}
+
+/// The document of `count` suites, `suite(i)` building the i-th (twice: once for the
+/// root's totals, once to write it, so that only one is in memory at a time).
+pub(crate) fn render<'a>(
+    root_name: &str,
+    count: usize,
+    suite: impl Fn(usize) -> Suite<'a>,
+) -> String {
+    let mut root = quick_junit::Report::new(root_name);
+    let mut time = Duration::ZERO;
+    for i in 0..count {
+        let one = test_suite(suite(i));
+        root.tests += one.tests;
+        root.failures += one.failures;
+        root.errors += one.errors;
+        time += one.time.unwrap_or_default();
+    }
+    root.set_time(time);
+    // The root alone, its counts already the totals: everything before its end tag.
+    let mut xml = serialise(&root);
+    xml.truncate(xml.rfind(ROOT_END).unwrap_or(xml.len()));
+    for i in 0..count {
+        let mut one = quick_junit::Report::new(root_name);
+        one.add_test_suite(test_suite(suite(i)));
+        let text = serialise(&one);
+        // The suite's lines sit between the root's start tag line and its end tag.
+        let start = text
+            .find("<testsuites")
+            .and_then(|i| text[i..].find('\n').map(|j| i + j + 1));
+        let end = text.rfind(ROOT_END);
+        if let (Some(start), Some(end)) = (start, end) {
+            xml.push_str(&text[start..end]);
+        }
+    }
+    xml.push_str(ROOT_END);
+    xml.push('\n');
+    xml
+}
+
+fn serialise(report: &quick_junit::Report) -> String {
+    // Serialising into a String only fails on I/O errors, and a String has none.
+    report
+        .to_string()
+        .expect("JUnit XML serialises into memory")
+}
+
+/// The suite in quick-junit's terms, with `skipped` and `timestamp` as JUnit readers
+/// want them.
+fn test_suite(suite: Suite<'_>) -> TestSuite {
+    let mut out = TestSuite::new(suite.name.as_str());
+    out.add_properties(suite.properties);
+    let strict = suite.strict;
+    out.add_test_cases(suite.cases.into_iter().map(|c| test_case(c, strict)));
+    out.set_time(suite.time);
     // quick-junit counts skips as `disabled`; JUnit readers want them as `skipped`,
     // and nothing here is disabled.
-    let skipped = std::mem::take(&mut suite.disabled);
-    suite.extra.insert(
+    let skipped = std::mem::take(&mut out.disabled);
+    out.extra.insert(
         XmlString::new("skipped"),
         XmlString::new(skipped.to_string()),
     );
-    if let Some(at) = &report.started_at {
-        suite
-            .extra
-            .insert(XmlString::new("timestamp"), XmlString::new(at.as_str()));
-    }
+    out.extra.insert(
+        XmlString::new("timestamp"),
+        XmlString::new(suite.timestamp.unwrap_or(UNKNOWN_TIME)),
+    );
+    out
+}
 
-    let mut root = quick_junit::Report::new(ROOT_NAME);
-    root.add_test_suite(suite);
-    root.set_time(time);
-    // Serialising into a String only fails on I/O errors, and a String has none.
-    root.to_string().expect("JUnit XML serialises into memory")
+fn report_suite(report: &Report) -> Suite<'_> {
+    Suite {
+        name: report.plugin.path.clone(),
+        properties: suite_properties(report),
+        time: run_time(report),
+        timestamp: report.started_at.as_deref(),
+        strict: report.options.strict,
+        cases: report.checks_by_id().into_iter().map(report_case).collect(),
+    }
+}
+
+fn report_case(check: &CheckResult) -> Case<'_> {
+    let (out, err) = match check.status {
+        Status::Fail | Status::Warn => evidence(check),
+        Status::Info => (format!("{}\n", clean(&check.message)), String::new()),
+        Status::Pass | Status::Skip => (String::new(), String::new()),
+    };
+    Case {
+        id: &check.id,
+        group: &check.group,
+        level: check.level,
+        status: check.status,
+        message: &check.message,
+        time: Duration::from_millis(check.duration_ms),
+        out,
+        err,
+    }
 }
 
 /// The run's wall time, or the checks' summed time for a report without one.
@@ -86,48 +209,59 @@ fn suite_properties(report: &Report) -> Vec<Property> {
     props
 }
 
-fn test_case(check: &CheckResult, strict: bool) -> TestCase {
-    let fails_run = check.status == Status::Fail || (check.status == Status::Warn && strict);
+/// The testcase's name: the id without its group (the classname), and a warning
+/// says so.
+fn case_name(case: &Case<'_>) -> String {
+    let rest = case
+        .id
+        .strip_prefix(case.group)
+        .and_then(|r| r.strip_prefix('.'))
+        .filter(|r| !r.is_empty())
+        .unwrap_or(case.id);
+    if case.status == Status::Warn {
+        format!("{rest}{WARNING_SUFFIX}")
+    } else {
+        rest.to_owned()
+    }
+}
+
+fn test_case(case: Case<'_>, strict: bool) -> TestCase {
+    let fails_run = case.status == Status::Fail || (case.status == Status::Warn && strict);
     let status = if fails_run {
         let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
         status
-            .set_message(clean(first_line(&check.message)))
-            .set_type(check.level.as_str())
-            .set_description(clean(&check.message));
+            .set_message(clean(first_line(case.message)))
+            .set_type(case.level.as_str())
+            .set_description(clean(case.message));
         status
-    } else if check.status == Status::Skip {
+    } else if case.status == Status::Skip {
         let mut status = TestCaseStatus::skipped();
-        status.set_message(clean(&check.message));
+        status.set_message(clean(case.message));
         status
     } else {
         TestCaseStatus::success()
     };
 
-    let mut case = TestCase::new(check.id.as_str(), status);
-    case.set_classname(check.group.as_str())
-        .set_time(Duration::from_millis(check.duration_ms))
-        .add_property(Property::new("level", check.level.as_str()))
-        .add_property(Property::new("status", check.status.as_str()));
-
-    match check.status {
-        Status::Fail | Status::Warn => {
-            let (out, mut err) = evidence(check);
-            if !fails_run {
-                // A passing warning: the case looks green, so say it where every
-                // reader looks (a property, and stderr, which fewer readers hide).
-                case.add_property(Property::new("warning", clean(first_line(&check.message))));
-                err.insert_str(0, &format!("warning: {}\n", clean(&check.message)));
-            }
-            set_if_any(&mut case, out, err);
-        }
-        Status::Info => set_if_any(
-            &mut case,
-            format!("{}\n", clean(&check.message)),
-            String::new(),
-        ),
-        Status::Pass | Status::Skip => {}
+    let mut out = TestCase::new(case_name(&case), status);
+    out.set_classname(case.group)
+        .set_time(case.time)
+        .add_property(Property::new("id", case.id))
+        .add_property(Property::new("level", case.level.as_str()))
+        .add_property(Property::new("status", case.status.as_str()));
+    let mut err = case.err;
+    if case.status == Status::Warn && !fails_run {
+        // A passing warning: its name says so; its text goes where readers look
+        // (a property, and stderr, which fewer readers hide than stdout).
+        out.add_property(Property::new("warning", clean(first_line(case.message))));
+        err.insert_str(0, &format!("warning: {}\n", clean(case.message)));
     }
-    case
+    if !case.out.is_empty() {
+        out.set_system_out(case.out);
+    }
+    if !err.is_empty() {
+        out.set_system_err(err);
+    }
+    out
 }
 
 /// The reproduce lines and stdout excerpts (for system-out) and the stderr excerpts (for
@@ -161,22 +295,13 @@ fn evidence(check: &CheckResult) -> (String, String) {
     (clean(&out), clean(&err))
 }
 
-fn set_if_any(case: &mut TestCase, out: String, err: String) {
-    if !out.is_empty() {
-        case.set_system_out(out);
-    }
-    if !err.is_empty() {
-        case.set_system_err(err);
-    }
-}
-
 fn first_line(message: &str) -> &str {
     message.lines().next().unwrap_or_default()
 }
 
 /// Plugin text with control characters escaped: XML 1.0 cannot carry most of them
 /// at all (a NUL makes the file unreadable), and the rest would reach a terminal.
-fn clean(text: &str) -> String {
+pub(crate) fn clean(text: &str) -> String {
     super::printable(text).into_owned()
 }
 
@@ -189,11 +314,61 @@ mod tests {
     fn one_case_per_check_named_by_id() {
         let xml = to_junit(&sample::report(false));
         assert!(
-            xml.contains(r#"<testcase name="create.succeeds" classname="create""#),
+            xml.contains(r#"<testcase name="succeeds" classname="create""#),
             "{xml}"
         );
         assert_eq!(xml.matches("<testcase ").count(), 6);
         assert!(xml.contains(r#"<testsuite name="/opt/nomad/plugins/example""#));
+    }
+
+    /// The document built in one piece, as quick-junit would write it.
+    fn whole(suites: Vec<Suite<'_>>) -> String {
+        let mut root = quick_junit::Report::new("r");
+        let suites: Vec<TestSuite> = suites.into_iter().map(test_suite).collect();
+        let time = suites.iter().map(|s| s.time.unwrap_or_default()).sum();
+        root.add_test_suites(suites);
+        root.set_time(time);
+        serialise(&root)
+    }
+
+    #[test]
+    fn spliced_suites_equal_the_whole_document() {
+        let (a, b) = (sample::report(false), sample::report(true));
+        let reports = [&a, &b];
+        let spliced = render("r", 2, |i| report_suite(reports[i]));
+        assert_eq!(spliced, whole(vec![report_suite(&a), report_suite(&b)]));
+        assert_eq!(render("r", 0, |i| report_suite(reports[i])), whole(vec![]));
+    }
+
+    #[test]
+    fn classname_is_the_group_and_name_the_rest_of_the_id() {
+        let xml = to_junit(&sample::report(false));
+        assert!(!xml.contains(r#"name="create.idempotent""#), "{xml}");
+        assert!(
+            xml.contains(r#"<testcase name="idempotent" classname="create""#),
+            "{xml}"
+        );
+        assert!(xml.contains(r#"<property name="id" value="create.idempotent"/>"#));
+    }
+
+    /// A warning is visible by name in reporters that show nothing else of a passing
+    /// case, and fails only under strict, under the same name.
+    #[test]
+    fn a_warning_says_so_in_its_name() {
+        for strict in [false, true] {
+            let xml = to_junit(&sample::report(strict));
+            let parsed = quick_junit::Report::deserialize_from_str(&xml).unwrap();
+            let case = parsed.test_suites[0]
+                .test_cases
+                .iter()
+                .find(|c| c.name.as_str() == "version-semver [warning]")
+                .unwrap_or_else(|| panic!("{xml}"));
+            assert_eq!(
+                matches!(case.status, quick_junit::TestCaseStatus::Success { .. }),
+                !strict,
+                "{xml}"
+            );
+        }
     }
 
     #[test]
@@ -258,8 +433,9 @@ mod tests {
                         <property name="verdict" value="non-conformant"/>
                         <property name="node.name" value="client-1"/>
                     </properties>
-                    <testcase name="create.idempotent" classname="create" time="0.012">
+                    <testcase name="idempotent" classname="create" time="0.012">
                         <properties>
+                            <property name="id" value="create.idempotent"/>
                             <property name="level" value="must"/>
                             <property name="status" value="fail"/>
                         </properties>
@@ -272,20 +448,23 @@ mod tests {
             mkdir: cannot create directory: File exists
             </system-err>
                     </testcase>
-                    <testcase name="create.succeeds" classname="create" time="0.012">
+                    <testcase name="succeeds" classname="create" time="0.012">
                         <properties>
+                            <property name="id" value="create.succeeds"/>
                             <property name="level" value="must"/>
                             <property name="status" value="pass"/>
                         </properties>
                     </testcase>
-                    <testcase name="fingerprint.runs" classname="fingerprint" time="0.012">
+                    <testcase name="runs" classname="fingerprint" time="0.012">
                         <properties>
+                            <property name="id" value="fingerprint.runs"/>
                             <property name="level" value="must"/>
                             <property name="status" value="pass"/>
                         </properties>
                     </testcase>
-                    <testcase name="fingerprint.version-semver" classname="fingerprint" time="0.012">
+                    <testcase name="version-semver [warning]" classname="fingerprint" time="0.012">
                         <properties>
+                            <property name="id" value="fingerprint.version-semver"/>
                             <property name="level" value="should"/>
                             <property name="status" value="warn"/>
                             <property name="warning" value="version &quot;1.2&quot; is accepted by go-version but is not SemVer 2.0 | use &quot;1.2.0&quot;"/>
@@ -293,15 +472,17 @@ mod tests {
                         <system-err>warning: version &quot;1.2&quot; is accepted by go-version but is not SemVer 2.0 | use &quot;1.2.0&quot;
             </system-err>
                     </testcase>
-                    <testcase name="process.no-orphans" classname="process" time="0.012">
+                    <testcase name="no-orphans" classname="process" time="0.012">
                         <properties>
+                            <property name="id" value="process.no-orphans"/>
                             <property name="level" value="should"/>
                             <property name="status" value="skip"/>
                         </properties>
                         <skipped message="built-in plugin"/>
                     </testcase>
-                    <testcase name="timing.profile" classname="timing" time="0.012">
+                    <testcase name="profile" classname="timing" time="0.012">
                         <properties>
+                            <property name="id" value="timing.profile"/>
                             <property name="level" value="info"/>
                             <property name="status" value="info"/>
                         </properties>

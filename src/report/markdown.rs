@@ -92,12 +92,29 @@ fn problems(md: &mut String, checks: &[&CheckResult]) {
             "| {} | {} | {status} | {} |",
             code_span(&c.id),
             c.level,
-            escape(c.message.trim_end())
+            escape(&cell(&c.message))
         );
     }
     md.push('\n');
     for c in &problems {
         details(md, c);
+    }
+}
+
+/// A message as a table cell: one line, never a block of output. A message of several
+/// lines keeps its first; output quoted into it (Nomad's error texts quote a plugin's
+/// stderr, a traceback's newlines as `\n`) is cut at its opening quote. The whole
+/// message, and the output as the plugin printed it, are in the details block below.
+fn cell(message: &str) -> String {
+    let message = message.trim_end();
+    let first = message.lines().next().unwrap_or_default().trim_end();
+    let cut = first
+        .find("\\n")
+        .map(|at| first[..at].rfind('"').unwrap_or(at));
+    match cut {
+        Some(at) => format!("{} … (output in the details below)", first[..at].trim_end()),
+        None if first.len() < message.len() => format!("{first} … (more in the details below)"),
+        None => first.to_owned(),
     }
 }
 
@@ -272,6 +289,49 @@ mod tests {
         }
     }
 
+    /// A traceback quoted into a message (as Nomad's error text quotes stderr) or a
+    /// message of several lines never spills into a cell; the details block has it.
+    #[test]
+    fn multi_line_output_is_in_the_details_never_in_a_cell() {
+        let mut report = sample::report(false);
+        let check = report
+            .checks
+            .iter_mut()
+            .find(|c| c.id == "create.idempotent")
+            .unwrap();
+        check.message = "create exited 1; stderr: \"Traceback (most recent call last):\\n  File \\\"/p\\\", line 3\\nValueError: bad\"".to_owned();
+        let md = to_markdown(&report);
+        let row = md
+            .lines()
+            .find(|l| l.starts_with("| `create.idempotent`"))
+            .unwrap();
+        assert_eq!(
+            row,
+            "| `create.idempotent` | must | ❌ fail | create exited 1; stderr: … (output in the details below) |"
+        );
+        assert!(
+            md.contains("```text\ncreate exited 1; stderr: \"Traceback"),
+            "{md}"
+        );
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| `")).collect();
+        assert!(
+            rows.iter()
+                .all(|r| !r.contains("<br>") && !r.contains(r"\n")),
+            "{rows:?}"
+        );
+
+        let two_lines = to_markdown(&sample::report(false));
+        assert!(
+            two_lines.contains(
+                "| the second create exited 1, expected 0 … (more in the details below) |"
+            ),
+            "{two_lines}"
+        );
+        assert!(
+            two_lines.contains("the volume at /tmp/.tmpAbC123/volumes/x was left in place\n```")
+        );
+    }
+
     #[test]
     fn verdict_line_and_problem_rows() {
         let md = to_markdown(&sample::report(false));
@@ -339,7 +399,7 @@ mod tests {
 
             | Check | Level | Status | Message |
             |---|---|---|---|
-            | `create.idempotent` | must | ❌ fail | the second create exited 1, expected 0<br>the volume at /tmp/.tmpAbC123/volumes/x was left in place |
+            | `create.idempotent` | must | ❌ fail | the second create exited 1, expected 0 … (more in the details below) |
             | `fingerprint.version-semver` | should | ⚠️ warn | version "1.2" is accepted by go-version but is not SemVer 2.0 \| use "1.2.0" |
 
             <details><summary>❌ <code>create.idempotent</code>: how to reproduce</summary>

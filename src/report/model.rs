@@ -18,7 +18,7 @@ pub const TOOL_NAME: &str = "dhv-conform";
 /// The default cap, in bytes, of a stdout or stderr excerpt (see [`excerpt`]).
 pub const DEFAULT_EXCERPT_CAP: usize = 4096;
 
-/// How much a check matters (CONFORMANCE.md, "Levels").
+/// How much a check matters (docs/checks.md, "Levels").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
@@ -47,7 +47,7 @@ impl fmt::Display for Level {
     }
 }
 
-/// The outcome of one check (CONFORMANCE.md, "Statuses").
+/// The outcome of one check (docs/checks.md, "Statuses").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {

@@ -10,7 +10,7 @@
 //!    inside a registered temp dir becomes `[PLUGIN]`, not `[TMP]/plugin`;
 //! 2. UUIDs, any case → `[UUID]`;
 //! 3. the random part of the volume names the harness makes up: the default name
-//!    (`conformance-<hex>`, CONFORMANCE.md) → `conformance-[ID]`, and the path-traversal
+//!    (`conformance-<hex>`, docs/checks.md) → `conformance-[ID]`, and the path-traversal
 //!    names of `input.name-traversal` (`../escape-<hex>`) → `escape-[ID]`;
 //! 4. temp names made by `tempfile` (`.tmpAbC123`) and `mktemp` (`tmp.AbC123XyZ`), and
 //!    the run's own temp dir (`dhv-conform-AbC123`, as a path component: the engine makes

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use similar::TextDiff;
 
-use super::model::Report;
+use super::model::{Report, Summary};
 use super::redact::Redactions;
 
 /// Lines of unchanged context around each change in a diff.
@@ -21,10 +21,17 @@ const DIFF_CONTEXT: usize = 3;
 /// Indent of a message's continuation lines, setting them apart from check lines.
 const CONTINUATION: &str = "    ";
 
-/// The normalised text of a report: a header (schema, spec, plugin version, strict flag,
-/// verdict), a blank line, then one line per check sorted by id,
+/// The header line naming the harness that wrote a snapshot.
+const HARNESS_KEY: &str = "harness: ";
+
+/// The normalised text of a report: a header (schema, spec, the harness that wrote it,
+/// plugin version, verdict), a blank line, then one line per check sorted by id,
 /// `<id> <level> <status>: <message>`, with the message redacted and any further lines of
 /// it indented below.
+///
+/// What the plugin did, not how the run was gated: `--strict` is left out, and the
+/// verdict is the one without it (a warning is a warning line either way), so the same
+/// snapshot serves a strict and a lenient gate.
 pub fn normalise(report: &Report, redactions: &Redactions) -> String {
     let version = report
         .plugin
@@ -33,12 +40,13 @@ pub fn normalise(report: &Report, redactions: &Redactions) -> String {
         .and_then(|v| v.canonical.as_deref())
         .unwrap_or("none");
     let mut out = format!(
-        "schema: {}\nspec: {}\nplugin version: {}\nstrict: {}\nverdict: {}\n\n",
+        "schema: {}\nspec: {}\n{HARNESS_KEY}{} {}\nplugin version: {}\nverdict: {}\n\n",
         report.schema,
         report.spec,
+        report.tool.name,
+        report.tool.version,
         redactions.apply(version),
-        report.options.strict,
-        report.summary.verdict,
+        Summary::from_checks(&report.checks, false).verdict,
     );
     for check in report.checks_by_id() {
         let message = redactions.apply(&check.message);
@@ -70,7 +78,8 @@ pub fn normalise(report: &Report, redactions: &Redactions) -> String {
 /// The result of comparing a normalised report with a stored snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SnapshotOutcome {
-    /// The stored snapshot equals the normalised report.
+    /// The stored snapshot equals the normalised report (but for the harness that
+    /// wrote it: see [`harness_of`]).
     Matched,
     /// There is no snapshot file yet.
     Missing {
@@ -83,6 +92,10 @@ pub enum SnapshotOutcome {
         path: PathBuf,
         /// A unified diff from the stored snapshot to this run.
         diff: String,
+        /// The harness that wrote the stored snapshot, when it is not this run's (or the
+        /// snapshot names none): the difference may be the harness's wording, not the
+        /// plugin's behaviour.
+        other_harness: Option<String>,
     },
 }
 
@@ -142,15 +155,45 @@ pub fn compare(path: &Path, normalised: &str) -> Result<SnapshotOutcome, Snapsho
         }
     };
     let stored = stored.replace("\r\n", "\n");
-    if stored == normalised {
+    if without_harness(&stored) == without_harness(normalised) {
         return Ok(SnapshotOutcome::Matched);
     }
+    let other_harness = match (harness_of(&stored), harness_of(normalised)) {
+        (old, new) if old == new => None,
+        (old, _) => Some(old.unwrap_or("an unnamed harness").to_owned()),
+    };
     let old_name = path.display().to_string();
     let new_name = format!("{old_name} (this run)");
     Ok(SnapshotOutcome::Differs {
         path: path.to_owned(),
         diff: diff(&stored, normalised, &old_name, &new_name),
+        other_harness,
     })
+}
+
+/// The harness named in a snapshot's header (`dhv-conform 0.1.0`), if any.
+pub fn harness_of(snapshot: &str) -> Option<&str> {
+    snapshot
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .find_map(|l| l.strip_prefix(HARNESS_KEY))
+}
+
+/// The snapshot without its harness line: a snapshot written by another version of the
+/// harness still matches when nothing else changed.
+fn without_harness(snapshot: &str) -> String {
+    let mut header = true;
+    let mut out = String::with_capacity(snapshot.len());
+    for line in snapshot.split_inclusive('\n') {
+        if line.trim_end().is_empty() {
+            header = false;
+        }
+        if header && line.starts_with(HARNESS_KEY) {
+            continue;
+        }
+        out.push_str(line);
+    }
+    out
 }
 
 /// A unified diff from `old` to `new` with three lines of context, headed
@@ -201,8 +244,8 @@ mod tests {
         insta::assert_snapshot!(normalise(&report, &Redactions::for_report(&report)), @r#"
             schema: dhv-conform/report/v1
             spec: nomad-1.10
+            harness: dhv-conform 0.1.0
             plugin version: 1.2.0
-            strict: false
             verdict: non-conformant
 
             create.idempotent must fail: the second create exited 1, expected 0
@@ -265,11 +308,63 @@ mod tests {
         assert_eq!(compare(&path, "a\nb\n").unwrap(), SnapshotOutcome::Matched);
 
         match compare(&path, "a\nc\n").unwrap() {
-            SnapshotOutcome::Differs { path: p, diff } => {
+            SnapshotOutcome::Differs {
+                path: p,
+                diff,
+                other_harness,
+            } => {
                 assert_eq!(p, path);
+                assert_eq!(other_harness, None);
                 assert!(diff.contains("\n-b\n"), "{diff}");
                 assert!(diff.contains("\n+c\n"), "{diff}");
                 assert!(diff.contains("(this run)"), "{diff}");
+            }
+            other => panic!("expected Differs, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn strict_is_not_part_of_the_snapshot() {
+        let only_a_warning = |strict: bool| {
+            let mut r = sample::report(strict);
+            r.checks.retain(|c| c.status != Status::Fail);
+            r.summary = Summary::from_checks(&r.checks, strict);
+            r
+        };
+        let (lenient, strict) = (only_a_warning(false), only_a_warning(true));
+        assert_ne!(lenient.summary.verdict, strict.summary.verdict);
+        assert_eq!(
+            normalise(&lenient, &Redactions::for_report(&lenient)),
+            normalise(&strict, &Redactions::for_report(&strict))
+        );
+    }
+
+    #[test]
+    fn a_snapshot_from_another_harness_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plugin.snap");
+        let now = "schema: s\nharness: dhv-conform 0.2.0\nverdict: conformant\n\na pass\n";
+        // Only the harness changed: still a match.
+        fs::write(&path, now.replace("0.2.0", "0.1.0")).unwrap();
+        assert_eq!(harness_of(now), Some("dhv-conform 0.2.0"));
+        assert_eq!(compare(&path, now).unwrap(), SnapshotOutcome::Matched);
+        // The harness and a line changed: the outcome names the old harness.
+        fs::write(
+            &path,
+            now.replace("0.2.0", "0.1.0").replace("a pass", "a warn"),
+        )
+        .unwrap();
+        match compare(&path, now).unwrap() {
+            SnapshotOutcome::Differs { other_harness, .. } => {
+                assert_eq!(other_harness.as_deref(), Some("dhv-conform 0.1.0"));
+            }
+            other => panic!("expected Differs, got {other:?}"),
+        }
+        // A snapshot older than the harness line.
+        fs::write(&path, "schema: s\nverdict: conformant\n\na warn\n").unwrap();
+        match compare(&path, now).unwrap() {
+            SnapshotOutcome::Differs { other_harness, .. } => {
+                assert_eq!(other_harness.as_deref(), Some("an unnamed harness"));
             }
             other => panic!("expected Differs, got {other:?}"),
         }

@@ -1,4 +1,4 @@
-//! The checks, one small function per catalogue row, grouped as CONFORMANCE.md
+//! The checks, one small function per catalogue row, grouped as docs/checks.md
 //! groups them. Each reads like its rule: do the scenario through [`Ctx`], look
 //! at what the plugin printed *and* at the disk, and return a [`Finding`].
 

@@ -39,7 +39,7 @@ pub(crate) use timing::{Phase, is_provoked, overran};
 use crate::contract::{CreateRequest, Parameters};
 use crate::plugin::{CallOptions, HostVolumePlugin, PluginRun, PluginSource, Recorder, Timeouts};
 
-/// The volume request every check starts from: CONFORMANCE.md's defaults, or a
+/// The volume request every check starts from: docs/checks.md's defaults, or a
 /// user fixture.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestTemplate {

@@ -1,65 +1,29 @@
 //! The fleet JUnit XML report (`report merge --junit`): one testsuite per node report,
-//! one testcase per check it ran.
-//!
-//! The mapping is the single report's (see [`crate::report::to_junit`]): a warning fails
-//! only when that node ran `--strict`, skips carry their reason. quick-junit holds a
-//! whole document in memory, and 10,000 nodes × 43 checks of it would dwarf the matrix,
-//! so each node's suite is built and serialised alone and the documents are spliced
-//! under one root; a test holds the result byte-equal to serialising it in one piece.
+//! one testcase per check it ran, written by the single report's writer (see
+//! [`crate::report::to_junit`]): the same names, properties and mapping, a warning
+//! failing only when that node ran `--strict`.
 
-use quick_junit::{NonSuccessKind, Property, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::Property;
+use std::time::Duration;
 
-use super::model::{FleetNode, FleetReport, Problem};
-use crate::report::model::{Level, Status};
+use super::model::{FleetNode, FleetReport};
+use crate::report::junit::{Case, Suite, render};
 
 /// The name of the `<testsuites>` root element.
 const ROOT_NAME: &str = "dhv-conform fleet";
-/// quick-junit's closing root tag, on a line of its own.
-const ROOT_END: &str = "</testsuites>";
 
 /// Renders the fleet as JUnit XML: one `<testsuite>` per node report (named
 /// `PLUGIN on NODE`), in the fleet's node order.
 pub fn to_fleet_junit(fleet: &FleetReport) -> String {
-    let mut root = quick_junit::Report::new(ROOT_NAME);
-    for node in &fleet.nodes {
-        let suite = node_suite(fleet, node);
-        root.tests += suite.tests;
-        root.failures += suite.failures;
-        root.errors += suite.errors;
-    }
-    // The root alone, its counts already the totals: everything before its end tag.
-    let mut xml = serialise(&root);
-    xml.truncate(xml.rfind(ROOT_END).unwrap_or(xml.len()));
-    for node in &fleet.nodes {
-        let mut one = quick_junit::Report::new(ROOT_NAME);
-        one.add_test_suite(node_suite(fleet, node));
-        let text = serialise(&one);
-        // The suite's lines sit between the root's start tag line and its end tag.
-        let start = text
-            .find("<testsuites")
-            .and_then(|i| text[i..].find('\n').map(|j| i + j + 1));
-        let end = text.rfind(ROOT_END);
-        if let (Some(start), Some(end)) = (start, end) {
-            xml.push_str(&text[start..end]);
-        }
-    }
-    xml.push_str(ROOT_END);
-    xml.push('\n');
-    xml
+    render(ROOT_NAME, fleet.nodes.len(), |i| {
+        node_suite(fleet, &fleet.nodes[i])
+    })
 }
 
-fn serialise(report: &quick_junit::Report) -> String {
-    // Serialising into a String only fails on I/O errors, and a String has none.
-    report
-        .to_string()
-        .expect("JUnit XML serialises into memory")
-}
-
-fn node_suite(fleet: &FleetReport, node: &FleetNode) -> TestSuite {
+fn node_suite<'a>(fleet: &'a FleetReport, node: &'a FleetNode) -> Suite<'a> {
     // `get`: a fleet read back from a hand-edited file must not make rendering panic.
     let build = fleet.builds.get(node.build);
-    let mut suite = TestSuite::new(format!("{} on {}", node.plugin, node.name));
-    suite.add_properties([
+    let properties = vec![
         Property::new("node", &node.name),
         Property::new("plugin", &node.plugin),
         Property::new(
@@ -74,71 +38,41 @@ fn node_suite(fleet: &FleetReport, node: &FleetNode) -> TestSuite {
         Property::new("strict", node.strict.to_string()),
         Property::new("verdict", node.verdict.as_str()),
         Property::new("source", &node.source),
-    ]);
+    ];
     let mut problems = node.problems.iter().peekable();
+    let mut cases = Vec::new();
     for (check, status) in fleet.checks.iter().zip(&node.statuses) {
         let Some(status) = *status else { continue };
         let problem = problems.next_if(|p| p.id == check.id);
-        let mut case = TestCase::new(
-            check.id.as_str(),
-            case_status(status, check.level, node.strict, problem),
-        );
-        case.set_classname(check.id.split('.').next().unwrap_or_default());
-        if status == Status::Warn {
-            case.add_property(Property::new("status", "warn"));
-        }
-        if let Some(reproduce) = problem.and_then(|p| p.reproduce.as_deref()) {
-            case.set_system_out(format!("reproduce: {reproduce}\n"));
-        }
-        suite.add_test_case(case);
+        let out = problem
+            .and_then(|p| p.reproduce.as_deref())
+            .map(|r| crate::report::junit::clean(&format!("reproduce: {r}\n")))
+            .unwrap_or_default();
+        cases.push(Case {
+            id: &check.id,
+            group: check.id.split('.').next().unwrap_or_default(),
+            level: check.level,
+            status,
+            message: problem.map_or("", |p| p.message.as_str()),
+            time: Duration::ZERO,
+            out,
+            err: String::new(),
+        });
     }
-    suite
-}
-
-fn case_status(
-    status: Status,
-    level: Level,
-    strict: bool,
-    problem: Option<&Problem>,
-) -> TestCaseStatus {
-    let message = problem.map_or("", |p| p.message.as_str());
-    match status {
-        Status::Fail => failure(message, level),
-        Status::Warn if strict => failure(message, level),
-        Status::Skip => {
-            let mut skipped = TestCaseStatus::skipped();
-            skipped.set_message(message);
-            skipped
-        }
-        Status::Pass | Status::Warn | Status::Info => TestCaseStatus::success(),
+    Suite {
+        name: format!("{} on {}", node.plugin, node.name),
+        properties,
+        time: Duration::from_millis(node.duration_ms.unwrap_or(0)),
+        timestamp: node.started_at.as_deref(),
+        strict: node.strict,
+        cases,
     }
-}
-
-fn failure(message: &str, level: Level) -> TestCaseStatus {
-    let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-    status.set_message(message).set_type(level.as_str());
-    status
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::fleet::sample;
-
-    /// The same document built in one piece, as quick-junit would write it.
-    fn whole(fleet: &FleetReport) -> String {
-        let mut root = quick_junit::Report::new(ROOT_NAME);
-        root.add_test_suites(fleet.nodes.iter().map(|n| node_suite(fleet, n)));
-        serialise(&root)
-    }
-
-    #[test]
-    fn spliced_suites_equal_the_whole_document() {
-        let fleet = sample::fleet();
-        assert_eq!(to_fleet_junit(&fleet), whole(&fleet));
-        let empty = crate::report::fleet::Merger::new().finish();
-        assert_eq!(to_fleet_junit(&empty), whole(&empty));
-    }
 
     #[test]
     fn one_suite_per_node_with_its_cases() {
@@ -163,11 +97,16 @@ mod tests {
         assert_eq!(cases, [4, 4, 2, 4]);
         assert_eq!((parsed.tests, parsed.failures), (14, 1));
         assert!(
-            xml.contains(r#"<failure message="create.succeeds fail | &lt;why&gt;" type="must"/>"#),
+            xml.contains(r#"<failure message="create.succeeds fail | &lt;why&gt;" type="must">"#),
             "{xml}"
         );
         assert!(xml.contains("reproduce: env -i DHV_OPERATION=create /p/create.succeeds create"));
         assert!(xml.contains(r#"<skipped message="delete.succeeds skip | &lt;why&gt;"/>"#));
+        // The single report's names and properties.
+        assert!(xml.contains(r#"<testcase name="succeeds" classname="create" time="0.000">"#));
+        assert!(xml.contains(r#"<property name="level" value="must"/>"#));
+        assert!(xml.contains(r#"timestamp="2026-12-01T13:05:09Z""#));
+        assert!(!xml.contains(r#"disabled="1""#));
         assert!(xml.contains(r#"<property name="plugin.sha256" value="60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"/>"#));
     }
 

@@ -112,8 +112,17 @@ fn builds(md: &mut String, fleet: &FleetReport) {
     md.push_str("## Plugin builds\n\n| Plugin | Version | SHA-256 | Nodes | Non-conformant | |\n");
     md.push_str("|---|---|---|---|---|---|\n");
     for build in &fleet.builds {
+        let majority = fleet
+            .builds
+            .iter()
+            .any(|b| b.plugin == build.plugin && b.most_common);
         let note = if build.most_common {
             "most common".to_owned()
+        } else if !majority {
+            format!(
+                "⚠️ builds of {} differ (no build runs on most nodes)",
+                code_span(&build.plugin)
+            )
         } else {
             format!(
                 "⚠️ not the most common build of {}",

@@ -42,6 +42,8 @@ struct Column {
     strict: bool,
     verdict: Verdict,
     source: PathBuf,
+    started_at: Option<String>,
+    duration_ms: Option<u64>,
     statuses: Vec<Option<Status>>,
     problems: Vec<(usize, Status, String, Option<String>)>,
 }
@@ -103,6 +105,8 @@ impl Merger {
             strict: report.strict,
             verdict: report.verdict,
             source: source.to_owned(),
+            started_at: report.started_at,
+            duration_ms: report.duration_ms,
             statuses,
             problems,
         });
@@ -223,6 +227,8 @@ impl Column {
             strict: self.strict,
             verdict: self.verdict,
             source: self.source.display().to_string(),
+            started_at: self.started_at,
+            duration_ms: self.duration_ms,
             statuses,
             problems,
         }
@@ -266,8 +272,14 @@ fn rank_builds(keys: Vec<BuildKey>, columns: &[Column]) -> (Vec<Build>, Vec<usiz
     }
     let mut slots: Vec<Option<Build>> = builds.into_iter().map(Some).collect();
     let mut sorted: Vec<Build> = order.iter().filter_map(|&i| slots[i].take()).collect();
+    // The first build of a plugin is the most common one, unless the next one ties
+    // with it: then no build has the majority, and none is marked.
     for i in 0..sorted.len() {
-        sorted[i].most_common = i == 0 || sorted[i - 1].plugin != sorted[i].plugin;
+        let first = i == 0 || sorted[i - 1].plugin != sorted[i].plugin;
+        let tied = sorted
+            .get(i + 1)
+            .is_some_and(|next| next.plugin == sorted[i].plugin && next.nodes == sorted[i].nodes);
+        sorted[i].most_common = first && !tied;
     }
     (sorted, rank)
 }
@@ -360,6 +372,35 @@ mod tests {
         assert_eq!(old.build, 1);
         assert_eq!(fleet.nodes[1].build, 0);
         assert_eq!(fleet.nodes[2].build, 2);
+    }
+
+    /// One node per build: a tie has no majority, so no build is the odd one out.
+    #[test]
+    fn a_tie_has_no_most_common_build() {
+        let mut merger = Merger::new();
+        let fail = vec![cell("create.succeeds", Level::Must, Status::Fail)];
+        let pass = vec![cell("create.succeeds", Level::Must, Status::Pass)];
+        merger
+            .add(
+                Path::new("a.json"),
+                node("node-a", "lvm", "aa", "1.0.0", pass),
+            )
+            .unwrap();
+        merger
+            .add(
+                Path::new("b.json"),
+                node("node-b", "lvm", "bb", "1.1.0", fail),
+            )
+            .unwrap();
+        let fleet = merger.finish();
+        assert!(
+            fleet.builds.iter().all(|b| !b.most_common),
+            "{:?}",
+            fleet.builds
+        );
+        let md = crate::report::fleet::to_fleet_markdown(&fleet);
+        assert!(!md.contains("not the most common build"), "{md}");
+        assert_eq!(md.matches("⚠️ builds of `lvm` differ").count(), 2, "{md}");
     }
 
     #[test]

@@ -100,7 +100,8 @@ pub struct Build {
     /// Of those, the non-conformant ones.
     pub non_conformant: usize,
     /// Whether this is the build most nodes run of this plugin. The others stand out:
-    /// a node left on an old build, or one built differently.
+    /// a node left on an old build, or one built differently. When the plugin's top
+    /// builds tie (one node per build, say), no build has the majority and none is.
     pub most_common: bool,
 }
 
@@ -121,6 +122,12 @@ pub struct FleetNode {
     pub verdict: Verdict,
     /// The file the report was read from.
     pub source: String,
+    /// When the node's run started (RFC 3339); `None` in reports without it.
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// The node's run's wall time in milliseconds; `None` in reports without it.
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
     /// One status per check, aligned with [`FleetReport::checks`]; `None`: absent.
     pub statuses: Vec<Option<Status>>,
     /// The checks that did not pass (fail, warn, skip), in check order.

@@ -35,6 +35,10 @@ pub struct NodeReport {
     pub strict: bool,
     /// The report's verdict.
     pub verdict: Verdict,
+    /// When the run started (RFC 3339), if the report says.
+    pub started_at: Option<String>,
+    /// The run's wall time in milliseconds, if the report says.
+    pub duration_ms: Option<u64>,
     /// One entry per check, in the report's order.
     pub checks: Vec<CheckCell>,
 }
@@ -156,6 +160,10 @@ struct Lean<'a> {
     #[serde(borrow)]
     checks: Vec<LeanCheck<'a>>,
     summary: LeanSummary,
+    #[serde(default)]
+    started_at: Option<String>,
+    #[serde(default)]
+    duration_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -230,6 +238,8 @@ impl Lean<'_> {
             tool_version: self.tool.version,
             strict: self.options.strict,
             verdict: self.summary.verdict,
+            started_at: self.started_at,
+            duration_ms: self.duration_ms,
             checks,
         }
     }

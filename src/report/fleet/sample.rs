@@ -46,6 +46,8 @@ pub(crate) fn node(
         } else {
             Verdict::Conformant
         },
+        started_at: Some("2026-12-01T13:05:09Z".to_owned()),
+        duration_ms: Some(2345),
         checks: cells,
     }
 }
