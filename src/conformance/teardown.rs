@@ -39,8 +39,10 @@ pub(crate) struct RunEnd<'a> {
     pub target: &'a PluginSource,
     /// Its limits for those deletes.
     pub timeouts: Timeouts,
-    /// The run's temp dir.
-    pub root: &'a Path,
+    /// The run's temp dir, held.
+    pub root: &'a crate::safe_fs::HeldDir,
+    /// The files the harness wrote that are not removed yet.
+    pub planted: &'a super::context::Planted,
 }
 
 /// The signals that end a run, as they arrive.
@@ -290,13 +292,10 @@ pub(crate) fn loops_left(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Makes the run's temp dir. It is never removed by a plain recursive
-/// removal: [`finish`] removes it.
-pub(crate) fn make_root() -> std::io::Result<PathBuf> {
-    Ok(tempfile::Builder::new()
-        .prefix("dhv-conform-")
-        .tempdir()?
-        .keep())
+/// Makes the run's temp dir, new, and holds it: whatever is mounted over
+/// its path later, [`finish`] removes this dir, through its descriptor.
+pub(crate) fn make_root() -> std::io::Result<crate::safe_fs::HeldDir> {
+    crate::safe_fs::HeldDir::make_temp("dhv-conform-")
 }
 
 /// Deletes every volume still alive, all at once: the probes' volumes,
@@ -349,18 +348,28 @@ pub(crate) fn finish(
     keep: bool,
 ) -> Teardown {
     let mut out = Teardown {
-        temp_dir: run.root.to_path_buf(),
+        temp_dir: run.root.path().to_path_buf(),
         ..Teardown::default()
     };
     rt.block_on(delete_live(run, signals, &mut out));
+    // The harness's own files, by name, while every mount a delete left is
+    // still there to reach them through: once it is unmounted, a file the
+    // harness wrote into a bind mount of outside data could not be reached.
+    out.errors.extend(
+        run.planted
+            .remove(None)
+            .into_iter()
+            .map(|e| format!("{e} (written by the harness, left)")),
+    );
     remove_root(run.root, &mut out, keep);
     out
 }
 
 /// Unmounts what plugins left below `root` and detaches the loop devices
 /// they left attached to its files, then removes it unless `keep`.
-fn remove_root(root: &Path, out: &mut Teardown, keep: bool) {
-    match crate::safe_fs::unmount_under(root) {
+fn remove_root(held: &crate::safe_fs::HeldDir, out: &mut Teardown, keep: bool) {
+    let root = held.path();
+    match crate::safe_fs::unmount_under_held(held) {
         Ok(done) => {
             out.mounts_found = done.all().map(|m| m.to_string()).collect();
             out.mounts_left = done
@@ -385,7 +394,7 @@ fn remove_root(root: &Path, out: &mut Teardown, keep: bool) {
         out.kept_on_request = true;
         return;
     }
-    let removal = crate::safe_fs::remove_tree(root);
+    let removal = crate::safe_fs::remove_held(held);
     out.removed = removal.removed;
     out.kept = removal
         .mount_points
