@@ -355,3 +355,55 @@ fn immutable_files_and_a_20000_deep_tree_are_removed() {
     );
     area.assert_clean("immutable files, deep tree");
 }
+
+/// Item 10: what the removal must leave (an immutable file with another
+/// hard link, which may be someone else's) is named in the report, on the
+/// terminal and by `delete.no-residue`, which warns.
+#[test]
+fn what_cannot_be_removed_is_named_by_delete_no_residue() {
+    if !root_or_skip("what_cannot_be_removed_is_named_by_delete_no_residue") {
+        return;
+    }
+    let area = Area::new();
+    let plugin = area.plugin(
+        "    mkdir -p \"$p\" || exit 1
+    if mkdir \"$log/linked\" 2>/dev/null; then
+        ln \"$outside/sentinel-2\" \"$DHV_VOLUMES_DIR/../linked\" && chattr +i \"$outside/sentinel-2\"
+    fi",
+        "    rm -rf \"$p\"",
+    );
+    let (report, stderr) = area.check(&plugin);
+    run(&format!(
+        "chattr -i {}/sentinel-2",
+        area.outside().display()
+    ));
+    let left: Vec<PathBuf> = fs::read_dir(area.tmp())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    for dir in &left {
+        assert!(dhv_conform::safe_fs::remove_tree(dir).removed);
+    }
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(report["sandbox"]["removed"], false, "{report}");
+    let kept = report["sandbox"]["kept"].to_string();
+    assert!(kept.contains("linked"), "{kept}");
+    assert!(
+        stderr.contains("NOT removed") && stderr.contains("linked"),
+        "{stderr}"
+    );
+    let residue = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "delete.no-residue")
+        .unwrap();
+    assert_eq!(residue["status"], "warn", "{residue}");
+    let text = residue["message"].as_str().unwrap();
+    assert!(
+        text.contains("could not remove") && text.contains("linked"),
+        "{text}"
+    );
+    area.assert_clean("unremovable file");
+}

@@ -198,6 +198,7 @@ pub fn run_suite(
     let mut outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
     outcome.teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
     outcome.report.sandbox = Some(outcome.teardown.outcome());
+    outcome.teardown.name_in(&mut outcome.report);
     if let Some(signal) = signals.received() {
         // Interrupted while the run was ending: the teardown went on as it
         // does for every ending, and the exit still says it was interrupted.

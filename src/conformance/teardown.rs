@@ -214,6 +214,42 @@ impl Teardown {
         }
     }
 
+    /// Names in `delete.no-residue` (when it ran) what the teardown could not
+    /// remove from the temp dir, however the plugin left it: that check
+    /// warns (a should), and the summary is counted again. A run whose temp
+    /// dir is gone, or kept on request, changes nothing.
+    pub fn name_in(&self, report: &mut crate::report::Report) {
+        use crate::report::{Status, Summary};
+        if self.removed || self.kept_on_request {
+            return;
+        }
+        let Some(check) = report
+            .checks
+            .iter_mut()
+            .find(|c| c.id == "delete.no-residue")
+        else {
+            return;
+        };
+        let mut left = self.outcome().kept;
+        let more = left.len().saturating_sub(5);
+        left.truncate(5);
+        if more > 0 {
+            left.push(format!("{more} more (all in the report's sandbox.kept)"));
+        }
+        let text = format!(
+            "after the run, the harness could not remove from its temp dir {}: {}",
+            self.temp_dir.display(),
+            left.join("; ")
+        );
+        if matches!(check.status, Status::Pass | Status::Skip | Status::Info) {
+            check.status = Status::Warn;
+            check.message = format!("expected the run's temp dir to be removable; {text}");
+        } else {
+            check.message = format!("{}; {text}", check.message);
+        }
+        report.summary = Summary::from_checks(&report.checks, report.options.strict);
+    }
+
     /// One line for the terminal: what was done and whether the temp dir is gone.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();
