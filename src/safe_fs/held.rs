@@ -79,10 +79,15 @@ impl HeldDir {
         let parent = Arc::new(fd::open_dir(&tmp)?);
         let canonical_tmp = tmp.canonicalize()?;
         for _ in 0..16 {
-            let name = format!(
-                "{prefix}{}",
-                &uuid::Uuid::new_v4().simple().to_string()[..12]
-            );
+            // Six letters and digits, as mkdtemp and the report's redaction
+            // have them.
+            const CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+            let random = uuid::Uuid::new_v4().into_bytes();
+            let suffix: String = random[..6]
+                .iter()
+                .map(|b| char::from(CHARS[usize::from(*b) % CHARS.len()]))
+                .collect();
+            let name = format!("{prefix}{suffix}");
             match make(&parent, &tmp, &canonical_tmp, OsStr::new(&name), 0o700) {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 made => return made,
