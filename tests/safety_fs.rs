@@ -235,11 +235,13 @@ fn a_check_dir_made_a_symlink_by_the_plugin_receives_nothing() {
         .collect::<Vec<_>>()
         .join(" ");
     assert!(ids.contains("delete.no-residue"), "{ids}");
+    // `-n`: two calls at once must not make a link inside the outside dir
+    // through the other's link (that would be the plugin's own write).
     let plugin = area.plugin(
         &format!(
             "    mkdir -p \"$p\" || exit 1
     root=$(dirname \"$(dirname \"$DHV_VOLUMES_DIR\")\")
-    for c in {ids}; do [ -e \"$root/$c\" ] || ln -s \"$outside\" \"$root/$c\" 2>/dev/null; done"
+    for c in {ids}; do [ -e \"$root/$c\" ] || ln -sn \"$outside\" \"$root/$c\" 2>/dev/null; done"
         ),
         "    rm -rf \"$p\"",
     );
