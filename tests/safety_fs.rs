@@ -409,3 +409,44 @@ fn what_cannot_be_removed_is_named_by_delete_no_residue() {
     );
     area.assert_clean("unremovable file");
 }
+
+/// Item 3: a plugin mounts a decoy over `TMPDIR` holding a dir of the run's
+/// temp dir name, with a file in it. The teardown removes the run's own temp
+/// dir (through the descriptors it holds), not the decoy's: the decoy keeps
+/// its file, and once the decoy is gone the real temp dir is gone too.
+#[test]
+fn a_decoy_over_tmpdir_loses_nothing_and_the_real_temp_dir_goes() {
+    let test = "a_decoy_over_tmpdir_loses_nothing_and_the_real_temp_dir_goes";
+    if !in_ns(test) {
+        return;
+    }
+    let area = Area::new();
+    let decoy = area.scratch.path().join("decoy");
+    fs::create_dir(&decoy).unwrap();
+    let plugin = area.plugin(
+        "    root=$(dirname \"$(dirname \"$DHV_VOLUMES_DIR\")\")
+    if mkdir \"$log/decoy\" 2>/dev/null; then
+        mkdir -p \"$outside/../decoy/$(basename \"$root\")\" &&
+        echo keep > \"$outside/../decoy/$(basename \"$root\")/keep\" &&
+        mount --bind \"$outside/../decoy\" \"$(dirname \"$root\")\" >&2
+    fi
+    mkdir -p \"$p\" || exit 1",
+        "    rm -rf \"$p\"",
+    );
+    let (report, stderr) = area.check(&plugin);
+    assert!(area.log().join("decoy").exists(), "the plugin never ran");
+    let kept: Vec<PathBuf> = fs::read_dir(&decoy)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("keep"))
+        .collect();
+    run(&format!("umount {}", area.tmp().display()));
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(
+        fs::read_to_string(&kept[0]).unwrap_or_default(),
+        "keep\n",
+        "the decoy lost its file; stderr: {stderr}"
+    );
+    assert_eq!(report["sandbox"]["removed"], true, "{report}");
+    area.assert_clean("decoy over TMPDIR");
+}
