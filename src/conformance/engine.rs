@@ -133,7 +133,8 @@ fn run_end(shared: &Shared) -> super::teardown::RunEnd<'_> {
         live: &shared.live,
         target: &shared.settings.target,
         timeouts: shared.settings.timeouts(),
-        root: &shared.root,
+        root: &shared.root_dir,
+        planted: &shared.planted,
     }
 }
 
@@ -223,6 +224,7 @@ pub(crate) fn run_suite_with(
     guard.armed = false;
     outcome.teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
     outcome.report.sandbox = Some(outcome.teardown.outcome());
+    outcome.teardown.name_in(&mut outcome.report);
     if let Some(signal) = signals.received() {
         // Interrupted while the run was ending: the teardown went on as it
         // does for every ending, and the exit still says it was interrupted.
@@ -327,7 +329,21 @@ impl RunState {
                 Ok((finding, log.evidence()))
             }
             CheckFn::Scenario(body) => {
-                let ctx = Ctx::new(self.shared.clone(), spec.id)?;
+                let ctx = match Ctx::new(self.shared.clone(), spec.id) {
+                    Ok(ctx) => ctx,
+                    // Something made the check's dir before the harness did:
+                    // only a plugin writing outside its volumes dir can have.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        return Ok((
+                            Finding::Fail(format!(
+                                "the check's own dir in the run's temp dir: {e} \
+                                 (made by something outside its volumes dir)"
+                            )),
+                            Vec::new(),
+                        ));
+                    }
+                    Err(e) => return Err(e),
+                };
                 let finding = checks::run_scenario(&ctx, body).await;
                 ctx.cleanup().await;
                 Ok((finding, ctx.evidence()))

@@ -156,7 +156,7 @@ fn clean_one(dir: &Path) -> Option<Cleaned> {
         temp_dir: dir.to_path_buf(),
         ..Teardown::default()
     };
-    super::teardown::remove_root(dir, &mut teardown, false);
+    super::teardown::remove_leftover_root(dir, &mut teardown);
     drop(lock);
     Some(Cleaned {
         pid: owner.pid,

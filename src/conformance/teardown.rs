@@ -40,8 +40,10 @@ pub(crate) struct RunEnd<'a> {
     pub target: &'a PluginSource,
     /// Its limits for those deletes.
     pub timeouts: Timeouts,
-    /// The run's temp dir.
-    pub root: &'a Path,
+    /// The run's temp dir, held.
+    pub root: &'a crate::safe_fs::HeldDir,
+    /// The files the harness wrote that are not removed yet.
+    pub planted: &'a super::context::Planted,
 }
 
 /// The signals that end a run, as they arrive.
@@ -248,6 +250,42 @@ impl Teardown {
         }
     }
 
+    /// Names in `delete.no-residue` (when it ran) what the teardown could not
+    /// remove from the temp dir, however the plugin left it: that check
+    /// warns (a should), and the summary is counted again. A run whose temp
+    /// dir is gone, or kept on request, changes nothing.
+    pub fn name_in(&self, report: &mut crate::report::Report) {
+        use crate::report::{Status, Summary};
+        if self.removed || self.kept_on_request {
+            return;
+        }
+        let Some(check) = report
+            .checks
+            .iter_mut()
+            .find(|c| c.id == "delete.no-residue")
+        else {
+            return;
+        };
+        let mut left = self.outcome().kept;
+        let more = left.len().saturating_sub(5);
+        left.truncate(5);
+        if more > 0 {
+            left.push(format!("{more} more (all in the report's sandbox.kept)"));
+        }
+        let text = format!(
+            "after the run, the harness could not remove from its temp dir {}: {}",
+            self.temp_dir.display(),
+            left.join("; ")
+        );
+        if matches!(check.status, Status::Pass | Status::Skip | Status::Info) {
+            check.status = Status::Warn;
+            check.message = format!("expected the run's temp dir to be removable; {text}");
+        } else {
+            check.message = format!("{}; {text}", check.message);
+        }
+        report.summary = Summary::from_checks(&report.checks, report.options.strict);
+    }
+
     /// One line for the terminal: what was done and whether the temp dir is gone.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();
@@ -326,21 +364,19 @@ pub(crate) fn loops_left(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Makes the run's temp dir. It is never removed by a plain recursive
-/// removal: [`finish`] removes it.
-/// Its owner file says which process it is of, so that if this one is
-/// killed outright the next run cleans it ([`super::leftovers`]). It is made
-/// in `work_dir` when given (`--work-dir`), else in TMPDIR.
-pub(crate) fn make_root(work_dir: Option<&Path>) -> std::io::Result<PathBuf> {
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(super::leftovers::ROOT_PREFIX);
-    let root = match work_dir {
-        Some(dir) => builder.tempdir_in(dir)?,
-        None => builder.tempdir()?,
-    }
-    .keep();
-    if let Err(e) = super::leftovers::own(&root) {
-        let _ = crate::safe_fs::remove_tree(&root);
+/// Makes the run's temp dir, new, and holds it: whatever is mounted over
+/// its path later, [`finish`] removes this dir, through its descriptor. It is
+/// made in `work_dir` when given (`--work-dir`), else in TMPDIR; its owner
+/// file says which process it is of, so that if this one is killed outright
+/// the next run cleans it ([`super::leftovers`]).
+pub(crate) fn make_root(work_dir: Option<&Path>) -> std::io::Result<crate::safe_fs::HeldDir> {
+    let tmp = std::env::temp_dir();
+    let root = crate::safe_fs::HeldDir::make_temp_in(
+        work_dir.unwrap_or(&tmp),
+        super::leftovers::ROOT_PREFIX,
+    )?;
+    if let Err(e) = super::leftovers::own(root.path()) {
+        let _ = crate::safe_fs::remove_held(&root);
         return Err(e);
     }
     Ok(root)
@@ -354,7 +390,7 @@ async fn delete_live(run: &RunEnd<'_>, signals: &Signals, out: &mut Teardown) {
         .live
         .all()
         .into_iter()
-        .map(|req| teardown_request(req, run.root))
+        .map(|req| teardown_request(req, run.root.path()))
         .collect();
     if live.is_empty() {
         return;
@@ -422,19 +458,47 @@ pub(crate) fn finish(
     keep: bool,
 ) -> Teardown {
     let mut out = Teardown {
-        temp_dir: run.root.to_path_buf(),
+        temp_dir: run.root.path().to_path_buf(),
         ..Teardown::default()
     };
     rt.block_on(delete_live(run, signals, &mut out));
+    // The harness's own files, by name, while every mount a delete left is
+    // still there to reach them through: once it is unmounted, a file the
+    // harness wrote into a bind mount of outside data could not be reached.
+    out.errors.extend(
+        run.planted
+            .remove(None)
+            .into_iter()
+            .map(|e| format!("{e} (written by the harness, left)")),
+    );
     remove_root(run.root, &mut out, keep);
-    super::leftovers::disown(run.root, keep);
+    super::leftovers::disown(run.root.path(), keep);
     out
 }
 
 /// Unmounts what plugins left below `root` and detaches the loop devices
 /// they left attached to its files, then removes it unless `keep`.
-pub(super) fn remove_root(root: &Path, out: &mut Teardown, keep: bool) {
-    match crate::safe_fs::unmount_under(root) {
+fn remove_root(held: &crate::safe_fs::HeldDir, out: &mut Teardown, keep: bool) {
+    let root = held.path();
+    record_unmounts(crate::safe_fs::unmount_under_held(held), out);
+    detach_loops(root, out);
+    if keep {
+        out.kept_on_request = true;
+        return;
+    }
+    record_removal(crate::safe_fs::remove_held(held), out);
+}
+
+/// The same for the dir of a run that was killed outright, which no one
+/// holds any more: by its path, with the same care.
+pub(super) fn remove_leftover_root(root: &Path, out: &mut Teardown) {
+    record_unmounts(crate::safe_fs::unmount_under(root), out);
+    detach_loops(root, out);
+    record_removal(crate::safe_fs::remove_tree(root), out);
+}
+
+fn record_unmounts(result: std::io::Result<crate::safe_fs::Unmounted>, out: &mut Teardown) {
+    match result {
         Ok(done) => {
             out.mounts_found = done.all().map(|m| m.to_string()).collect();
             out.mounts_left = done
@@ -448,18 +512,19 @@ pub(super) fn remove_root(root: &Path, out: &mut Teardown, keep: bool) {
             .errors
             .push(format!("cannot list the mounts below it: {e}")),
     }
-    // After the unmounts, which let go of the devices they used.
+}
+
+/// After the unmounts, which let go of the devices they used.
+fn detach_loops(root: &Path, out: &mut Teardown) {
     for dev in crate::safe_fs::loops_backed_under(root) {
         out.loops_found.push(dev.to_string());
         if let Err(e) = crate::safe_fs::detach(&dev) {
             out.errors.push(format!("{dev} still attached ({e})"));
         }
     }
-    if keep {
-        out.kept_on_request = true;
-        return;
-    }
-    let removal = crate::safe_fs::remove_tree(root);
+}
+
+fn record_removal(removal: crate::safe_fs::Removal, out: &mut Teardown) {
     out.removed = removal.removed;
     out.kept = removal
         .mount_points

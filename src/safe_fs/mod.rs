@@ -7,10 +7,18 @@
 //! "write a temp file and rename it" would replace `/dev/null` with a regular
 //! file. This module is the one place that does those operations, carefully:
 //!
+//! - [`HeldDir`] is a dir the harness made new and holds open: what it
+//!   makes, writes and removes in it goes through its descriptor, never
+//!   again by a path a plugin may have covered; [`create_new`] makes a file
+//!   that did not exist, and [`remove_if_same`] removes it only while it is
+//!   still that file;
 //! - [`mountinfo`] reads `/proc/self/mountinfo`: which mounts lie under a dir;
 //! - [`unmount_under`] unmounts them, deepest first, each verified to be the
-//!   very mount that was listed before it is touched;
-//! - [`remove_tree`] removes a tree without ever crossing into another mount;
+//!   very mount that was listed before it is touched, and made private
+//!   first, so the unmount of a plugin's copy of a shared tree never
+//!   propagates to the original;
+//! - [`remove_tree`] removes a tree without ever crossing into another mount,
+//!   to any depth, clearing immutable and append-only flags of its own files;
 //! - [`loops_backed_under`] finds the loop devices a plugin left attached to
 //!   files of a dir, and [`detach`] lets them go;
 //! - [`read_bounded`] is the crate's one reader of files it did not just
@@ -22,6 +30,7 @@
 //! It depends on nothing else in the crate.
 
 mod fd;
+mod held;
 mod loopdev;
 pub mod mountinfo;
 mod read;
@@ -29,11 +38,12 @@ mod remove;
 mod unmount;
 mod write;
 
+pub use held::{AlreadyThere, FileId, HeldDir, create_new, remove_if_same};
 pub use loopdev::{
     LoopDevice, detach, has_marker, is_block_device, loop_backing, loops_backed_under, write_marker,
 };
 pub use mountinfo::{Mount, mounts_under};
 pub use read::{Links, ReadError, open_regular, read_bounded, read_text_bounded};
-pub use remove::{Removal, remove_tree};
-pub use unmount::{Unmounted, unmount_under};
+pub use remove::{Removal, remove_held, remove_tree};
+pub use unmount::{Unmounted, unmount_under, unmount_under_held};
 pub use write::{WriteError, WriteOptions, check_target, replace_file, write_file};

@@ -1,22 +1,33 @@
 //! Removing a tree without ever leaving its file system.
 //!
-//! The walk holds a descriptor for every directory it is in and opens each
-//! next one relative to it without following symlinks, so a path swapped
-//! under it cannot lead it elsewhere. A directory on another device, or on
-//! another mount of the same device (a bind mount), or the root of any mount,
-//! is never entered: it is kept, and named in the result.
+//! The walk opens each next directory relative to the one it is in, without
+//! following symlinks, so a path swapped under it cannot lead it elsewhere. A
+//! directory on another device, or on another mount of the same device (a
+//! bind mount), or the root of any mount, is never entered: it is kept, and
+//! named in the result.
+//!
+//! It goes to any depth and holds one descriptor at a time: the way down is
+//! kept as names and identities (device, inode), and the way back up is
+//! `..`, checked to be the very dir it came from. Files and dirs a plugin
+//! made immutable or append-only (`chattr +i`, `+a`) have those flags
+//! cleared when they stand in the way, if they are the tree's own (a file
+//! with other hard links may be someone else's: it is left, and named).
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use super::fd::{self, Where};
+use super::held::{FileId, HeldDir};
 use super::mountinfo;
 
-/// How deep the walk goes; one descriptor stays open per level. Deeper
-/// trees are left (and said so) rather than exhausting descriptors.
-const MAX_DEPTH: usize = 400;
+/// At most this many lines of what could not be removed; the count says
+/// how many more.
+const MAX_ERRORS: usize = 20;
+
+/// `FS_IMMUTABLE_FL` and `FS_APPEND_FL` (linux/fs.h).
+const STUCK_FLAGS: libc::c_long = 0x10 | 0x20;
 
 /// What [`remove_tree`] did.
 #[derive(Debug, Default)]
@@ -27,14 +38,30 @@ pub struct Removal {
     /// Directories not entered because they are on another file system or
     /// are a mount point: everything below them is untouched.
     pub mount_points: Vec<PathBuf>,
-    /// What could not be removed, and why (one line each, capped).
+    /// What could not be removed, and why (one line each, capped; the last
+    /// line counts the rest).
     pub errors: Vec<String>,
+    /// How many entries could not be removed, all told.
+    pub failures: usize,
+    /// Immutable or append-only flags cleared on the tree's own files.
+    pub unflagged: usize,
 }
 
 impl Removal {
     fn error(&mut self, path: &Path, e: impl std::fmt::Display) {
-        if self.errors.len() < 20 {
+        self.failures += 1;
+        if self.errors.len() < MAX_ERRORS {
             self.errors.push(format!("{}: {e}", path.display()));
+        }
+    }
+
+    /// Ends the count of errors beyond the cap.
+    fn close(&mut self) {
+        if self.failures > self.errors.len() {
+            self.errors.push(format!(
+                "and {} more entries that could not be removed",
+                self.failures - self.errors.len()
+            ));
         }
     }
 }
@@ -64,91 +91,279 @@ pub fn remove_tree(root: &Path) -> Removal {
             return out;
         }
     };
-    let known: Vec<PathBuf> = mountinfo::mounts_under(root)
+    let parent = match (root.parent(), root.file_name()) {
+        (Some(up), Some(name)) => fd::open_dir(up).map(|p| (p, name.to_os_string())),
+        _ => Err(io::Error::from(io::ErrorKind::InvalidInput)),
+    };
+    match parent {
+        Ok((parent, name)) => remove_from(dir, parent.as_fd(), &name, root, &mut out),
+        Err(e) => out.error(root, e),
+    }
+    out.close();
+    out
+}
+
+/// Removes the held dir `root` and everything in it on its own mount,
+/// through its descriptors only: a mount or a symlink put over its path
+/// since it was made changes nothing (`removed` is true only when the dir
+/// that was made is gone from where it was made).
+pub fn remove_held(root: &HeldDir) -> Removal {
+    let mut out = Removal::default();
+    match root.fd().try_clone_to_owned() {
+        Ok(dir) => {
+            let (parent, name) = root.parent();
+            remove_from(dir, parent, name, root.canonical(), &mut out);
+        }
+        Err(e) => out.error(root.path(), e),
+    }
+    out.close();
+    out
+}
+
+/// Empties `dir` (named `name` in `parent`, at `path`), then removes it
+/// from `parent` if the name there is still `dir`.
+fn remove_from(dir: OwnedFd, parent: BorrowedFd<'_>, name: &OsStr, path: &Path, out: &mut Removal) {
+    let known: Vec<PathBuf> = mountinfo::mounts_under(path)
         .unwrap_or_default()
         .into_iter()
         .map(|m| m.mount_point)
         .collect();
-    let home = match fd::locate(dir.as_fd()) {
-        Ok(at) => Home { at, known: &known },
-        Err(e) => {
-            out.error(root, e);
-            return out;
-        }
+    let (at, id) = match (fd::locate(dir.as_fd()), FileId::of(dir.as_fd())) {
+        (Ok(at), Ok(id)) => (at, id),
+        (Err(e), _) | (_, Err(e)) => return out.error(path, e),
     };
-    clear(dir.as_fd(), root, home, 0, &mut out);
-    drop(dir);
-    match std::fs::remove_dir(root) {
+    let home = Home { at, known: &known };
+    if !walk(dir, id, path, home, out) {
+        return;
+    }
+    match FileId::at(parent, name) {
+        Ok((now, _)) if now == id => {}
+        Ok(_) => {
+            return out.error(
+                path,
+                "its name now leads to something else (moved or covered): left",
+            );
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return out.error(path, "moved away: left");
+        }
+        Err(e) => return out.error(path, e),
+    }
+    match remove_entry(parent, name, true, false, out) {
         Ok(()) => out.removed = true,
         Err(e) if e.kind() == io::ErrorKind::NotFound => out.removed = true,
-        Err(e) => out.error(root, e),
+        Err(e) => out.error(path, e),
+    }
+}
+
+/// One dir on the way down: its name in the one above, its identity, and
+/// the subdirs of it still to visit.
+struct Frame {
+    name: OsString,
+    id: FileId,
+    pending: Vec<OsString>,
+}
+
+/// `root/a/b/…` for messages; a deep one keeps its first and last names.
+fn describe(root: &Path, stack: &[Frame], last: Option<&OsStr>) -> PathBuf {
+    let names: Vec<&OsStr> = stack
+        .iter()
+        .skip(1)
+        .map(|f| f.name.as_os_str())
+        .chain(last)
+        .collect();
+    let mut out = root.to_path_buf();
+    if names.len() <= 12 {
+        out.extend(names);
+    } else {
+        out.extend(&names[..4]);
+        out.push(format!("…({} levels)…", names.len() - 8));
+        out.extend(&names[names.len() - 4..]);
     }
     out
 }
 
-/// Whether the dir at `path`, found to be `w`, is on the same mount as the
-/// tree's root, and not a mount root.
-fn same_mount(path: &Path, w: Where, home: Home<'_>) -> bool {
-    w.dev == home.at.dev
-        && w.mount_id == home.at.mount_id
-        && w.mount_root != Some(true)
-        && !home.known.iter().any(|k| k == path)
+/// Empties the tree below the open dir `root`, depth first, one descriptor
+/// at a time. `false` when it had to stop: a dir on the way back up was not
+/// the one it came down from.
+fn walk(
+    root: OwnedFd,
+    root_id: FileId,
+    root_path: &Path,
+    home: Home<'_>,
+    out: &mut Removal,
+) -> bool {
+    let deepest_known = home
+        .known
+        .iter()
+        .filter_map(|k| k.strip_prefix(root_path).ok())
+        .map(|k| k.components().count())
+        .max()
+        .unwrap_or(0);
+    let mut cur = root;
+    let mut stack = vec![Frame {
+        name: OsString::new(),
+        id: root_id,
+        pending: Vec::new(),
+    }];
+    fill(cur.as_fd(), &mut stack, root_path, out);
+    loop {
+        let top = stack.last_mut().expect("the root's frame stays");
+        if let Some(name) = top.pending.pop() {
+            let sub = match fd::open_subdir(cur.as_fd(), &name) {
+                Ok(sub) => sub,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    out.error(&describe(root_path, &stack, Some(&name)), e);
+                    continue;
+                }
+            };
+            let (w, id) = match (fd::locate(sub.as_fd()), FileId::of(sub.as_fd())) {
+                (Ok(w), Ok(id)) => (w, id),
+                (Err(e), _) | (_, Err(e)) => {
+                    out.error(&describe(root_path, &stack, Some(&name)), e);
+                    continue;
+                }
+            };
+            let listed = stack.len() <= deepest_known && {
+                let mut path = root_path.to_path_buf();
+                path.extend(stack.iter().skip(1).map(|f| f.name.as_os_str()));
+                path.push(&name);
+                home.known.contains(&path)
+            };
+            if !same_mount(w, home) || listed {
+                out.mount_points
+                    .push(describe(root_path, &stack, Some(&name)));
+                continue;
+            }
+            stack.push(Frame {
+                name,
+                id,
+                pending: Vec::new(),
+            });
+            cur = sub;
+            fill(cur.as_fd(), &mut stack, root_path, out);
+        } else {
+            if stack.len() == 1 {
+                return true;
+            }
+            let done = stack.pop().expect("more than the root's frame");
+            let up = fd::open_at(
+                cur.as_fd(),
+                OsStr::new(".."),
+                libc::O_RDONLY | libc::O_DIRECTORY,
+            );
+            let back = stack.last().expect("the root's frame stays").id;
+            match up.and_then(|up| Ok((FileId::of(up.as_fd())?, up))) {
+                Ok((id, up)) if id == back => cur = up,
+                Ok(_) | Err(_) => {
+                    let path = describe(root_path, &stack, Some(&done.name));
+                    out.error(
+                        &path,
+                        "moved while it was being removed: the removal stopped",
+                    );
+                    return false;
+                }
+            }
+            if let Err(e) = remove_entry(cur.as_fd(), &done.name, true, true, out) {
+                out.error(&describe(root_path, &stack, Some(&done.name)), e);
+            }
+        }
+    }
 }
 
-/// Empties the open dir `dir` (at `path`, for messages) of everything on
-/// the root's mount.
-fn clear(dir: BorrowedFd<'_>, path: &Path, home: Home<'_>, depth: usize, out: &mut Removal) {
+/// Removes what is not a dir from the open dir `dir` (the top of `stack`)
+/// and lists its subdirs there, to visit.
+fn fill(dir: BorrowedFd<'_>, stack: &mut [Frame], root_path: &Path, out: &mut Removal) {
     let names = match fd::entries(dir) {
         Ok(names) => names,
-        Err(e) => return out.error(path, e),
+        Err(e) => return out.error(&describe(root_path, stack, None), e),
     };
+    let mut pending = Vec::new();
     for name in names {
-        let child = path.join(&name);
         match fd::kind_at(dir, &name) {
-            Ok(libc::S_IFDIR) => remove_dir(dir, &name, &child, home, depth, out),
+            Ok(libc::S_IFDIR) => pending.push(name),
             // A file, symlink, FIFO...: unlinking removes only the name, never
             // what a symlink points to; a file that is a bind-mount point is
             // refused by the kernel (EBUSY) and reported.
             Ok(_) => {
-                if let Err(e) = fd::unlink_at(dir, &name, false) {
-                    out.error(&child, e);
+                if let Err(e) = remove_entry(dir, &name, false, true, out) {
+                    out.error(&describe(root_path, stack, Some(&name)), e);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => out.error(&child, e),
+            Err(e) => out.error(&describe(root_path, stack, Some(&name)), e),
         }
+    }
+    if let Some(top) = stack.last_mut() {
+        top.pending = pending;
     }
 }
 
-fn remove_dir(
-    parent: BorrowedFd<'_>,
+/// Whether a dir found to be `w` is on the same mount as the tree's root,
+/// and not a mount root.
+fn same_mount(w: Where, home: Home<'_>) -> bool {
+    w.dev == home.at.dev && w.mount_id == home.at.mount_id && w.mount_root != Some(true)
+}
+
+/// Unlinks `name` from `dir`. Refused for an immutable or append-only flag
+/// (EPERM), the flags are cleared (on `dir` itself when `dir_is_ours`, and
+/// on the entry when it is a dir or a file with no other hard link) and the
+/// unlink tried once more.
+fn remove_entry(
+    dir: BorrowedFd<'_>,
     name: &OsStr,
-    path: &Path,
-    home: Home<'_>,
-    depth: usize,
+    is_dir: bool,
+    dir_is_ours: bool,
     out: &mut Removal,
-) {
-    if depth >= MAX_DEPTH {
-        return out.error(path, format!("more than {MAX_DEPTH} levels deep; left"));
-    }
-    let sub = match fd::open_subdir(parent, name) {
-        Ok(sub) => sub,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
-        Err(e) => return out.error(path, e),
-    };
-    match fd::locate(sub.as_fd()) {
-        Ok(w) if same_mount(path, w, home) => {}
-        Ok(_) => {
-            out.mount_points.push(path.to_path_buf());
-            return;
+) -> io::Result<()> {
+    match fd::unlink_at(dir, name, is_dir) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            let mut cleared = dir_is_ours && unstick(dir);
+            cleared |= fd::kind_at(dir, name)
+                .ok()
+                .filter(|k| matches!(*k, libc::S_IFREG | libc::S_IFDIR))
+                .and_then(|_| {
+                    fd::open_at(
+                        dir,
+                        name,
+                        libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
+                    )
+                    .ok()
+                })
+                .is_some_and(|f| unstick(f.as_fd()));
+            if !cleared {
+                return Err(e);
+            }
+            out.unflagged += 1;
+            fd::unlink_at(dir, name, is_dir)
         }
-        Err(e) => return out.error(path, e),
+        done => done,
     }
-    clear(sub.as_fd(), path, home, depth + 1, out);
-    drop(sub);
-    if let Err(e) = fd::unlink_at(parent, name, true) {
-        out.error(path, e);
+}
+
+/// Clears the immutable and append-only flags of the open `f` (a dir, or a
+/// regular file with one link); whether it had any.
+fn unstick(f: BorrowedFd<'_>) -> bool {
+    let Ok(st) = nix::sys::stat::fstat(f) else {
+        return false;
+    };
+    let kind = st.st_mode & libc::S_IFMT;
+    if !(kind == libc::S_IFDIR || (kind == libc::S_IFREG && st.st_nlink == 1)) {
+        return false;
     }
+    let mut flags: libc::c_long = 0;
+    // SAFETY: FS_IOC_GETFLAGS writes the flags (an int) into `flags`, which
+    // is larger; the descriptor is open for the call.
+    if unsafe { libc::ioctl(f.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) } < 0 {
+        return false;
+    }
+    if flags & STUCK_FLAGS == 0 {
+        return false;
+    }
+    flags &= !STUCK_FLAGS;
+    // SAFETY: FS_IOC_SETFLAGS reads the flags from `flags`.
+    unsafe { libc::ioctl(f.as_raw_fd(), libc::FS_IOC_SETFLAGS, &flags) == 0 }
 }
 
 #[cfg(test)]
@@ -199,5 +414,76 @@ mod tests {
         let r = remove_tree(&link);
         assert!(!r.removed);
         assert!(outside.join("keep").exists());
+    }
+
+    /// Deeper than any fixed limit, and deeper than the descriptors a
+    /// process may hold at once: removed all the same.
+    #[test]
+    fn a_tree_20000_levels_deep_is_removed() {
+        // On a tmpfs where there is one: 20,000 mkdirs cost a minute of disk
+        // on a busy ext4.
+        let shm = Path::new("/dev/shm");
+        let tmp = if shm.is_dir() {
+            tempfile::tempdir_in(shm)
+        } else {
+            tempfile::tempdir()
+        }
+        .unwrap();
+        let root = tmp.path().join("run");
+        fs::create_dir(&root).unwrap();
+        let mut cur = fd::open_dir(&root).unwrap();
+        for _ in 0..20_000 {
+            nix::sys::stat::mkdirat(&cur, "d", nix::sys::stat::Mode::from_bits_truncate(0o755))
+                .unwrap();
+            cur = fd::open_subdir(cur.as_fd(), OsStr::new("d")).unwrap();
+        }
+        drop(cur);
+        let start = std::time::Instant::now();
+        let r = remove_tree(&root);
+        println!("removed 20000 levels in {:?}", start.elapsed());
+        assert!(r.removed, "{r:?}");
+        assert!(r.errors.is_empty(), "{r:?}");
+        assert!(!root.exists());
+    }
+
+    /// `chattr +i` and `+a` files and dirs of the tree are removed; a file
+    /// with another hard link is left (it may be someone else's), and named.
+    #[test]
+    fn immutable_and_append_only_entries_are_removed() {
+        if !nix::unistd::Uid::effective().is_root() {
+            assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+            println!("SKIPPED immutable_and_append_only_entries_are_removed: needs root");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("run");
+        fs::create_dir_all(root.join("sub")).unwrap();
+        fs::write(root.join("i"), "x").unwrap();
+        fs::write(root.join("sub/a"), "x").unwrap();
+        let outside = tmp.path().join("outside");
+        fs::write(&outside, "x").unwrap();
+        fs::hard_link(&outside, root.join("linked")).unwrap();
+        let chattr = |flag: &str, p: &Path| {
+            let ok = std::process::Command::new("chattr")
+                .arg(flag)
+                .arg(p)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "chattr {flag} {}", p.display());
+        };
+        chattr("+i", &root.join("i"));
+        chattr("+a", &root.join("sub/a"));
+        chattr("+i", &root.join("sub"));
+        chattr("+i", &root.join("linked"));
+        let r = remove_tree(&root);
+        chattr("-i", &outside);
+        assert!(!r.removed, "{r:?}");
+        assert_eq!(r.unflagged, 2, "i, then sub/a in sub: {r:?}");
+        assert_eq!(r.failures, 2, "the linked file, then its dir: {r:?}");
+        assert!(r.errors[0].contains("linked"), "{r:?}");
+        assert!(!root.join("sub").exists() && !root.join("i").exists());
+        assert_eq!(fs::read_to_string(&outside).unwrap(), "x");
+        fs::remove_file(root.join("linked")).unwrap();
+        assert!(remove_tree(&root).removed);
     }
 }

@@ -33,13 +33,19 @@ pub async fn succeeds(ctx: &Ctx) -> CheckResult {
         .find(|(k, _)| k == crate::contract::var::CREATED_PATH)
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
+    // A volume the harness could not write its file into: said, as evidence.
+    let note = probe
+        .no_data
+        .as_ref()
+        .map(|e| format!(" (the harness wrote no file into the volume first: {e})"))
+        .unwrap_or_default();
     match &call.result {
         Ok(()) => Ok(Finding::Pass(format!(
-            "exit 0 in {:.1} ms",
+            "exit 0 in {:.1} ms{note}",
             call.duration.as_secs_f64() * 1e3
         ))),
         Err(e) => Err(Finding::Fail(format!(
-            "expected delete of a created volume holding a file (DHV_CREATED_PATH={path:?}) to exit 0; got: {e}"
+            "expected delete of a created volume holding a file (DHV_CREATED_PATH={path:?}) to exit 0; got: {e}{note}"
         ))),
     }
 }

@@ -17,8 +17,7 @@ impl Surroundings {
     /// The check's dir holds the volumes dir; canaries go beside it, in the
     /// check's dir, and in a sibling dir that a traversal would reach.
     fn plant(ctx: &Ctx) -> std::io::Result<Surroundings> {
-        let sibling = ctx.sandbox.dir.join("sibling");
-        std::fs::create_dir_all(&sibling)?;
+        let sibling = ctx.sandbox.make_dirs(Path::new("sibling"))?;
         let canaries = vec![
             ctx.plant(&ctx.sandbox.dir, "canary-beside-volumes")?,
             ctx.plant(&sibling, "canary-in-sibling")?,
@@ -58,8 +57,9 @@ pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     // The volumes dir sits two levels below the test area's top, so `../../`
     // lands inside the area where the change is seen.
-    let volumes = ctx.sandbox.dir.join("area").join("volumes");
-    std::fs::create_dir_all(&volumes)
+    let volumes = ctx
+        .sandbox
+        .make_dirs(Path::new("area/volumes"))
         .map_err(|e| Finding::Skip(format!("cannot prepare the test area: {e}")))?;
     let around = Surroundings::plant(ctx)
         .map_err(|e| Finding::Skip(format!("cannot plant canaries: {e}")))?;

@@ -184,8 +184,9 @@ pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
 pub async fn cwd_independent(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     ctx.require_create().await?;
-    let cwd = ctx.sandbox.dir.join("unrelated-cwd");
-    std::fs::create_dir_all(&cwd)
+    let cwd = ctx
+        .sandbox
+        .make_dirs(std::path::Path::new("unrelated-cwd"))
         .map_err(|e| Finding::Skip(format!("cannot make a working dir: {e}")))?;
     let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o555));
     let elsewhere = ctx.variant(|o| o.cwd = Some(cwd.clone()));

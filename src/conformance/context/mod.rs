@@ -32,7 +32,7 @@ pub(crate) use calls::{Expect, Variant};
 pub(crate) use log::{CallLog, LoggedCall, RunLog};
 pub(crate) use probes::Probes;
 pub(crate) use residue::{Leftovers, around};
-pub(crate) use sandbox::{Sandbox, canary_bytes, canary_intact, listing};
+pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
 pub(crate) use steps::{VolumeAt, plant_in_volume};
 pub(crate) use timing::{Phase, is_provoked, overran};
 
@@ -139,7 +139,12 @@ pub enum Finding {
 /// State shared by every check of one run.
 pub(crate) struct Shared {
     pub settings: Settings,
+    /// The run's temp dir.
     pub root: PathBuf,
+    /// The same, held: every check's dir is made in it.
+    pub root_dir: Arc<crate::safe_fs::HeldDir>,
+    /// Every file the harness wrote in the run and has not removed yet.
+    pub planted: Planted,
     pub node_id: String,
     pub probes: Probes,
     pub log: CallLog,
@@ -159,11 +164,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn new(settings: Settings, root: PathBuf) -> Shared {
+    pub fn new(settings: Settings, root: crate::safe_fs::HeldDir) -> Shared {
         let supervisor = crate::exec::Supervisor::new();
         Shared {
             settings,
-            root,
+            root: root.path().to_path_buf(),
+            root_dir: Arc::new(root),
+            planted: Planted::default(),
             node_id: uuid::Uuid::new_v4().to_string(),
             probes: Probes::default(),
             log: CallLog::default(),
@@ -217,18 +224,18 @@ pub(crate) struct Ctx {
     phase: Phase,
     /// Probe calls a check's verdict rests on, shown as its evidence.
     cited: Mutex<Vec<PluginRun>>,
-    /// Canary files this check wrote: [`cleanup`](Ctx::cleanup) removes them.
-    planted: Mutex<Vec<PathBuf>>,
+    /// Its token for the files it writes ([`Planted`]): [`cleanup`](Ctx::cleanup)
+    /// removes them.
+    owner: u64,
 }
 
 impl Ctx {
     pub fn new(shared: Arc<Shared>, check: &'static str) -> std::io::Result<Ctx> {
-        let dir = shared.root.join(check);
-        Ctx::in_dir(shared, check, dir)
+        Ctx::in_dir(shared, check, check)
     }
 
-    fn in_dir(shared: Arc<Shared>, check: &'static str, dir: PathBuf) -> std::io::Result<Ctx> {
-        let sandbox = Sandbox::new(dir)?;
+    fn in_dir(shared: Arc<Shared>, check: &'static str, dir: &str) -> std::io::Result<Ctx> {
+        let sandbox = Sandbox::new(&shared.root_dir, dir)?;
         let recorder = Recorder::new();
         let mut timeouts = shared.settings.timeouts();
         timeouts.fingerprint = timeouts.create;
@@ -239,7 +246,6 @@ impl Ctx {
             ..CallOptions::default()
         });
         Ok(Ctx {
-            shared,
             check,
             sandbox,
             recorder,
@@ -247,7 +253,8 @@ impl Ctx {
             calls: calls::Ledger::default(),
             phase: Phase::Parallel,
             cited: Mutex::new(Vec::new()),
-            planted: Mutex::new(Vec::new()),
+            owner: shared.planted.owner(),
+            shared,
         })
     }
 
@@ -321,13 +328,17 @@ impl Ctx {
     /// Writes a canary file with unique content into `dir`; returns its path.
     /// Only inside the run's sandbox (resolved, symlinks and all): a path a
     /// plugin returned may lead anywhere, and nothing outside is ours to write.
+    /// The file is made new: a name that exists (a hard link to a file
+    /// elsewhere, say) is never written through, and is an error whose
+    /// kind is `AlreadyExists`.
     pub fn plant(&self, dir: &std::path::Path, name: &str) -> std::io::Result<PathBuf> {
-        let path = sandbox::plant(&self.shared.root, dir, name)?;
-        self.planted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(path.clone());
-        Ok(path)
+        self.sandbox.plant(
+            &self.shared.root_dir,
+            &self.shared.planted,
+            self.owner,
+            dir,
+            name,
+        )
     }
 
     /// A new file `name` in `dir` for a check to fill (see
@@ -340,16 +351,10 @@ impl Ctx {
         sandbox::create_new(&self.shared.root, dir, name)
     }
 
-    /// Removes the canaries this check wrote that are still there as written.
+    /// Removes the files this check wrote that are still the files it made
+    /// (by name, in the dirs it made them in).
     pub fn remove_canaries(&self) {
-        let planted = std::mem::take(&mut *self.planted.lock().unwrap_or_else(|e| e.into_inner()));
-        for path in planted {
-            // A block-device volume's canary is the device's first bytes:
-            // the device node is the plugin's, never removed here.
-            if canary_intact(&path) && !crate::safe_fs::is_block_device(&path) {
-                let _ = std::fs::remove_file(&path);
-            }
-        }
+        let _ = self.shared.planted.remove(Some(self.owner));
     }
 }
 
@@ -370,11 +375,14 @@ mod tests {
             timeout_scale: 1.0,
             claims: Default::default(),
         };
-        let root = tempfile::tempdir().unwrap();
-        let shared = Arc::new(Shared::new(settings, root.path().to_path_buf()));
+        let root = crate::safe_fs::HeldDir::make_temp("dhv-conform-test-").unwrap();
+        let path = root.path().to_path_buf();
+        let shared = Arc::new(Shared::new(settings, root));
         let ctx = Ctx::new(shared, "create.distinct").unwrap();
         let names: Vec<String> = (0..3).map(|_| ctx.request().volume_name).collect();
         assert_eq!(names, ["pg-data", "pg-data-1", "pg-data-2"]);
+        drop(ctx);
+        assert!(crate::safe_fs::remove_tree(&path).removed);
         let default = RequestTemplate::default();
         assert_eq!(
             (default.capacity_min, default.capacity_max),

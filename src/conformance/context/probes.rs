@@ -33,6 +33,9 @@ pub(crate) struct DeleteProbe {
     /// What the create and delete left in and beside the volumes dir, when
     /// the delete passed (see [`residue`](super::residue)).
     pub footprint: Option<Footprint>,
+    /// Why the harness wrote no file into the volume before the delete,
+    /// when its name already existed there.
+    pub no_data: Option<String>,
 }
 
 impl DeleteProbe {
@@ -116,8 +119,8 @@ impl Probes {
 /// cannot take one more dir is a harness failure; the engine turns the panic
 /// into exit 4.
 pub(super) fn probe_ctx(shared: Arc<Shared>, id: &'static str) -> Ctx {
-    let dir = shared.root.join(format!("probe-{id}"));
-    Ctx::in_dir(shared, id, dir).expect("cannot make the probe's sandbox")
+    let dir = format!("probe-{id}");
+    Ctx::in_dir(shared, id, &dir).expect("cannot make the probe's sandbox")
 }
 
 impl Ctx {
@@ -173,7 +176,7 @@ impl Ctx {
                 let create = probe
                     .create(&req, Expect::Success, "create before delete")
                     .await;
-                let (mut delete, mut footprint) = (None, None);
+                let (mut delete, mut footprint, mut no_data) = (None, None, None);
                 if let Ok(resp) = &create.result {
                     let created_beside = around(&volumes)
                         .into_iter()
@@ -182,7 +185,13 @@ impl Ctx {
                         .collect();
                     // A file in it, as in any volume in use; a path outside
                     // the sandbox gets none (and is create's finding).
-                    let _ = probe.plant(Path::new(&resp.path), "data");
+                    // Its name already there is evidence, and said; a path
+                    // outside the sandbox is create's finding.
+                    no_data = probe
+                        .plant(Path::new(&resp.path), "data")
+                        .err()
+                        .filter(|e| e.kind() == std::io::ErrorKind::AlreadyExists)
+                        .map(|e| e.to_string());
                     let call = probe
                         .delete(
                             &req,
@@ -205,6 +214,7 @@ impl Ctx {
                     create,
                     delete,
                     footprint,
+                    no_data,
                 }
             })
             .await

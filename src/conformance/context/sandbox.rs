@@ -1,9 +1,20 @@
 //! A check's own corner of the run's temp dir: its dir, the volumes dir inside
 //! it, listings of what is there, and canary files that show whether anything
 //! was touched.
+//!
+//! Every dir here is made new and held open ([`HeldDir`]); every file the
+//! harness writes is made new in a dir reached from a held one without
+//! following a symlink ([`plant`]), and removed by name only while it is
+//! still the file that was made ([`Planted::remove`]). A plugin that mounts
+//! or links something over a path later redirects none of it.
 
 use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::safe_fs::{self, FileId, HeldDir};
 
 /// One check's dirs.
 #[derive(Debug, Clone)]
@@ -12,14 +23,107 @@ pub(crate) struct Sandbox {
     pub dir: PathBuf,
     /// DHV_VOLUMES_DIR for this check.
     pub volumes: PathBuf,
+    /// Every dir the harness made here, held: the volumes dir, the check's
+    /// dir, then those made on request ([`Sandbox::make_dirs`]).
+    held: Arc<Mutex<Vec<Arc<HeldDir>>>>,
 }
 
 impl Sandbox {
-    /// Makes `dir` and its volumes dir.
-    pub fn new(dir: PathBuf) -> std::io::Result<Sandbox> {
-        let volumes = dir.join("volumes");
-        std::fs::create_dir_all(&volumes)?;
-        Ok(Sandbox { dir, volumes })
+    /// Makes the new dir `name` in the run's temp dir `root`, and its volumes
+    /// dir. A name that exists (a plugin made it) is an error naming it.
+    pub fn new(root: &HeldDir, name: &str) -> std::io::Result<Sandbox> {
+        let dir = Arc::new(root.make_subdir(name.as_ref())?);
+        let volumes = Arc::new(dir.make_subdir("volumes".as_ref())?);
+        Ok(Sandbox {
+            dir: dir.path().to_path_buf(),
+            volumes: volumes.path().to_path_buf(),
+            held: Arc::new(Mutex::new(vec![volumes, dir])),
+        })
+    }
+
+    fn held(&self) -> Vec<Arc<HeldDir>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Makes `rel` (plain names) below the check's dir, each level new and
+    /// held; a level that exists already is used only if the harness made it.
+    /// Returns its path.
+    pub fn make_dirs(&self, rel: &Path) -> std::io::Result<PathBuf> {
+        let mut held = self.held();
+        let mut cur = held[1].clone();
+        for name in rel.iter() {
+            let path = cur.path().join(name);
+            cur = match held.iter().find(|h| h.path() == path) {
+                Some(h) => h.clone(),
+                None => {
+                    let made = Arc::new(cur.make_subdir(name)?);
+                    held.push(made.clone());
+                    self.held
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(made.clone());
+                    made
+                }
+            };
+        }
+        Ok(cur.path().to_path_buf())
+    }
+
+    /// Writes a canary file with unique content into `dir`, which must
+    /// resolve to a dir inside the run's temp dir `root`; the file is made
+    /// new there, in a dir reached from one of this sandbox's held dirs (or
+    /// the root) without following a symlink. Recorded in `planted`.
+    pub fn plant(
+        &self,
+        root: &Arc<HeldDir>,
+        planted: &Planted,
+        owner: u64,
+        dir: &Path,
+        name: &str,
+    ) -> std::io::Result<PathBuf> {
+        let resolved = dir.canonicalize()?;
+        if root.relative(&resolved).is_none() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                OutsideSandbox(resolved),
+            ));
+        }
+        let mut anchors = self.held();
+        anchors.push(root.clone());
+        // The deepest held dir the path lies in.
+        let (anchor, rel) = anchors
+            .iter()
+            .filter_map(|a| Some((a.clone(), a.relative(&resolved)?.to_path_buf())))
+            .min_by_key(|(_, rel)| rel.components().count())
+            .expect("the root holds it");
+        let at = anchor.open_below(&rel)?;
+        let path = dir.join(name);
+        let id = match safe_fs::create_new(at.as_fd(), name.as_ref(), canary_text(&path).as_bytes())
+        {
+            Ok(id) => id,
+            // The harness's own file (two volumes given one path): there as
+            // it was written, as good as new.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AlreadyExists
+                    && planted.holds(&at, name.as_ref()) =>
+            {
+                return Ok(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(std::io::Error::new(e.kind(), safe_fs::AlreadyThere(path)));
+            }
+            Err(e) => return Err(e),
+        };
+        planted.add(PlantedFile {
+            owner,
+            anchor,
+            rel,
+            dir_id: FileId::of(at.as_fd())?,
+            name: name.into(),
+            id,
+            path: path.clone(),
+        });
+        Ok(path)
     }
 }
 
@@ -28,44 +132,91 @@ impl Sandbox {
 #[error("{} is outside the run's sandbox: the harness writes nothing there", .0.display())]
 pub(crate) struct OutsideSandbox(pub PathBuf);
 
-/// Writes a canary file with unique content into `dir`, which must resolve
-/// to a dir inside `root` (the run's sandbox); returns its path. The file
-/// itself is never a symlink followed elsewhere.
-///
-/// A block-device volume (a loop device backed by a file below `root`) gets
-/// its canary written at the start of the device instead: the canary's path
-/// is then the device's.
-pub(crate) fn plant(root: &Path, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    if crate::safe_fs::is_block_device(dir) {
-        crate::safe_fs::write_marker(dir, root, canary_text(dir).as_bytes()).map_err(
-            |e| match e.kind() {
-                std::io::ErrorKind::PermissionDenied => std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    OutsideSandbox(dir.to_path_buf()),
-                ),
-                _ => e,
-            },
-        )?;
-        return Ok(dir.to_path_buf());
+/// A file the harness wrote, and how to find it again without a path.
+#[derive(Debug)]
+pub(crate) struct PlantedFile {
+    /// The context that wrote it ([`Planted::owner`]).
+    owner: u64,
+    /// The held dir it was reached from, and the way from there.
+    anchor: Arc<HeldDir>,
+    rel: PathBuf,
+    /// The dir it is in, and its name and identity there.
+    dir_id: FileId,
+    name: OsString,
+    id: FileId,
+    /// Its path, for messages.
+    path: PathBuf,
+}
+
+impl PlantedFile {
+    /// Removes it if it is still there, the very file that was made, in the
+    /// very dir it was made in. `Err` says why it was left.
+    fn remove(&self) -> Result<(), String> {
+        let fail = |why: String| format!("{}: {why}", self.path.display());
+        let dir = match self.anchor.open_below(&self.rel) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(fail(e.to_string())),
+        };
+        if FileId::of(dir.as_fd()).ok() != Some(self.dir_id) {
+            // Its dir was removed or replaced: the file went with it, or is
+            // no longer where the harness can reach it by name.
+            return Ok(());
+        }
+        safe_fs::remove_if_same(dir.as_fd(), &self.name, self.id)
+            .map(|_| ())
+            .map_err(|e| fail(e.to_string()))
     }
-    let resolved = dir.canonicalize()?;
-    if !resolved.starts_with(root.canonicalize()?) {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            OutsideSandbox(resolved),
-        ));
+}
+
+/// Every file the harness wrote in a run that is not removed yet.
+#[derive(Debug, Default)]
+pub(crate) struct Planted {
+    files: Mutex<Vec<PlantedFile>>,
+    owners: std::sync::atomic::AtomicU64,
+}
+
+impl Planted {
+    /// A new owner's token, for the files one context writes.
+    pub fn owner(&self) -> u64 {
+        self.owners
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
-    let path = dir.join(name);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)?
-        .write_all(canary_text(&path).as_bytes())?;
-    Ok(path)
+
+    fn add(&self, file: PlantedFile) {
+        self.files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(file);
+    }
+
+    /// Whether `name` in the open dir `dir` is a file the harness wrote
+    /// there and has not removed.
+    fn holds(&self, dir: &std::os::fd::OwnedFd, name: &std::ffi::OsStr) -> bool {
+        let (Ok(dir_id), Ok((id, _))) = (FileId::of(dir.as_fd()), FileId::at(dir.as_fd(), name))
+        else {
+            return false;
+        };
+        self.files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|f| f.dir_id == dir_id && f.name == name && f.id == id)
+    }
+
+    /// Removes the files of `owner` (all with `None`) that are still as the
+    /// harness made them; what could not be removed, one line each.
+    pub fn remove(&self, owner: Option<u64>) -> Vec<String> {
+        let files: Vec<PlantedFile> = {
+            let mut all = self.files.lock().unwrap_or_else(|e| e.into_inner());
+            let (mine, rest) = std::mem::take(&mut *all)
+                .into_iter()
+                .partition(|f| owner.is_none_or(|o| f.owner == o));
+            *all = rest;
+            mine
+        };
+        files.iter().filter_map(|f| f.remove().err()).collect()
+    }
 }
 
 /// Creates the file `name` in `dir`, new (`O_CREAT|O_EXCL|O_NOFOLLOW`): a name

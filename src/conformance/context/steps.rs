@@ -18,6 +18,13 @@ pub(crate) fn plant_in_volume(ctx: &Ctx, path: &str, step: &str) -> Result<PathB
             .is_some_and(|inner| inner.is::<super::sandbox::OutsideSandbox>());
         if outside {
             Finding::Skip(format!("{step}: the volume's `path` {path:?}: {e}"))
+        } else if e.kind() == std::io::ErrorKind::AlreadyExists {
+            // A new volume holding the harness's own file name: made by the
+            // plugin (a hard link to a file elsewhere would have been
+            // written through). Nothing was written.
+            Finding::Fail(format!(
+                "{step}: expected a new volume at `path` {path:?} not to hold the harness's canary file; {e}"
+            ))
         } else {
             Finding::Fail(format!(
                 "{step}: expected a writable directory at `path` {path:?}; writing a file there failed: {e}"

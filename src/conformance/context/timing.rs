@@ -86,10 +86,11 @@ pub(crate) fn is_provoked(call: &LoggedCall) -> bool {
 /// judged (`failure.clean`, `failure.error-json`): its volumes dir lies under
 /// a regular file, so no plugin can make it.
 async fn provoke_failure(ctx: &super::Ctx) {
-    let blocker = ctx.sandbox.dir.join(BLOCKER);
-    if std::fs::write(&blocker, "a file where a directory should be\n").is_err() {
+    // A file where a directory should be, made new like every file the
+    // harness writes.
+    let Ok(blocker) = ctx.plant(&ctx.sandbox.dir, BLOCKER) else {
         return;
-    }
+    };
     let req = ctx.request_in(&blocker.join("volumes"));
     // Either: expected to fail, but a plugin that ignores DHV_VOLUMES_DIR may
     // not; how it fails is what the failure checks judge.

@@ -1,0 +1,276 @@
+//! Directories the harness made and holds open.
+//!
+//! A path is looked up again at every use, so whatever a plugin mounts or
+//! links over it later (a bind mount over the run's temp dir, a check's dir
+//! pre-made as a symlink, a decoy mounted over `TMPDIR`) would redirect a
+//! write or a removal made by path. A [`HeldDir`] is made new (`mkdirat`,
+//! which never follows a symlink and fails on a name that exists), opened at
+//! once without following a symlink, checked to be the very dir just made
+//! (device and inode), and from then on used through its descriptor only:
+//! what it holds is made and removed relative to it.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use super::fd;
+
+/// A file's identity: its device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+}
+
+impl FileId {
+    /// The identity of the open file `fd`.
+    pub fn of(fd: BorrowedFd<'_>) -> io::Result<FileId> {
+        let st = nix::sys::stat::fstat(fd).map_err(io::Error::from)?;
+        Ok(FileId {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        })
+    }
+
+    /// The identity of `name` in `dir` (a symlink itself, not its target),
+    /// with its `S_IFMT` bits.
+    pub fn at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(FileId, libc::mode_t)> {
+        let st = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map_err(io::Error::from)?;
+        Ok((
+            FileId {
+                dev: st.st_dev,
+                ino: st.st_ino,
+            },
+            st.st_mode & libc::S_IFMT,
+        ))
+    }
+}
+
+/// A directory this process made, held open (see the module docs).
+#[derive(Debug)]
+pub struct HeldDir {
+    /// Where it was made, as given (for messages and for the plugin).
+    path: PathBuf,
+    /// The same, its parent made canonical when it was made.
+    canonical: PathBuf,
+    fd: OwnedFd,
+    id: FileId,
+    /// The dir it was made in, held too, and its name there.
+    parent: Arc<OwnedFd>,
+    name: OsString,
+}
+
+/// A name the harness was to make already exists: made by someone else.
+#[derive(Debug, thiserror::Error)]
+#[error("{} already exists (not made by the harness): nothing was made or written there", .0.display())]
+pub struct AlreadyThere(pub PathBuf);
+
+impl HeldDir {
+    /// Makes a new dir `prefix` + random suffix in the temp dir (`TMPDIR`),
+    /// mode 0700.
+    pub fn make_temp(prefix: &str) -> io::Result<HeldDir> {
+        HeldDir::make_temp_in(&std::env::temp_dir(), prefix)
+    }
+
+    /// Makes a new dir `prefix` + random suffix in `dir`, mode 0700.
+    pub fn make_temp_in(dir: &Path, prefix: &str) -> io::Result<HeldDir> {
+        let tmp = dir.to_path_buf();
+        let parent = Arc::new(fd::open_dir(&tmp)?);
+        let canonical_tmp = tmp.canonicalize()?;
+        for _ in 0..16 {
+            // Six letters and digits, as mkdtemp and the report's redaction
+            // have them.
+            const CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+            let random = uuid::Uuid::new_v4().into_bytes();
+            let suffix: String = random[..6]
+                .iter()
+                .map(|b| char::from(CHARS[usize::from(*b) % CHARS.len()]))
+                .collect();
+            let name = format!("{prefix}{suffix}");
+            match make(&parent, &tmp, &canonical_tmp, OsStr::new(&name), 0o700) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                made => return made,
+            }
+        }
+        Err(io::Error::from(io::ErrorKind::AlreadyExists))
+    }
+
+    /// Makes the new dir `name` in this one (mode 0755 less the umask). A
+    /// name that exists, whatever it is, is an [`AlreadyThere`] error.
+    pub fn make_subdir(&self, name: &OsStr) -> io::Result<HeldDir> {
+        let parent = Arc::new(self.fd.try_clone()?);
+        make(&parent, &self.path, &self.canonical, name, 0o755)
+    }
+
+    /// Where it was made.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where it was made, its parent canonical (as mountinfo names it).
+    pub fn canonical(&self) -> &Path {
+        &self.canonical
+    }
+
+    /// Its descriptor.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Its identity.
+    pub fn id(&self) -> FileId {
+        self.id
+    }
+
+    /// The dir it was made in, and its name there.
+    pub fn parent(&self) -> (BorrowedFd<'_>, &OsStr) {
+        (self.parent.as_fd(), &self.name)
+    }
+
+    /// Whether its name in the dir it was made in still names it.
+    pub fn still_named(&self) -> bool {
+        FileId::at(self.parent.as_fd(), &self.name).is_ok_and(|(id, _)| id == self.id)
+    }
+
+    /// The part of `path` (canonical, or as given) below this dir, if it
+    /// lies below it.
+    pub fn relative<'a>(&self, path: &'a Path) -> Option<&'a Path> {
+        path.strip_prefix(&self.canonical)
+            .or_else(|_| path.strip_prefix(&self.path))
+            .ok()
+    }
+
+    /// Opens the dir `rel` (plain names, relative) below this one, walking
+    /// from its descriptor and following no symlink at any step.
+    pub fn open_below(&self, rel: &Path) -> io::Result<OwnedFd> {
+        let mut cur = self.fd.try_clone()?;
+        for part in rel.components() {
+            match part {
+                Component::Normal(name) => cur = fd::open_subdir(cur.as_fd(), name)?,
+                Component::CurDir => {}
+                _ => return Err(io::Error::from(io::ErrorKind::InvalidInput)),
+            }
+        }
+        Ok(cur)
+    }
+}
+
+fn make(
+    parent: &Arc<OwnedFd>,
+    parent_path: &Path,
+    parent_canonical: &Path,
+    name: &OsStr,
+    mode: libc::mode_t,
+) -> io::Result<HeldDir> {
+    let path = parent_path.join(name);
+    let c = std::ffi::CString::new(name.as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: a valid dir fd and a NUL-terminated name; mkdirat reads both.
+    if unsafe { libc::mkdirat(parent.as_raw_fd(), c.as_ptr(), mode) } < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::AlreadyExists {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                AlreadyThere(path),
+            ));
+        }
+        return Err(e);
+    }
+    let made = FileId::at(parent.as_fd(), name)?.0;
+    let fd = fd::open_subdir(parent.as_fd(), name)?;
+    let id = FileId::of(fd.as_fd())?;
+    if id != made {
+        // Swapped between the mkdir and the open: not ours.
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            AlreadyThere(path),
+        ));
+    }
+    Ok(HeldDir {
+        canonical: parent_canonical.join(name),
+        path,
+        fd,
+        id,
+        parent: parent.clone(),
+        name: name.to_os_string(),
+    })
+}
+
+/// Creates the new regular file `name` in `dir` (`O_CREAT|O_EXCL|O_NOFOLLOW`,
+/// mode 0644 less the umask) holding `bytes`; its identity. A name that
+/// exists (a hard link, a symlink, anything) is never opened: the error's
+/// kind is `AlreadyExists`.
+pub fn create_new(dir: BorrowedFd<'_>, name: &OsStr, bytes: &[u8]) -> io::Result<FileId> {
+    use std::io::Write as _;
+    let file = fd::open_at(
+        dir,
+        name,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY,
+    )?;
+    let id = FileId::of(file.as_fd())?;
+    std::fs::File::from(file).write_all(bytes)?;
+    Ok(id)
+}
+
+/// Removes `name` from `dir` if it is still the regular file `id` (made by
+/// [`create_new`]); whether it was removed. Anything else by that name is
+/// left alone.
+pub fn remove_if_same(dir: BorrowedFd<'_>, name: &OsStr, id: FileId) -> io::Result<bool> {
+    match FileId::at(dir, name) {
+        Ok((now, libc::S_IFREG)) if now == id => {
+            fd::unlink_at(dir, name, false)?;
+            Ok(true)
+        }
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subdir_is_made_new_and_a_name_that_exists_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let parent = Arc::new(fd::open_dir(&root).unwrap());
+        let held = make(&parent, &root, &root, OsStr::new("run"), 0o700).unwrap();
+        std::os::unix::fs::symlink(&outside, held.path().join("check")).unwrap();
+        let err = held.make_subdir(OsStr::new("check")).unwrap_err();
+        assert!(err.to_string().contains("already exists"), "{err}");
+        let ok = held.make_subdir(OsStr::new("other")).unwrap();
+        assert!(ok.still_named());
+        assert!(
+            held.open_below(Path::new("check")).is_err(),
+            "no symlink followed"
+        );
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn create_new_never_writes_through_an_existing_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside-file");
+        std::fs::write(&outside, "outside").unwrap();
+        std::fs::hard_link(&outside, tmp.path().join("canary")).unwrap();
+        let dir = fd::open_dir(tmp.path()).unwrap();
+        let err = create_new(dir.as_fd(), OsStr::new("canary"), b"x").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside");
+        let id = create_new(dir.as_fd(), OsStr::new("new"), b"x").unwrap();
+        assert!(!remove_if_same(dir.as_fd(), OsStr::new("canary"), id).unwrap());
+        assert!(remove_if_same(dir.as_fd(), OsStr::new("new"), id).unwrap());
+        assert!(outside.exists());
+    }
+}
