@@ -472,15 +472,23 @@ fn each_call_runs_in_a_cgroup_of_its_own_where_the_machine_allows() {
             .find_map(|l| l.strip_prefix("0::").map(str::to_owned))
             .unwrap()
     };
-    let (first, second) = rt().block_on(async {
-        let a = Invocation::new(&p).run().await.unwrap();
-        let b = Invocation::new(&p).run().await.unwrap();
-        (cgroup_of(&a), cgroup_of(&b))
+    // Two at once have a cgroup each; a later call reuses an emptied one.
+    let (first, second, later) = rt().block_on(async {
+        let slow = s.plugin("slow", "#!/bin/sh\ncat /proc/self/cgroup\nexec sleep 0.2\n");
+        let (slow, fast) = (Invocation::new(&slow), Invocation::new(&p));
+        let (a, b) = tokio::join!(slow.run(), fast.run());
+        let c = Invocation::new(&p).run().await.unwrap();
+        (
+            cgroup_of(&a.unwrap()),
+            cgroup_of(&b.unwrap()),
+            cgroup_of(&c),
+        )
     });
-    let mine = format!("dhv-conform-{}-", std::process::id());
+    let mine = format!("/dhv-conform-run-{}-", std::process::id());
     assert!(
         first.contains(&mine) && second.contains(&mine),
         "{first} {second}"
     );
     assert_ne!(first, second);
+    assert!(later == first || later == second, "{later}: not reused");
 }

@@ -60,18 +60,16 @@ impl Invocation {
                 let mut leaders = process_wide::leaders();
                 let start = Instant::now();
                 let started = procfs::boot_ticks();
-                let procs = cgroup.as_ref().map(|(_, procs)| procs);
+                let procs = cgroup.as_ref().map(CallCgroup::fd);
                 let cwd = self.cwd.as_deref();
                 let argv0 = self.arg0.as_deref().unwrap_or(&self.program);
                 let program = (self.program.as_path(), argv0);
                 let spawned = spawn::spawn(program, &self.args, &env, cwd, procs)?;
-                leaders.insert(spawned.pid);
+                leaders.insert(spawned.pid, started);
                 let call = Tracked {
                     pgid: spawned.pid,
                     env: EnvBlock::clone(&env),
-                    cgroup: cgroup
-                        .filter(|_| spawned.in_cgroup)
-                        .map(|(c, _)| Arc::new(c)),
+                    cgroup: cgroup.filter(|_| spawned.in_cgroup).map(Arc::new),
                     started,
                 };
                 Ok((call, (spawned, start)))

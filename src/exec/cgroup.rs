@@ -1,34 +1,49 @@
 //! A cgroup (v2) per call, where the machine gives us one: the one record of
-//! a plugin's descendants that they cannot shed. A daemon can leave the
-//! plugin's process group and session, wipe its environment and be re-parented
-//! twice; it stays in the cgroup its ancestor was started in.
+//! a plugin's descendants that they cannot shed without privileges. A daemon
+//! can leave the plugin's process group and session, wipe its environment and
+//! be re-parented twice; it stays in the cgroup its ancestor was started in,
+//! or in a cgroup below it. (A root plugin can move out of it altogether: the
+//! subreaper still sees such a daemon, see `sweep.rs`.)
 //!
 //! The leader is born in the call's cgroup (see `clone_spawn.rs`), so every
-//! process it starts is born inside too. Without a writable cgroup2 hierarchy (containers, old kernels,
-//! no privileges) the runner falls back to the subreaper alone.
+//! process it starts is born inside too. Call cgroups live in one cgroup of
+//! the run's (see `cgroup_tree.rs`) and are reused: once a call's sweep has
+//! emptied its cgroup (`cgroup.events` says unpopulated, no child cgroup is
+//! left) it goes back to a pool, so that a call costs neither a `mkdir` nor
+//! an `rmdir` of a cgroup (the latter waits on the kernel). The run's cgroup
+//! and everything in it are removed when the process exits; a run that is
+//! killed leaves them to the next run, which removes those of dead runs.
+//! Without a writable cgroup2 hierarchy (containers, old kernels, no
+//! privileges) the runner falls back to the subreaper alone.
 
 use std::fs;
-use std::io::Write;
 use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
-use super::procfs::parse_pids;
-
-/// Where this process's own cgroup is, when it can hold call cgroups. Found
-/// once: it is a fact about the process.
-fn base() -> Option<&'static Path> {
-    static BASE: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BASE.get_or_init(find_base).as_deref()
-}
+use super::cgroup_tree as tree;
 
 /// Set in the harness's environment (never a plugin's: theirs is cleared),
 /// this turns the cgroups off, so that tests can hold the subreaper fallback
 /// to the same promises on a machine that has cgroups.
 pub const NO_CGROUP_VAR: &str = "DHV_CONFORM_NO_CGROUP";
 
-fn find_base() -> Option<PathBuf> {
+/// The cgroup of this run, with the path below the cgroup2 mount that
+/// `/proc/<pid>/cgroup` shows for processes inside it.
+struct Run {
+    dir: PathBuf,
+    rel: String,
+}
+
+/// This run's cgroup, made once when first needed: `None` where cgroups
+/// are not usable.
+fn run() -> Option<&'static Run> {
+    static RUN: OnceLock<Option<Run>> = OnceLock::new();
+    RUN.get_or_init(make_run).as_ref()
+}
+
+fn make_run() -> Option<Run> {
     if std::env::var_os(NO_CGROUP_VAR).is_some() {
         return None;
     }
@@ -40,73 +55,139 @@ fn find_base() -> Option<PathBuf> {
             .then(|| left.split(' ').nth(4).map(PathBuf::from))?
     })?;
     let own = fs::read_to_string("/proc/self/cgroup").ok()?;
-    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let dir = mount.join(rel.trim_start_matches('/'));
-    // Only where we may make a child and move a process into it.
-    let probe = dir.join(format!("dhv-conform-{}-probe", std::process::id()));
-    fs::create_dir(&probe).ok()?;
+    let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let base = mount.join(own.trim_start_matches('/'));
+    let name = tree::run_name()?;
+    let dir = base.join(&name);
+    fs::create_dir(&dir).ok()?;
+    // Only where we may move a process into a cgroup we made.
     let usable = fs::OpenOptions::new()
         .write(true)
-        .open(probe.join("cgroup.procs"))
+        .open(dir.join("cgroup.procs"))
         .is_ok();
-    let _ = fs::remove_dir(&probe);
-    if usable {
-        remove_stale(&dir);
+    if !usable {
+        let _ = fs::remove_dir(&dir);
+        return None;
     }
-    usable.then_some(dir)
+    tree::remove_dead_runs(&base);
+    // SAFETY: registers a plain `extern "C"` function with no preconditions.
+    unsafe { libc::atexit(remove_run_at_exit) };
+    let rel = format!("{}/{name}", own.trim_end_matches('/'));
+    Some(Run { dir, rel })
 }
 
-/// Removes the empty call cgroups of runs that ended without removing them
-/// (a process killed mid-call, or exiting while a killed call was being
-/// reaped). Only empty cgroups can be removed, so nothing live is touched.
-fn remove_stale(dir: &Path) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("dhv-conform-")) else {
-            continue;
-        };
-        let owner = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
-        if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
-            let _ = fs::remove_dir(entry.path());
+/// At exit, the run's cgroup goes, with anything still in it (killed).
+extern "C" fn remove_run_at_exit() {
+    let owner = tree::run_name();
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(run) = run() {
+            // A forked child that exits must not remove its parent's cgroups.
+            if run.dir.file_name().and_then(|n| n.to_str()) == owner.as_deref() {
+                tree::remove_tree(&run.dir);
+            }
         }
-    }
+    });
 }
 
 /// Set once the kernel refused [`CallCgroup`]s (see [`CallCgroup::refused`]).
 static REFUSED: AtomicBool = AtomicBool::new(false);
 
-/// One call's cgroup: made before the spawn, removed after the sweep.
+/// One call cgroup, open: its directory (for `CLONE_INTO_CGROUP`) and its
+/// `cgroup.events`.
+#[derive(Debug)]
+struct Slot {
+    n: u64,
+    dir: PathBuf,
+    fd: OwnedFd,
+    events: fs::File,
+}
+
+impl Slot {
+    fn new() -> Option<Slot> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir = run()?.dir.join(format!("c{n}"));
+        fs::create_dir(&dir).ok()?;
+        let open = || -> std::io::Result<(OwnedFd, fs::File)> {
+            use std::os::unix::fs::OpenOptionsExt;
+            let fd = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY)
+                .open(&dir)?;
+            Ok((fd.into(), fs::File::open(dir.join("cgroup.events"))?))
+        };
+        match open() {
+            Ok((fd, events)) => Some(Slot { n, dir, fd, events }),
+            Err(_) => {
+                let _ = fs::remove_dir(&dir);
+                None
+            }
+        }
+    }
+
+    /// Nothing in it or below it, no child cgroup, not frozen: as new.
+    fn is_clean(&self) -> bool {
+        let text = super::procfs::reread(&self.events).unwrap_or_default();
+        let text = String::from_utf8_lossy(&text);
+        // A cgroup directory's link count is 2 plus its child cgroups.
+        let childless = nix::sys::stat::fstat(&self.fd).is_ok_and(|m| m.st_nlink == 2);
+        text.contains("populated 0") && text.contains("frozen 0") && childless
+    }
+}
+
+/// Emptied call cgroups, ready for the next call.
+static POOL: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
+/// The numbers of the call cgroups handed out and not back yet.
+static LIVE: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One call's cgroup: taken before the spawn, handed back (or removed)
+/// after the sweep.
 #[derive(Debug)]
 pub(crate) struct CallCgroup {
-    dir: PathBuf,
-    removed: AtomicBool,
+    slot: Option<Slot>,
+    cleared: AtomicBool,
+    killed: AtomicBool,
 }
 
 impl CallCgroup {
-    /// A fresh, empty cgroup for one call and its directory, open, for the
-    /// leader to be born in; `None` where cgroups are not usable.
-    pub fn create() -> Option<(CallCgroup, OwnedFd)> {
-        static SEQ: AtomicU64 = AtomicU64::new(0);
+    /// An empty cgroup for one call, from the pool or new; `None` where
+    /// cgroups are not usable.
+    pub fn create() -> Option<CallCgroup> {
         if REFUSED.load(Ordering::Relaxed) {
             return None;
         }
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let dir = base()?.join(format!("dhv-conform-{}-{n}", std::process::id()));
-        fs::create_dir(&dir).ok()?;
-        let cgroup = CallCgroup {
-            dir,
-            removed: AtomicBool::new(false),
+        let pooled = lock(&POOL).pop();
+        let slot = match pooled {
+            Some(slot) if slot.is_clean() => slot,
+            // Something moved into it while it waited (a plugin that knew its
+            // name): it is emptied, and a fresh one is used.
+            Some(dirty) => {
+                tree::remove_tree(&dirty.dir);
+                Slot::new()?
+            }
+            None => Slot::new()?,
         };
-        use std::os::unix::fs::OpenOptionsExt;
-        let fd = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY)
-            .open(&cgroup.dir)
-            .ok()?;
-        Some((cgroup, fd.into()))
+        lock(&LIVE).push(slot.n);
+        Some(CallCgroup {
+            slot: Some(slot),
+            cleared: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+        })
+    }
+
+    fn slot(&self) -> &Slot {
+        self.slot
+            .as_ref()
+            .expect("a call cgroup's slot is taken only on drop")
+    }
+
+    /// The cgroup's directory, open, for the leader to be born in.
+    pub fn fd(&self) -> &OwnedFd {
+        &self.slot().fd
     }
 
     /// The kernel refused to start a process in a cgroup (`clone3` or
@@ -116,50 +197,72 @@ impl CallCgroup {
         REFUSED.store(true, Ordering::Relaxed);
     }
 
-    /// The live processes in the cgroup (zombies have left it).
+    /// The live processes in the cgroup and below it (zombies have left it).
+    /// One read of `cgroup.events` when it is empty: the usual case.
     pub fn pids(&self) -> Vec<i32> {
-        let mut pids = Vec::new();
-        if let Ok(text) = fs::read(self.dir.join("cgroup.procs")) {
-            parse_pids(&text, &mut pids);
+        let slot = self.slot();
+        if !tree::populated(&slot.events) {
+            return Vec::new();
         }
-        pids
+        tree::tree_pids(&slot.dir)
     }
 
-    /// SIGKILLs everything in the cgroup at once, including processes that
-    /// are forking right now (`cgroup.kill`, Linux 5.14); before that kernel,
-    /// each process listed.
+    /// SIGKILLs everything in the cgroup and below it at once. A cgroup
+    /// once killed is never reused: on some kernels (seen on 6.18) a process
+    /// born into it by `CLONE_INTO_CGROUP` is then killed at birth (the
+    /// fork compares the kill count of the parent's cgroup with the target's).
     pub fn kill(&self) {
-        let killed = fs::OpenOptions::new()
-            .write(true)
-            .open(self.dir.join("cgroup.kill"))
-            .and_then(|mut f| f.write_all(b"1"));
-        if killed.is_err() {
-            for pid in self.pids() {
-                super::signal::signal_one(pid, nix::sys::signal::Signal::SIGKILL);
-            }
-        }
+        self.killed.store(true, Ordering::Relaxed);
+        tree::kill_tree(&self.slot().dir);
     }
 
-    /// Removes the cgroup; fails (and may be retried) while a process is
-    /// still in it.
-    pub fn remove(&self) -> bool {
-        if self.removed.load(Ordering::Relaxed) {
+    /// Removes the cgroups a plugin made below the call's; true once nothing
+    /// is in the call cgroup and nothing is below it (it may then be reused).
+    /// Fails, and may be retried, while a process is still inside.
+    pub fn clear(&self) -> bool {
+        if self.cleared.load(Ordering::Relaxed) {
             return true;
         }
-        let gone = match fs::remove_dir(&self.dir) {
-            Ok(()) => true,
-            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-        };
-        self.removed.store(gone, Ordering::Relaxed);
-        gone
+        let slot = self.slot();
+        let clean = slot.is_clean() || (tree::remove_below(&slot.dir) && slot.is_clean());
+        self.cleared.store(clean, Ordering::Relaxed);
+        clean
     }
 }
 
+/// Whether a process whose `/proc/<pid>/cgroup` path is `rel` is in the
+/// cgroup of a live call other than `own` (that call's sweep claims it).
+/// One of our call cgroups that no live call holds counts as outside.
+pub(crate) fn in_other_live_call(rel: &str, own: Option<&CallCgroup>) -> bool {
+    let Some(run) = run() else {
+        return false;
+    };
+    let Some(below) = rel
+        .strip_prefix(run.rel.as_str())
+        .and_then(|r| r.strip_prefix("/c"))
+    else {
+        return false;
+    };
+    let n = below.split('/').next().and_then(|n| n.parse::<u64>().ok());
+    let own = own.and_then(|c| c.slot.as_ref()).map(|s| s.n);
+    n.is_some_and(|n| Some(n) != own && lock(&LIVE).contains(&n))
+}
+
 impl Drop for CallCgroup {
-    /// A call that never started, or whose sweep gave up, must not leave an
-    /// empty cgroup behind; one still holding a process stays (and says so by
-    /// being there).
+    /// Back to the pool when clean and never killed; a killed one is removed;
+    /// otherwise its subtree is killed and
+    /// removed now, and what still cannot go is left to the removal of the
+    /// run's cgroup at exit (or to the next run).
     fn drop(&mut self) {
-        self.remove();
+        let Some(slot) = self.slot.take() else {
+            return;
+        };
+        lock(&LIVE).retain(|&n| n != slot.n);
+        let clean = self.cleared.load(Ordering::Relaxed) || slot.is_clean();
+        if clean && !self.killed.load(Ordering::Relaxed) {
+            lock(&POOL).push(slot);
+        } else if !(clean && fs::remove_dir(&slot.dir).is_ok()) {
+            tree::remove_tree(&slot.dir);
+        }
     }
 }

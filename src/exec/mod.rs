@@ -25,6 +25,7 @@
 mod call;
 mod capture;
 mod cgroup;
+mod cgroup_tree;
 mod clone_spawn;
 pub use cgroup::NO_CGROUP_VAR;
 mod process_wide;

@@ -31,23 +31,23 @@ pub(crate) fn ensure_subreaper() {
 }
 
 /// Leaders this process spawned and has not finished with, whichever
-/// supervisor owns them.
-static LEADERS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// supervisor owns them, with when their call started (clock ticks since boot).
+static LEADERS: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
 
 /// The set of live leaders, locked. Held across a spawn and the registration
 /// of its leader, so that a reap never takes a leader some call is about to
 /// wait for (see [`reap_if_ours`](super::sweep)).
-pub(crate) struct Leaders(MutexGuard<'static, Vec<i32>>);
+pub(crate) struct Leaders(MutexGuard<'static, Vec<(i32, u64)>>);
 
 impl Leaders {
     /// Whether `pid` is a live leader.
     pub fn contains(&self, pid: i32) -> bool {
-        self.0.contains(&pid)
+        self.0.iter().any(|&(p, _)| p == pid)
     }
 
-    /// Records a freshly spawned leader.
-    pub fn insert(&mut self, pid: i32) {
-        self.0.push(pid);
+    /// Records a freshly spawned leader, whose call started at `started`.
+    pub fn insert(&mut self, pid: i32, started: u64) {
+        self.0.push((pid, started));
     }
 }
 
@@ -56,14 +56,15 @@ pub(crate) fn leaders() -> Leaders {
     Leaders(LEADERS.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-/// The live leaders now: each is also the process group id of its call.
-pub(crate) fn live_leaders() -> Vec<i32> {
+/// The live leaders now (each is also the process group id of its call),
+/// each with when its call started.
+pub(crate) fn live_calls() -> Vec<(i32, u64)> {
     leaders().0.clone()
 }
 
 /// Forgets a leader once its call is over.
 pub(crate) fn forget_leader(pid: i32) {
-    leaders().0.retain(|&p| p != pid);
+    leaders().0.retain(|&(p, _)| p != pid);
 }
 
 /// Our children that no live call owns as a leader: orphans re-parented to us.

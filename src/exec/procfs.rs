@@ -12,8 +12,6 @@ pub(crate) struct Proc {
     pub pid: i32,
     pub ppid: i32,
     pub pgid: i32,
-    /// Its session.
-    pub sid: i32,
     /// When it started, in clock ticks since boot.
     pub started: u64,
     pub zombie: bool,
@@ -32,7 +30,6 @@ pub(crate) fn read_stat(pid: i32) -> Option<Proc> {
         pid,
         ppid: field(4)?.parse().ok()?,
         pgid: field(5)?.parse().ok()?,
-        sid: field(6)?.parse().ok()?,
         started: field(22)?.parse().ok()?,
         zombie: state == "Z" || state == "X",
     })
@@ -133,4 +130,12 @@ pub(crate) fn boot_ticks() -> u64 {
         (hz, now.tv_sec as u128 * 1_000_000_000 + now.tv_nsec as u128)
     };
     (nanos * hz / 1_000_000_000) as u64
+}
+
+/// `pid`'s cgroup (v2) path, as `/proc/<pid>/cgroup` shows it.
+pub(crate) fn cgroup_path(pid: i32) -> Option<String> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_owned)
 }

@@ -1,15 +1,14 @@
 //! Finding, recording, killing and reaping what a call left behind.
 //!
 //! Attribution: a leftover belongs to a call when it is in the call's cgroup
-//! (see [`cgroup`](super::cgroup): what a process cannot shed), or in the
-//! call's process group, or when it is an orphan re-parented to us (see
-//! [`process_wide`](super::process_wide)) whose environment still holds every
-//! variable the call was started with (plugins inherit the cleared `DHV_*` env),
-//! or when it descends from either; never when it is still in the process
-//! group of another live call (whose sweep claims it). Without a cgroup, an orphan that left our
-//! session and was born after the call started is the call's too, whatever
-//! its environment: nothing this process runs itself leaves our session, so it
-//! came from a plugin that was live when it appeared.
+//! or below it (see [`cgroup`](super::cgroup)), or in the call's process
+//! group, or when it is an orphan re-parented to us (see
+//! [`process_wide`](super::process_wide)) that the call claims (see
+//! [`claims_stray`]): every orphan of ours descends from some call, whatever
+//! cgroup, session or environment it ended up with; or when it descends from
+//! any of these. Never when it is still in the process group or cgroup of
+//! another live call (whose sweep claims it). What is found is stopped before
+//! the table is read again, so that nothing forks out of sight, then killed.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -20,9 +19,11 @@ use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
-use super::cgroup::CallCgroup;
+use super::cgroup::{CallCgroup, in_other_live_call};
 use super::process_wide::{self, unexpected_children};
-use super::procfs::{Proc, cmdline, environ_matches, holds_pipe, process_table, read_stat};
+use super::procfs::{
+    Proc, cgroup_path, cmdline, environ_matches, holds_pipe, process_table, read_stat,
+};
 use super::signal::{reap_blocking, signal_group, signal_one};
 use super::spawn::EnvBlock;
 
@@ -76,7 +77,7 @@ impl Remains {
 /// Finds every process that belongs to `call` (see the module docs).
 /// Zombies are included (they must be reaped) but not reported as leftovers.
 fn members(call: &Tracked) -> Vec<Proc> {
-    let (pgid, env) = (call.pgid, &call.env);
+    let pgid = call.pgid;
     let remains = Remains::of(call);
     if remains.nothing() {
         return Vec::new();
@@ -96,9 +97,11 @@ fn members(call: &Tracked) -> Vec<Proc> {
         }
     }
     let me = std::process::id() as i32;
-    let others = process_wide::live_leaders();
+    let others: Vec<(i32, u64)> = process_wide::live_calls()
+        .into_iter()
+        .filter(|&(leader, _)| leader != pgid)
+        .collect();
     let table = process_table();
-    let my_sid = nix::unistd::getsid(None).map_or(0, |s| s.as_raw());
     let mut children: HashMap<i32, Vec<usize>> = HashMap::new();
     for (i, p) in table.iter().enumerate() {
         children.entry(p.ppid).or_default().push(i);
@@ -108,17 +111,14 @@ fn members(call: &Tracked) -> Vec<Proc> {
         if p.pid == me {
             continue;
         }
-        // Start times have a tick's resolution: one tick of slack.
-        let born_in_call_outside_our_session =
-            call.cgroup.is_none() && p.sid != my_sid && p.started + 1 >= call.started;
         // Still in the process group of another call not yet swept: that
         // call's, even when both were started with the same environment
         // (identical concurrent requests).
-        let in_another_call = p.pgid != pgid && others.contains(&p.pgid);
+        let in_another_call = p.pgid != pgid && others.iter().any(|&(g, _)| g == p.pgid);
         let orphan_of_call = p.ppid == me
             && remains.strays.contains(&p.pid)
             && !in_another_call
-            && (p.zombie || born_in_call_outside_our_session || environ_matches(p.pid, env));
+            && claims_stray(call, p, &others);
         if p.pgid == pgid || orphan_of_call || remains.in_cgroup.contains(&p.pid) {
             seeds.push(i);
         }
@@ -132,6 +132,58 @@ fn members(call: &Tracked) -> Vec<Proc> {
     found.into_iter().map(|i| table[i].clone()).collect()
 }
 
+/// Whether `call` claims `p`, an orphan re-parented to us that is in no
+/// live call's process group. Every such orphan descends from some call (this
+/// process starts nothing else that leaves its process group), whatever
+/// cgroup it moved to: it is this call's unless it is in the cgroup of
+/// another live call, or could only be another live call's (born before this
+/// call started, while another was live). So each is claimed by some sweep,
+/// at the latest by the last call's; with several calls at once, one born
+/// while both ran may be named under the other.
+fn claims_stray(call: &Tracked, p: &Proc, others: &[(i32, u64)]) -> bool {
+    if p.zombie || environ_matches(p.pid, &call.env) {
+        return true;
+    }
+    // Still in our own process group: a child this process started itself
+    // (a test's own command), not a plugin's.
+    if p.pgid == nix::unistd::getpgrp().as_raw() {
+        return false;
+    }
+    let held =
+        cgroup_path(p.pid).is_some_and(|rel| in_other_live_call(&rel, call.cgroup.as_deref()));
+    // Start times have a tick's resolution: one tick of slack.
+    let born_in_call = p.started + 1 >= call.started;
+    let no_other_could = others.iter().all(|&(_, started)| started > p.started + 1);
+    !held && (born_in_call || no_other_could)
+}
+
+/// [`members`], with every live one stopped (SIGSTOP) and the table read
+/// again until no new one appears: a stopped process forks no more, and a
+/// child it started just before is seen on the next read, before its
+/// parent is killed and its ancestry lost.
+fn members_stopped(call: &Tracked) -> Vec<Proc> {
+    let mut stopped: BTreeSet<i32> = BTreeSet::new();
+    let mut procs = Vec::new();
+    // Bounded: a fork bomb that outruns the reads is still killed as a whole
+    // by its cgroup, and its group.
+    for _ in 0..16 {
+        procs = members(call);
+        let fresh: Vec<i32> = procs
+            .iter()
+            .filter(|p| !p.zombie && !stopped.contains(&p.pid))
+            .map(|p| p.pid)
+            .collect();
+        if fresh.is_empty() {
+            break;
+        }
+        for pid in fresh {
+            signal_one(pid, Signal::SIGSTOP);
+            stopped.insert(pid);
+        }
+    }
+    procs
+}
+
 /// The pids of every process of `call`, for a kill.
 pub(crate) fn member_pids(call: &Tracked) -> Vec<i32> {
     members(call).into_iter().map(|p| p.pid).collect()
@@ -142,7 +194,7 @@ pub(crate) fn member_pids(call: &Tracked) -> Vec<i32> {
 /// held them.
 pub(crate) async fn sweep(call: &Tracked, inodes: &[u64]) -> Vec<Leftover> {
     // Cheap test first, on this thread: usually nothing is left at all.
-    if Remains::of(call).nothing() && call.cgroup.as_ref().is_none_or(|c| c.remove()) {
+    if Remains::of(call).nothing() && call.cgroup.as_ref().is_none_or(|c| c.clear()) {
         return Vec::new();
     }
     let pgid = call.pgid;
@@ -150,7 +202,7 @@ pub(crate) async fn sweep(call: &Tracked, inodes: &[u64]) -> Vec<Leftover> {
     // other plugins' calls.
     let (tracked, inodes) = (call.clone(), inodes.to_vec());
     let found = tokio::task::spawn_blocking(move || {
-        let procs = members(&tracked);
+        let procs = members_stopped(&tracked);
         let leftovers: Vec<Leftover> = procs
             .iter()
             .filter(|p| !p.zombie)
@@ -184,7 +236,7 @@ async fn kill_and_reap(call: &Tracked, pids: &[i32]) {
     // killed is only re-parented to us a moment later: retry briefly.
     loop {
         pending.retain(|&pid| !reap_if_ours(pid));
-        removed = removed || call.cgroup.as_ref().is_none_or(|c| c.remove());
+        removed = removed || call.cgroup.as_ref().is_none_or(|c| c.clear());
         if (pending.is_empty() && removed) || tokio::time::Instant::now() >= deadline {
             return;
         }
@@ -228,7 +280,7 @@ pub(crate) fn sweep_detached(
     release: impl FnOnce() + Send + 'static,
 ) {
     let pgid = call.pgid;
-    let procs = members(&call);
+    let procs = members_stopped(&call);
     let others: Vec<i32> = procs.iter().map(|p| p.pid).filter(|&p| p != pgid).collect();
     kill_everything(&call, &others);
     if !leader_reaped {
@@ -245,7 +297,7 @@ pub(crate) fn sweep_detached(
         let mut removed = call.cgroup.is_none();
         while !(pending.is_empty() && removed) && std::time::Instant::now() < deadline {
             pending.retain(|&pid| !reap_if_ours(pid));
-            removed = removed || call.cgroup.as_ref().is_none_or(|c| c.remove());
+            removed = removed || call.cgroup.as_ref().is_none_or(|c| c.clear());
             std::thread::sleep(Duration::from_millis(1));
         }
     });
