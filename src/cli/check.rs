@@ -8,9 +8,9 @@ use std::time::Duration;
 use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
 
 use super::check_args::CheckArgs;
-use super::progress::{Format, Printer, Stream};
+use super::progress::{Ending, Format, Printer, Stream};
 use super::selection::{describe, list, rfc3339_utc, selection, target};
-use super::signals::{LateEnding, signal_name};
+use super::signals::LateEnding;
 use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, EXIT_SNAPSHOT, print_stderr};
 use crate::conformance::{
     self, CATALOGUE, Progress, RequestTemplate, Settings, SuiteOptions, fixture,
@@ -65,9 +65,12 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     let late = LateEnding::listen()?;
     let started = std::time::SystemTime::now();
     let outcome = conformance::run_suite(rt, opts);
-    printer.end(outcome.as_ref().ok().map(|o| o.report.summary.verdict));
+    printer.end(outcome.as_ref().ok().map(|o| Ending {
+        verdict: o.report.summary.verdict,
+        interrupted: o.report.interrupted.as_deref(),
+    }));
     let _ = ticker.join();
-    let outcome = outcome.map_err(engine_error)?;
+    let outcome = outcome.map_err(|e| CliError::harness(e.to_string()))?;
     let code = finish(&args, outcome, node, started, color, table_to)?;
     match late.arrived() {
         Some((number, name)) => Err(CliError {
@@ -113,6 +116,9 @@ fn finish(
     report.duration_ms = started.elapsed().ok().map(|d| d.as_millis() as u64);
     let note = temp_dir_note(teardown);
     table_to.write(&table(&report, color, args.quiet, &note));
+    if let Some(signal) = outcome.interrupted {
+        return interrupted(args, &report, signal, &teardown.summary());
+    }
     let code = write_reports(args, &report)?;
     if outcome.harness_failed {
         return Ok(EXIT_HARNESS);
@@ -121,6 +127,30 @@ fn finish(
         code
     } else {
         report.exit_code()
+    })
+}
+
+/// A run a signal cut short: its reports are written whole and say so, the
+/// snapshot is neither compared nor blessed (what was cut short is no change
+/// of behaviour), and the exit is 128 + the signal's number.
+fn interrupted(
+    args: &CheckArgs,
+    report: &report::Report,
+    signal: i32,
+    teardown: &str,
+) -> CliResult {
+    write_files(args, report)?;
+    let name = report.interrupted.as_deref().unwrap_or("a signal");
+    let snapshot = if args.snapshot.is_some() {
+        "; the snapshot was not compared"
+    } else {
+        ""
+    };
+    Err(CliError {
+        code: 128u8.saturating_add(signal as u8),
+        message: format!(
+            "interrupted by {name}; {teardown}; the checks it cut short are skipped (interrupted), the reports written are whole{snapshot}"
+        ),
     })
 }
 
@@ -156,6 +186,15 @@ fn table(report: &report::Report, color: bool, quiet: bool, note: &str) -> Strin
 
 /// Writes the requested report files; returns the snapshot gate's exit code.
 fn write_reports(args: &CheckArgs, report: &report::Report) -> CliResult {
+    write_files(args, report)?;
+    match &args.snapshot {
+        Some(path) => snapshot_gate(report, path, args.bless),
+        None => Ok(EXIT_OK),
+    }
+}
+
+/// Writes the requested report files: JSON, JUnit, Markdown.
+fn write_files(args: &CheckArgs, report: &report::Report) -> Result<(), CliError> {
     if let Some(dest) = &args.json {
         write_output(dest, &report::to_json(report))?;
     }
@@ -165,10 +204,7 @@ fn write_reports(args: &CheckArgs, report: &report::Report) -> CliResult {
     if let Some(path) = &args.markdown {
         write_output(&path.to_string_lossy(), &report::to_markdown(report))?;
     }
-    match &args.snapshot {
-        Some(path) => snapshot_gate(report, path, args.bless),
-        None => Ok(EXIT_OK),
-    }
+    Ok(())
 }
 
 /// Bad numbers are input errors, before anything runs.
@@ -371,20 +407,4 @@ fn libtest_args(args: &CheckArgs) -> Result<Arguments, CliError> {
         format: Some(FormatSetting::Pretty),
         ..Arguments::default()
     })
-}
-
-/// The engine's error as the CLI shows it: an interrupted run exits with
-/// 128 + the signal's number (130 SIGINT, 143 SIGTERM, 129 SIGHUP), after
-/// saying what its teardown did.
-fn engine_error(e: conformance::EngineError) -> CliError {
-    match e {
-        conformance::EngineError::Interrupted { signal, teardown } => {
-            let name = signal_name(signal);
-            CliError {
-                code: 128u8.saturating_add(signal as u8),
-                message: format!("interrupted by {name}; {}", teardown.summary()),
-            }
-        }
-        other => CliError::harness(other.to_string()),
-    }
 }

@@ -56,7 +56,14 @@ pub struct SuiteOutcome {
     pub plugin_busy: Duration,
     /// What the end of the run did with its temp dir and what was left in it.
     pub teardown: super::Teardown,
+    /// The number of the signal (SIGINT, SIGTERM, SIGHUP) that cut the run
+    /// short, if one did: the report is whole, the checks it cut short are
+    /// `skip` ([`INTERRUPTED`]), and [`Report::interrupted`] names it.
+    pub interrupted: Option<i32>,
 }
+
+/// The skip reason of a check a signal cut short.
+pub const INTERRUPTED: &str = "interrupted";
 
 /// The engine could not start.
 #[derive(Debug, thiserror::Error)]
@@ -65,15 +72,6 @@ pub enum EngineError {
     /// The run's temp dir could not be made.
     #[error("cannot create the run's temp dir: {0}")]
     TempDir(#[source] std::io::Error),
-    /// A signal (SIGINT, SIGTERM, SIGHUP) interrupted the run: there is no
-    /// report of a run cut short, only what its teardown did.
-    #[error("interrupted by signal {signal}; {}", teardown.summary())]
-    Interrupted {
-        /// The first signal's number.
-        signal: i32,
-        /// What the teardown did.
-        teardown: Box<super::Teardown>,
-    },
 }
 
 /// Whether libtest would run `id` under these arguments.
@@ -187,25 +185,21 @@ pub fn run_suite(
     args.skip.clear();
     args.exact = false;
     let conclusion = libtest_mimic::run(&args, trials);
-    if let Some(signal) = signals.received() {
-        let teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
-        return Err(EngineError::Interrupted {
-            signal,
-            teardown: Box::new(teardown),
-        });
-    }
     let mut outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
     outcome.teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
     outcome.report.sandbox = Some(outcome.teardown.outcome());
-    if let Some(signal) = signals.received() {
-        // Interrupted while the run was ending: the teardown went on as it
-        // does for every ending, and the exit still says it was interrupted.
-        return Err(EngineError::Interrupted {
-            signal,
-            teardown: Box::new(outcome.teardown),
-        });
-    }
+    // A signal during the checks or while the run was ending: the teardown
+    // went on as it does for every ending, the report is whole and says so.
+    outcome.interrupted = signals.received();
+    outcome.report.interrupted = outcome.interrupted.map(signal_name);
     Ok(outcome)
+}
+
+/// `SIGINT`, or `signal N` for a number without a name.
+fn signal_name(signo: i32) -> String {
+    nix::sys::signal::Signal::try_from(signo)
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_else(|_| format!("signal {signo}"))
 }
 
 impl RunState {
@@ -229,6 +223,13 @@ impl RunState {
                     .unwrap_or_default();
                 self.harness_error(format!("the check panicked: {what}"))
             }
+        };
+        // A check that ends once the run is cancelled was cut short: its
+        // killed calls say nothing about the plugin, so it is never failed.
+        let (finding, runs) = if self.shared.supervisor.is_cancelled() {
+            (Finding::Skip(INTERRUPTED.into()), Vec::new())
+        } else {
+            (finding, runs)
         };
         let limits = self.shared.settings.timeouts();
         let result = to_result(
@@ -260,7 +261,7 @@ impl RunState {
     async fn check(&self, spec: &'static CheckSpec) -> std::io::Result<(Finding, Vec<PluginRun>)> {
         if self.shared.supervisor.is_cancelled() {
             // Interrupted: no check starts any more.
-            return Ok((Finding::Skip("interrupted".into()), Vec::new()));
+            return Ok((Finding::Skip(INTERRUPTED.into()), Vec::new()));
         }
         match spec.run {
             CheckFn::RunWide(judge) => {
@@ -339,6 +340,7 @@ impl RunState {
             plugin_calls,
             plugin_busy,
             teardown: super::Teardown::default(),
+            interrupted: None,
         }
     }
 }

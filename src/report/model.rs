@@ -154,6 +154,11 @@ pub struct Report {
     /// before the field existed (and then left out of the JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<super::SandboxOutcome>,
+    /// The signal that cut the run short (`SIGINT`, `SIGTERM`, `SIGHUP`): the checks it
+    /// cut short are `skip` with the reason `interrupted`, and the verdict covers only the
+    /// checks that finished. `None` (and left out of the JSON) for a run that ended by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
 }
 
 impl Report {
@@ -173,6 +178,7 @@ impl Report {
             spec: spec.into(),
             node: None,
             sandbox: None,
+            interrupted: None,
             started_at: None,
             duration_ms: None,
             conditions: None,

@@ -126,6 +126,7 @@ pub(crate) fn report(strict: bool) -> Report {
         }),
         started_at: Some("2026-12-01T13:05:09Z".to_owned()),
         sandbox: None,
+        interrupted: None,
         duration_ms: Some(2_345),
         conditions: Some(RunConditions {
             cores: 2,
