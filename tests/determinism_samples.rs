@@ -1,8 +1,8 @@
 //! Snapshots are deterministic: every sample gives a byte-identical snapshot
 //! (the normalised report with the declared variations pinned, the form
 //! `reports.rs` compares) on every run, whether the machine is idle or its CPUs
-//! are oversubscribed twice over by a load generator inside the test
-//! ([`util::Load`]: twice as many busy threads as cores, bounded in time).
+//! are oversubscribed four times over by a load generator inside the test
+//! ([`util::Load`]: four busy threads per core, bounded in time).
 //! Every run is compared with the snapshot stored in `snapshots/`, never with
 //! another run, so a sweep cannot pass by construction.
 //!
@@ -79,6 +79,9 @@ fn keep_report(name: &str, phase: &str, json: &serde_json::Value) -> String {
     }
 }
 
+/// Busy threads per core in a loaded phase: 4x oversubscription.
+const OVERSUBSCRIBED: usize = 4;
+
 /// Runs `name` `idle` times, then `loaded` times under [`util::Load`], comparing
 /// each snapshot with the stored one.
 fn sweep(name: &str, idle: usize, loaded: usize) -> Tally {
@@ -123,7 +126,7 @@ fn sweep(name: &str, idle: usize, loaded: usize) -> Tally {
     }
     if loaded > 0 {
         // Bounded well past the longest sweep: the threads end on their own.
-        let _load = util::Load::start(Duration::from_secs(30 * 60));
+        let _load = util::Load::oversubscribed(Duration::from_secs(30 * 60), OVERSUBSCRIBED);
         phase(&mut tally, true, loaded);
     }
     // As it comes: a long sweep that is stopped still says what it saw.

@@ -315,6 +315,7 @@ fn pinning_touches_only_declared_checks() {
         message: message.to_owned(),
         duration_ms: 1,
         invocations: Vec::new(),
+        unpinned: None,
     };
     let report = Report::new(
         "nomad-1.10",

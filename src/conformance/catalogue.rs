@@ -114,7 +114,7 @@ pub const CATALOGUE: &[CheckSpec] = &[
     ),
     must(
         "fingerprint.deadline",
-        "every fingerprint call made alone finishes within 1 s (Nomad's effective limit); overruns seen only under the run's own load are evidence, not failures",
+        "every fingerprint call made alone finishes within 1 s (Nomad's effective limit); overruns seen only under the run's own load are evidence, not failures, and one made alone that the host's CPU wait explains counts only when it repeats alone",
         run_wide!(fingerprint_deadline),
     ),
     should(
@@ -307,7 +307,7 @@ pub const CATALOGUE: &[CheckSpec] = &[
     // timing
     should(
         "timing.margin",
-        "p95 of each operation's duration, over calls made alone, is under half its limit (an operation that overruns its limit alone is its deadline check's finding)",
+        "p95 of each operation's duration, over calls made alone and less the time they waited for a CPU because the host was busy, is under half its limit (an operation that overruns its limit alone is its deadline check's finding); a p95 within 25% of that bound is reported, not pinned in a snapshot",
         run_wide!(timing_margin),
     ),
     info(

@@ -87,6 +87,10 @@ pub fn selected(args: &Arguments, id: &str) -> bool {
     wanted && !args.skip.iter().any(|s| matches(s))
 }
 
+/// What a check came to: its finding, the calls behind it, and why a
+/// snapshot does not pin it (when it does not).
+type Checked = (Finding, Vec<PluginRun>, Option<String>);
+
 /// Counts the non-aggregate checks still running, so aggregates can wait.
 struct Barrier {
     remaining: Mutex<usize>,
@@ -212,7 +216,7 @@ impl RunState {
         let start = Instant::now();
         let outcome =
             std::panic::catch_unwind(AssertUnwindSafe(|| self.handle.block_on(self.check(spec))));
-        let (finding, runs) = match outcome {
+        let (finding, runs, unpinned) = match outcome {
             Ok(Ok(found)) => found,
             Ok(Err(e)) => self.harness_error(format!("cannot make the check's sandbox: {e}")),
             Err(panic) => {
@@ -226,13 +230,13 @@ impl RunState {
         };
         // A check that ends once the run is cancelled was cut short: its
         // killed calls say nothing about the plugin, so it is never failed.
-        let (finding, runs) = if self.shared.supervisor.is_cancelled() {
-            (Finding::Skip(INTERRUPTED.into()), Vec::new())
+        let (finding, runs, unpinned) = if self.shared.supervisor.is_cancelled() {
+            (Finding::Skip(INTERRUPTED.into()), Vec::new(), None)
         } else {
-            (finding, runs)
+            (finding, runs, unpinned)
         };
         let limits = self.shared.settings.timeouts();
-        let result = to_result(
+        let mut result = to_result(
             spec,
             finding,
             start.elapsed(),
@@ -240,6 +244,7 @@ impl RunState {
             &self.in_flight(),
             &limits,
         );
+        result.unpinned = unpinned;
         self.progress.send(super::ProgressEvent::Finished(&result));
         self.calls
             .lock()
@@ -258,10 +263,10 @@ impl RunState {
 
     /// Runs the check's function: a scenario in its own sandbox, or a
     /// run-wide judgement over the call log.
-    async fn check(&self, spec: &'static CheckSpec) -> std::io::Result<(Finding, Vec<PluginRun>)> {
+    async fn check(&self, spec: &'static CheckSpec) -> std::io::Result<Checked> {
         if self.shared.supervisor.is_cancelled() {
             // Interrupted: no check starts any more.
-            return Ok((Finding::Skip(INTERRUPTED.into()), Vec::new()));
+            return Ok((Finding::Skip(INTERRUPTED.into()), Vec::new(), None));
         }
         match spec.run {
             CheckFn::RunWide(judge) => {
@@ -273,13 +278,13 @@ impl RunState {
                     self.shared.settings.target.is_builtin(),
                 );
                 let finding = judge(&log).unwrap_or_else(|f| f);
-                Ok((finding, log.evidence()))
+                Ok((finding, log.evidence(), log.unpinned()))
             }
             CheckFn::Scenario(body) => {
                 let ctx = Ctx::new(self.shared.clone(), spec.id)?;
                 let finding = checks::run_scenario(&ctx, body).await;
                 ctx.cleanup().await;
-                Ok((finding, ctx.evidence()))
+                Ok((finding, ctx.evidence(), None))
             }
         }
     }
@@ -295,12 +300,16 @@ impl RunState {
             .collect()
     }
 
-    fn harness_error(&self, what: String) -> (Finding, Vec<PluginRun>) {
+    fn harness_error(&self, what: String) -> Checked {
         *self
             .harness_failed
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = true;
-        (Finding::Fail(format!("harness error: {what}")), Vec::new())
+        (
+            Finding::Fail(format!("harness error: {what}")),
+            Vec::new(),
+            None,
+        )
     }
 
     /// The suite's outcome once every trial has finished.
@@ -393,6 +402,7 @@ fn to_result(
         message,
         duration_ms: elapsed.as_millis() as u64,
         invocations: evidence::invocations(runs, status, in_flight, limits),
+        unpinned: None,
     }
 }
 

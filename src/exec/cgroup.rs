@@ -140,6 +140,19 @@ impl CallCgroup {
         }
     }
 
+    /// How long, so far, at least one process of the call was runnable but
+    /// waiting for a CPU (`cpu.pressure`, `some total`): the host's share of
+    /// the call's duration, not the plugin's. `None` without pressure stall
+    /// information.
+    pub fn cpu_wait(&self) -> Option<std::time::Duration> {
+        let text = fs::read_to_string(self.dir.join("cpu.pressure")).ok()?;
+        let some = text.lines().find(|l| l.starts_with("some "))?;
+        let total = some
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("total="))?;
+        Some(std::time::Duration::from_micros(total.parse().ok()?))
+    }
+
     /// Removes the cgroup; fails (and may be retried) while a process is
     /// still in it.
     pub fn remove(&self) -> bool {

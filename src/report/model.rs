@@ -318,6 +318,11 @@ pub struct CheckResult {
     pub duration_ms: u64,
     /// The plugin calls the check made, in order.
     pub invocations: Vec<Invocation>,
+    /// Set when the verdict is reported but not pinned in a snapshot, with why: a
+    /// measurement, or a timing verdict close to its bound, which the host's speed could
+    /// tip either way. The snapshot shows the reason in place of the status and message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unpinned: Option<String>,
 }
 
 impl CheckResult {
@@ -372,6 +377,11 @@ pub struct Invocation {
     /// field existed).
     #[serde(default)]
     pub in_flight: Option<u32>,
+    /// Of `duration_ms`, the time the call's processes were runnable but waited for a CPU
+    /// because the host was busy (the call's cgroup `cpu.pressure`); absent where it could
+    /// not be measured (and in reports written before the field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_wait_ms: Option<f64>,
 }
 
 impl Invocation {

@@ -22,7 +22,9 @@
 //!    what tells one path from another in a message;
 //! 6. `pid 1234`, `pid=1234`, `pid: 1234` (and `pgid`, `ppid`, `sid`) → `pid [PID]`;
 //! 7. durations: `123ms`, `1.5s`, `0.25 s`, `12.3 ms`, `40µs`, `7ns`, and Go's compound
-//!    `1m30s`/`1h2m3.5s` → `[DURATION]`.
+//!    `1m30s`/`1h2m3.5s` → `[DURATION]`;
+//! 8. the host's conditions a timing finding states: `2 cores` → `[N] cores`, `load
+//!    average 3.05` → `load average [LOAD]`.
 //!
 //! Every rule is idempotent, and no placeholder matches any rule, so applying the
 //! redactions twice gives the same text as applying them once.
@@ -64,6 +66,10 @@ static DURATION: LazyLock<Regex> = LazyLock::new(|| {
     // Space only (not `\s`) between number and unit, so a number ending a line is not
     // glued to a unit-like word on the next one.
     Regex::new(r"\b(?:\d+h)?(?:\d+m)?\d+(?:\.\d+)? ?(?:ns|us|µs|μs|ms|s)\b").expect("valid regex")
+});
+
+static HOST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b\d+ cores\b|\bload average \d+(?:\.\d+)?").expect("valid regex")
 });
 
 /// The set of redactions applied to report text before it is compared or snapshotted.
@@ -160,6 +166,13 @@ impl Redactions {
         let text = text.replace("[TMP]/[TEMP]", TMP);
         let text = PID.replace_all(&text, "$1 [PID]");
         let text = DURATION.replace_all(&text, "[DURATION]");
+        let text = HOST.replace_all(&text, |caps: &Captures<'_>| {
+            if caps[0].ends_with("cores") {
+                "[N] cores".to_owned()
+            } else {
+                "load average [LOAD]".to_owned()
+            }
+        });
         text.into_owned()
     }
 
@@ -210,6 +223,11 @@ mod tests {
             ),
             ("timed out after 1m0s", "timed out after [DURATION]"),
             ("1h2m3.5s", "[DURATION]"),
+            // The host's conditions.
+            (
+                "host: 2 cores, load average 15.04; waited",
+                "host: [N] cores, load average [LOAD]; waited",
+            ),
             ("4 seconds", "4 seconds"),
             ("10 MiB, 8 volumes, exit 1", "10 MiB, 8 volumes, exit 1"),
             ("version 1.2.3, nomad-1.10", "version 1.2.3, nomad-1.10"),

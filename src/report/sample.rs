@@ -19,6 +19,7 @@ fn check(id: &str, level: Level, status: Status, message: &str) -> CheckResult {
         message: message.to_owned(),
         duration_ms: 12,
         invocations: Vec::new(),
+        unpinned: None,
     }
 }
 

@@ -245,7 +245,17 @@ impl Ctx {
 
     /// Fingerprints once more (the probe is [`fingerprint_probe`](Self::fingerprint_probe)).
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
-        let _gate = Gate::hold(&self.shared, false).await;
+        self.fingerprint_as(expect, step, false).await
+    }
+
+    /// Fingerprints; `alone`: as for [`create_as`](Self::create_as).
+    pub(super) async fn fingerprint_as(
+        &self,
+        expect: Expect,
+        step: &str,
+        alone: bool,
+    ) -> PluginCall<Fingerprint> {
+        let _gate = Gate::hold(&self.shared, alone).await;
         let solo = self.calls.enter(&self.shared.in_flight);
         let call = self.plugin.fingerprint().await;
         let in_flight = solo.run_in_flight;
