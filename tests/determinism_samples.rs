@@ -162,6 +162,9 @@ fn assert_identical(tallies: &[Tally]) {
     assert!(flaps.is_empty(), "snapshots differ:\n{}", flaps.join("\n"));
 }
 
+/// The samples that need root and loop devices.
+const LOOP_SAMPLES: &[&str] = &["loop-ext4", "mkfs-on-reboot"];
+
 /// The samples a sweep covers: every sample but the declared races, and
 /// loop-ext4 where loop devices cannot be used.
 fn swept() -> Vec<String> {
@@ -172,7 +175,7 @@ fn swept() -> Vec<String> {
     samples::all()
         .into_iter()
         .filter(|n| !samples::RACES.iter().any(|(race, _)| race == n))
-        .filter(|n| n != "loop-ext4" || loop_unusable.is_none())
+        .filter(|n| !LOOP_SAMPLES.contains(&n.as_str()) || loop_unusable.is_none())
         .collect()
 }
 

@@ -221,6 +221,11 @@ pub const CATALOGUE: &[CheckSpec] = &[
         scenario!(lifecycle::restore),
     ),
     should(
+        "lifecycle.reboot",
+        "after creates that hold files, a reboot takes away every mount and loop device the plugin made (nothing is deleted); create again for every volume at once (client start) keeps paths and files, then each deletes cleanly",
+        scenario!(lifecycle_reboot::reboot),
+    ),
+    should(
         "lifecycle.recreate",
         "create, delete, create of the same id succeeds and the new volume is empty",
         scenario!(lifecycle::recreate),
