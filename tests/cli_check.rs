@@ -295,7 +295,7 @@ fn list_prints_the_whole_catalogue() {
         .filter_map(|l| l.split_whitespace().nth(1))
         .collect();
     let catalogue: BTreeSet<&str> = CATALOGUE.iter().map(|c| c.id).collect();
-    assert_eq!(catalogue.len(), 44);
+    assert_eq!(catalogue.len(), 45);
     assert_eq!(listed, catalogue, "{}", out.stdout);
 }
 

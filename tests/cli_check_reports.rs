@@ -29,7 +29,7 @@ fn json_to_stdout_is_only_json() {
     let report = out.report();
     assert_eq!(report.schema, report::SCHEMA);
     assert_eq!(report.checks.len(), CATALOGUE.len());
-    assert!(out.stderr.contains("running 44 checks"), "{}", out.stderr);
+    assert!(out.stderr.contains("running 45 checks"), "{}", out.stderr);
     assert!(
         out.stderr.ends_with("verdict: conformant\n"),
         "{}",

@@ -293,6 +293,11 @@ pub const CATALOGUE: &[CheckSpec] = &[
         "the plugin works from an unrelated read-only working directory and writes nothing there",
         scenario!(process::cwd_independent),
     ),
+    must(
+        "process.repeatable",
+        "the same call made again alone gives the same outcome: a call that fails inside a check about another operation is made again alone, and one that then succeeds is a race in the plugin",
+        run_wide!(process_repeatable),
+    ),
     // input
     must(
         "input.name-traversal",

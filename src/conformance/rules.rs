@@ -270,6 +270,12 @@ pub const RULES: &[Rule] = &[
         &["needs-home", "needs-path"],
     ),
     rule(
+        "process.repeatable",
+        "Nomad never retries a plugin call: a create that fails by chance loses the volume request, and a delete that fails by chance leaves the volume stuck for good. A call that fails, then succeeds made again alone with the same request, is a race inside the plugin (a pipeline that breaks under `pipefail`, a check-then-act on a shared file, a `losetup -f` taken by a neighbour).",
+        "Find the race from the two outcomes and their stderr: make each step safe to run while other calls run (locks per volume, `mkdir -p`, no `cmd | grep -q` under `pipefail`), and check the state a step needs rather than assuming it.",
+        &[],
+    ),
+    rule(
         "process.cwd-independent",
         "The plugin inherits the Nomad agent's working directory, often `/`, which may be read-only; files written there land in the agent's directory.",
         "Use absolute paths and never write into the working directory.",

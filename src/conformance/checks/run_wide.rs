@@ -154,6 +154,32 @@ pub fn process_no_stdio_leak(log: &RunLog) -> CheckResult {
     }
 }
 
+/// `process.repeatable` (must): the same call made again alone gives the
+/// same outcome. A call that failed in a check about something else was made
+/// again alone; one that then succeeded is a race in the plugin, reported here
+/// once (Nomad never retries: a delete that fails by chance leaves a volume
+/// stuck for good), with the call, both outcomes and their stderr.
+pub fn process_repeatable(log: &RunLog) -> CheckResult {
+    if log.repeats.is_empty() {
+        return Ok(Finding::Pass(
+            "no call failed in one place and succeeded made again alone".into(),
+        ));
+    }
+    for r in &log.repeats {
+        for run in r.runs.iter().flatten() {
+            log.cite_run(run);
+        }
+    }
+    let mut lines: Vec<String> = log.repeats.iter().map(|r| r.describe()).collect();
+    lines.sort();
+    Err(Finding::Fail(format!(
+        "expected the same call made again alone to give the same outcome (Nomad never retries: a \
+         create or delete that fails by chance is a volume lost or stuck); a call failed, then \
+         succeeded made again alone, a race in the plugin: {}",
+        lines.into_iter().take(3).collect::<Vec<_>>().join("; ")
+    )))
+}
+
 /// `process.no-orphans` (should): nothing the plugin started outlived it.
 /// A process that held a call's stdout or stderr is `process.no-stdio-leak`'s
 /// finding (it is necessarily left running too): counted and cited, not

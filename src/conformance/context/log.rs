@@ -81,6 +81,8 @@ pub(crate) struct RunLog {
     pub calls: Vec<LoggedCall>,
     /// The plugin runs in-process (the built-in).
     pub in_process: bool,
+    /// Calls that failed in a bystander check and succeeded made again alone.
+    pub repeats: Vec<super::Repeat>,
     /// Calls a verdict cites as its evidence.
     cited: Mutex<Vec<PluginRun>>,
     /// Why the verdict is not pinned in a snapshot, if it is not.
@@ -89,10 +91,11 @@ pub(crate) struct RunLog {
 
 impl RunLog {
     /// The log a run-wide check judges.
-    pub fn new(calls: Vec<LoggedCall>, in_process: bool) -> RunLog {
+    pub fn new(calls: Vec<LoggedCall>, in_process: bool, repeats: Vec<super::Repeat>) -> RunLog {
         RunLog {
             calls,
             in_process,
+            repeats,
             cited: Mutex::new(Vec::new()),
             unpinned: Mutex::new(None),
         }
@@ -114,6 +117,11 @@ impl RunLog {
     /// Why the verdict is not pinned, if it is not.
     pub fn unpinned(&self) -> Option<String> {
         lock(&self.unpinned).clone()
+    }
+
+    /// Shows a raw call as evidence of the verdict.
+    pub fn cite_run(&self, run: &PluginRun) {
+        lock(&self.cited).push(run.clone());
     }
 
     /// The calls cited.

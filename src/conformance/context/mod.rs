@@ -19,6 +19,7 @@
 mod calls;
 mod log;
 mod probes;
+mod repeat;
 mod residue;
 mod sandbox;
 mod steps;
@@ -31,6 +32,7 @@ use std::sync::{Arc, Mutex};
 pub(crate) use calls::{Expect, Variant};
 pub(crate) use log::{CallLog, LoggedCall, RunLog};
 pub(crate) use probes::Probes;
+pub(crate) use repeat::Repeat;
 pub(crate) use residue::{Leftovers, around};
 pub(crate) use sandbox::{Sandbox, canary_intact, listing};
 pub(crate) use steps::plant_in_volume;
@@ -128,6 +130,8 @@ pub(crate) struct Shared {
     pub supervisor: crate::exec::Supervisor,
     /// Volumes created and not yet deleted, for an interrupted run's teardown.
     pub live: super::live::LiveVolumes,
+    /// Calls that failed in a bystander check and succeeded made again alone.
+    repeats: Mutex<Vec<Repeat>>,
 }
 
 impl Shared {
@@ -145,6 +149,7 @@ impl Shared {
             in_flight: std::sync::atomic::AtomicUsize::new(0),
             timing: tokio::sync::OnceCell::new(),
             gate: tokio::sync::RwLock::new(()),
+            repeats: Mutex::new(Vec::new()),
         }
     }
 
