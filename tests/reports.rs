@@ -214,6 +214,7 @@ samples! {
     sample_blind_delete => "blind-delete",
     sample_busy_pool => "busy-pool",
     sample_bytes_out_of_range => "bytes-out-of-range",
+    sample_check_then_mkdir => "check-then-mkdir",
     sample_crash_unsafe => "crash-unsafe",
     sample_crlf_shebang => "crlf-shebang",
     sample_eval_name => "eval-name",

@@ -260,6 +260,7 @@ hostile! {
     not_executable_leaves_nothing => "not-executable" at "1",
     null_version_leaves_nothing => "null-version" at "1",
     racy_concurrency_leaves_nothing => "racy-concurrency" at "1",
+    check_then_mkdir_leaves_nothing => "check-then-mkdir" at "1",
     relative_path_leaves_nothing => "relative-path" at "1",
     rmdir_delete_leaves_nothing => "rmdir-delete" at "1",
     shared_path_leaves_nothing => "shared-path" at "1",

@@ -196,6 +196,7 @@ swept! {
     not_executable_every_signal => "not-executable",
     null_version_every_signal => "null-version",
     racy_concurrency_every_signal => "racy-concurrency",
+    check_then_mkdir_every_signal => "check-then-mkdir",
     relative_path_every_signal => "relative-path",
     rmdir_delete_every_signal => "rmdir-delete",
     setsid_daemon_every_signal => "setsid-daemon",

@@ -8,6 +8,7 @@ use std::time::Duration;
 use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
 
 use super::check_args::CheckArgs;
+use super::check_rounds::{Rounds, Tally};
 use super::progress::{Ending, Format, Printer, Stream};
 use super::selection::{describe, list, rfc3339_utc, selection, target};
 use super::signals::LateEnding;
@@ -64,13 +65,13 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
     };
     let late = LateEnding::listen()?;
     let started = std::time::SystemTime::now();
-    let outcome = conformance::run_suite(rt, opts);
+    let outcome = run_rounds(rt, &opts, rounds(&args)?, &printer);
     printer.end(outcome.as_ref().ok().map(|o| Ending {
         verdict: o.report.summary.verdict,
         interrupted: o.report.interrupted.as_deref(),
     }));
     let _ = ticker.join();
-    let outcome = outcome.map_err(|e| CliError::harness(e.to_string()))?;
+    let outcome = outcome?;
     let code = finish(&args, outcome, node, started, color, table_to)?;
     match late.arrived() {
         Some((number, name)) => Err(CliError {
@@ -81,6 +82,45 @@ pub fn run(rt: &tokio::runtime::Runtime, args: CheckArgs) -> CliResult {
         }),
         None => Ok(code),
     }
+}
+
+/// `--repeat N` and `--until-fail`.
+fn rounds(args: &CheckArgs) -> Result<Rounds, CliError> {
+    if args.repeat == Some(0) {
+        return Err(CliError::usage("--repeat must be at least 1"));
+    }
+    Ok(match (args.repeat, args.until_fail) {
+        (None, false) => Rounds::ONCE,
+        (limit, until_fail) => Rounds { limit, until_fail },
+    })
+}
+
+/// Runs the suite for every round due; one outcome (see [`check_rounds`](super::check_rounds)).
+/// An interrupted round is the last.
+fn run_rounds(
+    rt: &tokio::runtime::Runtime,
+    opts: &SuiteOptions,
+    rounds: Rounds,
+    printer: &Printer,
+) -> Result<conformance::SuiteOutcome, CliError> {
+    let mut tally = Tally::default();
+    let mut done = 0;
+    loop {
+        if rounds != Rounds::ONCE {
+            printer.note(&format!("round {}", done + 1));
+        }
+        let outcome = conformance::run_suite(rt, opts.clone())
+            .map_err(|e| CliError::harness(e.to_string()))?;
+        let stop = outcome.interrupted.is_some() || outcome.harness_failed;
+        done += 1;
+        let found = tally.add(outcome);
+        if stop || !rounds.another(done, found) {
+            break;
+        }
+    }
+    tally
+        .finish(opts.strict)
+        .ok_or_else(|| CliError::harness("no round ran"))
 }
 
 /// The request template: the fixture's, or the default one.

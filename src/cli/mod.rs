@@ -6,6 +6,7 @@
 
 mod check;
 mod check_args;
+mod check_rounds;
 mod explain;
 mod plugins;
 mod progress;

@@ -122,6 +122,13 @@ impl Printer {
         }
     }
 
+    /// A line of its own between checks' lines (not in JSON format).
+    pub fn note(&self, text: &str) {
+        if self.format != Format::Json {
+            self.stream.write(&format!("{text}\n"));
+        }
+    }
+
     /// Handles one event from the engine.
     pub fn on_event(&self, event: ProgressEvent<'_>) {
         match event {

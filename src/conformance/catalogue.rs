@@ -243,17 +243,17 @@ pub const CATALOGUE: &[CheckSpec] = &[
     // concurrency
     must(
         "concurrency.create",
-        "8 creates of distinct volumes at once all succeed with distinct, existing paths",
+        "8 creates of distinct volumes at once (started aligned; 3 rounds, fresh volumes each) all succeed with distinct, existing paths",
         scenario!(concurrency::create),
     ),
     must(
         "concurrency.delete",
-        "8 deletes of distinct volumes at once all succeed and all paths are gone",
+        "8 deletes of distinct volumes at once, racing 4 creates of new volumes (started aligned; 3 rounds), all succeed: the deleted paths are gone, the created ones exist",
         scenario!(concurrency::delete),
     ),
     should(
         "concurrency.same-volume",
-        "4 identical creates of one volume at once all exit 0 with the same path",
+        "6 identical creates of one volume at once (started aligned; 8 rounds, a fresh volume each) all exit 0 with the same path",
         scenario!(concurrency::same_volume),
     ),
     // failure

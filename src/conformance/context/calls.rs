@@ -186,6 +186,36 @@ impl Ctx {
         step: &str,
         alone: bool,
     ) -> PluginCall<CreateResponse> {
+        self.create_started(req, expect, step, alone, None).await
+    }
+
+    /// Creates as one call of a burst: it starts once every call of the
+    /// burst has reached `start`, so their starts are aligned (a race
+    /// between them is met by design, not by chance).
+    pub async fn create_aligned(
+        &self,
+        req: &CreateRequest,
+        expect: Expect,
+        step: &str,
+        start: &tokio::sync::Barrier,
+    ) -> PluginCall<CreateResponse> {
+        self.create_started(req, expect, step, false, Some(start))
+            .await
+    }
+
+    async fn create_started(
+        &self,
+        req: &CreateRequest,
+        expect: Expect,
+        step: &str,
+        alone: bool,
+        start: Option<&tokio::sync::Barrier>,
+    ) -> PluginCall<CreateResponse> {
+        // Aligned before the gate: a burst call holding the gate while it
+        // waits for the others could deadlock behind a call made alone.
+        if let Some(start) = start {
+            start.wait().await;
+        }
         let _gate = Gate::hold(&self.shared, alone).await;
         let solo = self.calls.enter(&self.shared.in_flight);
         let before = solo
@@ -244,6 +274,32 @@ impl Ctx {
         step: &str,
         alone: bool,
     ) -> PluginCall<()> {
+        self.delete_started(req, expect, step, alone, None).await
+    }
+
+    /// Deletes as one call of a burst (see [`create_aligned`](Self::create_aligned)).
+    pub async fn delete_aligned(
+        &self,
+        req: &DeleteRequest,
+        expect: Expect,
+        step: &str,
+        start: &tokio::sync::Barrier,
+    ) -> PluginCall<()> {
+        self.delete_started(req, expect, step, false, Some(start))
+            .await
+    }
+
+    async fn delete_started(
+        &self,
+        req: &DeleteRequest,
+        expect: Expect,
+        step: &str,
+        alone: bool,
+        start: Option<&tokio::sync::Barrier>,
+    ) -> PluginCall<()> {
+        if let Some(start) = start {
+            start.wait().await;
+        }
         let _gate = Gate::hold(&self.shared, alone).await;
         let solo = self.calls.enter(&self.shared.in_flight);
         let call = self.plugin.delete(req).await;
