@@ -213,14 +213,19 @@ fn temp_dir_note(teardown: &conformance::Teardown) -> String {
     }
 }
 
-/// The summary table; quiet keeps only its verdict line.
+/// The summary table; quiet keeps the failures and warnings (each with its
+/// reproduce lines, and the `--keep` note) and the verdict line.
 fn table(report: &report::Report, color: bool, quiet: bool, note: &str) -> String {
     let table = report::summary_table_noted(report, color, Some(note));
-    if quiet {
-        let last = table.lines().last().unwrap_or_default();
-        format!("{last}\n")
-    } else {
-        format!("\n{table}")
+    if !quiet {
+        return format!("\n{table}");
+    }
+    match table.find("\nfailures and warnings:\n") {
+        Some(at) => table[at..].to_owned(),
+        None => {
+            let last = table.lines().last().unwrap_or_default();
+            format!("{last}\n")
+        }
     }
 }
 

@@ -276,7 +276,7 @@ impl RunState {
                 let log = RunLog::new(
                     self.shared.log.calls(),
                     self.shared.settings.target.is_builtin(),
-                    self.shared.repeats(),
+                    &self.shared,
                 );
                 let finding = judge(&log).unwrap_or_else(|f| f);
                 Ok((finding, log.evidence(), log.unpinned()))

@@ -105,6 +105,11 @@ async fn create_round(ctx: &Ctx, problems: &mut Vec<String>, collisions_only: &m
 /// volumes, all aligned, for [`ROUNDS`] rounds.
 pub async fn delete(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
+    // Volumes that share one path delete each other whatever the timing:
+    // one root cause, create.distinct's.
+    if let Some(needs) = ctx.paths_not_distinct().await {
+        return Err(Finding::Skip(needs));
+    }
     let mut problems = Vec::new();
     for _ in 0..ROUNDS {
         delete_round(ctx, &mut problems).await?;

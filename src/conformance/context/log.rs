@@ -83,6 +83,8 @@ pub(crate) struct RunLog {
     pub in_process: bool,
     /// Calls that failed in a bystander check and succeeded made again alone.
     pub repeats: Vec<super::Repeat>,
+    /// What failed creates left, as the checks that made them saw it.
+    pub failed_leftovers: Vec<String>,
     /// Calls a verdict cites as its evidence.
     cited: Mutex<Vec<PluginRun>>,
     /// Why the verdict is not pinned in a snapshot, if it is not.
@@ -91,11 +93,12 @@ pub(crate) struct RunLog {
 
 impl RunLog {
     /// The log a run-wide check judges.
-    pub fn new(calls: Vec<LoggedCall>, in_process: bool, repeats: Vec<super::Repeat>) -> RunLog {
+    pub fn new(calls: Vec<LoggedCall>, in_process: bool, shared: &super::Shared) -> RunLog {
         RunLog {
             calls,
             in_process,
-            repeats,
+            repeats: shared.repeats(),
+            failed_leftovers: shared.failed_leftovers(),
             cited: Mutex::new(Vec::new()),
             unpinned: Mutex::new(None),
         }

@@ -132,6 +132,8 @@ pub(crate) struct Shared {
     pub live: super::live::LiveVolumes,
     /// Calls that failed in a bystander check and succeeded made again alone.
     repeats: Mutex<Vec<Repeat>>,
+    /// What failed creates of other checks left, for `failure.clean`.
+    failed_leftovers: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -150,6 +152,7 @@ impl Shared {
             timing: tokio::sync::OnceCell::new(),
             gate: tokio::sync::RwLock::new(()),
             repeats: Mutex::new(Vec::new()),
+            failed_leftovers: Mutex::new(Vec::new()),
         }
     }
 
@@ -163,6 +166,23 @@ impl Shared {
             0 => base.to_string(),
             n => format!("{base}-{n}"),
         }
+    }
+
+    /// Hands what a failed create left (seen by another check) to
+    /// `failure.clean`, which owns that finding.
+    pub fn hand_to_failure_clean(&self, what: String) {
+        self.failed_leftovers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(what);
+    }
+
+    /// What failed creates left, as other checks saw it.
+    pub fn failed_leftovers(&self) -> Vec<String> {
+        self.failed_leftovers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Runs the timing phase ([`timing`]) once; call when every parallel
