@@ -231,7 +231,7 @@ pub const RULES: &[Rule] = &[
         "concurrency.same-volume",
         "Restore and an update can race on one volume: both calls create the same volume at the same time.",
         "Make create of one volume safe to run twice at once: `mkdir -p`, or a per-volume lock around the steps.",
-        &[],
+        &["check-then-mkdir"],
     ),
     rule(
         "failure.clean",

@@ -35,8 +35,10 @@ pub async fn create(ctx: &Ctx) -> CheckResult {
     let mut problems = Vec::new();
     let mut collisions_only = true;
     for _ in 0..ROUNDS {
-        create_round(ctx, &mut problems, &mut collisions_only).await;
-        if !problems.is_empty() {
+        let cleaned = create_round(ctx, &mut problems, &mut collisions_only).await;
+        // A round whose deletes failed (or hung) ends the rounds: the next
+        // would only wait as long again.
+        if !problems.is_empty() || !cleaned {
             break;
         }
     }
@@ -58,8 +60,9 @@ pub async fn create(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// One round of `concurrency.create`: 8 creates aligned, then their deletes.
-async fn create_round(ctx: &Ctx, problems: &mut Vec<String>, collisions_only: &mut bool) {
+/// One round of `concurrency.create`: 8 creates aligned, then their deletes;
+/// whether every delete succeeded.
+async fn create_round(ctx: &Ctx, problems: &mut Vec<String>, collisions_only: &mut bool) -> bool {
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
     let start = Barrier::new(reqs.len());
     let calls =
@@ -98,7 +101,9 @@ async fn create_round(ctx: &Ctx, problems: &mut Vec<String>, collisions_only: &m
             "delete after the concurrent creates",
         ))
     }))
-    .await;
+    .await
+    .iter()
+    .all(|d| d.ok())
 }
 
 /// `concurrency.delete` (must): 8 deletes at once, racing 4 creates of new
@@ -112,8 +117,8 @@ pub async fn delete(ctx: &Ctx) -> CheckResult {
     }
     let mut problems = Vec::new();
     for _ in 0..ROUNDS {
-        delete_round(ctx, &mut problems).await?;
-        if !problems.is_empty() {
+        let cleaned = delete_round(ctx, &mut problems).await?;
+        if !problems.is_empty() || !cleaned {
             break;
         }
     }
@@ -130,8 +135,8 @@ pub async fn delete(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// One round of `concurrency.delete`.
-async fn delete_round(ctx: &Ctx, problems: &mut Vec<String>) -> Result<(), Finding> {
+/// One round of `concurrency.delete`; whether its clean-up deletes succeeded.
+async fn delete_round(ctx: &Ctx, problems: &mut Vec<String>) -> Result<bool, Finding> {
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
     let mut made = Vec::new();
     for req in &reqs {
@@ -171,12 +176,14 @@ async fn delete_round(ctx: &Ctx, problems: &mut Vec<String>) -> Result<(), Findi
             Err(e) => problems.push(format!("a create racing the deletes failed: {e}")),
         }
     }
-    join_all(new.iter().zip(&created).filter_map(|(req, call)| {
+    let cleaned = join_all(new.iter().zip(&created).filter_map(|(req, call)| {
         let resp = call.result.as_ref().ok()?;
         Some(ctx.delete(req, &resp.path, Expect::Success, "delete after the race"))
     }))
     .await;
-    Ok(())
+    // A failed (or hung) delete ends the rounds; it is the check's finding
+    // through its ledger.
+    Ok(cleaned.iter().all(|d| d.ok()))
 }
 
 /// Awaits two futures together.
@@ -220,17 +227,20 @@ pub async fn same_volume(ctx: &Ctx) -> CheckResult {
             split = true;
             problems.push(format!("different paths: {paths:?}"));
         }
+        let mut cleaned = true;
         for path in &paths {
-            ctx.delete(
-                &req,
-                path,
-                Expect::Success,
-                "delete after the identical creates",
-            )
-            .await;
+            cleaned &= ctx
+                .delete(
+                    &req,
+                    path,
+                    Expect::Success,
+                    "delete after the identical creates",
+                )
+                .await
+                .ok();
         }
         failed |= calls.iter().any(|c| !c.ok());
-        if !problems.is_empty() {
+        if !problems.is_empty() || !cleaned {
             break;
         }
     }

@@ -393,7 +393,9 @@ impl Ctx {
 
     /// Keeps what a failed call needs to be made again alone.
     fn keep_redo<T>(&self, step: &str, call: &PluginCall<T>, redo: impl FnOnce() -> Redo) {
-        if call.result.is_ok() {
+        // A call that timed out is not made again here: the deadline checks
+        // own that, and a call made again alone would cost its whole limit.
+        if call.result.is_ok() || call.timed_out() {
             return;
         }
         if let Some(entry) = lock(&self.calls.entries)
