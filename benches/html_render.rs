@@ -182,6 +182,7 @@ fn synthetic() -> Report {
                 message: format!("check {c}: what was expected and what happened"),
                 duration_ms: 80,
                 invocations,
+                unpinned: None,
             }
         })
         .collect();

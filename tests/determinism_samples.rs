@@ -1,8 +1,8 @@
 //! Snapshots are deterministic: every sample gives a byte-identical snapshot
 //! (the normalised report with the declared variations pinned, the form
 //! `reports.rs` compares) on every run, whether the machine is idle or its CPUs
-//! are oversubscribed twice over by a load generator inside the test
-//! ([`util::Load`]: twice as many busy threads as cores, bounded in time).
+//! are oversubscribed four times over by a load generator inside the test
+//! ([`util::Load`]: four busy threads per core, bounded in time).
 //! Every run is compared with the snapshot stored in `snapshots/`, never with
 //! another run, so a sweep cannot pass by construction.
 //!
@@ -79,6 +79,9 @@ fn keep_report(name: &str, phase: &str, json: &serde_json::Value) -> String {
     }
 }
 
+/// Busy threads per core in a loaded phase: 4x oversubscription.
+const OVERSUBSCRIBED: usize = 4;
+
 /// Runs `name` `idle` times, then `loaded` times under [`util::Load`], comparing
 /// each snapshot with the stored one.
 fn sweep(name: &str, idle: usize, loaded: usize) -> Tally {
@@ -123,7 +126,7 @@ fn sweep(name: &str, idle: usize, loaded: usize) -> Tally {
     }
     if loaded > 0 {
         // Bounded well past the longest sweep: the threads end on their own.
-        let _load = util::Load::start(Duration::from_secs(30 * 60));
+        let _load = util::Load::oversubscribed(Duration::from_secs(30 * 60), OVERSUBSCRIBED);
         phase(&mut tally, true, loaded);
     }
     // As it comes: a long sweep that is stopped still says what it saw.
@@ -159,6 +162,9 @@ fn assert_identical(tallies: &[Tally]) {
     assert!(flaps.is_empty(), "snapshots differ:\n{}", flaps.join("\n"));
 }
 
+/// The samples that need root and loop devices.
+const LOOP_SAMPLES: &[&str] = &["loop-ext4", "loop-block", "mkfs-on-reboot"];
+
 /// The samples a sweep covers: every sample but the declared races, and
 /// loop-ext4 and loop-block where loop devices cannot be used.
 fn swept() -> Vec<String> {
@@ -169,7 +175,7 @@ fn swept() -> Vec<String> {
     samples::all()
         .into_iter()
         .filter(|n| !samples::RACES.iter().any(|(race, _)| race == n))
-        .filter(|n| !n.starts_with("loop-") || loop_unusable.is_none())
+        .filter(|n| !LOOP_SAMPLES.contains(&n.as_str()) || loop_unusable.is_none())
         .collect()
 }
 

@@ -68,6 +68,7 @@ fn synthetic(node: &str, status: Status) -> Report {
         message: String::new(),
         duration_ms: 1,
         invocations: vec![],
+        unpinned: None,
     };
     let plugin = PluginInfo {
         path: "/opt/plugins/lvm".into(),

@@ -58,6 +58,48 @@ fn metadata_left_beside_the_volumes_dir_is_one_finding_that_the_others_cite() {
     );
 }
 
+/// Plain directories; a create whose name holds a shell character is refused
+/// after the directory was made, which it leaves behind (a half-made volume).
+const HALF_MADE_ON_REFUSAL: &str = r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" || exit 1
+	case $DHV_VOLUME_NAME in
+	*[\$\`\;\'\"]*) echo '{"error": "unsupported volume name"}'; exit 1 ;;
+	esac
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete) rm -rf -- "$p" ;;
+*) exit 1 ;;
+esac
+"#;
+
+/// A failed create that leaves files is `failure.clean`'s finding; the input
+/// check whose names it refused passes (no command ran) and names the owner.
+#[test]
+fn what_a_refused_create_leaves_is_failure_clean_s_not_the_input_check_s() {
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin("half-made", HALF_MADE_ON_REFUSAL);
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(&scratch, &[&plugin], util::check::RUN_LIMIT);
+    let checks = report["checks"].as_array().unwrap();
+    let status = |c: &Value| c["status"].as_str().unwrap().to_owned();
+    let findings: Vec<String> = checks
+        .iter()
+        .filter(|c| ["fail", "warn"].contains(&status(c).as_str()))
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(findings, ["failure.clean"], "{report:#}");
+    let injection = checks
+        .iter()
+        .find(|c| c["id"] == "input.name-injection")
+        .unwrap();
+    let message = injection["message"].as_str().unwrap();
+    assert!(message.contains("failure.clean's finding"), "{message}");
+}
+
 /// Each volume's data in an image file beside its dir (as loop-ext4 keeps
 /// it); delete removes `$DHV_CREATED_PATH/.*.img` and the volume's dir. Sent
 /// Nomad's delete after a failed state write (DHV_CREATED_PATH = the volumes

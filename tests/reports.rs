@@ -214,6 +214,7 @@ samples! {
     sample_blind_delete => "blind-delete",
     sample_busy_pool => "busy-pool",
     sample_bytes_out_of_range => "bytes-out-of-range",
+    sample_check_then_mkdir => "check-then-mkdir",
     sample_crash_unsafe => "crash-unsafe",
     sample_crlf_shebang => "crlf-shebang",
     sample_eval_name => "eval-name",
@@ -226,6 +227,7 @@ samples! {
     sample_loop_block => "loop-block" if loop_devices_unusable,
     sample_loop_ext4 => "loop-ext4" if loop_devices_unusable,
     sample_missing_shebang => "missing-shebang",
+    sample_mkfs_on_reboot => "mkfs-on-reboot" if loop_devices_unusable,
     sample_missing_version => "missing-version",
     sample_name_as_path => "name-as-path",
     sample_needs_home => "needs-home",
@@ -317,6 +319,7 @@ fn pinning_touches_only_declared_checks() {
         message: message.to_owned(),
         duration_ms: 1,
         invocations: Vec::new(),
+        unpinned: None,
     };
     let report = Report::new(
         "nomad-1.10",

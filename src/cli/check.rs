@@ -8,10 +8,11 @@ use std::time::Duration;
 use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
 
 use super::check_args::CheckArgs;
+use super::check_rounds::{Rounds, Tally};
 use super::config::Config;
-use super::progress::{Format, Printer, Stream};
+use super::progress::{Ending, Format, Printer, Stream};
 use super::selection::{describe, list, rfc3339_utc, selection, target};
-use super::signals::{LateEnding, signal_name};
+use super::signals::LateEnding;
 use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, EXIT_SNAPSHOT, print_stderr};
 use crate::conformance::{
     self, CATALOGUE, Claims, Progress, RequestTemplate, Settings, SuiteOptions, fixture,
@@ -73,6 +74,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
 
     let late = LateEnding::listen()?;
     let started = std::time::SystemTime::now();
+    let rounds = rounds(&args)?;
     let several = requests.len() > 1;
     let mut outcomes = Vec::new();
     for request in requests {
@@ -93,19 +95,27 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
             progress: Progress::new(move |e| hook.on_event(e)),
             keep: args.keep,
         };
-        let signals = conformance::Signals::install(rt);
-        match conformance::run_suite_with(rt, opts, signals, args.work_dir.as_deref()) {
-            Ok(outcome) => outcomes.push((request.name, request.fixture, outcome)),
+        match run_rounds(rt, &opts, rounds, &printer, args.work_dir.as_deref()) {
+            Ok(outcome) => {
+                let cut_short = outcome.interrupted.is_some();
+                outcomes.push((request.name, request.fixture, outcome));
+                if cut_short {
+                    break;
+                }
+            }
             Err(e) => {
                 printer.end(None);
                 let _ = ticker.join();
-                return Err(engine_error(e));
+                return Err(e);
             }
         }
     }
     let mut outcome = merged(outcomes);
     outcome.report.config = config_info(config.as_ref(), &claims);
-    printer.end(Some(outcome.report.summary.verdict));
+    printer.end(Some(Ending {
+        verdict: outcome.report.summary.verdict,
+        interrupted: outcome.report.interrupted.as_deref(),
+    }));
     let _ = ticker.join();
     let code = finish(&args, outcome, node, started, color, table_to)?;
     match late.arrived() {
@@ -198,6 +208,47 @@ fn config_info(config: Option<&Config>, claims: &Claims) -> Option<report::Confi
     })
 }
 
+/// `--repeat N` and `--until-fail`.
+fn rounds(args: &CheckArgs) -> Result<Rounds, CliError> {
+    if args.repeat == Some(0) {
+        return Err(CliError::usage("--repeat must be at least 1"));
+    }
+    Ok(match (args.repeat, args.until_fail) {
+        (None, false) => Rounds::ONCE,
+        (limit, until_fail) => Rounds { limit, until_fail },
+    })
+}
+
+/// Runs the suite for every round due; one outcome (see [`check_rounds`](super::check_rounds)).
+/// An interrupted round is the last.
+fn run_rounds(
+    rt: &tokio::runtime::Runtime,
+    opts: &SuiteOptions,
+    rounds: Rounds,
+    printer: &Printer,
+    work_dir: Option<&Path>,
+) -> Result<conformance::SuiteOutcome, CliError> {
+    let mut tally = Tally::default();
+    let mut done = 0;
+    loop {
+        if rounds != Rounds::ONCE {
+            printer.note(&format!("round {}", done + 1));
+        }
+        let signals = conformance::Signals::install(rt);
+        let outcome = conformance::run_suite_with(rt, opts.clone(), signals, work_dir)
+            .map_err(|e| CliError::harness(e.to_string()))?;
+        let stop = outcome.interrupted.is_some() || outcome.harness_failed;
+        done += 1;
+        let found = tally.add(outcome);
+        if stop || !rounds.another(done, found) {
+            break;
+        }
+    }
+    tally
+        .finish(opts.strict)
+        .ok_or_else(|| CliError::harness("no round ran"))
+}
+
 /// The request template: the fixture's, or the default one.
 fn template(fixture: Option<&Path>) -> Result<RequestTemplate, CliError> {
     let Some(path) = fixture else {
@@ -235,6 +286,9 @@ fn finish(
     report.duration_ms = started.elapsed().ok().map(|d| d.as_millis() as u64);
     let note = temp_dir_note(teardown);
     table_to.write(&table(&report, color, args.quiet, &note));
+    if let Some(signal) = outcome.interrupted {
+        return interrupted(args, &report, signal, &teardown.summary());
+    }
     let code = write_reports(args, &report)?;
     if outcome.harness_failed {
         return Ok(EXIT_HARNESS);
@@ -243,6 +297,30 @@ fn finish(
         code
     } else {
         report.exit_code()
+    })
+}
+
+/// A run a signal cut short: its reports are written whole and say so, the
+/// snapshot is neither compared nor blessed (what was cut short is no change
+/// of behaviour), and the exit is 128 + the signal's number.
+fn interrupted(
+    args: &CheckArgs,
+    report: &report::Report,
+    signal: i32,
+    teardown: &str,
+) -> CliResult {
+    write_files(args, report)?;
+    let name = report.interrupted.as_deref().unwrap_or("a signal");
+    let snapshot = if args.snapshot.is_some() {
+        "; the snapshot was not compared"
+    } else {
+        ""
+    };
+    Err(CliError {
+        code: 128u8.saturating_add(signal as u8),
+        message: format!(
+            "interrupted by {name}; {teardown}; the checks it cut short are skipped (interrupted), the reports written are whole{snapshot}"
+        ),
     })
 }
 
@@ -265,19 +343,33 @@ fn temp_dir_note(teardown: &conformance::Teardown) -> String {
     }
 }
 
-/// The summary table; quiet keeps only its verdict line.
+/// The summary table; quiet keeps the failures and warnings (each with its
+/// reproduce lines, and the `--keep` note) and the verdict line.
 fn table(report: &report::Report, color: bool, quiet: bool, note: &str) -> String {
     let table = report::summary_table_noted(report, color, Some(note));
-    if quiet {
-        let last = table.lines().last().unwrap_or_default();
-        format!("{last}\n")
-    } else {
-        format!("\n{table}")
+    if !quiet {
+        return format!("\n{table}");
+    }
+    match table.find("\nfailures and warnings:\n") {
+        Some(at) => table[at..].to_owned(),
+        None => {
+            let last = table.lines().last().unwrap_or_default();
+            format!("{last}\n")
+        }
     }
 }
 
 /// Writes the requested report files; returns the snapshot gate's exit code.
 fn write_reports(args: &CheckArgs, report: &report::Report) -> CliResult {
+    write_files(args, report)?;
+    match &args.snapshot {
+        Some(path) => snapshot_gate(report, path, args.bless),
+        None => Ok(EXIT_OK),
+    }
+}
+
+/// Writes the requested report files: JSON, JUnit, Markdown.
+fn write_files(args: &CheckArgs, report: &report::Report) -> Result<(), CliError> {
     if let Some(dest) = &args.json {
         write_output(dest, &report::to_json(report))?;
     }
@@ -290,10 +382,7 @@ fn write_reports(args: &CheckArgs, report: &report::Report) -> CliResult {
     if let Some(path) = &args.html {
         write_output(&path.to_string_lossy(), &report::to_html(report))?;
     }
-    match &args.snapshot {
-        Some(path) => snapshot_gate(report, path, args.bless),
-        None => Ok(EXIT_OK),
-    }
+    Ok(())
 }
 
 /// Bad numbers are input errors, before anything runs.
@@ -540,20 +629,4 @@ fn libtest_args(args: &CheckArgs) -> Result<Arguments, CliError> {
         format: Some(FormatSetting::Pretty),
         ..Arguments::default()
     })
-}
-
-/// The engine's error as the CLI shows it: an interrupted run exits with
-/// 128 + the signal's number (130 SIGINT, 143 SIGTERM, 129 SIGHUP), after
-/// saying what its teardown did.
-fn engine_error(e: conformance::EngineError) -> CliError {
-    match e {
-        conformance::EngineError::Interrupted { signal, teardown } => {
-            let name = signal_name(signal);
-            CliError {
-                code: 128u8.saturating_add(signal as u8),
-                message: format!("interrupted by {name}; {}", teardown.summary()),
-            }
-        }
-        other => CliError::harness(other.to_string()),
-    }
 }

@@ -77,6 +77,13 @@ pub struct CheckArgs {
     /// Colour: auto, always or never (NO_COLOR is honoured).
     #[arg(long, value_name = "auto|always|never")]
     pub color: Option<String>,
+    /// Run the selected checks N times, each round fresh; a check that failed in any
+    /// round fails, and says "failed k/N rounds".
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<u32>,
+    /// Run rounds until a check fails or warns (at most --repeat N rounds, if given).
+    #[arg(long)]
+    pub until_fail: bool,
 }
 
 /// Exit codes, for `check --help`.

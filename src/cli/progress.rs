@@ -47,6 +47,15 @@ impl Stream {
     }
 }
 
+/// How a run ended, for the last progress line.
+#[derive(Debug, Clone, Copy)]
+pub struct Ending<'a> {
+    /// The verdict of the checks that finished.
+    pub verdict: Verdict,
+    /// The signal that cut the run short, if one did.
+    pub interrupted: Option<&'a str>,
+}
+
 /// The printer shared by the checks' threads and the `SLOW` ticker.
 pub struct Printer {
     format: Format,
@@ -110,6 +119,13 @@ impl Printer {
                 self.stream
                     .write(&format!("\nchecking {what}\nrunning {count} check{s}\n"));
             }
+        }
+    }
+
+    /// A line of its own between checks' lines (not in JSON format).
+    pub fn note(&self, text: &str) {
+        if self.format != Format::Json {
+            self.stream.write(&format!("{text}\n"));
         }
     }
 
@@ -178,28 +194,34 @@ impl Printer {
 
     /// The last progress line: the counts of the summary table. `None` (the
     /// run broke off) only stops the `SLOW` ticker.
-    pub fn end(&self, verdict: Option<Verdict>) {
+    pub fn end(&self, ending: Option<Ending<'_>>) {
         let mut st = self.state();
         st.done = true;
         self.wake.notify_all();
         let mut counts = st.counts.clone();
         drop(st);
-        let Some(verdict) = verdict else { return };
+        let Some(ending) = ending else { return };
         counts.filtered_out = self.filtered_out;
         counts.exec_time = self.start.elapsed().as_secs_f64();
-        let ok = verdict == Verdict::Conformant;
+        let ok = ending.verdict == Verdict::Conformant;
         if self.format == Format::Json {
+            let event = match ending.interrupted {
+                Some(_) => "interrupted",
+                None if ok => "ok",
+                None => "failed",
+            };
             self.json(&Event::Suite(SuiteEvent {
-                event: if ok { "ok" } else { "failed" }.into(),
+                event: event.into(),
                 test_count: None,
                 counts: Some(counts),
             }));
             return;
         }
-        let result = if ok {
-            self.paint(Status::Pass, "ok")
-        } else {
-            self.paint(Status::Fail, "FAILED")
+        let result = match ending.interrupted {
+            // Cut short: neither ok nor failed, what was skipped was never judged.
+            Some(signal) => self.paint(Status::Skip, &format!("interrupted by {signal}")),
+            None if ok => self.paint(Status::Pass, "ok"),
+            None => self.paint(Status::Fail, "FAILED"),
         };
         let lead = if self.format == Format::Terse {
             "\n"

@@ -56,7 +56,14 @@ pub struct SuiteOutcome {
     pub plugin_busy: Duration,
     /// What the end of the run did with its temp dir and what was left in it.
     pub teardown: super::Teardown,
+    /// The number of the signal (SIGINT, SIGTERM, SIGHUP) that cut the run
+    /// short, if one did: the report is whole, the checks it cut short are
+    /// `skip` ([`INTERRUPTED`]), and [`Report::interrupted`] names it.
+    pub interrupted: Option<i32>,
 }
+
+/// The skip reason of a check a signal cut short.
+pub const INTERRUPTED: &str = "interrupted";
 
 /// The engine could not start.
 #[derive(Debug, thiserror::Error)]
@@ -65,15 +72,6 @@ pub enum EngineError {
     /// The run's temp dir could not be made.
     #[error("cannot create the run's temp dir: {0}")]
     TempDir(#[source] std::io::Error),
-    /// A signal (SIGINT, SIGTERM, SIGHUP) interrupted the run: there is no
-    /// report of a run cut short, only what its teardown did.
-    #[error("interrupted by signal {signal}; {}", teardown.summary())]
-    Interrupted {
-        /// The first signal's number.
-        signal: i32,
-        /// What the teardown did.
-        teardown: Box<super::Teardown>,
-    },
 }
 
 /// Whether libtest would run `id` under these arguments.
@@ -88,6 +86,10 @@ pub fn selected(args: &Arguments, id: &str) -> bool {
     let wanted = args.filter.as_deref().is_none_or(matches);
     wanted && !args.skip.iter().any(|s| matches(s))
 }
+
+/// What a check came to: its finding, the calls behind it, and why a
+/// snapshot does not pin it (when it does not).
+type Checked = (Finding, Vec<PluginRun>, Option<String>);
 
 /// Counts the non-aggregate checks still running, so aggregates can wait.
 struct Barrier {
@@ -212,28 +214,23 @@ pub(crate) fn run_suite_with(
     args.skip.clear();
     args.exact = false;
     let conclusion = libtest_mimic::run(&args, trials);
-    if let Some(signal) = signals.received() {
-        guard.armed = false;
-        let teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
-        return Err(EngineError::Interrupted {
-            signal,
-            teardown: Box::new(teardown),
-        });
-    }
     let mut outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
     guard.armed = false;
     outcome.teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
     outcome.report.sandbox = Some(outcome.teardown.outcome());
     outcome.teardown.name_in(&mut outcome.report);
-    if let Some(signal) = signals.received() {
-        // Interrupted while the run was ending: the teardown went on as it
-        // does for every ending, and the exit still says it was interrupted.
-        return Err(EngineError::Interrupted {
-            signal,
-            teardown: Box::new(outcome.teardown),
-        });
-    }
+    // A signal during the checks or while the run was ending: the teardown
+    // went on as it does for every ending, the report is whole and says so.
+    outcome.interrupted = signals.received();
+    outcome.report.interrupted = outcome.interrupted.map(signal_name);
     Ok(outcome)
+}
+
+/// `SIGINT`, or `signal N` for a number without a name.
+fn signal_name(signo: i32) -> String {
+    nix::sys::signal::Signal::try_from(signo)
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_else(|_| format!("signal {signo}"))
 }
 
 /// Runs the teardown when the engine unwinds before its own teardown ran.
@@ -264,7 +261,7 @@ impl RunState {
         let start = Instant::now();
         let outcome =
             std::panic::catch_unwind(AssertUnwindSafe(|| self.handle.block_on(self.check(spec))));
-        let (finding, runs) = match outcome {
+        let (finding, runs, unpinned) = match outcome {
             Ok(Ok(found)) => found,
             Ok(Err(e)) => self.harness_error(format!("cannot make the check's sandbox: {e}")),
             Err(panic) => {
@@ -276,8 +273,15 @@ impl RunState {
                 self.harness_error(format!("the check panicked: {what}"))
             }
         };
+        // A check that ends once the run is cancelled was cut short: its
+        // killed calls say nothing about the plugin, so it is never failed.
+        let (finding, runs, unpinned) = if self.shared.supervisor.is_cancelled() {
+            (Finding::Skip(INTERRUPTED.into()), Vec::new(), None)
+        } else {
+            (finding, runs, unpinned)
+        };
         let limits = self.shared.settings.timeouts();
-        let result = to_result(
+        let mut result = to_result(
             spec,
             finding,
             start.elapsed(),
@@ -286,6 +290,7 @@ impl RunState {
             &limits,
             self.started,
         );
+        result.unpinned = unpinned;
         self.progress.send(super::ProgressEvent::Finished(&result));
         self.calls
             .lock()
@@ -304,16 +309,17 @@ impl RunState {
 
     /// Runs the check's function: a scenario in its own sandbox, or a
     /// run-wide judgement over the call log.
-    async fn check(&self, spec: &'static CheckSpec) -> std::io::Result<(Finding, Vec<PluginRun>)> {
+    async fn check(&self, spec: &'static CheckSpec) -> std::io::Result<Checked> {
         if self.shared.supervisor.is_cancelled() {
             // Interrupted: no check starts any more.
-            return Ok((Finding::Skip("interrupted".into()), Vec::new()));
+            return Ok((Finding::Skip(INTERRUPTED.into()), Vec::new(), None));
         }
         if let Some(reason) = self.shared.settings.claims.skip_reason(spec.id) {
             // The config's choice, shown in every report: a gate visibly weakened.
             return Ok((
                 Finding::Skip(format!("skipped by the config: {reason}")),
                 Vec::new(),
+                None,
             ));
         }
         match spec.run {
@@ -324,9 +330,10 @@ impl RunState {
                 let log = RunLog::new(
                     self.shared.log.calls(),
                     self.shared.settings.target.is_builtin(),
+                    &self.shared,
                 );
                 let finding = judge(&log).unwrap_or_else(|f| f);
-                Ok((finding, log.evidence()))
+                Ok((finding, log.evidence(), log.unpinned()))
             }
             CheckFn::Scenario(body) => {
                 let ctx = match Ctx::new(self.shared.clone(), spec.id) {
@@ -340,13 +347,14 @@ impl RunState {
                                  (made by something outside its volumes dir)"
                             )),
                             Vec::new(),
+                            None,
                         ));
                     }
                     Err(e) => return Err(e),
                 };
                 let finding = checks::run_scenario(&ctx, body).await;
                 ctx.cleanup().await;
-                Ok((finding, ctx.evidence()))
+                Ok((finding, ctx.evidence(), None))
             }
         }
     }
@@ -362,12 +370,16 @@ impl RunState {
             .collect()
     }
 
-    fn harness_error(&self, what: String) -> (Finding, Vec<PluginRun>) {
+    fn harness_error(&self, what: String) -> Checked {
         *self
             .harness_failed
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = true;
-        (Finding::Fail(format!("harness error: {what}")), Vec::new())
+        (
+            Finding::Fail(format!("harness error: {what}")),
+            Vec::new(),
+            None,
+        )
     }
 
     /// The suite's outcome once every trial has finished.
@@ -407,6 +419,7 @@ impl RunState {
             plugin_calls,
             plugin_busy,
             teardown: super::Teardown::default(),
+            interrupted: None,
         }
     }
 }
@@ -460,6 +473,7 @@ fn to_result(
         message,
         duration_ms: elapsed.as_millis() as u64,
         invocations: evidence::invocations(runs, status, in_flight, limits, run_start),
+        unpinned: None,
     }
 }
 

@@ -148,5 +148,8 @@ pub(crate) fn invocation(run: &PluginRun) -> Invocation {
         },
         reproduce: run.reproduce(),
         in_flight: None,
+        cpu_wait_ms: outcome
+            .and_then(|o| o.cpu_wait)
+            .map(|w| w.as_secs_f64() * 1e3),
     }
 }

@@ -203,6 +203,12 @@ pub const RULES: &[Rule] = &[
         &[],
     ),
     rule(
+        "lifecycle.reboot",
+        "A node reboot takes every mount and loop device away, and the Nomad client calls create for every volume when it starts. A plugin that formats again what it finds unmounted wipes every volume of the node; `lifecycle.restore` cannot see it, as the mounts are still up there. A volume that a tmpfs backs loses its files by nature: the finding says so rather than blaming the plugin.",
+        "In create, tell a volume that exists but is not mounted (its image or data is on disk) from one never made: mount it again (attaching its image anew), and format only an image that was never complete.",
+        &["mkfs-on-reboot"],
+    ),
+    rule(
         "lifecycle.recreate",
         "Users delete a volume and create one with the same id; a stale leftover of the first volume would leak old data into the new one.",
         "Leave nothing of a deleted volume behind, so the next create starts empty.",
@@ -236,7 +242,7 @@ pub const RULES: &[Rule] = &[
         "concurrency.same-volume",
         "Restore and an update can race on one volume: both calls create the same volume at the same time.",
         "Make create of one volume safe to run twice at once: `mkdir -p`, or a per-volume lock around the steps.",
-        &[],
+        &["check-then-mkdir"],
     ),
     rule(
         "failure.clean",
@@ -273,6 +279,12 @@ pub const RULES: &[Rule] = &[
         "Nomad clears the environment: the plugin gets only the DHV_* variables, with no PATH, HOME or LANG. A plugin that works in a shell can fail under Nomad.",
         "Set what you need inside the plugin (`PATH=/usr/sbin:/usr/bin:/sbin:/bin`, `HOME=/root`), or use absolute paths.",
         &["needs-home", "needs-path"],
+    ),
+    rule(
+        "process.repeatable",
+        "Nomad never retries a plugin call: a create that fails by chance loses the volume request, and a delete that fails by chance leaves the volume stuck for good. A call that fails, then succeeds made again alone with the same request, is a race inside the plugin (a pipeline that breaks under `pipefail`, a check-then-act on a shared file, a `losetup -f` taken by a neighbour).",
+        "Find the race from the two outcomes and their stderr: make each step safe to run while other calls run (locks per volume, `mkdir -p`, no `cmd | grep -q` under `pipefail`), and check the state a step needs rather than assuming it.",
+        &[],
     ),
     rule(
         "process.cwd-independent",

@@ -38,8 +38,11 @@ impl Invocation {
         let mut call = self.start(supervisor)?;
         let (exit, timed_out) = self.wait_leader(&mut call).await;
         let duration = call.start.elapsed();
+        let cpu_wait = call.call.cgroup.as_ref().and_then(|c| c.cpu_wait());
         call.guard.leader_reaped = true;
-        Ok(self.finish(call, exit, timed_out, duration).await)
+        let mut outcome = self.finish(call, exit, timed_out, duration).await;
+        outcome.cpu_wait = cpu_wait;
+        Ok(outcome)
     }
 
     fn spawn_error(&self, source: std::io::Error) -> SpawnError {
@@ -202,6 +205,7 @@ impl Invocation {
             leaked,
             leftovers,
             duration,
+            cpu_wait: None,
             pid: call.pid as u32,
         }
     }

@@ -151,6 +151,18 @@ pub(crate) struct CallCgroup {
     slot: Option<Slot>,
     cleared: AtomicBool,
     killed: AtomicBool,
+    /// `cpu.pressure`'s total when the call took the cgroup.
+    pressure_at_start: Option<std::time::Duration>,
+}
+
+/// `cpu.pressure`'s `some total` of the cgroup at `dir`.
+fn pressure_total(dir: &std::path::Path) -> Option<std::time::Duration> {
+    let text = std::fs::read_to_string(dir.join("cpu.pressure")).ok()?;
+    let some = text.lines().find(|l| l.starts_with("some "))?;
+    let total = some
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("total="))?;
+    Some(std::time::Duration::from_micros(total.parse().ok()?))
 }
 
 impl CallCgroup {
@@ -172,10 +184,12 @@ impl CallCgroup {
             None => Slot::new()?,
         };
         lock(&LIVE).push(slot.n);
+        let pressure_at_start = pressure_total(&slot.dir);
         Some(CallCgroup {
             slot: Some(slot),
             cleared: AtomicBool::new(false),
             killed: AtomicBool::new(false),
+            pressure_at_start,
         })
     }
 
@@ -214,6 +228,16 @@ impl CallCgroup {
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Relaxed);
         tree::kill_tree(&self.slot().dir);
+    }
+
+    /// How long, since it was taken, at least one process of the call was
+    /// runnable but waiting for a CPU (`cpu.pressure`, `some total`, less its
+    /// value when the call took the cgroup: a pooled one carries its past
+    /// calls' totals): the host's share of the call's duration, not the
+    /// plugin's. `None` without pressure stall information.
+    pub fn cpu_wait(&self) -> Option<std::time::Duration> {
+        let now = pressure_total(&self.slot().dir)?;
+        Some(now.saturating_sub(self.pressure_at_start?))
     }
 
     /// Removes the cgroups a plugin made below the call's; true once nothing

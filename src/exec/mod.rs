@@ -150,6 +150,10 @@ pub struct Outcome {
     pub leftovers: Vec<Leftover>,
     /// From spawn to the leader's exit.
     pub duration: Duration,
+    /// Of that, the time the call's processes were runnable but waited for a
+    /// CPU because the host was busy (its cgroup's `cpu.pressure`); `None`
+    /// where the call had no cgroup or the kernel no pressure information.
+    pub cpu_wait: Option<Duration>,
     /// The leader's process id.
     pub pid: u32,
 }

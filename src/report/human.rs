@@ -87,9 +87,11 @@ pub fn summary_table_noted(report: &Report, color: bool, note: Option<&str>) -> 
     }
 
     let s = &report.summary;
-    let verdict = match s.verdict {
-        Verdict::Conformant => paint.apply(GREEN, "conformant"),
-        Verdict::NonConformant => paint.apply(RED, "NON-CONFORMANT"),
+    let verdict = match (&report.interrupted, s.verdict) {
+        // A run cut short has no verdict: what it skipped was never judged.
+        (Some(signal), _) => paint.apply(YELLOW, &format!("none, interrupted by {signal}")),
+        (None, Verdict::Conformant) => paint.apply(GREEN, "conformant"),
+        (None, Verdict::NonConformant) => paint.apply(RED, "NON-CONFORMANT"),
     };
     let _ = writeln!(
         out,

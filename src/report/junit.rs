@@ -206,6 +206,9 @@ fn suite_properties(report: &Report) -> Vec<Property> {
     if let Some(node) = &report.node {
         props.push(Property::new("node.name", &node.name));
     }
+    if let Some(signal) = &report.interrupted {
+        props.push(Property::new("interrupted", signal));
+    }
     props
 }
 

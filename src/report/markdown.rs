@@ -15,6 +15,13 @@ pub fn to_markdown(report: &Report) -> String {
     let checks = report.checks_by_id();
     let mut md = String::new();
     headline(&mut md, report);
+    if let Some(signal) = &report.interrupted {
+        let _ = writeln!(
+            md,
+            "**Interrupted by {}**: the checks it cut short are skipped (`interrupted`); the verdict covers only the checks that finished.\n",
+            escape(signal)
+        );
+    }
     if report.options.filtered {
         filtered_note(&mut md, &checks);
     }

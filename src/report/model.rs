@@ -162,6 +162,11 @@ pub struct Report {
     /// empty for one request (and then left out of the JSON).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<super::requests::RequestOutcome>,
+    /// The signal that cut the run short (`SIGINT`, `SIGTERM`, `SIGHUP`): the checks it
+    /// cut short are `skip` with the reason `interrupted`, and the verdict covers only the
+    /// checks that finished. `None` (and left out of the JSON) for a run that ended by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
 }
 
 /// Which config a run used and what it claimed.
@@ -194,6 +199,7 @@ impl Report {
             sandbox: None,
             config: None,
             requests: Vec::new(),
+            interrupted: None,
             started_at: None,
             duration_ms: None,
             conditions: None,
@@ -333,6 +339,11 @@ pub struct CheckResult {
     pub duration_ms: u64,
     /// The plugin calls the check made, in order.
     pub invocations: Vec<Invocation>,
+    /// Set when the verdict is reported but not pinned in a snapshot, with why: a
+    /// measurement, or a timing verdict close to its bound, which the host's speed could
+    /// tip either way. The snapshot shows the reason in place of the status and message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unpinned: Option<String>,
 }
 
 impl CheckResult {
@@ -397,6 +408,11 @@ pub struct Invocation {
     /// field existed).
     #[serde(default)]
     pub in_flight: Option<u32>,
+    /// Of `duration_ms`, the time the call's processes were runnable but waited for a CPU
+    /// because the host was busy (the call's cgroup `cpu.pressure`); absent where it could
+    /// not be measured (and in reports written before the field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_wait_ms: Option<f64>,
 }
 
 impl Invocation {

@@ -11,6 +11,7 @@ fn check(id: &str, status: Status) -> CheckResult {
         message: String::new(),
         duration_ms: 0,
         invocations: Vec::new(),
+        unpinned: None,
     }
 }
 

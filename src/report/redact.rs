@@ -25,6 +25,8 @@
 //!    `1m30s`/`1h2m3.5s` → `[DURATION]`;
 //! 8. loop devices, `/dev/loop3` → `/dev/loop[N]`: a block-device plugin gets whichever
 //!    device is free.
+//! 9. the host's conditions a timing finding states: `2 cores` → `[N] cores`, `load
+//!    average 3.05` → `load average [LOAD]`.
 //!
 //! Every rule is idempotent, and no placeholder matches any rule, so applying the
 //! redactions twice gives the same text as applying them once.
@@ -70,6 +72,9 @@ static DURATION: LazyLock<Regex> = LazyLock::new(|| {
 
 static LOOP_DEVICE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"/dev/loop\d+\b").expect("valid regex"));
+static HOST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b\d+ cores\b|\bload average \d+(?:\.\d+)?").expect("valid regex")
+});
 
 /// The set of redactions applied to report text before it is compared or snapshotted.
 ///
@@ -166,6 +171,13 @@ impl Redactions {
         let text = PID.replace_all(&text, "$1 [PID]");
         let text = DURATION.replace_all(&text, "[DURATION]");
         let text = LOOP_DEVICE.replace_all(&text, "/dev/loop[N]");
+        let text = HOST.replace_all(&text, |caps: &Captures<'_>| {
+            if caps[0].ends_with("cores") {
+                "[N] cores".to_owned()
+            } else {
+                "load average [LOAD]".to_owned()
+            }
+        });
         text.into_owned()
     }
 
@@ -216,6 +228,11 @@ mod tests {
             ),
             ("timed out after 1m0s", "timed out after [DURATION]"),
             ("1h2m3.5s", "[DURATION]"),
+            // The host's conditions.
+            (
+                "host: 2 cores, load average 15.04; waited",
+                "host: [N] cores, load average [LOAD]; waited",
+            ),
             ("4 seconds", "4 seconds"),
             ("10 MiB, 8 volumes, exit 1", "10 MiB, 8 volumes, exit 1"),
             ("version 1.2.3, nomad-1.10", "version 1.2.3, nomad-1.10"),

@@ -19,6 +19,7 @@ fn check(id: &str, level: Level, status: Status, message: &str) -> CheckResult {
         message: message.to_owned(),
         duration_ms: 12,
         invocations: Vec::new(),
+        unpinned: None,
     }
 }
 
@@ -129,6 +130,7 @@ pub(crate) fn report(strict: bool) -> Report {
         sandbox: None,
         config: None,
         requests: Vec::new(),
+        interrupted: None,
         duration_ms: Some(2_345),
         conditions: Some(RunConditions {
             cores: 2,

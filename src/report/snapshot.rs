@@ -49,6 +49,16 @@ pub fn normalise(report: &Report, redactions: &Redactions) -> String {
         Summary::from_checks(&report.checks, false).verdict,
     );
     for check in report.checks_by_id() {
+        if let Some(why) = &check.unpinned {
+            // Reported in full elsewhere; pinned here is only that it is not.
+            out.push_str(&format!(
+                "{} {} [not pinned: {}]\n",
+                check.id,
+                check.level,
+                redactions.apply(why)
+            ));
+            continue;
+        }
         let message = redactions.apply(&check.message);
         let mut lines = message.lines().map(str::trim_end);
         let first = lines.next().unwrap_or_default();
@@ -287,11 +297,39 @@ mod tests {
             message: "first\r\n\nthird took 12ms  \n\n".to_owned(),
             duration_ms: 1,
             invocations: vec![],
+            unpinned: None,
         }];
         let text = normalise(&report, &Redactions::new());
         assert!(
             text.ends_with("\n\ndelete.isolated must fail: first\n\n    third took [DURATION]\n"),
             "{text:?}"
+        );
+    }
+
+    #[test]
+    fn an_unpinned_verdict_shows_only_that_it_is_not_pinned() {
+        let mut report = sample::report(false);
+        let mut near = CheckResult {
+            id: "timing.margin".to_owned(),
+            group: "timing".to_owned(),
+            level: Level::Should,
+            status: Status::Warn,
+            message: "p95 520 ms".to_owned(),
+            duration_ms: 1,
+            invocations: vec![],
+            unpinned: Some("the p95 of fingerprint is within 25% of half its limit".into()),
+        };
+        report.checks = vec![near.clone()];
+        let warned = normalise(&report, &Redactions::new());
+        near.status = Status::Pass;
+        near.message = "p95 480 ms".to_owned();
+        report.checks = vec![near];
+        assert_eq!(warned, normalise(&report, &Redactions::new()));
+        assert!(
+            warned.ends_with(
+                "timing.margin should [not pinned: the p95 of fingerprint is within 25% of half its limit]\n"
+            ),
+            "{warned:?}"
         );
     }
 

@@ -353,10 +353,15 @@ pub struct Load {
 impl Load {
     /// Starts the threads; they stop when the `Load` is dropped or `bound` passes.
     pub fn start(bound: std::time::Duration) -> Load {
+        Load::oversubscribed(bound, 2)
+    }
+
+    /// [`start`](Self::start) with `per_core` busy threads per core.
+    pub fn oversubscribed(bound: std::time::Duration, per_core: usize) -> Load {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let deadline = std::time::Instant::now() + bound;
-        let threads = (0..2 * cores)
+        let threads = (0..per_core * cores)
             .map(|_| {
                 let stop = stop.clone();
                 std::thread::spawn(move || {

@@ -1,60 +1,51 @@
 //! `concurrency.*`: Nomad runs creates and deletes of different volumes at the
 //! same time, and restore can race an update of the same volume.
+//!
+//! Races are met by design, not by chance: each burst's calls start aligned
+//! (every one waits at a barrier until all are ready, then all are spawned
+//! at once), bursts are repeated for a fixed number of rounds, each on fresh
+//! volumes, and deletes race creates. A round that finds a fault ends the
+//! check; the messages name no round, so the report does not depend on which
+//! one found it.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use tokio::sync::Barrier;
+
 use super::{CheckResult, join_all};
 use crate::conformance::context::{Ctx, Expect, Finding, VolumeAt};
+use crate::contract::DeleteRequest;
 
-/// `concurrency.create` (must): 8 distinct creates at once.
+/// Rounds of distinct creates (`concurrency.create`) and of deletes racing
+/// creates (`concurrency.delete`).
+const ROUNDS: usize = 3;
+
+/// Rounds of identical creates (`concurrency.same-volume`): a check-then-act
+/// race needs its window hit, which a round does most of the time.
+const SAME_VOLUME_ROUNDS: usize = 8;
+
+/// Identical creates at once in a round of `concurrency.same-volume`.
+const SAME_VOLUME_BURST: usize = 6;
+
+/// `concurrency.create` (must): 8 distinct creates at once, aligned, for
+/// [`ROUNDS`] rounds.
 pub async fn create(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
-    let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
-    let calls = join_all(
-        reqs.iter()
-            .map(|r| ctx.create(r, Expect::Success, "one of 8 concurrent creates")),
-    )
-    .await;
     let mut problems = Vec::new();
-    let mut paths = BTreeSet::new();
-    // Whether every problem is a path given twice.
     let mut collisions_only = true;
-    for (i, call) in calls.iter().enumerate() {
-        match &call.result {
-            Ok(resp) => {
-                if !paths.insert(resp.path.clone()) {
-                    problems.push(format!(
-                        "#{} got the same path as another: {:?}",
-                        i + 1,
-                        resp.path
-                    ));
-                } else if !Path::new(&resp.path).exists() {
-                    collisions_only = false;
-                    problems.push(format!("#{}'s path {:?} does not exist", i + 1, resp.path));
-                }
-            }
-            Err(e) => {
-                collisions_only = false;
-                problems.push(format!("#{} failed: {e}", i + 1));
-            }
+    for _ in 0..ROUNDS {
+        let cleaned = create_round(ctx, &mut problems, &mut collisions_only).await;
+        // A round whose deletes failed (or hung) ends the rounds: the next
+        // would only wait as long again.
+        if !problems.is_empty() || !cleaned {
+            break;
         }
     }
-    // At once too: a plugin whose deletes hang costs one delete limit here.
-    join_all(reqs.iter().zip(&calls).filter_map(|(req, call)| {
-        let resp = call.result.as_ref().ok()?;
-        Some(ctx.delete(
-            req,
-            &resp.path,
-            Expect::Success,
-            "delete after the concurrent creates",
-        ))
-    }))
-    .await;
     if problems.is_empty() {
-        Ok(Finding::Pass(
-            "8 at once: 8 distinct, existing paths".into(),
-        ))
+        Ok(Finding::Pass(format!(
+            "8 at once, {ROUNDS} rounds: distinct, existing paths"
+        )))
     } else if let Some(needs) = match collisions_only {
         // Two volumes get one path even one after the other: not a race.
         true => ctx.paths_not_distinct().await,
@@ -69,9 +60,83 @@ pub async fn create(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `concurrency.delete` (must): 8 deletes at once.
+/// One round of `concurrency.create`: 8 creates aligned, then their deletes;
+/// whether every delete succeeded.
+async fn create_round(ctx: &Ctx, problems: &mut Vec<String>, collisions_only: &mut bool) -> bool {
+    let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
+    let start = Barrier::new(reqs.len());
+    let calls =
+        join_all(reqs.iter().map(|r| {
+            ctx.create_aligned(r, Expect::Success, "one of 8 concurrent creates", &start)
+        }))
+        .await;
+    let mut paths = BTreeSet::new();
+    for (i, call) in calls.iter().enumerate() {
+        match &call.result {
+            Ok(resp) => {
+                if !paths.insert(resp.path.clone()) {
+                    problems.push(format!(
+                        "#{} got the same path as another: {:?}",
+                        i + 1,
+                        resp.path
+                    ));
+                } else if !Path::new(&resp.path).exists() {
+                    *collisions_only = false;
+                    problems.push(format!("#{}'s path {:?} does not exist", i + 1, resp.path));
+                }
+            }
+            Err(e) => {
+                *collisions_only = false;
+                problems.push(format!("#{} failed: {e}", i + 1));
+            }
+        }
+    }
+    // At once too: a plugin whose deletes hang costs one delete limit here.
+    join_all(reqs.iter().zip(&calls).filter_map(|(req, call)| {
+        let resp = call.result.as_ref().ok()?;
+        Some(ctx.delete(
+            req,
+            &resp.path,
+            Expect::Success,
+            "delete after the concurrent creates",
+        ))
+    }))
+    .await
+    .iter()
+    .all(|d| d.ok())
+}
+
+/// `concurrency.delete` (must): 8 deletes at once, racing 4 creates of new
+/// volumes, all aligned, for [`ROUNDS`] rounds.
 pub async fn delete(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
+    // Volumes that share one path delete each other whatever the timing:
+    // one root cause, create.distinct's.
+    if let Some(needs) = ctx.paths_not_distinct().await {
+        return Err(Finding::Skip(needs));
+    }
+    let mut problems = Vec::new();
+    for _ in 0..ROUNDS {
+        let cleaned = delete_round(ctx, &mut problems).await?;
+        if !problems.is_empty() || !cleaned {
+            break;
+        }
+    }
+    if problems.is_empty() {
+        Ok(Finding::Pass(format!(
+            "8 at once, racing 4 creates, {ROUNDS} rounds: all gone, the new ones made"
+        )))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected 8 concurrent deletes, racing 4 creates of other volumes, to succeed and \
+             remove every path (and the creates to make theirs); {}",
+            problems.join("; ")
+        )))
+    }
+}
+
+/// One round of `concurrency.delete`; whether its clean-up deletes succeeded.
+async fn delete_round(ctx: &Ctx, problems: &mut Vec<String>) -> Result<bool, Finding> {
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
     let mut made = Vec::new();
     for req in &reqs {
@@ -82,13 +147,19 @@ pub async fn delete(ctx: &Ctx) -> CheckResult {
         );
     }
     let volumes: Vec<VolumeAt> = made.iter().map(|p| VolumeAt::before_delete(p)).collect();
-    let calls = join_all(
-        reqs.iter()
-            .zip(&made)
-            .map(|(r, p)| ctx.delete(r, p, Expect::Success, "one of 8 concurrent deletes")),
-    )
-    .await;
-    let mut problems = Vec::new();
+    let new: Vec<_> = (0..4).map(|_| ctx.request()).collect();
+    let start = &Barrier::new(reqs.len() + new.len());
+    let deletes = reqs.iter().zip(&made).map(|(r, p)| {
+        let req = DeleteRequest::for_created(r, p);
+        async move {
+            let step = "one of 8 concurrent deletes";
+            ctx.delete_aligned(&req, Expect::Success, step, start).await
+        }
+    });
+    let creates = new
+        .iter()
+        .map(|r| ctx.create_aligned(r, Expect::Success, "a create racing the deletes", start));
+    let (calls, created) = futures_pair(join_all(deletes), join_all(creates)).await;
     for (i, (call, at)) in calls.iter().zip(&volumes).enumerate() {
         if let Err(e) = &call.result {
             problems.push(format!("#{} failed: {e}", i + 1));
@@ -98,55 +169,89 @@ pub async fn delete(ctx: &Ctx) -> CheckResult {
             problems.push(format!("#{}'s path {:?} still exists", i + 1, made[i]));
         }
     }
-    if problems.is_empty() {
-        Ok(Finding::Pass("8 at once: all gone".into()))
-    } else {
-        Err(Finding::Fail(format!(
-            "expected 8 concurrent deletes to succeed and remove every path; {}",
-            problems.join("; ")
-        )))
-    }
-}
-
-/// `concurrency.same-volume` (should): 4 identical creates at once agree.
-pub async fn same_volume(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
-    let req = ctx.request();
-    // Either: the rule judges each outcome below.
-    let calls = join_all((0..4).map(|_| {
-        ctx.create(
-            &req,
-            Expect::Either,
-            "one of 4 identical concurrent creates",
-        )
-    }))
-    .await;
-    let mut problems = Vec::new();
-    let mut paths = BTreeSet::new();
-    for (i, call) in calls.iter().enumerate() {
+    for call in &created {
         match &call.result {
-            Ok(resp) => {
-                paths.insert(resp.path.clone());
-            }
-            Err(e) => problems.push(format!("#{} failed: {e}", i + 1)),
+            Ok(resp) if !Path::new(&resp.path).exists() => problems.push(format!(
+                "a create racing the deletes returned {:?}, which does not exist",
+                resp.path
+            )),
+            Ok(_) => {}
+            Err(e) => problems.push(format!("a create racing the deletes failed: {e}")),
         }
     }
-    if paths.len() > 1 {
-        problems.push(format!("different paths: {paths:?}"));
-    }
-    if let Some(path) = paths.iter().next() {
-        ctx.delete(
-            &req,
-            path,
-            Expect::Success,
-            "delete after the identical creates",
-        )
+    let cleaned = join_all(new.iter().zip(&created).filter_map(|(req, call)| {
+        let resp = call.result.as_ref().ok()?;
+        Some(ctx.delete(req, &resp.path, Expect::Success, "delete after the race"))
+    }))
+    .await;
+    // A failed (or hung) delete ends the rounds; it is the check's finding
+    // through its ledger.
+    Ok(cleaned.iter().all(|d| d.ok()))
+}
+
+/// Awaits two futures together.
+async fn futures_pair<A: std::future::Future, B: std::future::Future>(
+    a: A,
+    b: B,
+) -> (A::Output, B::Output) {
+    tokio::join!(a, b)
+}
+
+/// `concurrency.same-volume` (should): identical creates of one volume at
+/// once, aligned, agree, for [`SAME_VOLUME_ROUNDS`] rounds on fresh volumes.
+pub async fn same_volume(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let mut problems = Vec::new();
+    let mut failed = false;
+    let mut split = false;
+    for _ in 0..SAME_VOLUME_ROUNDS {
+        let req = ctx.request();
+        let start = Barrier::new(SAME_VOLUME_BURST);
+        // Either: the rule judges each outcome below.
+        let calls = join_all((0..SAME_VOLUME_BURST).map(|_| {
+            ctx.create_aligned(
+                &req,
+                Expect::Either,
+                "one of the identical concurrent creates",
+                &start,
+            )
+        }))
         .await;
+        let mut paths = BTreeSet::new();
+        for (i, call) in calls.iter().enumerate() {
+            match &call.result {
+                Ok(resp) => {
+                    paths.insert(resp.path.clone());
+                }
+                Err(e) => problems.push(format!("#{} failed: {e}", i + 1)),
+            }
+        }
+        if paths.len() > 1 {
+            split = true;
+            problems.push(format!("different paths: {paths:?}"));
+        }
+        let mut cleaned = true;
+        for path in &paths {
+            cleaned &= ctx
+                .delete(
+                    &req,
+                    path,
+                    Expect::Success,
+                    "delete after the identical creates",
+                )
+                .await
+                .ok();
+        }
+        failed |= calls.iter().any(|c| !c.ok());
+        if !problems.is_empty() || !cleaned {
+            break;
+        }
     }
-    let failed = calls.iter().any(|c| !c.ok());
     if problems.is_empty() {
-        Ok(Finding::Pass("4 at once: all exit 0, one path".into()))
-    } else if let Some(needs) = match failed && paths.len() <= 1 {
+        Ok(Finding::Pass(format!(
+            "{SAME_VOLUME_BURST} at once, {SAME_VOLUME_ROUNDS} rounds: all exit 0, one path"
+        )))
+    } else if let Some(needs) = match failed && !split {
         // Creating an existing volume fails even one at a time: not a race.
         true => ctx.create_again_fails().await,
         false => None,
@@ -154,7 +259,8 @@ pub async fn same_volume(ctx: &Ctx) -> CheckResult {
         Err(Finding::Skip(needs))
     } else {
         Err(Finding::Fail(format!(
-            "expected 4 identical concurrent creates (restore racing an update) to all exit 0 with the same path; {}",
+            "expected {SAME_VOLUME_BURST} identical concurrent creates (restore racing an update) to all \
+             exit 0 with the same path; {}",
             problems.join("; ")
         )))
     }

@@ -58,7 +58,7 @@ pub fn clean(log: &RunLog) -> CheckResult {
         .into_iter()
         .filter(|c| c.plugin_failed)
         .collect();
-    if failed.is_empty() {
+    if failed.is_empty() && log.failed_leftovers.is_empty() {
         return Err(Finding::Skip(cannot_fail(log)));
     }
     let mut dirty = BTreeSet::new();
@@ -82,6 +82,9 @@ pub fn clean(log: &RunLog) -> CheckResult {
         log.cite(c);
         dirty.insert(format!("{}: left {}", who(c), left.join(" and ")));
     }
+    // Failed creates whose leftovers another check saw (in its own volumes
+    // dir, with nothing else of it running): this check owns that finding.
+    dirty.extend(log.failed_leftovers.iter().cloned());
     if !dirty.is_empty() {
         return Err(Finding::Fail(format!(
             "expected a failed create to leave nothing new in the volumes dir and no process; {}",

@@ -138,12 +138,14 @@ pub async fn stable(ctx: &Ctx) -> CheckResult {
     let mut seen = Vec::new();
     for _ in 0..3 {
         seen.push(
-            ctx.fingerprint(Expect::Success, "repeated fingerprint")
+            ctx.fingerprint_unloaded(Expect::Success, "repeated fingerprint")
                 .await,
         );
     }
-    let burst =
-        join_all((0..8).map(|_| ctx.fingerprint(Expect::Success, "concurrent fingerprint"))).await;
+    let burst = join_all(
+        (0..8).map(|_| ctx.fingerprint_unloaded(Expect::Success, "concurrent fingerprint")),
+    )
+    .await;
     seen.extend(burst);
     let mut problems = Vec::new();
     for (i, call) in seen.iter().enumerate() {

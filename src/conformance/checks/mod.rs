@@ -9,6 +9,7 @@ pub(crate) mod failure;
 pub(crate) mod fingerprint;
 pub(crate) mod input;
 pub(crate) mod lifecycle;
+pub(crate) mod lifecycle_reboot;
 pub(crate) mod process;
 pub(crate) mod run_wide;
 pub(crate) mod volume;

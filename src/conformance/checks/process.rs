@@ -33,6 +33,9 @@ enum Tried {
     /// Killed at its time limit: no environment variable explains that, and
     /// trying again would only wait as long once more.
     Hangs,
+    /// Not made: the create a delete needs failed first (nothing is said of
+    /// a delete that was never sent).
+    Unmade,
 }
 
 /// Tries `op` with `plugin` (one fresh volume for create and delete). The
@@ -66,7 +69,10 @@ async fn try_op(
         .create(&req, create_expect, &format!("create {how}"))
         .await;
     let Ok(resp) = &call.result else {
-        return judge(false, call.timed_out());
+        return match op {
+            Operation::Delete => Tried::Unmade,
+            _ => judge(false, call.timed_out()),
+        };
     };
     let delete_expect = if op == Operation::Delete {
         expect
@@ -118,12 +124,17 @@ pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
     let nomads = ctx.variant(|_| {});
     let mut dependent = Vec::new();
     let mut broken: Vec<&str> = Vec::new();
+    let mut unmade: Vec<&str> = Vec::new();
     for op in Operation::ALL {
         let op_name = op.as_str();
         // A failure here is diagnosed below, not taken as such; a timeout is
         // re-run alone first (inconclusive when it times out alone too).
         match try_settled(ctx, &nomads, op, "with Nomad's environment").await? {
             Tried::Works => continue,
+            Tried::Unmade => {
+                unmade.push(op_name);
+                continue;
+            }
             Tried::Hangs => {
                 broken.push(op_name); // its prerequisite's check reports it
                 continue;
@@ -132,7 +143,12 @@ pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
         }
         let full = harness_env();
         let with_all = ctx.variant(|o| o.extra_env = full.clone());
-        if try_settled(ctx, &with_all, op, "with PATH, HOME and LANG").await? != Tried::Works {
+        let tried = try_settled(ctx, &with_all, op, "with PATH, HOME and LANG").await?;
+        if tried == Tried::Unmade {
+            unmade.push(op_name);
+            continue;
+        }
+        if tried != Tried::Works {
             broken.push(op_name); // fails either way: not an environment problem
             continue;
         }
@@ -153,13 +169,20 @@ pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
             "{op_name} fails under Nomad's environment but works with {names}"
         ));
     }
-    if dependent.is_empty() && broken.len() == 3 {
+    let not_compared = match unmade.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; not compared: {} (the create it needs failed)",
+            unmade.join(", ")
+        ),
+    };
+    if dependent.is_empty() && broken.len() + unmade.len() == 3 && !broken.is_empty() {
         Err(Finding::Skip(
             "needs fingerprint.runs (nothing works, with or without PATH, HOME and LANG)".into(),
         ))
     } else if dependent.is_empty() && !broken.is_empty() {
         Ok(Finding::Pass(format!(
-            "no operation depends on PATH, HOME or LANG ({} {} either way, for other reasons)",
+            "no operation depends on PATH, HOME or LANG ({} {} either way, for other reasons){not_compared}",
             broken.join(" and "),
             if broken.len() == 1 {
                 "fails or hangs"
@@ -168,7 +191,9 @@ pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
             }
         )))
     } else if dependent.is_empty() {
-        Ok(Finding::Pass("works with only the DHV_* variables".into()))
+        Ok(Finding::Pass(format!(
+            "works with only the DHV_* variables{not_compared}"
+        )))
     } else {
         Err(Finding::Fail(format!(
             "expected the plugin to work with exactly Nomad's environment (only DHV_* variables: no PATH, \
@@ -204,6 +229,10 @@ pub async fn cwd_independent(ctx: &Ctx) -> CheckResult {
         // a re-run alone repeats it.
         let there = try_settled(ctx, &elsewhere, op, "from an unrelated read-only dir").await?;
         if there == Tried::Works {
+            continue;
+        }
+        if there == Tried::Unmade {
+            // The create before the delete failed there: create's comparison.
             continue;
         }
         let home = try_settled(ctx, &here, op, "from the harness's own dir").await?;

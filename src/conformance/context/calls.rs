@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::repeat::{Redo, again_alone};
 use super::{Ctx, Finding, LoggedCall, listing};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
 use crate::exec::KillMode;
@@ -37,6 +38,10 @@ struct Entry {
     expect: Expect,
     /// Nomad's error text; `None` when the call succeeded.
     error: Option<String>,
+    /// The request, to make a failed call again alone (see [`repeat`](super::repeat)).
+    redo: Option<Redo>,
+    /// The raw call, when it failed.
+    run: Option<PluginRun>,
 }
 
 impl Entry {
@@ -85,7 +90,18 @@ impl Ledger {
             word: op.to_string(),
             expect,
             error,
+            redo: None,
+            run: None,
         });
+    }
+
+    /// The request and raw call of the last failed call made as `step`.
+    fn failed(&self, step: &str) -> Option<(Redo, String, Option<PluginRun>)> {
+        lock(&self.entries)
+            .iter()
+            .rev()
+            .find(|e| e.step == step && e.error.is_some())
+            .and_then(|e| Some((e.redo.clone()?, e.error.clone()?, e.run.clone())))
     }
 
     /// Takes back the expectation of the calls made as `step`: they timed
@@ -170,6 +186,36 @@ impl Ctx {
         step: &str,
         alone: bool,
     ) -> PluginCall<CreateResponse> {
+        self.create_started(req, expect, step, alone, None).await
+    }
+
+    /// Creates as one call of a burst: it starts once every call of the
+    /// burst has reached `start`, so their starts are aligned (a race
+    /// between them is met by design, not by chance).
+    pub async fn create_aligned(
+        &self,
+        req: &CreateRequest,
+        expect: Expect,
+        step: &str,
+        start: &tokio::sync::Barrier,
+    ) -> PluginCall<CreateResponse> {
+        self.create_started(req, expect, step, false, Some(start))
+            .await
+    }
+
+    async fn create_started(
+        &self,
+        req: &CreateRequest,
+        expect: Expect,
+        step: &str,
+        alone: bool,
+        start: Option<&tokio::sync::Barrier>,
+    ) -> PluginCall<CreateResponse> {
+        // Aligned before the gate: a burst call holding the gate while it
+        // waits for the others could deadlock behind a call made alone.
+        if let Some(start) = start {
+            start.wait().await;
+        }
         let _gate = Gate::hold(&self.shared, alone).await;
         let solo = self.calls.enter(&self.shared.in_flight);
         let before = solo
@@ -189,6 +235,7 @@ impl Ctx {
         drop(solo);
         self.log(&call, in_flight, residue);
         self.account(step, expect, &call);
+        self.keep_redo(step, &call, || Redo::Create(req.clone()));
         if let Ok(resp) = &call.result {
             lock(&self.calls.live).insert(req.volume_id.clone(), (req.clone(), resp.path.clone()));
         }
@@ -227,6 +274,32 @@ impl Ctx {
         step: &str,
         alone: bool,
     ) -> PluginCall<()> {
+        self.delete_started(req, expect, step, alone, None).await
+    }
+
+    /// Deletes as one call of a burst (see [`create_aligned`](Self::create_aligned)).
+    pub async fn delete_aligned(
+        &self,
+        req: &DeleteRequest,
+        expect: Expect,
+        step: &str,
+        start: &tokio::sync::Barrier,
+    ) -> PluginCall<()> {
+        self.delete_started(req, expect, step, false, Some(start))
+            .await
+    }
+
+    async fn delete_started(
+        &self,
+        req: &DeleteRequest,
+        expect: Expect,
+        step: &str,
+        alone: bool,
+        start: Option<&tokio::sync::Barrier>,
+    ) -> PluginCall<()> {
+        if let Some(start) = start {
+            start.wait().await;
+        }
         let _gate = Gate::hold(&self.shared, alone).await;
         let solo = self.calls.enter(&self.shared.in_flight);
         let call = self.plugin.delete(req).await;
@@ -234,6 +307,7 @@ impl Ctx {
         drop(solo);
         self.log(&call, in_flight, None);
         self.account(step, expect, &call);
+        self.keep_redo(step, &call, || Redo::Delete(req.clone()));
         if call.ok() {
             lock(&self.calls.live).remove(&req.volume_id);
             self.shared.live.deleted(&req.volumes_dir, &req.volume_id);
@@ -245,7 +319,17 @@ impl Ctx {
 
     /// Fingerprints once more (the probe is [`fingerprint_probe`](Self::fingerprint_probe)).
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
-        let _gate = Gate::hold(&self.shared, false).await;
+        self.fingerprint_as(expect, step, false).await
+    }
+
+    /// Fingerprints; `alone`: as for [`create_as`](Self::create_as).
+    pub(super) async fn fingerprint_as(
+        &self,
+        expect: Expect,
+        step: &str,
+        alone: bool,
+    ) -> PluginCall<Fingerprint> {
+        let _gate = Gate::hold(&self.shared, alone).await;
         let solo = self.calls.enter(&self.shared.in_flight);
         let call = self.plugin.fingerprint().await;
         let in_flight = solo.run_in_flight;
@@ -280,15 +364,23 @@ impl Ctx {
     /// A call's value, or the finding its failure makes: a skip naming the
     /// prerequisite when that prerequisite itself did not pass, else this
     /// check's failure.
-    pub async fn need<T>(&self, call: PluginCall<T>, step: &str) -> Result<T, Finding> {
+    pub async fn need<T: 'static>(&self, call: PluginCall<T>, step: &str) -> Result<T, Finding> {
         match call.result {
             Ok(value) => Ok(value),
             Err(e) => match self.failed_prerequisite(call.operation).await {
                 Some(needs) => Err(Finding::Skip(needs)),
-                None => Err(Finding::Fail(format!(
-                    "{step}: expected {} to succeed; got: {e}",
-                    call.operation
-                ))),
+                None => match self.raced(step, call.operation).await {
+                    // It failed by chance: the check goes on from the call
+                    // made again alone.
+                    Some(value) => match value.downcast::<T>() {
+                        Ok(value) => Ok(*value),
+                        Err(_) => Err(Finding::Skip("needs process.repeatable".into())),
+                    },
+                    None => Err(Finding::Fail(format!(
+                        "{step}: expected {} to succeed; got: {e}",
+                        call.operation
+                    ))),
+                },
             },
         }
     }
@@ -297,6 +389,35 @@ impl Ctx {
     /// operation Nomad does not have) in the ledger.
     pub fn note(&self, step: &str, op: &str, expect: Expect, error: Option<String>) {
         self.calls.note(step, op, expect, error);
+    }
+
+    /// Keeps what a failed call needs to be made again alone.
+    fn keep_redo<T>(&self, step: &str, call: &PluginCall<T>, redo: impl FnOnce() -> Redo) {
+        // A call that timed out is not made again here: the deadline checks
+        // own that, and a call made again alone would cost its whole limit.
+        if call.result.is_ok() || call.timed_out() {
+            return;
+        }
+        if let Some(entry) = lock(&self.calls.entries)
+            .iter_mut()
+            .rev()
+            .find(|e| e.step == step)
+        {
+            entry.redo = Some(redo());
+            entry.run = call.run.clone();
+        }
+    }
+
+    /// Whether the failed call of `step` is a bystander's race: made again
+    /// alone, it succeeded (see [`repeat`](super::repeat)). Calls made again
+    /// alone are not made again once more.
+    /// Its value is the call's made again alone.
+    async fn raced(&self, step: &str, op: Operation) -> Option<Box<dyn std::any::Any + Send>> {
+        if !self.is_bystander(op) || step.ends_with(&again_alone("")) {
+            return None;
+        }
+        let (redo, error, run) = self.calls.failed(step)?;
+        self.repeat_alone(step, &redo, &error, run).await
     }
 
     fn account<T>(&self, step: &str, expect: Expect, call: &PluginCall<T>) {
@@ -332,6 +453,7 @@ impl Ctx {
             let explained = match entry.op {
                 Some(op) if entry.expect == Expect::Success => {
                     self.failed_prerequisite(op).await.is_some()
+                        || self.raced(&entry.step, op).await.is_some()
                 }
                 _ => false,
             };

@@ -38,6 +38,26 @@ pub(crate) struct LoggedCall {
     pub error: Option<String>,
 }
 
+impl LoggedCall {
+    /// The time its processes waited for a CPU because the host was busy
+    /// (zero where it could not be measured).
+    pub fn cpu_wait(&self) -> Duration {
+        self.run
+            .as_ref()
+            .and_then(|r| r.result.as_ref().ok())
+            .and_then(|o| o.cpu_wait)
+            .unwrap_or_default()
+            .min(self.duration)
+    }
+
+    /// Its duration less [`cpu_wait`](Self::cpu_wait): the plugin's own
+    /// share, what a timing *margin* rests on (never a deadline: Nomad's
+    /// limit counts the wall time).
+    pub fn own_time(&self) -> Duration {
+        self.duration.saturating_sub(self.cpu_wait())
+    }
+}
+
 /// The run's call log: what the run-wide checks judge, and all they see.
 #[derive(Debug, Default)]
 pub(crate) struct CallLog(Mutex<Vec<LoggedCall>>);
@@ -61,17 +81,26 @@ pub(crate) struct RunLog {
     pub calls: Vec<LoggedCall>,
     /// The plugin runs in-process (the built-in).
     pub in_process: bool,
+    /// Calls that failed in a bystander check and succeeded made again alone.
+    pub repeats: Vec<super::Repeat>,
+    /// What failed creates left, as the checks that made them saw it.
+    pub failed_leftovers: Vec<String>,
     /// Calls a verdict cites as its evidence.
     cited: Mutex<Vec<PluginRun>>,
+    /// Why the verdict is not pinned in a snapshot, if it is not.
+    unpinned: Mutex<Option<String>>,
 }
 
 impl RunLog {
     /// The log a run-wide check judges.
-    pub fn new(calls: Vec<LoggedCall>, in_process: bool) -> RunLog {
+    pub fn new(calls: Vec<LoggedCall>, in_process: bool, shared: &super::Shared) -> RunLog {
         RunLog {
             calls,
             in_process,
+            repeats: shared.repeats(),
+            failed_leftovers: shared.failed_leftovers(),
             cited: Mutex::new(Vec::new()),
+            unpinned: Mutex::new(None),
         }
     }
 
@@ -80,6 +109,22 @@ impl RunLog {
         if let Some(run) = &call.run {
             lock(&self.cited).push(PluginRun::clone(run));
         }
+    }
+
+    /// Marks the verdict as one a snapshot does not pin (a measurement, or
+    /// a timing verdict close to its bound): reported, not compared.
+    pub fn unpin(&self, why: impl Into<String>) {
+        *lock(&self.unpinned) = Some(why.into());
+    }
+
+    /// Why the verdict is not pinned, if it is not.
+    pub fn unpinned(&self) -> Option<String> {
+        lock(&self.unpinned).clone()
+    }
+
+    /// Shows a raw call as evidence of the verdict.
+    pub fn cite_run(&self, run: &PluginRun) {
+        lock(&self.cited).push(run.clone());
     }
 
     /// The calls cited.

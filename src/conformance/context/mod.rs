@@ -19,6 +19,7 @@
 mod calls;
 mod log;
 mod probes;
+mod repeat;
 mod residue;
 mod sandbox;
 mod steps;
@@ -31,6 +32,7 @@ use std::sync::{Arc, Mutex};
 pub(crate) use calls::{Expect, Variant};
 pub(crate) use log::{CallLog, LoggedCall, RunLog};
 pub(crate) use probes::Probes;
+pub(crate) use repeat::Repeat;
 pub(crate) use residue::{Leftovers, around};
 pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
 pub(crate) use steps::{VolumeAt, plant_in_volume};
@@ -161,6 +163,10 @@ pub(crate) struct Shared {
     pub supervisor: crate::exec::Supervisor,
     /// Volumes created and not yet deleted, for an interrupted run's teardown.
     pub live: super::live::LiveVolumes,
+    /// Calls that failed in a bystander check and succeeded made again alone.
+    repeats: Mutex<Vec<Repeat>>,
+    /// What failed creates of other checks left, for `failure.clean`.
+    failed_leftovers: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -180,6 +186,8 @@ impl Shared {
             in_flight: std::sync::atomic::AtomicUsize::new(0),
             timing: tokio::sync::OnceCell::new(),
             gate: tokio::sync::RwLock::new(()),
+            repeats: Mutex::new(Vec::new()),
+            failed_leftovers: Mutex::new(Vec::new()),
         }
     }
 
@@ -193,6 +201,23 @@ impl Shared {
             0 => base.to_string(),
             n => format!("{base}-{n}"),
         }
+    }
+
+    /// Hands what a failed create left (seen by another check) to
+    /// `failure.clean`, which owns that finding.
+    pub fn hand_to_failure_clean(&self, what: String) {
+        self.failed_leftovers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(what);
+    }
+
+    /// What failed creates left, as other checks saw it.
+    pub fn failed_leftovers(&self) -> Vec<String> {
+        self.failed_leftovers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Runs the timing phase ([`timing`]) once; call when every parallel

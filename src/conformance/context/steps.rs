@@ -163,10 +163,17 @@ impl Ctx {
                 } else {
                     format!(" processes: {}", procs.join(", "))
                 };
-                Err(Finding::Fail(format!(
-                    "{label}: expected a failed create to leave nothing behind; it failed ({e}) and left{files}{procs}{}",
+                // What a failed create left is failure.clean's finding, not
+                // this check's (its input caused no command, no escape): it
+                // is handed over, and this check names the owner.
+                self.shared.hand_to_failure_clean(format!(
+                    "{} ({label}): failed ({e}) and left{files}{procs}",
+                    self.check
+                ));
+                Ok(format!(
+                    "{label}: refused (what the failed create left is failure.clean's finding){}",
                     left.citation()
-                )))
+                ))
             }
         }
     }

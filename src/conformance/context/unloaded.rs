@@ -12,7 +12,7 @@ use std::future::Future;
 
 use super::{Ctx, Expect, Finding};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
-use crate::plugin::PluginCall;
+use crate::plugin::{Fingerprint, PluginCall};
 
 /// The step name of a re-run alone.
 fn again(step: &str) -> String {
@@ -49,6 +49,24 @@ impl Ctx {
             self.delete_as(req, expect, &again, true).await
         })
         .await
+    }
+
+    /// Fingerprints; a fingerprint that overran its limit is made again
+    /// alone, and that one is the answer (it has no side effect to undo).
+    /// One that overruns alone too is returned as it is: the deadline check
+    /// reports it, and a check that needs an answer skips for it.
+    pub async fn fingerprint_unloaded(
+        &self,
+        expect: Expect,
+        step: &str,
+    ) -> PluginCall<Fingerprint> {
+        let first = self.fingerprint(expect, step).await;
+        let limit = self.shared.settings.timeouts().fingerprint;
+        if !(first.timed_out() || first.duration > limit) {
+            return first;
+        }
+        self.calls.excuse(step);
+        self.fingerprint_as(expect, &again(step), true).await
     }
 
     /// `first`, when it did not time out; else the re-run alone that `rerun`

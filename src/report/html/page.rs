@@ -338,6 +338,7 @@ mod tests {
                 };
                 calls
             ],
+            unpinned: None,
         }
     }
 

@@ -1,0 +1,144 @@
+//! `lifecycle.reboot`: a node reboot takes away every mount and loop device,
+//! then the Nomad client calls create for every volume at start. A plugin
+//! must find its volumes again, data and all, from what a reboot leaves: the
+//! files on disk.
+
+use std::path::Path;
+
+use super::{CheckResult, join_all};
+use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, plant_in_volume};
+
+/// How many volumes the reboot takes down at once.
+const VOLUMES: usize = 3;
+
+/// What the simulated reboot took away.
+struct TakenAway {
+    mounts: usize,
+    loops: usize,
+    /// The volume paths that were tmpfs mounts: their data goes by nature.
+    tmpfs: Vec<String>,
+}
+
+/// Takes away what a reboot takes away below the check's sandbox: every
+/// mount (deepest first), then every loop device backed by a file there.
+/// Nothing is deleted and no process is killed.
+fn take_away(ctx: &Ctx, paths: &[String]) -> Result<TakenAway, Finding> {
+    let dir = &ctx.sandbox.dir;
+    let unmounted = crate::safe_fs::unmount_under(dir)
+        .map_err(|e| Finding::Skip(format!("cannot list the mounts to take away: {e}")))?;
+    if let Some((m, why)) = unmounted.failed.first() {
+        return Err(Finding::Skip(format!(
+            "inconclusive: the harness could not unmount {m}: {why}"
+        )));
+    }
+    let tmpfs = unmounted
+        .all()
+        .filter(|m| m.fstype == "tmpfs")
+        .filter(|m| paths.iter().any(|p| Path::new(p) == m.mount_point))
+        .map(|m| m.mount_point.display().to_string())
+        .collect();
+    let loops = crate::safe_fs::loops_backed_under(dir);
+    for dev in &loops {
+        crate::safe_fs::detach(dev).map_err(|e| {
+            Finding::Skip(format!(
+                "inconclusive: the harness could not detach {dev}: {e}"
+            ))
+        })?;
+    }
+    Ok(TakenAway {
+        mounts: unmounted.all().count(),
+        loops: loops.len(),
+        tmpfs,
+    })
+}
+
+/// `lifecycle.reboot` (should): after creates that hold files, what a reboot
+/// takes away is taken away (mounts, loop devices); create again for every
+/// volume at once gives the same paths with their files, then each deletes
+/// cleanly.
+pub async fn reboot(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    if let Some(needs) = ctx.create_again_fails().await {
+        return Err(Finding::Skip(needs));
+    }
+    let mut made = Vec::new();
+    for i in 0..VOLUMES {
+        let req = ctx.request();
+        let step = format!("create of volume #{} before the reboot", i + 1);
+        let resp = ctx.create_ok(&req, &step).await?;
+        let canary = plant_in_volume(ctx, &resp.path, &step)?;
+        made.push((req, resp.path, canary));
+    }
+    let paths: Vec<String> = made.iter().map(|(_, p, _)| p.clone()).collect();
+    let taken = take_away(ctx, &paths)?;
+    // At client start: create for every volume, all at once.
+    let again = join_all(made.iter().map(|(req, _, _)| {
+        ctx.create(
+            req,
+            Expect::Success,
+            "create after the reboot (client start)",
+        )
+    }))
+    .await;
+    let mut problems = Vec::new();
+    let mut by_nature = Vec::new();
+    for (i, ((_, path, canary), call)) in made.iter().zip(&again).enumerate() {
+        let n = i + 1;
+        match &call.result {
+            Err(e) => problems.push(format!("volume #{n}: create failed: {e}")),
+            Ok(resp) if resp.path != *path => problems.push(format!(
+                "volume #{n} moved from {path:?} to {:?}",
+                resp.path
+            )),
+            Ok(_) if canary_intact(canary) => {}
+            Ok(_) if taken.tmpfs.contains(path) => by_nature.push(format!("#{n}")),
+            Ok(_) => problems.push(format!(
+                "volume #{n} lost its files (the file written before the reboot is gone)"
+            )),
+        }
+    }
+    let deletes = join_all(made.iter().zip(&again).map(|((req, path, _), call)| {
+        let path = call
+            .result
+            .as_ref()
+            .map_or(path.as_str(), |r| r.path.as_str());
+        ctx.delete(req, path, Expect::Success, "delete after the reboot")
+    }))
+    .await;
+    for ((_, path, _), deleted) in made.iter().zip(&deletes) {
+        if deleted.ok() && Path::new(path).exists() {
+            problems.push(format!("the delete after the reboot left {path:?}"));
+        }
+    }
+    // No counts: how many loop devices are still attached once the mounts
+    // are gone depends on how soon the kernel let them go.
+    let what = match (taken.mounts, taken.loops) {
+        (0, 0) => "nothing (the plugin made no mount and no loop device)",
+        _ => "the plugin's mounts and loop devices",
+    };
+    if !problems.is_empty() {
+        return Err(Finding::Fail(format!(
+            "expected create at client start, after a reboot took away {what}, to find every \
+             volume at its path with its files (Nomad calls create for every volume when the \
+             client starts); {}. Tell a volume that exists but is not mounted from one never \
+             made (its image or data is on disk): mount it again, never format it again",
+            problems.join("; ")
+        )));
+    }
+    let note = match by_nature.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; volume(s) {} are tmpfs mounts: their files go with a reboot by nature, not by \
+             the plugin's doing",
+            by_nature.join(", ")
+        ),
+    };
+    let kept = match by_nature.is_empty() {
+        true => " with their files",
+        false => "",
+    };
+    Ok(Finding::Pass(format!(
+        "a reboot took away {what}; create at client start found {VOLUMES} volumes at their \
+         paths{kept}, and each deleted cleanly{note}"
+    )))
+}
