@@ -238,6 +238,7 @@ samples! {
     sample_null_version => "null-version",
     sample_racy_concurrency => "racy-concurrency",
     sample_realtime_signal => "realtime-signal",
+    sample_lies_about_bytes => "lies-about-bytes",
     sample_relative_path => "relative-path",
     sample_rmdir_delete => "rmdir-delete",
     sample_setsid_daemon => "setsid-daemon",

@@ -261,6 +261,7 @@ hostile! {
     null_version_leaves_nothing => "null-version" at "1",
     racy_concurrency_leaves_nothing => "racy-concurrency" at "1",
     realtime_signal_leaves_nothing => "realtime-signal" at "1",
+    lies_about_bytes_leaves_nothing => "lies-about-bytes" at "1",
     check_then_mkdir_leaves_nothing => "check-then-mkdir" at "1",
     relative_path_leaves_nothing => "relative-path" at "1",
     rmdir_delete_leaves_nothing => "rmdir-delete" at "1",

@@ -197,6 +197,7 @@ swept! {
     null_version_every_signal => "null-version",
     racy_concurrency_every_signal => "racy-concurrency",
     realtime_signal_every_signal => "realtime-signal",
+    lies_about_bytes_every_signal => "lies-about-bytes",
     check_then_mkdir_every_signal => "check-then-mkdir",
     relative_path_every_signal => "relative-path",
     rmdir_delete_every_signal => "rmdir-delete",

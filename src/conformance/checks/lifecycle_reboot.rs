@@ -6,7 +6,9 @@
 use std::path::Path;
 
 use super::{CheckResult, join_all};
-use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, plant_in_volume};
+use crate::conformance::context::{
+    Ctx, Expect, Finding, VolumeAt, canary_bytes, canary_intact, plant_in_volume,
+};
 
 /// How many volumes the reboot takes down at once.
 const VOLUMES: usize = 3;
@@ -70,6 +72,9 @@ pub async fn reboot(ctx: &Ctx) -> CheckResult {
         made.push((req, resp.path, canary));
     }
     let paths: Vec<String> = made.iter().map(|(_, p, _)| p.clone()).collect();
+    // A block-device volume is known by the image behind its loop device:
+    // after a reboot the same image may come back as another /dev/loopN.
+    let before: Vec<VolumeAt> = paths.iter().map(|p| VolumeAt::before_delete(p)).collect();
     let taken = take_away(ctx, &paths)?;
     // At client start: create for every volume, all at once.
     let again = join_all(made.iter().map(|(req, _, _)| {
@@ -84,13 +89,21 @@ pub async fn reboot(ctx: &Ctx) -> CheckResult {
     let mut by_nature = Vec::new();
     for (i, ((_, path, canary), call)) in made.iter().zip(&again).enumerate() {
         let n = i + 1;
+        let block = before[i].backing().filter(|_| before[i].is_block());
+        let same_image = |new: &str| {
+            block.is_some_and(|b| crate::safe_fs::loop_backing(Path::new(new)).as_ref() == Some(b))
+        };
         match &call.result {
             Err(e) => problems.push(format!("volume #{n}: create failed: {e}")),
-            Ok(resp) if resp.path != *path => problems.push(format!(
+            Ok(resp) if resp.path != *path && !same_image(&resp.path) => problems.push(format!(
                 "volume #{n} moved from {path:?} to {:?}",
                 resp.path
             )),
-            Ok(_) if canary_intact(canary) => {}
+            Ok(resp)
+                if block.is_some()
+                    && crate::safe_fs::has_marker(Path::new(&resp.path), &canary_bytes(canary)) => {
+            }
+            Ok(_) if block.is_none() && canary_intact(canary) => {}
             Ok(_) if taken.tmpfs.contains(path) => by_nature.push(format!("#{n}")),
             Ok(_) => problems.push(format!(
                 "volume #{n} lost its files (the file written before the reboot is gone)"
@@ -105,9 +118,13 @@ pub async fn reboot(ctx: &Ctx) -> CheckResult {
         ctx.delete(req, path, Expect::Success, "delete after the reboot")
     }))
     .await;
-    for ((_, path, _), deleted) in made.iter().zip(&deletes) {
-        if deleted.ok() && Path::new(path).exists() {
-            problems.push(format!("the delete after the reboot left {path:?}"));
+    for (((_, path, _), call), deleted) in made.iter().zip(&again).zip(&deletes) {
+        let now = call
+            .result
+            .as_ref()
+            .map_or(path.as_str(), |r| r.path.as_str());
+        if deleted.ok() && !VolumeAt::before_delete(now).gone().await {
+            problems.push(format!("the delete after the reboot left {now:?}"));
         }
     }
     // No counts: how many loop devices are still attached once the mounts

@@ -81,6 +81,21 @@ impl Sandbox {
         dir: &Path,
         name: &str,
     ) -> std::io::Result<PathBuf> {
+        // A block-device volume (a loop device backed by a file of the run)
+        // gets its canary at the start of the device: the canary's path is
+        // then the device's, and the device node is never removed.
+        if safe_fs::is_block_device(dir) {
+            safe_fs::write_marker(dir, root.path(), canary_text(dir).as_bytes()).map_err(|e| {
+                match e.kind() {
+                    std::io::ErrorKind::PermissionDenied => std::io::Error::new(
+                        std::io::ErrorKind::PermissionDenied,
+                        OutsideSandbox(dir.to_path_buf()),
+                    ),
+                    _ => e,
+                }
+            })?;
+            return Ok(dir.to_path_buf());
+        }
         let resolved = dir.canonicalize()?;
         if root.relative(&resolved).is_none() {
             return Err(std::io::Error::new(

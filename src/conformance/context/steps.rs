@@ -94,6 +94,11 @@ impl VolumeAt {
     pub fn is_block(&self) -> bool {
         self.block
     }
+
+    /// The file behind it, for a loop device (when it was measured).
+    pub fn backing(&self) -> Option<&PathBuf> {
+        self.backing.as_ref()
+    }
 }
 
 /// How long a loop device a delete detached may take to be released.
