@@ -87,6 +87,8 @@ pub async fn reboot(ctx: &Ctx) -> CheckResult {
     .await;
     let mut problems = Vec::new();
     let mut by_nature = Vec::new();
+    // `ephemeral = true` in the plugin's config: lost by design, as a tmpfs.
+    let ephemeral = ctx.shared.settings.claims.ephemeral;
     for (i, ((_, path, canary), call)) in made.iter().zip(&again).enumerate() {
         let n = i + 1;
         let block = before[i].backing().filter(|_| before[i].is_block());
@@ -104,7 +106,7 @@ pub async fn reboot(ctx: &Ctx) -> CheckResult {
                     && crate::safe_fs::has_marker(Path::new(&resp.path), &canary_bytes(canary)) => {
             }
             Ok(_) if block.is_none() && canary_intact(canary) => {}
-            Ok(_) if taken.tmpfs.contains(path) => by_nature.push(format!("#{n}")),
+            Ok(_) if taken.tmpfs.contains(path) || ephemeral => by_nature.push(format!("#{n}")),
             Ok(_) => problems.push(format!(
                 "volume #{n} lost its files (the file written before the reboot is gone)"
             )),
@@ -144,6 +146,10 @@ pub async fn reboot(ctx: &Ctx) -> CheckResult {
     }
     let note = match by_nature.is_empty() {
         true => String::new(),
+        false if ephemeral => format!(
+            "; volume(s) {} lost their files, as the config's `ephemeral = true` says they do",
+            by_nature.join(", ")
+        ),
         false => format!(
             "; volume(s) {} are tmpfs mounts: their files go with a reboot by nature, not by \
              the plugin's doing",
