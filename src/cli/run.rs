@@ -56,7 +56,7 @@ pub struct RunArgs {
     /// DHV_PARAMETERS as a JSON object of strings [default: null, as Nomad sends without a parameters block]
     #[arg(long, value_name = "JSON")]
     pub parameters: Option<String>,
-    /// DHV_CREATED_PATH for delete [default: <volumes-dir>/<id>]
+    /// DHV_CREATED_PATH for delete [default: VOLUMES_DIR/ID]
     #[arg(long, value_name = "PATH")]
     pub created_path: Option<String>,
     /// Time limit, e.g. `500ms`, `5s`, `1m` [default: Nomad's: 1s fingerprint, 60s create/delete]

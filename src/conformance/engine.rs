@@ -58,7 +58,7 @@ pub struct SuiteOutcome {
     pub teardown: super::Teardown,
     /// The number of the signal (SIGINT, SIGTERM, SIGHUP) that cut the run
     /// short, if one did: the report is whole, the checks it cut short are
-    /// `skip` ([`INTERRUPTED`]), and [`Report::interrupted`] names it.
+    /// `skip` (`interrupted`), and [`Report::interrupted`] names it.
     pub interrupted: Option<i32>,
 }
 
