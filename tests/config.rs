@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use dhv_conform::report::Status;
 use util::Scratch;
-use util::check::check;
+use util::check::{check, status_of};
 
 /// A copy of a sample plugin in a dir of its own, with `config` as its
 /// `dhv-conform.toml` (none when empty).
@@ -20,15 +20,6 @@ fn plugin_with_config(dir: &Scratch, sample: &str, config: &str) -> PathBuf {
         fs::write(dir.path().join("dhv-conform.toml"), config).unwrap();
     }
     plugin
-}
-
-fn status_of(report: &dhv_conform::report::Report, id: &str) -> (Status, String) {
-    let c = report
-        .checks
-        .iter()
-        .find(|c| c.id == id)
-        .unwrap_or_else(|| panic!("{id} not in the report"));
-    (c.status, c.message.clone())
 }
 
 #[test]
@@ -161,15 +152,7 @@ fn several_requests_run_the_suite_for_each_and_the_report_says_so() {
 fn an_enforced_capacity_claimed_for_a_plain_directory_is_caught() {
     let dir = Scratch::new();
     let plugin = plugin_with_config(&dir, "reference", "[claims]\ncapacity = \"enforced\"\n");
-    let out = check([
-        plugin.as_os_str(),
-        "--json".as_ref(),
-        "-".as_ref(),
-        "volume.".as_ref(),
-    ])
-    .run();
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let report = out.report();
+    let report = util::check::volume_report(&plugin);
     let (status, message) = status_of(&report, "volume.capacity-enforced");
     assert_eq!(status, Status::Warn, "{message}");
     assert!(
@@ -237,15 +220,7 @@ fn loop_ext4_claims_hold_and_a_false_filesystem_claim_is_caught() {
             "loop-ext4",
             &format!("[claims]\ncapacity = \"enforced\"\nfilesystem = \"{fs}\"\n"),
         );
-        let out = check([
-            plugin.as_os_str(),
-            "--json".as_ref(),
-            "-".as_ref(),
-            "volume.".as_ref(),
-        ])
-        .run();
-        assert_eq!(out.code, Some(0), "{}", out.stderr);
-        let report = out.report();
+        let report = util::check::volume_report(&plugin);
         let (status, message) = status_of(&report, "volume.parameters");
         assert_eq!(status, expect, "{fs}: {message}");
         for id in ["volume.bytes-true", "volume.capacity-enforced"] {

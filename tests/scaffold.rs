@@ -159,15 +159,8 @@ fn init_writes_a_config_of_what_it_saw_and_never_overwrites_one() {
         "claims nothing it did not see: {text}"
     );
     // `check` reads it from beside the plugin, and the plugin passes.
-    let out = check([
-        plugin.as_os_str(),
-        "--json".as_ref(),
-        "-".as_ref(),
-        "volume.".as_ref(),
-    ])
-    .run();
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert!(out.report().config.is_some_and(|c| c.path.is_some()));
+    let report = util::check::volume_report(&plugin);
+    assert!(report.config.is_some_and(|c| c.path.is_some()));
     let (code, stderr) = dhv(&tmp, &["init".as_ref(), plugin.as_os_str()]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--force"), "{stderr}");
@@ -193,15 +186,8 @@ fn init_sees_loop_ext4s_filesystem_and_its_claims_hold() {
     assert!(text.contains("\nfilesystem = \"ext4\""), "{text}");
     assert!(text.contains("\ncapacity = \"enforced\""), "{text}");
     assert!(util::mounts_below(Path::new(tmp.path())).is_empty());
-    let out = check([
-        plugin.as_os_str(),
-        "--json".as_ref(),
-        "-".as_ref(),
-        "volume.".as_ref(),
-    ])
-    .run();
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    for c in out.report().checks {
+    let report = util::check::volume_report(&plugin);
+    for c in report.checks {
         let expected = if c.id == "volume.block-device" {
             Status::Skip
         } else {

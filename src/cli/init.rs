@@ -116,16 +116,9 @@ async fn observe(target: &PluginSource) -> Result<Seen, CliError> {
         Ok::<Seen, CliError>(seen)
     }
     .await;
-    let _ = crate::safe_fs::unmount_under(&root);
-    for dev in crate::safe_fs::loops_backed_under(&root) {
-        let _ = crate::safe_fs::detach(&dev);
-    }
-    let removal = crate::safe_fs::remove_tree(&root);
+    let removal = crate::conformance::remove_unheld(&root);
     if !removal.removed {
-        print_stderr(&format!(
-            "dhv-conform: init: {} could not be removed whole\n",
-            root.display()
-        ));
+        print_stderr(&format!("dhv-conform: init: {}\n", removal.summary()));
     }
     seen
 }

@@ -152,11 +152,7 @@ fn clean_one(dir: &Path) -> Option<Cleaned> {
         // Its process lives (it may have let go of its lock): not ours to touch.
         return None;
     }
-    let mut teardown = Teardown {
-        temp_dir: dir.to_path_buf(),
-        ..Teardown::default()
-    };
-    super::teardown::remove_leftover_root(dir, &mut teardown);
+    let teardown = super::teardown::remove_unheld(dir);
     drop(lock);
     Some(Cleaned {
         pid: owner.pid,

@@ -28,5 +28,6 @@ pub(crate) use engine::run_suite_with;
 pub use engine::{EngineError, SuiteOptions, SuiteOutcome, run_suite, selected};
 pub use leftovers::{Cleaned, OWNER_FILE, clean_leftovers};
 pub use progress::{InFlight, Progress, ProgressEvent};
+pub(crate) use teardown::remove_unheld;
 pub(crate) use teardown::{Signals, Trigger};
 pub use teardown::{TEARDOWN_DEADLINE, Teardown};

@@ -489,9 +489,22 @@ fn remove_root(held: &crate::safe_fs::HeldDir, out: &mut Teardown, keep: bool) {
     record_removal(crate::safe_fs::remove_held(held), out);
 }
 
+/// Removes a dir of the harness's that no one holds (a killed run's, or the
+/// scratch dir of `init`) with the teardown's care: unmount what plugins left
+/// below it, detach their loop devices, then remove it without crossing a
+/// mount. What it did, as a teardown says it.
+pub(crate) fn remove_unheld(root: &Path) -> Teardown {
+    let mut out = Teardown {
+        temp_dir: root.to_path_buf(),
+        ..Teardown::default()
+    };
+    remove_leftover_root(root, &mut out);
+    out
+}
+
 /// The same for the dir of a run that was killed outright, which no one
 /// holds any more: by its path, with the same care.
-pub(super) fn remove_leftover_root(root: &Path, out: &mut Teardown) {
+fn remove_leftover_root(root: &Path, out: &mut Teardown) {
     record_unmounts(crate::safe_fs::unmount_under(root), out);
     detach_loops(root, out);
     record_removal(crate::safe_fs::remove_tree(root), out);

@@ -208,14 +208,21 @@ fn make(
 /// kind is `AlreadyExists`.
 pub fn create_new(dir: BorrowedFd<'_>, name: &OsStr, bytes: &[u8]) -> io::Result<FileId> {
     use std::io::Write as _;
+    let (mut file, id) = create_new_file(dir, name)?;
+    file.write_all(bytes)?;
+    Ok(id)
+}
+
+/// Creates `name` in `dir`, new and empty, as [`create_new`] does, and hands
+/// back the open file (to fill it) with its identity.
+pub fn create_new_file(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(std::fs::File, FileId)> {
     let file = fd::open_at(
         dir,
         name,
         libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY,
     )?;
     let id = FileId::of(file.as_fd())?;
-    std::fs::File::from(file).write_all(bytes)?;
-    Ok(id)
+    Ok((std::fs::File::from(file), id))
 }
 
 /// Removes `name` from `dir` if it is still the regular file `id` (made by

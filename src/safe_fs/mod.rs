@@ -38,7 +38,7 @@ mod remove;
 mod unmount;
 mod write;
 
-pub use held::{AlreadyThere, FileId, HeldDir, create_new, remove_if_same};
+pub use held::{AlreadyThere, FileId, HeldDir, create_new, create_new_file, remove_if_same};
 pub use loopdev::{
     LoopDevice, detach, has_marker, is_block_device, loop_backing, loops_backed_under, write_marker,
 };

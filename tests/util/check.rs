@@ -131,3 +131,28 @@ pub fn json_report(scratch: &Scratch, args: &[&str], limit: Duration) -> serde_j
     assert!(procs.is_empty(), "processes left behind: {procs:?}");
     report
 }
+
+/// `check PLUGIN --json - volume.` (the `volume.*` checks), expected to exit
+/// 0: its report.
+pub fn volume_report(plugin: &std::path::Path) -> Report {
+    let out = check([
+        plugin.as_os_str(),
+        "--json".as_ref(),
+        "-".as_ref(),
+        "volume.".as_ref(),
+    ])
+    .run();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    out.report()
+}
+
+/// A check's status and message in a report; a check missing from it fails
+/// the test.
+pub fn status_of(report: &Report, id: &str) -> (report::Status, String) {
+    let c = report
+        .checks
+        .iter()
+        .find(|c| c.id == id)
+        .unwrap_or_else(|| panic!("{id} not in the report"));
+    (c.status, c.message.clone())
+}

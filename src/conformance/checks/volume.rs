@@ -179,7 +179,9 @@ pub async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
     let written = tokio::task::spawn_blocking(move || fill_to(fill, past))
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
-    let _ = std::fs::remove_file(dir.join(".dhv-conform-fill"));
+    // The space must be free again before the volume is tried once more.
+    ctx.remove_file(&dir.join(".dhv-conform-fill"))
+        .map_err(|e| Finding::Fail(format!("cannot remove the harness's fill file: {e}")))?;
     let refused = match written {
         Ok(()) => {
             return Err(Finding::Fail(format!(
@@ -203,7 +205,7 @@ pub async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
     let after = ctx
         .create_new_in(dir, ".dhv-conform-after")
         .and_then(|mut f| std::io::Write::write_all(&mut f, b"still works\n"));
-    let _ = std::fs::remove_file(dir.join(".dhv-conform-after"));
+    let _ = ctx.remove_file(&dir.join(".dhv-conform-after"));
     if let Err(e) = after {
         return Err(Finding::Fail(format!(
             "after the refused write was removed, the volume takes no new file: {e}"

@@ -367,13 +367,26 @@ impl Ctx {
     }
 
     /// A new file `name` in `dir` for a check to fill (see
-    /// [`sandbox::create_new`]); the check removes it.
+    /// [`Sandbox::create_file`]); removed at the end of the check, or
+    /// earlier by [`remove_file`](Self::remove_file).
     pub fn create_new_in(
         &self,
         dir: &std::path::Path,
         name: &str,
     ) -> std::io::Result<std::fs::File> {
-        sandbox::create_new(&self.shared.root, dir, name)
+        self.sandbox.create_file(
+            &self.shared.root_dir,
+            &self.shared.planted,
+            self.owner,
+            dir,
+            name,
+        )
+    }
+
+    /// Removes a file this check made (by name, only while it is the file
+    /// that was made).
+    pub fn remove_file(&self, path: &std::path::Path) -> Result<(), String> {
+        self.shared.planted.remove_path(self.owner, path)
     }
 
     /// Removes the files this check wrote that are still the files it made

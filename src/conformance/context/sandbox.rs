@@ -96,22 +96,7 @@ impl Sandbox {
             })?;
             return Ok(dir.to_path_buf());
         }
-        let resolved = dir.canonicalize()?;
-        if root.relative(&resolved).is_none() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                OutsideSandbox(resolved),
-            ));
-        }
-        let mut anchors = self.held();
-        anchors.push(root.clone());
-        // The deepest held dir the path lies in.
-        let (anchor, rel) = anchors
-            .iter()
-            .filter_map(|a| Some((a.clone(), a.relative(&resolved)?.to_path_buf())))
-            .min_by_key(|(_, rel)| rel.components().count())
-            .expect("the root holds it");
-        let at = anchor.open_below(&rel)?;
+        let (anchor, rel, at) = self.reach(root, dir)?;
         let path = dir.join(name);
         let id = match safe_fs::create_new(at.as_fd(), name.as_ref(), canary_text(&path).as_bytes())
         {
@@ -139,6 +124,65 @@ impl Sandbox {
             path: path.clone(),
         });
         Ok(path)
+    }
+
+    /// The held dir `dir` lies deepest in (of this sandbox's, or the run's
+    /// `root`), the way from it, and `dir` opened from it without following
+    /// a symlink; a dir that resolves outside the run's temp dir is refused.
+    fn reach(
+        &self,
+        root: &Arc<HeldDir>,
+        dir: &Path,
+    ) -> std::io::Result<(Arc<HeldDir>, PathBuf, std::os::fd::OwnedFd)> {
+        let resolved = dir.canonicalize()?;
+        if root.relative(&resolved).is_none() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                OutsideSandbox(resolved),
+            ));
+        }
+        let mut anchors = self.held();
+        anchors.push(root.clone());
+        let (anchor, rel) = anchors
+            .iter()
+            .filter_map(|a| Some((a.clone(), a.relative(&resolved)?.to_path_buf())))
+            .min_by_key(|(_, rel)| rel.components().count())
+            .expect("the root holds it");
+        let at = anchor.open_below(&rel)?;
+        Ok((anchor, rel, at))
+    }
+
+    /// A new, empty file `name` in `dir` for a check to fill, made as
+    /// [`plant`](Self::plant) makes a canary (a name that exists is an
+    /// error, never written through) and recorded in `planted`, so that it
+    /// is removed by name whatever the check does.
+    pub fn create_file(
+        &self,
+        root: &Arc<HeldDir>,
+        planted: &Planted,
+        owner: u64,
+        dir: &Path,
+        name: &str,
+    ) -> std::io::Result<std::fs::File> {
+        let (anchor, rel, at) = self.reach(root, dir)?;
+        let path = dir.join(name);
+        let (file, id) = safe_fs::create_new_file(at.as_fd(), name.as_ref()).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                std::io::Error::new(e.kind(), safe_fs::AlreadyThere(path.clone()))
+            } else {
+                e
+            }
+        })?;
+        planted.add(PlantedFile {
+            owner,
+            anchor,
+            rel,
+            dir_id: FileId::of(at.as_fd())?,
+            name: name.into(),
+            id,
+            path,
+        });
+        Ok(file)
     }
 }
 
@@ -219,6 +263,19 @@ impl Planted {
             .any(|f| f.dir_id == dir_id && f.name == name && f.id == id)
     }
 
+    /// Removes the file of `owner` made at `path`, if it is still as the
+    /// harness made it (a check done with a file before its end).
+    pub fn remove_path(&self, owner: u64, path: &Path) -> Result<(), String> {
+        let file = {
+            let mut all = self.files.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(i) = all.iter().position(|f| f.owner == owner && f.path == path) else {
+                return Ok(());
+            };
+            all.remove(i)
+        };
+        file.remove()
+    }
+
     /// Removes the files of `owner` (all with `None`) that are still as the
     /// harness made them; what could not be removed, one line each.
     pub fn remove(&self, owner: Option<u64>) -> Vec<String> {
@@ -232,25 +289,6 @@ impl Planted {
         };
         files.iter().filter_map(|f| f.remove().err()).collect()
     }
-}
-
-/// Creates the file `name` in `dir`, new (`O_CREAT|O_EXCL|O_NOFOLLOW`): a name
-/// that exists already (a link a plugin planted) is an error, never written
-/// through. Only inside the run's sandbox, as for [`plant`].
-pub(crate) fn create_new(root: &Path, dir: &Path, name: &str) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let resolved = dir.canonicalize()?;
-    if !resolved.starts_with(root.canonicalize()?) {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            OutsideSandbox(resolved),
-        ));
-    }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(resolved.join(name))
 }
 
 /// The bytes of the canary planted at `path`.
