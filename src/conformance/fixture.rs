@@ -137,7 +137,7 @@ const MAX_HCL_BYTES: usize = 32 << 10;
 
 /// The HCL parser thread's stack: the deepest nesting [`MAX_HCL_BYTES`] of
 /// text can express took at most 280 MB of it in a debug build (measured;
-/// `hostile_hcl_at_the_size_limit_is_an_input_error` in tests/robustness.rs
+/// `hostile_hcl_at_the_size_limit_is_an_input_error` in tests/it/robustness.rs
 /// keeps it so). Pages are only used as the parser goes deep.
 const HCL_STACK: usize = 512 << 20;
 

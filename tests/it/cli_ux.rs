@@ -1,0 +1,589 @@
+//! The CLI around the checks, through the binary: `explain` and docs/checks.md,
+//! `--list`, empty selections, progress lines that agree with the table, JSON-only
+//! stdout, closed pipes, help text.
+
+use crate::util;
+
+use std::io::Read as _;
+use std::path::Path;
+use std::process::{Command as StdCommand, Stdio};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use dhv_conform::conformance::CATALOGUE;
+
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+use crate::util::{repo, sample};
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// `dhv-conform ARGS` in `cwd`, with a scratch TMPDIR that must be empty afterwards.
+fn dhv_in(cwd: &Path, args: &[&str]) -> Out {
+    let tmp = util::Scratch::new();
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .args(args)
+        .current_dir(cwd)
+        .env("TMPDIR", tmp.path())
+        .env_remove("NO_COLOR")
+        .env_remove("CI")
+        .timeout(RUN_LIMIT)
+        .output()
+        .unwrap();
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "{args:?} left {left:?}");
+    Out {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn dhv(args: &[&str]) -> Out {
+    dhv_in(repo(), args)
+}
+
+// ---- the rules travel with the tool ------------------------------------------------
+
+/// docs/checks.md is exactly what `explain --all --markdown` prints. To regenerate it:
+/// `DHV_CONFORM_UPDATE_DOCS=1 cargo test --test it cli_ux::docs_checks_md`.
+#[test]
+fn docs_checks_md_is_generated_from_the_catalogue() {
+    let out = dhv(&["explain", "--all", "--markdown"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let path = repo().join("docs/checks.md");
+    if std::env::var_os("DHV_CONFORM_UPDATE_DOCS").is_some() {
+        std::fs::write(&path, &out.stdout).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == out.stdout,
+        "docs/checks.md is out of date: run DHV_CONFORM_UPDATE_DOCS=1 cargo test --test it cli_ux::docs_checks_md"
+    );
+    for spec in CATALOGUE {
+        assert!(
+            on_disk.contains(&format!("### `{}` ({})", spec.id, spec.level)),
+            "{}",
+            spec.id
+        );
+    }
+    for heading in [
+        "**Why Nomad cares:**",
+        "**How to fix it:**",
+        "**Sample plugin:**",
+    ] {
+        assert_eq!(
+            on_disk.matches(heading).count(),
+            CATALOGUE.len(),
+            "{heading}"
+        );
+    }
+}
+
+#[test]
+fn readme_links_the_checks_and_points_nowhere_outside() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    assert!(
+        readme.contains("(docs/checks.md)"),
+        "README must link docs/checks.md"
+    );
+    assert!(
+        !readme.contains(&format!("..{}", "/shared")),
+        "README points outside the project"
+    );
+}
+
+/// Nothing in the project names a file outside it: no spec it was written from, no
+/// sibling directory.
+#[test]
+fn nothing_points_outside_the_repository() {
+    let needles = [format!("{}.md", "CONFORMANCE"), format!("..{}", "/shared")];
+    let mut found = Vec::new();
+    let mut dirs = vec![repo().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if name == "target" || name == ".git" {
+                continue;
+            }
+            if path.is_dir() {
+                dirs.push(path);
+            } else if let Ok(text) = std::fs::read_to_string(&path) {
+                for needle in &needles {
+                    if text.contains(needle.as_str()) {
+                        found.push(format!("{}: {needle}", path.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn explain_prints_one_entry() {
+    let out = dhv(&["explain", "delete.auto-delete-safe"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.starts_with("delete.auto-delete-safe (should)\n"));
+    for part in [
+        "rule: ",
+        "why Nomad cares: ",
+        "how to fix it: ",
+        "sample-plugins/blind-delete",
+    ] {
+        assert!(out.stdout.contains(part), "{part}: {}", out.stdout);
+    }
+}
+
+#[test]
+fn explain_of_an_unknown_id_exits_2_with_close_ids() {
+    let out = dhv(&["explain", "create.idempotnet"]);
+    assert_eq!(out.code, Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(
+        out.stderr
+            .contains("no check has the id \"create.idempotnet\"; did you mean create.idempotent?"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Every failure and warning block of the terminal output ends with its explain line.
+#[test]
+fn failures_and_warnings_end_with_see_explain() {
+    let out = dhv(&[
+        "check",
+        &sample("non-semver-version"),
+        "fingerprint.version",
+    ]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let block = out
+        .stdout
+        .split("---- ")
+        .find(|b| b.starts_with("fingerprint.version-semver (should, warn)"))
+        .unwrap_or_else(|| panic!("no warning block: {}", out.stdout));
+    let block = block.split("\n\n").next().unwrap();
+    let last = block.trim_end().lines().last().unwrap();
+    assert_eq!(
+        last.trim(),
+        "see: dhv-conform explain fingerprint.version-semver"
+    );
+}
+
+// ---- --list ---------------------------------------------------------------------------
+
+#[test]
+fn list_prints_level_id_and_rule() {
+    let out = dhv(&["check", "--list"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), CATALOGUE.len());
+    let w = CATALOGUE.iter().map(|c| c.id.len()).max().unwrap();
+    for (line, spec) in lines.iter().zip(CATALOGUE) {
+        let want = format!("{:<6}  {:<w$}  {}", spec.level.as_str(), spec.id, spec.rule);
+        assert_eq!(*line, want);
+    }
+}
+
+#[test]
+fn list_as_json_lines() {
+    let out = dhv(&["check", "mkdir", "--list", "--format", "json", "delete."]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let entries: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let want: Vec<_> = CATALOGUE
+        .iter()
+        .filter(|c| c.id.contains("delete."))
+        .collect();
+    assert_eq!(entries.len(), want.len());
+    for (e, spec) in entries.iter().zip(want) {
+        assert_eq!(e["id"], spec.id);
+        assert_eq!(e["level"], spec.level.as_str());
+        assert_eq!(e["rule"], spec.rule);
+        assert_eq!(e["group"], "delete");
+    }
+}
+
+/// `dhv-conform check --list | head -1`: the reader goes away, the tool exits quietly.
+#[test]
+fn a_closed_stdout_is_no_panic() {
+    for args in [
+        &["check", "--list"][..],
+        &["explain", "--all"],
+        &["check", "mkdir", "fingerprint."],
+        &["check", "mkdir", "fingerprint.", "--json", "-"],
+    ] {
+        let tmp = util::Scratch::new();
+        let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("dhv-conform"))
+            .args(args)
+            .env("TMPDIR", tmp.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read one byte, then hang up, as `head -c1` does.
+        let mut stdout = child.stdout.take().unwrap();
+        let mut one = [0u8; 1];
+        stdout.read_exact(&mut one).unwrap();
+        drop(stdout);
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_ne!(status.code(), Some(101), "{args:?}: {stderr}");
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{args:?} left {left:?}");
+    }
+}
+
+/// A stderr nobody reads (a closed pipe) drops the message; the exit code is
+/// still the one the message would have explained, not a panic's 101.
+#[test]
+fn a_closed_stderr_is_no_panic() {
+    let tmp = util::Scratch::new();
+    let missing = tmp.path().join("missing.snap");
+    let missing = missing.to_str().unwrap();
+    for (args, code) in [
+        (&["check", "/no/such/plugin"][..], 2),
+        (&["run", "mkdir", "fingerprint", "--id", "X"], 2),
+        (
+            &[
+                "check",
+                "mkdir",
+                "create.succeeds",
+                "-q",
+                "--snapshot",
+                missing,
+            ],
+            3,
+        ),
+    ] {
+        let (read_end, write_end) = nix::unistd::pipe().unwrap();
+        drop(read_end);
+        let out = StdCommand::new(assert_cmd::cargo::cargo_bin("dhv-conform"))
+            .args(args)
+            .env("TMPDIR", tmp.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(write_end))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+    }
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left {left:?}");
+}
+
+// ---- what runs ------------------------------------------------------------------------
+
+#[test]
+fn a_selection_of_nothing_exits_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["create.idempotnt"],
+            "no check matches the filter \"create.idempotnt\"; did you mean create.idempotent?",
+        ),
+        (
+            &["--exact", "create"],
+            "no check matches the filter \"create\" (--exact)",
+        ),
+        (
+            &["fingerprint.", "--skip", "fingerprint"],
+            "no check matches the filter \"fingerprint.\" with --skip fingerprint",
+        ),
+    ];
+    for (args, says) in cases {
+        let mut all = vec!["check", "mkdir"];
+        all.extend_from_slice(args);
+        let out = dhv(&all);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stdout);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+        assert!(!out.stdout.contains("verdict"), "{}", out.stdout);
+    }
+}
+
+/// A warned check's progress line says `warn`, and the summary line counts what the
+/// table counts, including the checks the filter left out.
+#[test]
+fn progress_agrees_with_the_table() {
+    let out = dhv(&["check", &sample("non-semver-version"), "fingerprint."]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("test fingerprint.version-semver ... warn\n"),
+        "{}",
+        out.stdout
+    );
+    let chosen = CATALOGUE
+        .iter()
+        .filter(|c| c.id.contains("fingerprint."))
+        .count();
+    let filtered = CATALOGUE.len() - chosen;
+    let summary = format!(
+        "test result: ok. {} passed; 0 failed; 1 warning; 0 skipped; 0 info; {filtered} filtered out;",
+        chosen - 1
+    );
+    assert!(out.stdout.contains(&summary), "{summary}\n{}", out.stdout);
+    let table = format!(
+        "passed: {}, failed: 0, warnings: 1, skipped: 0, info: 0",
+        chosen - 1
+    );
+    assert!(out.stdout.contains(&table), "{}", out.stdout);
+
+    let exact = dhv(&["check", "mkdir", "--exact", "create.idempotent"]);
+    let filtered = CATALOGUE.len() - 1;
+    assert!(
+        exact.stdout.contains(&format!(
+            "1 passed; 0 failed; 0 warnings; 0 skipped; 0 info; {filtered} filtered out"
+        )),
+        "{}",
+        exact.stdout
+    );
+}
+
+/// `--format json`: stdout is JSON lines only; the table goes to stderr.
+#[test]
+fn format_json_writes_only_json_lines() {
+    let out = dhv(&[
+        "check",
+        &sample("non-semver-version"),
+        "--format",
+        "json",
+        "fingerprint.",
+    ]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let events: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    assert_eq!(events[0]["type"], "suite");
+    assert_eq!(events[0]["event"], "started");
+    let warned = events
+        .iter()
+        .find(|e| e["name"] == "fingerprint.version-semver" && e["event"] != "started")
+        .unwrap();
+    assert_eq!(warned["status"], "warn");
+    assert_eq!(warned["event"], "ok");
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["event"].as_str()),
+        (Some("suite"), Some("ok"))
+    );
+    assert_eq!(last["warned"], 1);
+    assert!(out.stderr.contains("verdict: conformant"), "{}", out.stderr);
+}
+
+/// `check mkdir` with a file `./mkdir` in the working directory: the built-in is
+/// checked, and the output says so; `./mkdir` checks the file.
+#[test]
+fn mkdir_says_which_one_is_checked() {
+    let s = util::Scratch::new();
+    let reference = std::fs::read_to_string(sample("reference")).unwrap();
+    s.plugin("mkdir", &reference);
+    let builtin = dhv_in(s.path(), &["check", "mkdir", "--exact", "fingerprint.runs"]);
+    assert_eq!(builtin.code, Some(0), "{}", builtin.stderr);
+    assert!(
+        builtin.stdout.contains("checking the built-in mkdir plugin (not the file ./mkdir: name it ./mkdir to check that)"),
+        "{}",
+        builtin.stdout
+    );
+    let file = dhv_in(
+        s.path(),
+        &["check", "./mkdir", "--exact", "fingerprint.runs"],
+    );
+    assert_eq!(file.code, Some(0), "{}", file.stderr);
+    assert!(
+        file.stdout.contains("checking ./mkdir\n"),
+        "{}",
+        file.stdout
+    );
+}
+
+#[test]
+fn check_help_lists_exit_codes_and_optional_plugin() {
+    let out = dhv(&["check", "--help"]);
+    assert_eq!(out.code, Some(0));
+    assert!(
+        out.stdout
+            .contains("Usage: dhv-conform check [OPTIONS] [PLUGIN] [FILTER]"),
+        "{}",
+        out.stdout
+    );
+    for line in [
+        "0  conformant",
+        "1  non-conformant",
+        "2  usage or input error",
+        "3  --snapshot",
+        "4  the harness itself failed",
+    ] {
+        assert!(out.stdout.contains(line), "{line}: {}", out.stdout);
+    }
+}
+
+// ---- --keep ---------------------------------------------------------------------------
+
+/// `--keep` leaves the run's temp dir (named at the end), so a reproduce line pasted
+/// into a shell runs the plugin against the dirs it names; without it the output says
+/// the dirs are gone and how to keep them.
+#[test]
+fn keep_makes_reproduce_lines_work() {
+    let tmp = util::Scratch::new();
+    let run = |keep: bool| {
+        let mut cmd = Command::cargo_bin("dhv-conform").unwrap();
+        cmd.args([
+            "check",
+            &sample("fails-on-existing-dir"),
+            "--exact",
+            "create.idempotent",
+        ])
+        .env("TMPDIR", tmp.path())
+        .timeout(RUN_LIMIT);
+        if keep {
+            cmd.arg("--keep");
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+
+    let removed = run(false);
+    assert!(
+        removed.contains("was removed, so the dirs in the reproduce lines are gone; run again with --keep to keep them"),
+        "{removed}"
+    );
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+
+    let kept = run(true);
+    let dir = kept
+        .lines()
+        .find_map(|l| l.strip_prefix("the run's temp dir is kept (--keep): "))
+        .and_then(|l| l.split(';').next())
+        .unwrap_or_else(|| panic!("{kept}"));
+    assert!(Path::new(dir).is_dir(), "{dir}");
+    let reproduce = kept
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("env -i DHV_OPERATION=create"))
+        .unwrap();
+    // The check deleted its volume on the way out; the kept volumes dir lets the
+    // pasted line create it again, in the dir the line names.
+    let again = StdCommand::new("sh")
+        .args(["-c", reproduce])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(0), "{stdout}");
+    // In the check's own dir, or the dir of the shared probe it judges.
+    assert!(
+        stdout.contains(&format!("\"path\": \"{dir}/create.idempotent/volumes/"))
+            || stdout.contains(&format!(
+                "\"path\": \"{dir}/probe-create.idempotent/volumes/"
+            )),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+// ---- SLOW -----------------------------------------------------------------------------
+
+/// A check still running after `--slow-after` gets a `SLOW` line naming the plugin
+/// operation in flight, repeated each time the threshold passes again.
+#[test]
+fn a_hanging_plugin_gets_slow_lines_naming_the_operation() {
+    // Create's limit is 3 s here (60 s × 0.05): the hang ends in a bounded time.
+    let out = dhv(&[
+        "check",
+        &sample("hanging-create"),
+        "--exact",
+        "create.succeeds",
+        "--slow-after",
+        "1",
+        "--timeout-scale",
+        "0.05",
+    ]);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let slow: Vec<&str> = out.stdout.lines().filter(|l| l.contains("SLOW")).collect();
+    assert!(slow.len() >= 2, "{}", out.stdout);
+    assert!(
+        slow[0].trim().starts_with("SLOW [> 1s] create.succeeds: "),
+        "{}",
+        slow[0]
+    );
+    assert!(
+        slow[1].trim().starts_with("SLOW [> 2s] create.succeeds: "),
+        "{}",
+        slow[1]
+    );
+    for line in &slow {
+        assert!(
+            line.contains("create") && line.ends_with("in flight"),
+            "{line}"
+        );
+    }
+    let quick = dhv(&["check", "mkdir", "--exact", "create.succeeds"]);
+    assert!(!quick.stdout.contains("SLOW"), "{}", quick.stdout);
+}
+
+/// Calls the crash checks kill on purpose are labelled so, not "timed out".
+#[test]
+fn deliberate_kills_are_not_timeouts() {
+    let out = dhv(&[
+        "check",
+        &sample("crash-unsafe"),
+        "--exact",
+        "lifecycle.crash-create",
+    ]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let killed: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("(signal 9"))
+        .collect();
+    assert!(!killed.is_empty(), "{}", out.stdout);
+    for line in killed {
+        assert!(line.contains("killed by the check at "), "{line}");
+        assert!(!line.contains("timed out"), "{line}");
+    }
+}
+
+/// A response Nomad cannot decode is explained by what the plugin printed, not only
+/// by Go's decoder error.
+#[test]
+fn an_undecodable_response_names_what_the_plugin_printed() {
+    let out = dhv(&[
+        "check",
+        &sample("logs-on-stdout"),
+        "--exact",
+        "create.response",
+    ]);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let block = out
+        .stdout
+        .split("---- create.response (must, fail) ----\n")
+        .nth(1)
+        .unwrap();
+    assert!(
+        block.starts_with(
+            "text before the JSON on stdout — logs belong on stderr (first line: \"volume ready at "
+        ),
+        "{block}"
+    );
+    assert!(
+        block.contains("Nomad's decoder says: invalid character 'v'"),
+        "{block}"
+    );
+}

@@ -1,0 +1,150 @@
+//! A run killed outright (SIGKILL: no teardown) leaves its mounts, loop
+//! devices and temp dir only until `dhv-conform clean` (or the next run):
+//! that unmounts, detaches and removes them and names them; a second clean
+//! finds nothing; the temp dir of a run still alive is never touched.
+
+use crate::util;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use dhv_conform::conformance::OWNER_FILE;
+
+/// The run dirs (with an owner file) in `tmp`.
+fn run_dirs(tmp: &Path) -> Vec<PathBuf> {
+    fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join(OWNER_FILE).exists())
+        .collect()
+}
+
+fn loops_of(dir: &Path) -> Vec<String> {
+    let out = Command::new("losetup").arg("-a").output().unwrap();
+    let needle = dir.to_string_lossy().into_owned();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&needle))
+        .filter_map(|l| l.split(':').next().map(str::to_owned))
+        .collect()
+}
+
+fn check(tmp: &Path, plugin: &str, extra: &[&str]) -> std::process::Child {
+    Command::new(util::bin())
+        .args(["check", &util::sample(plugin), "-q"])
+        .args(extra)
+        .env("TMPDIR", tmp)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn clean(tmp: &Path) -> (Option<i32>, String) {
+    let out = assert_cmd::Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .arg("clean")
+        .env("TMPDIR", tmp)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.code(), stdout)
+}
+
+#[test]
+fn clean_removes_what_a_killed_run_left_and_never_a_live_runs() {
+    const TEST: &str = "clean_removes_what_a_killed_run_left_and_never_a_live_runs";
+    if let Some(why) = util::loop_devices_unusable() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "under CI this must run: {why}"
+        );
+        println!("SKIPPED {TEST}: {why}");
+        return;
+    }
+    if !util::in_private_mount_ns(TEST) {
+        return;
+    }
+    let tmp = util::Scratch::new();
+    let bound = Duration::from_secs(180);
+    // A live run first, held in its hanging create for as long as the test.
+    let live = check(tmp.path(), "hanging-create", &["--timeout-scale", "100"]);
+    assert!(
+        util::wait_for(bound, || run_dirs(tmp.path()).len() == 1),
+        "no live run dir"
+    );
+    let live_dir = run_dirs(tmp.path())[0].clone();
+
+    let mut killed = check(tmp.path(), "loop-ext4", &[]);
+    let mut dead_dir = None;
+    let mounted = util::wait_for(bound, || {
+        dead_dir = run_dirs(tmp.path()).into_iter().find(|d| *d != live_dir);
+        dead_dir
+            .as_ref()
+            .is_some_and(|d| !util::mounts_below(d).is_empty() && !loops_of(d).is_empty())
+    });
+    assert!(mounted, "the loop-ext4 run never mounted a volume");
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let dead_dir = dead_dir.unwrap();
+    let needle = dead_dir.to_string_lossy().into_owned();
+    // Its plugin calls run on for a moment: what they make is left too.
+    assert!(util::wait_for(bound, || {
+        util::processes_with_env_containing(&needle).is_empty()
+    }));
+    let mounts = util::mounts_below(&dead_dir);
+    let loops = loops_of(&dead_dir);
+    assert!(
+        !mounts.is_empty() && !loops.is_empty(),
+        "the kill left nothing to clean"
+    );
+
+    let (code, stdout) = clean(tmp.path());
+    println!("clean: {stdout}");
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains(&format!("temp dir {} removed", dead_dir.display())),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&mounts[0].display().to_string()),
+        "{stdout}"
+    );
+    for dev in &loops {
+        assert!(stdout.contains(dev.as_str()), "{dev} not named: {stdout}");
+    }
+    assert!(
+        !stdout.contains(&live_dir.display().to_string()),
+        "{stdout}"
+    );
+    assert!(util::mounts_below(&dead_dir).is_empty(), "mounts left");
+    assert!(loops_of(&dead_dir).is_empty(), "loop devices left");
+    assert!(!dead_dir.exists(), "temp dir left");
+    assert!(
+        live_dir.join(OWNER_FILE).exists(),
+        "the live run's dir was touched"
+    );
+
+    let (code, stdout) = clean(tmp.path());
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with("no leftovers of killed runs"),
+        "{stdout}"
+    );
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(live.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = util::wait_bounded(live, bound);
+    assert_eq!(status.code(), Some(143));
+    assert!(
+        fs::read_dir(tmp.path()).unwrap().next().is_none(),
+        "the live run left its dir"
+    );
+}

@@ -1,0 +1,160 @@
+//! The suite as a library (`dhv_conform::suite`), called the way an integrator calls
+//! it: from `#[tokio::main]`-style async code and from plain sync code; a panic in the
+//! middle of a run leaves nothing behind; the host's signal handling is untouched.
+
+use crate::util;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dhv_conform::suite::{Progress, ProgressEvent, SuiteConfig, run, run_blocking};
+
+fn sample(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sample-plugins")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// Whether this process catches `signo` (its bit in /proc/self/status SigCgt).
+fn caught(signo: u32) -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .map(|m| u64::from_str_radix(m.trim(), 16).unwrap())
+        .unwrap();
+    mask & (1 << (signo - 1)) != 0
+}
+
+fn empty(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Inside a running tokio runtime (as from `#[tokio::main]`): no nested-runtime
+/// panic, the report's counts are the checks', and SIGINT is left to the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suite_runs_inside_the_callers_runtime() {
+    let work = util::Scratch::new();
+    let mut config = SuiteConfig::new(sample("reference"));
+    config.filter = Some("create.".into());
+    config.work_dir = Some(work.path().to_owned());
+    let sigint_before = caught(libc::SIGINT as u32);
+    let done = run(config).await.expect("the suite ran");
+    assert_eq!(done.exit_code(), 0, "{:?}", done.report.summary);
+    let s = &done.report.summary;
+    assert_eq!(s.total, done.report.checks.len());
+    assert_eq!(
+        s.passed + s.failed + s.warned + s.skipped + s.info,
+        s.total,
+        "{s:?}"
+    );
+    assert!(done.teardown.removed);
+    assert!(empty(work.path()).is_empty(), "{:?}", empty(work.path()));
+    assert_eq!(
+        caught(libc::SIGINT as u32),
+        sigint_before,
+        "SIGINT handling changed"
+    );
+}
+
+/// A panic in the progress hook, mid-run: the run is cancelled, the teardown runs,
+/// and the panic resumes in the caller; nothing is left.
+#[test]
+fn a_panic_inside_the_suite_still_tears_down() {
+    let work = util::Scratch::new();
+    let finished = Arc::new(AtomicUsize::new(0));
+    let count = finished.clone();
+    let mut config = SuiteConfig::new(sample("reference"));
+    config.work_dir = Some(work.path().to_owned());
+    config.test_threads = Some(4);
+    config.progress = Progress::new(move |e| {
+        if let ProgressEvent::Finished(_) = e {
+            if count.fetch_add(1, Ordering::SeqCst) == 3 {
+                panic!("a hook panics on purpose");
+            }
+        }
+    });
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_blocking(config)))
+        .expect_err("the panic resumes");
+    let what = panic.downcast_ref::<&str>().copied().unwrap_or_default();
+    assert_eq!(what, "a hook panics on purpose");
+    assert!(empty(work.path()).is_empty(), "{:?}", empty(work.path()));
+    let needle = work.path().display().to_string();
+    assert!(util::processes_with_env_containing(&needle).is_empty());
+}
+
+/// The same with a plugin that mounts ext4 images on loop devices, in a private
+/// mount namespace: no mount, no loop device, no temp dir is left.
+#[test]
+fn a_panic_inside_a_mounting_run_unmounts_and_detaches() {
+    let ci = std::env::var_os("CI").is_some();
+    if let Some(why) = util::loop_devices_unusable() {
+        assert!(!ci, "CI is set and loop devices are unusable: {why}");
+        println!("SKIPPED a_panic_inside_a_mounting_run_unmounts_and_detaches: {why}");
+        return;
+    }
+    if !util::in_private_mount_ns("a_panic_inside_a_mounting_run_unmounts_and_detaches") {
+        return;
+    }
+    let work = util::Scratch::new();
+    let mounted = Arc::new(Mutex::new(false));
+    let seen = mounted.clone();
+    let needle = work.path().display().to_string();
+    let probe = needle.clone();
+    let mut config = SuiteConfig::new(sample("loop-ext4"));
+    config.work_dir = Some(work.path().to_owned());
+    config.test_threads = Some(4);
+    config.progress = Progress::new(move |e| {
+        if let ProgressEvent::Finished(_) = e {
+            // Panic once volumes are mounted below the run's dir.
+            let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+            if mounts.contains(&probe) {
+                *seen.lock().unwrap() = true;
+                panic!("a hook panics on purpose");
+            }
+        }
+    });
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_blocking(config)));
+    assert!(
+        *mounted.lock().unwrap(),
+        "no volume was mounted when checks ended"
+    );
+    assert!(result.is_err(), "the panic resumes in the caller");
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(!mounts.contains(&needle), "mounts left: {mounts}");
+    let loops = std::process::Command::new("losetup")
+        .arg("-a")
+        .output()
+        .unwrap();
+    let loops = String::from_utf8_lossy(&loops.stdout);
+    assert!(!loops.contains(&needle), "loop devices left: {loops}");
+    assert!(empty(work.path()).is_empty(), "{:?}", empty(work.path()));
+}
+
+/// Dropping the future cancels the run; its teardown still runs and leaves nothing.
+#[test]
+fn a_dropped_run_is_cancelled_and_torn_down() {
+    let work = util::Scratch::new();
+    let mut config = SuiteConfig::new(sample("reference"));
+    config.work_dir = Some(work.path().to_owned());
+    let rt = util::runtime();
+    rt.block_on(async {
+        let run = run(config);
+        // Long enough to be mid-run (the temp dir exists), never to finish.
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(300), run).await;
+    });
+    // The teardown runs on the suite's thread: wait for it, bounded.
+    assert!(
+        util::wait_for(std::time::Duration::from_secs(120), || empty(work.path())
+            .is_empty()),
+        "{:?}",
+        empty(work.path())
+    );
+}

@@ -1,0 +1,160 @@
+//! A scratch cargo project that depends on the crate by path, as an integrator's
+//! program would: built offline (the dependencies are in the cargo registry), it runs
+//! the suite from `#[tokio::main]`, checks that its counts agree and that its own
+//! SIGINT handling still works, then panics in the middle of a second run. It must
+//! print only its own lines, and leave nothing behind.
+//!
+//! The project and its build live in `target/scratch-program/` (kept, so a second
+//! run of this test only relinks).
+
+use crate::util;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const MAIN: &str = r#"
+use dhv_conform::suite::{Progress, ProgressEvent, SuiteConfig, run};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn sigcgt() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status.lines().find(|l| l.starts_with("SigCgt:")).unwrap().to_owned()
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (plugin, work) = (&args[1], &args[2]);
+    let before = sigcgt();
+
+    let mut config = SuiteConfig::new(plugin);
+    config.work_dir = Some(work.into());
+    config.filter = Some("create.".into());
+    let done = run(config).await.expect("the suite ran");
+    let s = &done.report.summary;
+    println!(
+        "counts {} {} {}",
+        s.total,
+        done.report.checks.len(),
+        s.passed + s.failed + s.warned + s.skipped + s.info
+    );
+    println!("sigcgt {}", if sigcgt() == before { "unchanged" } else { "changed" });
+
+    // The program's own SIGINT handling still gets the signal.
+    let ctrl_c = tokio::spawn(tokio::signal::ctrl_c());
+    tokio::task::yield_now().await;
+    std::process::Command::new("kill")
+        .args(["-INT", &std::process::id().to_string()])
+        .status()
+        .unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(30), ctrl_c)
+        .await
+        .expect("SIGINT reached the program's handler")
+        .unwrap()
+        .unwrap();
+    println!("own sigint handler ran");
+
+    let finished = AtomicUsize::new(0);
+    let mut config = SuiteConfig::new(plugin);
+    config.work_dir = Some(work.into());
+    config.progress = Progress::new(move |e| {
+        if let ProgressEvent::Finished(_) = e {
+            if finished.fetch_add(1, Ordering::SeqCst) == 3 {
+                panic!("the program panics mid-run on purpose");
+            }
+        }
+    });
+    let _ = run(config).await;
+    println!("not reached");
+}
+"#;
+
+#[test]
+fn a_program_depending_on_the_crate_runs_the_suite_and_survives_a_panic() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let project = repo.join("target/scratch-program");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"scratch-program\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\ndhv-conform = {{ path = {:?} }}\n\
+             tokio = {{ version = \"1\", features = [\"macros\", \"rt-multi-thread\", \"signal\", \"time\"] }}\n\n\
+             [workspace]\n",
+            repo.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::write(project.join("src/main.rs"), MAIN).unwrap();
+    if !project.join("Cargo.lock").exists() {
+        // The crate's own lock: the same versions, all in the local registry.
+        std::fs::copy(repo.join("Cargo.lock"), project.join("Cargo.lock")).unwrap();
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let build = Command::new(cargo)
+        .args(["build", "--offline", "--quiet"])
+        .current_dir(&project)
+        .env("CARGO_TARGET_DIR", project.join("target"))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = util::wait_bounded(build, Duration::from_secs(1200));
+    assert!(status.success(), "the scratch program did not build");
+
+    let work = util::Scratch::new();
+    let run = Command::new(project.join("target/debug/scratch-program"))
+        .arg(repo.join("sample-plugins/reference"))
+        .arg(work.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(run, Duration::from_secs(300));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        3,
+        "only the program's own lines: {stdout}\n{stderr}"
+    );
+    let counts: Vec<&str> = lines[0].split(' ').collect();
+    assert_eq!(counts[0], "counts");
+    assert!(
+        counts[1] == counts[2] && counts[2] == counts[3],
+        "{}",
+        lines[0]
+    );
+    assert_ne!(counts[1], "0");
+    assert_eq!(lines[1], "sigcgt unchanged");
+    assert_eq!(lines[2], "own sigint handler ran");
+    assert_eq!(out.status.code(), Some(101), "{stderr}");
+    assert!(
+        stderr.contains("the program panics mid-run on purpose"),
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(work.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "the program left {left:?}");
+    let needle = work.path().display().to_string();
+    assert!(util::processes_with_env_containing(&needle).is_empty());
+}
+
+/// The child's output, killing it past `limit`.
+fn wait_output(child: std::process::Child, limit: Duration) -> std::process::Output {
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            panic!("the scratch program did not finish within {limit:?}");
+        }
+    }
+}

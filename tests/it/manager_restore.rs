@@ -1,0 +1,210 @@
+//! Restore through the library API: every volume back after a reboot, a missing
+//! plugin failing only its own volumes, bounded concurrency; and configured
+//! plugin instances, used before the plugin dir.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::util::manager::{ID1, ID2, ID3, ID4, ID5, logging_script, rt};
+use crate::util::{Node, Scratch};
+use dhv_conform::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
+use dhv_conform::manager::{RegisterSpec, VolumeSpec};
+use dhv_conform::plugin::{
+    BoxFuture, ExternalPlugin, Fingerprint, HostVolumePlugin, PluginCall, Recorder,
+};
+use dhv_conform::version::VersionInfo;
+
+// ---------------------------------------------------------------- restore
+
+#[test]
+fn restore_after_a_reboot_creates_every_volume_again() {
+    let node = Node::new();
+    node.logging_plugin("logger");
+    let m = node.manager();
+    let rt = rt();
+    let a = rt
+        .block_on(m.create(VolumeSpec::new("mkdir", "a").with_id(ID1)))
+        .unwrap();
+    let b = rt
+        .block_on(m.create(VolumeSpec::new("logger", "b").with_id(ID2)))
+        .unwrap();
+    let reg = node.work.path().join("registered");
+    fs::create_dir(&reg).unwrap();
+    rt.block_on(m.register(RegisterSpec::new("c", &reg).with_id(ID3)))
+        .unwrap();
+    // The reboot: volume dirs are gone (a tmpfs, say), the state is not.
+    fs::remove_dir_all(&a.host_path).unwrap();
+    fs::remove_dir_all(&b.host_path).unwrap();
+
+    let m = node.manager();
+    let results = rt.block_on(m.restore()).unwrap();
+    let got: BTreeMap<_, _> = results
+        .iter()
+        .map(|r| (r.volume.id.as_str(), r.path().map(String::from)))
+        .collect();
+    assert_eq!(got[ID1].as_deref(), Some(a.host_path.as_str()));
+    assert_eq!(got[ID2].as_deref(), Some(b.host_path.as_str()));
+    assert_eq!(got[ID3].as_deref(), Some(reg.to_str().unwrap()));
+    assert!(Path::new(&a.host_path).is_dir() && Path::new(&b.host_path).is_dir());
+    assert_eq!(node.calls().last().unwrap(), &format!("create {ID2} b 0"));
+}
+
+#[test]
+fn restore_with_a_missing_plugin_restores_the_rest() {
+    let node = Node::new();
+    node.logging_plugin("stays");
+    let goes = node.logging_plugin("goes");
+    let m = node.manager();
+    let rt = rt();
+    rt.block_on(m.create(VolumeSpec::new("stays", "a").with_id(ID1)))
+        .unwrap();
+    rt.block_on(m.create(VolumeSpec::new("goes", "b").with_id(ID2)))
+        .unwrap();
+    // Two more, so that each plugin has several volumes: the plugin is looked
+    // up once per restore, and its answer must hold for every volume.
+    rt.block_on(m.create(VolumeSpec::new("stays", "d").with_id(ID4)))
+        .unwrap();
+    rt.block_on(m.create(VolumeSpec::new("goes", "e").with_id(ID5)))
+        .unwrap();
+    let reg = node.work.path().join("registered");
+    fs::create_dir(&reg).unwrap();
+    rt.block_on(m.register(RegisterSpec::new("c", &reg).with_id(ID3)))
+        .unwrap();
+    fs::remove_file(goes).unwrap();
+    fs::remove_dir(&reg).unwrap();
+
+    let results = rt.block_on(node.manager().restore()).unwrap();
+    assert_eq!(results.len(), 5);
+    let by_id: BTreeMap<_, _> = results.iter().map(|r| (r.volume.id.as_str(), r)).collect();
+    assert!(by_id[ID1].is_ok() && by_id[ID4].is_ok());
+    for id in [ID2, ID5] {
+        assert_eq!(
+            by_id[id].error().unwrap().to_string(),
+            "no such plugin: \"goes\""
+        );
+    }
+    assert!(
+        by_id[ID3]
+            .error()
+            .unwrap()
+            .to_string()
+            .starts_with("could not verify host path for \"c\": stat "),
+    );
+    // A failed restore forgets nothing.
+    assert_eq!(rt.block_on(node.manager().list()).unwrap().len(), 5);
+}
+
+/// Counts how many creates run at once. With a barrier of `n`, each call waits
+/// for `n - 1` others: the calls can only finish if `n` really run together.
+#[derive(Debug, Default)]
+struct CountingPlugin {
+    now: AtomicUsize,
+    max: AtomicUsize,
+    barrier: Option<tokio::sync::Barrier>,
+}
+
+impl HostVolumePlugin for CountingPlugin {
+    fn id(&self) -> &str {
+        "counting"
+    }
+
+    fn fingerprint(&self) -> BoxFuture<'_, PluginCall<Fingerprint>> {
+        Box::pin(PluginCall::timed(
+            Operation::Fingerprint,
+            Vec::new(),
+            async {
+                Ok(Fingerprint {
+                    version: VersionInfo::from_raw("2.0"),
+                })
+            },
+        ))
+    }
+
+    fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, PluginCall<CreateResponse>> {
+        Box::pin(PluginCall::timed(
+            Operation::Create,
+            req.env(),
+            async move {
+                let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+                self.max.fetch_max(now, Ordering::SeqCst);
+                if let Some(b) = &self.barrier {
+                    b.wait().await;
+                }
+                self.now.fetch_sub(1, Ordering::SeqCst);
+                Ok(CreateResponse {
+                    path: format!("{}/{}", req.volumes_dir, req.volume_id),
+                    bytes: 0,
+                    error: String::new(),
+                })
+            },
+        ))
+    }
+
+    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, PluginCall<()>> {
+        Box::pin(PluginCall::timed(Operation::Delete, req.env(), async {
+            Ok(())
+        }))
+    }
+}
+
+#[test]
+fn restore_runs_a_bounded_number_of_calls_at_once() {
+    let node = Node::new();
+    let rt = rt();
+    let m = node
+        .manager()
+        .with_plugin(Arc::new(CountingPlugin::default()));
+    for i in 0..21 {
+        rt.block_on(m.create(VolumeSpec::new("counting", format!("v{i}"))))
+            .unwrap();
+    }
+    let plugin = Arc::new(CountingPlugin {
+        barrier: Some(tokio::sync::Barrier::new(3)),
+        ..CountingPlugin::default()
+    });
+    let m = node
+        .manager()
+        .with_plugin(Arc::clone(&plugin) as Arc<dyn HostVolumePlugin>)
+        .with_restore_concurrency(3);
+    // Fewer than 3 at once would never pass the barrier: bound the wait.
+    let results = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(20), m.restore()).await })
+        .expect("3 calls ran together")
+        .unwrap();
+    assert_eq!(results.len(), 21);
+    assert!(results.iter().all(|r| r.is_ok()));
+    assert_eq!(
+        plugin.max.load(Ordering::SeqCst),
+        3,
+        "never more than 3 at once"
+    );
+}
+
+// ---------------------------------------------------------------- overrides
+
+#[test]
+fn a_configured_plugin_instance_is_used_before_the_plugin_dir() {
+    let node = Node::new();
+    let elsewhere = Scratch::new();
+    let path = elsewhere.plugin("logger", &logging_script(&node.log(), ""));
+    let recorder = Recorder::new();
+    let plugin = ExternalPlugin::from_path(&path).with_recorder(recorder.clone());
+    let m = node.manager().with_plugin(Arc::new(plugin));
+    let rt = rt();
+    let v = rt
+        .block_on(m.create(VolumeSpec::new("logger", "data").with_id(ID1)))
+        .unwrap();
+    rt.block_on(m.delete(&v.id)).unwrap();
+    let ops: Vec<_> = recorder
+        .runs()
+        .iter()
+        .map(|r| r.operation.clone())
+        .collect();
+    assert_eq!(ops, ["create", "delete"]);
+    let fp = rt.block_on(m.fingerprint_plugins()).unwrap();
+    assert_eq!(fp.attributes["plugins.host_volume.logger.version"], "1.0.0");
+}

@@ -1,0 +1,119 @@
+//! Removal never crosses a mount; mounts below a dir are unmounted deepest
+//! first, and only those. Each test runs again inside a private mount
+//! namespace (`unshare -m`), so its mounts are nobody else's business and
+//! vanish with it; without root it prints why and does not run.
+
+use crate::util;
+
+use std::fs;
+
+use dhv_conform::safe_fs;
+
+#[test]
+fn removal_keeps_out_of_a_bind_mount_and_says_the_dir_was_not_removed() {
+    if !util::in_private_mount_ns(
+        "removal_keeps_out_of_a_bind_mount_and_says_the_dir_was_not_removed",
+    ) {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    util::plant_sentinels(outside.path());
+    let before = util::tree_digest(outside.path());
+    let run = tempfile::tempdir().unwrap();
+    let vol = run.path().join("check/volumes/v1");
+    fs::create_dir_all(&vol).unwrap();
+    fs::write(run.path().join("check/ours"), "x").unwrap();
+    util::bind_mount(outside.path(), &vol);
+
+    let removal = safe_fs::remove_tree(run.path());
+    assert!(
+        !removal.removed,
+        "the dir cannot be removed while a mount is in it"
+    );
+    assert_eq!(removal.mount_points, std::slice::from_ref(&vol));
+    assert!(!run.path().join("check/ours").exists(), "our own files go");
+    assert_eq!(
+        util::tree_digest(outside.path()),
+        before,
+        "outside untouched"
+    );
+
+    let done = safe_fs::unmount_under(run.path()).unwrap();
+    assert_eq!(done.unmounted.len(), 1, "{done:?}");
+    assert!(done.failed.is_empty(), "{done:?}");
+    assert!(util::mounts_below(run.path()).is_empty());
+    let removal = safe_fs::remove_tree(run.path());
+    assert!(removal.removed, "{removal:?}");
+    assert_eq!(
+        util::tree_digest(outside.path()),
+        before,
+        "outside untouched"
+    );
+}
+
+#[test]
+fn nested_and_stacked_mounts_are_unmounted_deepest_first() {
+    if !util::in_private_mount_ns("nested_and_stacked_mounts_are_unmounted_deepest_first") {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    util::plant_sentinels(outside.path());
+    let before = util::tree_digest(outside.path());
+    let run = tempfile::tempdir().unwrap();
+    let a = run.path().join("a");
+    fs::create_dir_all(&a).unwrap();
+    util::bind_mount(outside.path(), &a);
+    // Nested inside the first mount, and a second mount stacked on the first.
+    util::bind_mount(&outside.path().join("a"), &a.join("a/b"));
+    util::bind_mount(outside.path(), &a);
+    assert_eq!(
+        util::mounts_below(run.path()).len(),
+        3,
+        "{:?}",
+        util::mounts_below(run.path())
+    );
+
+    let done = safe_fs::unmount_under(run.path()).unwrap();
+    assert!(done.failed.is_empty(), "{done:?}");
+    assert_eq!(done.all().count(), 3);
+    assert!(util::mounts_below(run.path()).is_empty());
+    assert!(safe_fs::remove_tree(run.path()).removed);
+    assert_eq!(util::tree_digest(outside.path()), before);
+}
+
+/// A symlink in the tree that leads to a mount outside leads neither the
+/// unmount nor the removal there; a mount whose dir was renamed is still found.
+#[test]
+fn a_symlink_to_a_mount_outside_is_not_followed() {
+    if !util::in_private_mount_ns("a_symlink_to_a_mount_outside_is_not_followed") {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    util::plant_sentinels(outside.path());
+    let before = util::tree_digest(outside.path());
+    let elsewhere = tempfile::tempdir().unwrap();
+    let elsewhere_vol = elsewhere.path().join("vol");
+    fs::create_dir(&elsewhere_vol).unwrap();
+    util::bind_mount(outside.path(), &elsewhere_vol);
+
+    let run = tempfile::tempdir().unwrap();
+    fs::create_dir_all(run.path().join("d/vol")).unwrap();
+    util::bind_mount(outside.path(), &run.path().join("d/vol"));
+    fs::rename(run.path().join("d"), run.path().join("d-moved")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), run.path().join("d")).unwrap();
+
+    let done = safe_fs::unmount_under(run.path()).unwrap();
+    assert_eq!(done.unmounted.len(), 1, "{done:?}");
+    assert_eq!(
+        done.unmounted[0].mount_point,
+        run.path().join("d-moved/vol")
+    );
+    assert_eq!(
+        util::mounts_below(elsewhere.path()),
+        std::slice::from_ref(&elsewhere_vol)
+    );
+    assert!(safe_fs::remove_tree(run.path()).removed);
+    assert_eq!(util::tree_digest(outside.path()), before);
+    let done = safe_fs::unmount_under(elsewhere.path()).unwrap();
+    assert_eq!(done.unmounted.len(), 1, "{done:?}");
+}

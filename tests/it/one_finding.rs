@@ -1,0 +1,141 @@
+//! One root cause, one finding: what every create and delete of a plugin
+//! leaves behind is `delete.no-residue`'s finding, and the other checks that
+//! see the same leftovers cite it rather than warn or fail again. Shown on a
+//! plugin that keeps a metadata dir beside the volumes dir, through the binary.
+
+use crate::util;
+
+use serde_json::Value;
+
+/// Plain directories, plus `$DHV_VOLUMES_DIR/../.meta/<id>.json` written by
+/// create and never removed.
+const META_BESIDE: &str = r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+meta="$DHV_VOLUMES_DIR/../.meta"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" "$meta" || exit 1
+	echo '{}' > "$meta/$DHV_VOLUME_ID.json" || exit 1
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete) rm -rf -- "$p" ;;
+*) exit 1 ;;
+esac
+"#;
+
+#[test]
+fn metadata_left_beside_the_volumes_dir_is_one_finding_that_the_others_cite() {
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin("meta-beside", META_BESIDE);
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(&scratch, &[&plugin], util::check::RUN_LIMIT);
+    let checks = report["checks"].as_array().unwrap();
+    let status = |c: &Value| c["status"].as_str().unwrap().to_owned();
+    let findings: Vec<String> = checks
+        .iter()
+        .filter(|c| ["fail", "warn"].contains(&status(c).as_str()))
+        .map(|c| format!("{} {}: {}", c["id"], status(c), c["message"]))
+        .collect();
+    assert_eq!(findings.len(), 1, "one finding expected: {findings:#?}");
+    assert!(
+        findings[0].starts_with("\"delete.no-residue\" warn") && findings[0].contains("../.meta/"),
+        "{findings:?}"
+    );
+    let message = |id: &str| {
+        checks
+            .iter()
+            .find(|c| c["id"] == id)
+            .map(|c| c["message"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    // The traversal check sees the metadata appear outside the volumes dir,
+    // and knows it for what every volume gets, not the name used as a path.
+    assert!(
+        message("input.name-traversal").contains("not a traversal"),
+        "{}",
+        message("input.name-traversal")
+    );
+}
+
+/// Plain directories; a create whose name holds a shell character is refused
+/// after the directory was made, which it leaves behind (a half-made volume).
+const HALF_MADE_ON_REFUSAL: &str = r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" || exit 1
+	case $DHV_VOLUME_NAME in
+	*[\$\`\;\'\"]*) echo '{"error": "unsupported volume name"}'; exit 1 ;;
+	esac
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete) rm -rf -- "$p" ;;
+*) exit 1 ;;
+esac
+"#;
+
+/// A failed create that leaves files is `failure.clean`'s finding; the input
+/// check whose names it refused passes (no command ran) and names the owner.
+#[test]
+fn what_a_refused_create_leaves_is_failure_clean_s_not_the_input_check_s() {
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin("half-made", HALF_MADE_ON_REFUSAL);
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(&scratch, &[&plugin], util::check::RUN_LIMIT);
+    let checks = report["checks"].as_array().unwrap();
+    let status = |c: &Value| c["status"].as_str().unwrap().to_owned();
+    let findings: Vec<String> = checks
+        .iter()
+        .filter(|c| ["fail", "warn"].contains(&status(c).as_str()))
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(findings, ["failure.clean"], "{report:#}");
+    let injection = checks
+        .iter()
+        .find(|c| c["id"] == "input.name-injection")
+        .unwrap();
+    let message = injection["message"].as_str().unwrap();
+    assert!(message.contains("failure.clean's finding"), "{message}");
+}
+
+/// Each volume's data in an image file beside its dir (as loop-ext4 keeps
+/// it); delete removes `$DHV_CREATED_PATH/.*.img` and the volume's dir. Sent
+/// Nomad's delete after a failed state write (DHV_CREATED_PATH = the volumes
+/// dir), it unlinks every other volume's image while their dirs stay: data
+/// lost at the next unmount, which `delete.auto-delete-safe` must see.
+const UNLINKS_IMAGES: &str = r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" || exit 1
+	: > "$DHV_VOLUMES_DIR/.$DHV_VOLUME_ID.img" || exit 1
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete)
+	rm -f -- "$DHV_CREATED_PATH"/.*.img "$DHV_VOLUMES_DIR/.$DHV_VOLUME_ID.img"
+	rm -rf -- "$p" ;;
+*) exit 1 ;;
+esac
+"#;
+
+#[test]
+fn an_auto_delete_that_unlinks_other_volumes_images_is_a_data_loss_hazard() {
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin("unlinks-images", UNLINKS_IMAGES);
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(
+        &scratch,
+        &[&plugin, "--exact", "delete.auto-delete-safe"],
+        util::check::RUN_LIMIT,
+    );
+    let check = &report["checks"][0];
+    assert_eq!(check["status"], "warn", "{check}");
+    let message = check["message"].as_str().unwrap();
+    assert!(
+        message.contains("DATA LOSS HAZARD") && message.contains(".img"),
+        "{message}"
+    );
+}

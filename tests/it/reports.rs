@@ -1,0 +1,368 @@
+//! Every sample plugin, run once through the binary, and every form its report takes.
+//!
+//! For each sample in `sample-plugins/` the test runs `dhv-conform check --json -` and
+//! asserts:
+//! - exactly the verdicts its header promises: `# expect: <check-id> <fail|warn>` lines
+//!   are the checks it must not pass, `# may: <check-id> <status>` lines are findings
+//!   that depend on where a kill lands; every other check passes, is skipped or is info;
+//! - the exit code that follows (1 when a must failed, else 0);
+//! - that the run left no temp file and no process behind;
+//! - its normalised report ([`report::normalise`], the text `--snapshot` compares) equals
+//!   the insta snapshot `snapshots/sample-<name>.snap`.
+//!
+//! Two samples also pin their JUnit XML and Markdown, and the reference plugin pins the
+//! key skeleton of the JSON report (docs/report-schema.md documents it).
+//!
+//! What legitimately changes from run to run is declared once, in `samples::VARIES`; nothing
+//! else is redacted beyond the one normaliser, [`Redactions`].
+
+use crate::samples;
+use crate::util;
+
+use crate::util::loop_devices_unusable;
+use samples::{
+    SampleRun, VARIES, header, pinned, redactions, run_sample, samples_dir, snapshot_text, varies,
+};
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use dhv_conform::conformance::CATALOGUE;
+use dhv_conform::report::{self, Report};
+
+/// The samples whose JUnit XML and Markdown are pinned too: the conformant reference
+/// and a plugin that fails on hostile input (its message and reproduce lines carry
+/// `$(...)`, backticks and quotes through both escapers).
+const RENDERED: &[&str] = &["reference", "eval-name"];
+
+/// Exactly the findings the header promises: every `expect`, any `may`, nothing else.
+fn assert_verdicts(name: &str, report: &Report) {
+    let expected = header(name, "expect");
+    let optional = header(name, "may");
+    let got: BTreeSet<String> = report
+        .checks
+        .iter()
+        .filter(|c| matches!(c.status, report::Status::Fail | report::Status::Warn))
+        .map(|c| format!("{}:{}", c.id, c.status))
+        .collect();
+    let unexpected: Vec<_> = got
+        .difference(&expected)
+        .filter(|f| !optional.contains(*f))
+        .collect();
+    let missing: Vec<_> = expected.difference(&got).collect();
+    assert!(
+        unexpected.is_empty() && missing.is_empty(),
+        "{name}: unexpected findings {unexpected:?}, missing findings {missing:?}"
+    );
+    assert_eq!(
+        report.checks.len(),
+        CATALOGUE.len(),
+        "{name}: every check ran"
+    );
+}
+
+/// The report as JUnit and Markdown see it, made stable: declared variations pinned,
+/// every text redacted *before* rendering (so escaping cannot hide a path from the
+/// normaliser), and what those forms show but the normalised text leaves out made
+/// constant: durations, the plugin's hash and the tool version.
+fn canonical(name: &str, run: &SampleRun) -> Report {
+    let r = redactions(&run.report, &run.scratch);
+    let mut report = pinned(name, &run.report);
+    report.tool.version = "[VERSION]".to_owned();
+    report.plugin.path = r.apply(&report.plugin.path);
+    report.plugin.sha256 = report.plugin.sha256.as_ref().map(|_| "[SHA256]".to_owned());
+    // When and where the run was made: a fixed, valid date, and a placeholder host.
+    report.started_at = report
+        .started_at
+        .as_ref()
+        .map(|_| "2000-01-01T00:00:00Z".to_owned());
+    report.duration_ms = report.duration_ms.map(|_| 0);
+    if let Some(node) = &mut report.node {
+        node.name = "[NODE]".to_owned();
+    }
+    if let Some(fixture) = &mut report.options.fixture {
+        *fixture = r.apply(fixture);
+    }
+    for check in &mut report.checks {
+        check.duration_ms = 0;
+        check.message = r.apply(&check.message);
+        for inv in &mut check.invocations {
+            inv.duration_ms = 0.0;
+            for text in inv.env.iter_mut().chain(inv.orphans.iter_mut()) {
+                *text = r.apply(text);
+            }
+            for text in [&mut inv.stdout, &mut inv.stderr, &mut inv.reproduce] {
+                *text = r.apply(text);
+            }
+        }
+    }
+    report
+}
+
+/// Asserts `text` against `snapshots/<name>.snap`.
+fn assert_snapshot(name: &str, description: &str, text: &str) {
+    insta::with_settings!({
+        snapshot_path => "../../snapshots",
+        prepend_module_to_snapshot => false,
+        description => description,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!(name, text);
+    });
+}
+
+/// The dotted path of every object key in a JSON value; arrays add `[]`.
+fn key_skeleton(value: &serde_json::Value, prefix: &str, keys: &mut BTreeSet<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, child) in map {
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                keys.insert(path.clone());
+                key_skeleton(child, &path, keys);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                key_skeleton(item, &format!("{prefix}[]"), keys);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn always_usable() -> Option<String> {
+    None
+}
+
+fn check_sample(name: &str) {
+    let run = run_sample(name, samples::scale(name));
+    assert_verdicts(name, &run.report);
+    assert_snapshot(
+        &format!("sample-{name}"),
+        &format!("dhv-conform check sample-plugins/{name}: the normalised report"),
+        &snapshot_text(name, &run),
+    );
+    if RENDERED.contains(&name) {
+        let report = canonical(name, &run);
+        assert_snapshot(
+            &format!("junit-{name}"),
+            &format!("dhv-conform check sample-plugins/{name} --junit"),
+            &report::to_junit(&report),
+        );
+        assert_snapshot(
+            &format!("markdown-{name}"),
+            &format!("dhv-conform check sample-plugins/{name} --markdown"),
+            &report::to_markdown(&report),
+        );
+    }
+    if name == "reference" {
+        let mut keys = BTreeSet::new();
+        key_skeleton(&run.json, "", &mut keys);
+        let text: String = keys.iter().map(|k| format!("{k}\n")).collect();
+        let docs = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/report-schema.md"),
+        )
+        .unwrap();
+        for key in &keys {
+            let mut parts = key.rsplit('.').map(|p| p.trim_end_matches("[]"));
+            let last = parts.next().unwrap();
+            let documented = docs.contains(&format!("| `{last}` |"))
+                || parts
+                    .next()
+                    .is_some_and(|parent| docs.contains(&format!("| `{parent}.{last}` |")));
+            assert!(
+                documented,
+                "docs/report-schema.md does not document `{key}`"
+            );
+        }
+        assert_snapshot(
+            "json-shape",
+            "every key of the JSON report (schema dhv-conform/report/v1) of the reference \
+             plugin; docs/report-schema.md documents each one",
+            &text,
+        );
+    }
+}
+
+/// `name => "sample"`, optionally `if <fn() -> Option<why not>>`; each runs at its
+/// [`samples::scale`].
+macro_rules! samples {
+    ($($test:ident => $name:literal $(if $usable:ident)?),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                #[allow(unused_mut, unused_assignments)]
+                let mut usable: fn() -> Option<String> = always_usable;
+                $(usable = $usable;)?
+                if let Some(why) = usable() {
+                    util::skip(concat!("sample ", $name), &why);
+                    return;
+                }
+                check_sample($name);
+            }
+        )*
+    };
+}
+
+samples! {
+    sample_reference => "reference",
+    sample_bad_version => "bad-version",
+    sample_blind_delete => "blind-delete",
+    sample_busy_pool => "busy-pool",
+    sample_bytes_out_of_range => "bytes-out-of-range",
+    sample_check_then_mkdir => "check-then-mkdir",
+    sample_crash_unsafe => "crash-unsafe",
+    sample_crlf_shebang => "crlf-shebang",
+    sample_eval_name => "eval-name",
+    sample_fails_on_existing_dir => "fails-on-existing-dir",
+    sample_fails_on_missing_dir => "fails-on-missing-dir",
+    sample_hanging_create => "hanging-create",
+    sample_ignores_sigterm => "ignores-sigterm",
+    sample_leaked_child => "leaked-child",
+    sample_logs_on_stdout => "logs-on-stdout",
+    sample_loop_block => "loop-block" if loop_devices_unusable,
+    sample_loop_ext4 => "loop-ext4" if loop_devices_unusable,
+    sample_missing_shebang => "missing-shebang",
+    sample_mkfs_on_reboot => "mkfs-on-reboot" if loop_devices_unusable,
+    sample_missing_version => "missing-version",
+    sample_name_as_path => "name-as-path",
+    sample_needs_home => "needs-home",
+    sample_needs_path => "needs-path",
+    sample_non_semver_version => "non-semver-version",
+    sample_nonexistent_path => "nonexistent-path",
+    sample_not_executable => "not-executable",
+    sample_null_version => "null-version",
+    sample_racy_concurrency => "racy-concurrency",
+    sample_realtime_signal => "realtime-signal",
+    sample_lies_about_bytes => "lies-about-bytes",
+    sample_relative_path => "relative-path",
+    sample_rmdir_delete => "rmdir-delete",
+    sample_setsid_daemon => "setsid-daemon",
+    sample_shared_path => "shared-path",
+    sample_side_file => "side-file",
+    sample_slow_fingerprint => "slow-fingerprint",
+    sample_slow_start => "slow-start",
+    sample_string_bytes => "string-bytes",
+    sample_text_error => "text-error",
+    sample_writes_cwd => "writes-cwd",
+}
+
+#[test]
+fn every_sample_plugin_is_tested() {
+    let listed = include_str!("reports.rs");
+    for entry in std::fs::read_dir(samples_dir()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") || name.starts_with('.') {
+            continue;
+        }
+        assert!(
+            listed.contains(&format!("=> \"{name}\"")),
+            "sample {name} has no test"
+        );
+    }
+}
+
+/// The declarations stay true: they name real samples and checks, and every `# may:`
+/// line of a sample is declared with its status.
+#[test]
+fn declared_variations_match_the_samples() {
+    let ids: BTreeSet<&str> = CATALOGUE.iter().map(|c| c.id).collect();
+    for v in VARIES {
+        for sample in v.samples {
+            assert!(samples_dir().join(sample).is_file(), "no sample {sample}");
+        }
+        for check in v.checks {
+            assert!(ids.contains(check), "no check {check}");
+        }
+    }
+    let mut may: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for entry in std::fs::read_dir(samples_dir()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        for line in header(&name, "may") {
+            let id = line.split(':').next().unwrap().to_owned();
+            may.entry(name.clone()).or_default().push(id);
+        }
+    }
+    assert!(!may.is_empty(), "no sample has a `# may:` line any more");
+    // JUnit and Markdown count statuses, so their samples may vary in messages only.
+    for v in VARIES.iter().filter(|v| v.status) {
+        for name in RENDERED {
+            assert!(
+                !v.samples.contains(name),
+                "{name}: rendered, yet its statuses vary"
+            );
+        }
+    }
+    for (sample, checks) in may {
+        for id in checks {
+            assert!(
+                varies(&sample, &id).is_some_and(|v| v.status),
+                "{sample}: `# may: {id}` is not declared in VARIES with status: true"
+            );
+        }
+    }
+}
+
+/// The pinning itself: a declared check loses exactly its message (and its status, when
+/// declared so), and nothing else in the text changes.
+#[test]
+fn pinning_touches_only_declared_checks() {
+    use report::{CheckResult, Level, PluginInfo, RunOptions, Status};
+    let check = |id: &str, level, status, message: &str| CheckResult {
+        id: id.to_owned(),
+        group: id.split('.').next().unwrap().to_owned(),
+        level,
+        status,
+        message: message.to_owned(),
+        duration_ms: 1,
+        invocations: Vec::new(),
+        unpinned: None,
+    };
+    let report = Report::new(
+        "nomad-1.10",
+        PluginInfo::default(),
+        RunOptions::default(),
+        vec![
+            check("create.deadline", Level::Must, Status::Pass, "67 calls"),
+            check("delete.idempotent", Level::Must, Status::Fail, "exit 1"),
+            check(
+                "lifecycle.crash-delete",
+                Level::Should,
+                Status::Warn,
+                "killed at 50%",
+            ),
+        ],
+        Vec::new(),
+    );
+    let run = SampleRun {
+        json: serde_json::Value::Null,
+        report,
+        scratch: "/nowhere".to_owned(),
+    };
+    let plain = report::normalise(&run.report, &redactions(&run.report, &run.scratch));
+    let text = snapshot_text("fails-on-missing-dir", &run);
+    assert_eq!(plain.lines().count(), text.lines().count());
+    let changed: Vec<&str> = plain
+        .lines()
+        .zip(text.lines())
+        .filter(|(a, b)| a != b)
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(changed.len(), 2, "{text}");
+    assert!(
+        changed[0].starts_with("create.deadline must pass: [VARIES: counts the run's calls"),
+        "{text}"
+    );
+    assert!(
+        changed[1].starts_with("lifecycle.crash-delete should [VARIES]: [VARIES: a kill exposes"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\ndelete.idempotent must fail: exit 1\n"),
+        "{text}"
+    );
+}

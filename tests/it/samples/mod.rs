@@ -1,0 +1,266 @@
+//! What the sample tests share: running a sample plugin through the binary, and
+//! the snapshot form of its report with every declared source of run-to-run
+//! variation pinned ([`VARIES`]). `reports.rs` pins that form per sample;
+//! `determinism_samples.rs` proves it is the same on every run, idle or loaded.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use dhv_conform::report::{self, Redactions, Report};
+
+use crate::util;
+
+/// The timeout scale a sample runs at: 1, except for the samples that hang until
+/// the create limit kills them: 0.2 makes that 12 s instead of 60 s, while the
+/// fingerprint limit (200 ms) keeps room for eight concurrent fingerprints on a
+/// loaded machine (at 0.05 it was 50 ms, and loaded runs came within 5 ms of it).
+pub fn scale(name: &str) -> &'static str {
+    match name {
+        "hanging-create" | "ignores-sigterm" => "0.2",
+        _ => "1",
+    }
+}
+
+/// A part of some samples' reports that differs between runs of the same plugin, and why.
+///
+/// In the snapshot the message of each listed check becomes `[VARIES: <why>]`; with
+/// `status` set the status word becomes `[VARIES]` too. Everything not listed here is
+/// pinned byte for byte, so a new source of nondeterminism fails the snapshot test
+/// instead of hiding in it.
+pub struct Varies {
+    pub samples: &'static [&'static str],
+    pub checks: &'static [&'static str],
+    pub status: bool,
+    pub why: &'static str,
+}
+
+/// The run-wide checks whose messages count the run's calls (or report their timings
+/// per operation, with counts).
+pub const CALL_COUNTS: &[&str] = &[
+    "create.deadline",
+    "delete.deadline",
+    "process.no-orphans",
+    "process.no-stdio-leak",
+    "timing.profile",
+];
+
+/// Every declared source of run-to-run variation (found by running each sample many
+/// times, on an idle and on a loaded machine).
+pub const VARIES: &[Varies] = &[
+    Varies {
+        samples: &["crash-unsafe", "fails-on-existing-dir"],
+        checks: &["lifecycle.crash-create"],
+        status: false,
+        why: "names the kill point (10%, 50% or 90% of the measured create) that first \
+              exposed the fault; which one does depends on scheduling",
+    },
+    Varies {
+        samples: &["fails-on-missing-dir"],
+        checks: &["lifecycle.crash-delete"],
+        status: true,
+        why: "a kill exposes the fault only when it lands after `rm -r` removed the \
+              directory and before the plugin exited (the sample's `# may:` line)",
+    },
+    Varies {
+        samples: &[
+            "crash-unsafe",
+            "fails-on-existing-dir",
+            "fails-on-missing-dir",
+        ],
+        checks: CALL_COUNTS,
+        status: false,
+        why: "counts the run's calls, and a crash check stops at the first kill point \
+              that exposes the fault, so the count depends on which one did",
+    },
+    Varies {
+        samples: &["leaked-child", "setsid-daemon"],
+        checks: &["process.no-orphans", "process.no-stdio-leak"],
+        status: false,
+        why: "counts the leftover processes and lists the first calls that left one, \
+              in the order checks finished",
+    },
+    Varies {
+        samples: &["racy-concurrency"],
+        checks: &["concurrency.create"],
+        status: false,
+        why: "lists which of the 8 concurrent creates lost the race",
+    },
+    Varies {
+        samples: &["racy-concurrency"],
+        checks: &["concurrency.same-volume"],
+        status: true,
+        why: "identical creates get different paths only when two of them read the unlocked \
+              counter before either writes it back (the sample's `# may:` line)",
+    },
+    Varies {
+        samples: &["fails-on-existing-dir", "check-then-mkdir"],
+        checks: &["concurrency.same-volume"],
+        status: false,
+        why: "lists which of the identical concurrent creates failed: whichever ran \
+              `mkdir` first succeeds",
+    },
+];
+
+pub fn samples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-plugins")
+}
+
+/// `id:status` for every `# <tag>: <check-id> <status>` line of a sample's header.
+pub fn header(name: &str, tag: &str) -> BTreeSet<String> {
+    let text =
+        String::from_utf8_lossy(&std::fs::read(samples_dir().join(name)).unwrap()).into_owned();
+    text.lines()
+        .filter_map(|l| {
+            l.trim_end_matches('\r')
+                .strip_prefix(&format!("# {tag}: "))
+                .map(str::to_string)
+        })
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(":"))
+        .collect()
+}
+
+/// One run of the suite on a sample: the report as the binary printed it.
+pub struct SampleRun {
+    pub report: Report,
+    pub json: serde_json::Value,
+    /// The run's TMPDIR, removed by now; its name appears in paths in the report.
+    pub scratch: String,
+}
+
+/// Runs `dhv-conform check` on a sample with TMPDIR set to a scratch dir, and proves
+/// the run left no temp file and no process behind.
+pub fn run_sample(name: &str, scale: &str) -> SampleRun {
+    let plugin = samples_dir().join(name);
+    let tmp = util::Scratch::new();
+    // Plugins inherit our working directory, as Nomad's do: a sample that
+    // writes there (writes-cwd) must not write into the repository.
+    let cwd = util::Scratch::new();
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .args(["check", plugin.to_str().unwrap(), "--json", "-", "-q"])
+        .args(["--timeout-scale", scale])
+        .env("TMPDIR", tmp.path())
+        .current_dir(cwd.path())
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("{name}: stdout is not one JSON report ({e}); stderr: {stderr}")
+    });
+    let report = report::from_json(&stdout)
+        .unwrap_or_else(|e| panic!("{name}: the report does not read back ({e})"));
+
+    let must_failed = report
+        .checks
+        .iter()
+        .any(|c| c.status == report::Status::Fail);
+    assert_eq!(
+        out.status.code(),
+        Some(if must_failed { 1 } else { 0 }),
+        "{name}: exit code; stderr: {stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "{name}: temp files left behind: {left:?}");
+    let scratch = tmp.path().to_string_lossy().into_owned();
+    let procs = util::processes_with_env_containing(&scratch);
+    assert!(procs.is_empty(), "{name}: processes left behind: {procs:?}");
+    SampleRun {
+        report,
+        json,
+        scratch,
+    }
+}
+
+/// The one set of redactions for a sample's report: the normaliser's own rules and the
+/// report's paths, plus this run's scratch dir and the samples dir (which plugins see as
+/// DHV_PLUGIN_DIR).
+pub fn redactions(report: &Report, scratch: &str) -> Redactions {
+    Redactions::for_report(report)
+        .path(scratch, "[TMP]")
+        .path(&samples_dir().to_string_lossy(), "[SAMPLES]")
+}
+
+/// The [`VARIES`] entry covering a sample's check, if any.
+pub fn varies(name: &str, id: &str) -> Option<&'static Varies> {
+    VARIES
+        .iter()
+        .find(|v| v.samples.contains(&name) && v.checks.contains(&id))
+}
+
+/// The report with every declared variation pinned: messages replaced (statuses are
+/// rewritten in the normalised text, as the model has no word for "either").
+pub fn pinned(name: &str, report: &Report) -> Report {
+    let mut pinned = report.clone();
+    for check in &mut pinned.checks {
+        if let Some(v) = varies(name, &check.id) {
+            check.message = format!("[VARIES: {}]", v.why);
+        }
+    }
+    pinned
+}
+
+/// The snapshot text of a sample: its normalised report, declared variations pinned.
+pub fn snapshot_text(name: &str, run: &SampleRun) -> String {
+    let pinned = pinned(name, &run.report);
+    let text = report::normalise(&pinned, &redactions(&run.report, &run.scratch));
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let status_varies = pinned.checks.iter().find(|c| {
+            varies(name, &c.id).is_some_and(|v| v.status)
+                && line.starts_with(&format!("{} {} {}: ", c.id, c.level, c.status))
+        });
+        match status_varies {
+            Some(c) => {
+                let head = format!("{} {} {}", c.id, c.level, c.status);
+                out.push_str(&format!("{} {} [VARIES]", c.id, c.level));
+                out.push_str(&line[head.len()..]);
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// Samples whose fault is itself a race, so that no two runs need see it the same
+/// way even with every declared variation pinned: they are left out of the
+/// determinism sweep (`determinism_samples.rs`), each with the reason. Everything else,
+/// including every sample not listed, must give byte-identical snapshots on an
+/// idle and on a loaded machine. The list may only shrink, and it is empty: every
+/// race-born variation is pinned in [`VARIES`] instead, per check, so the rest of
+/// those samples' snapshots is still held to the byte. `determinism_samples.rs` holds it empty.
+pub const RACES: &[(&str, &str)] = &[];
+
+/// The snapshot of a sample as stored in `snapshots/` (its body, after insta's header).
+pub fn stored_snapshot(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("snapshots")
+        .join(format!("sample-{name}.snap"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let body = text
+        .strip_prefix("---\n")
+        .and_then(|t| t.split_once("\n---\n"))
+        .map(|(_, body)| body)
+        .unwrap_or_else(|| panic!("{}: no insta header", path.display()));
+    body.trim_end().to_owned()
+}
+
+/// Every sample plugin's name.
+pub fn all() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(samples_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".md") && !n.starts_with('.'))
+        .collect();
+    names.sort();
+    names
+}
