@@ -46,6 +46,14 @@ pub fn summary_table_noted(report: &Report, color: bool, note: Option<&str>) -> 
         groups.entry(check.group.as_str()).or_default().push(check);
     }
     for (group, members) in &groups {
+        // Skipped checks are listed once, below, grouped by why.
+        let members: Vec<_> = members
+            .iter()
+            .filter(|c| c.status != Status::Skip)
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
         let _ = writeln!(out, "{}", paint.apply(BOLD, group));
         for c in members {
             let line = format!(
@@ -58,6 +66,13 @@ pub fn summary_table_noted(report: &Report, color: bool, note: Option<&str>) -> 
             let _ = writeln!(out, "{}", line.trim_end());
         }
     }
+
+    let skipped: Vec<&CheckResult> = checks
+        .iter()
+        .copied()
+        .filter(|c| c.status == Status::Skip)
+        .collect();
+    write_skipped(&mut out, &skipped, paint);
 
     let problems: Vec<&CheckResult> = checks
         .iter()
@@ -99,6 +114,53 @@ pub fn summary_table_noted(report: &Report, color: bool, note: Option<&str>) -> 
         s.passed, s.failed, s.warned, s.skipped, s.info
     );
     out
+}
+
+/// Widest line of the skipped list before it wraps.
+const SKIPPED_LINE_CHARS: usize = 100;
+
+/// The skipped checks, each once, grouped by reason: the reason is the
+/// message up to a parenthesised detail (`needs create.succeeds`, `not
+/// claimed`), which stays beside its check. Reasons come in the order their
+/// first check comes.
+fn write_skipped(out: &mut String, skipped: &[&CheckResult], paint: Paint) {
+    if skipped.is_empty() {
+        return;
+    }
+    let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
+    for c in skipped {
+        let first = printable_line(c.message.lines().next().unwrap_or_default()).into_owned();
+        let (reason, entry) = match first.split_once(" (") {
+            Some((reason, detail)) => (
+                reason.to_owned(),
+                format!("{} ({}", c.id, short(detail.trim_end())),
+            ),
+            None if first.trim().is_empty() => ("no reason given".to_owned(), c.id.clone()),
+            None => (first.trim().to_owned(), c.id.clone()),
+        };
+        match reasons.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, entries)) => entries.push(entry),
+            None => reasons.push((reason, vec![entry])),
+        }
+    }
+    let _ = writeln!(out, "{}", paint.apply(BOLD, "skipped, by reason"));
+    for (reason, entries) in reasons {
+        let mut line = format!("  {}  {reason}:", status_tag(Status::Skip, paint));
+        // What the terminal shows of the line: the tag is 4 wide, painted or not.
+        let mut width = 2 + 4 + 2 + reason.chars().count() + 1;
+        for (i, entry) in entries.iter().enumerate() {
+            let sep = if i + 1 < entries.len() { "," } else { "" };
+            let piece = format!(" {entry}{sep}");
+            if width + piece.chars().count() > SKIPPED_LINE_CHARS && width > 8 {
+                let _ = writeln!(out, "{line}");
+                line = " ".repeat(8);
+                width = line.len();
+            }
+            width += piece.chars().count();
+            line.push_str(&piece);
+        }
+        let _ = writeln!(out, "{line}");
+    }
 }
 
 fn write_invocation(out: &mut String, inv: &Invocation) {
@@ -186,10 +248,10 @@ mod tests {
             fingerprint
               PASS  fingerprint.runs            must
               WARN  fingerprint.version-semver  should  version "1.2" is accepted by go-version but is not SemVer 2.0 | use "1.…
-            process
-              SKIP  process.no-orphans          should  built-in plugin
             timing
               INFO  timing.profile              info    create: 4 calls, p50 7ms, p95 9ms, max 9ms
+            skipped, by reason
+              SKIP  built-in plugin: process.no-orphans
 
             failures and warnings:
 
@@ -218,6 +280,47 @@ mod tests {
         assert!(text.contains("\x1b[33mWARN\x1b[0m"));
         assert!(text.contains("\x1b[2mSKIP\x1b[0m"));
         assert!(text.contains("verdict: \x1b[31mNON-CONFORMANT\x1b[0m"));
+    }
+
+    #[test]
+    fn skipped_checks_are_listed_once_grouped_by_reason() {
+        let mut report = sample::report(false);
+        let template = report.checks[0].clone();
+        for (id, message) in [
+            ("input.name-injection", "needs create.succeeds"),
+            ("lifecycle.restore", "needs create.succeeds"),
+            (
+                "volume.block-device",
+                "not claimed (attachment = \"block-device\")",
+            ),
+            ("volume.parameters", "not claimed (no [claims.parameters])"),
+        ] {
+            let mut c = template.clone();
+            c.id = id.into();
+            c.group = id.split('.').next().unwrap().into();
+            c.status = Status::Skip;
+            c.message = message.into();
+            report.checks.push(c);
+        }
+        let text = summary_table(&report, false);
+        let skipped = &text[text.find("skipped, by reason\n").expect(&text)..];
+        assert!(
+            skipped.contains(
+                "  SKIP  needs create.succeeds: input.name-injection, lifecycle.restore\n"
+            ),
+            "{skipped}"
+        );
+        assert!(
+            // Past 100 columns a reason's list wraps, indented under it.
+            skipped.contains("  SKIP  not claimed: volume.block-device (attachment = \"block-device\"),\n         volume.parameters (no [claims.parameters])\n"),
+            "{skipped}"
+        );
+        // Each once: no group lists a skipped check above.
+        assert_eq!(text.matches("input.name-injection").count(), 1, "{text}");
+        assert!(
+            !text.contains("\nlifecycle\n"),
+            "a group of skips only has no heading: {text}"
+        );
     }
 
     #[test]

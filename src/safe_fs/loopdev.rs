@@ -80,6 +80,32 @@ pub fn detach(dev: &LoopDevice) -> io::Result<()> {
     }
 }
 
+/// Detaches `dev` and waits, up to `bound`, until the kernel shows it
+/// detached: a device held open elsewhere is only marked to detach, and the
+/// kernel may clear it later, from a work queue. A caller that acts on "no
+/// longer attached" (a reboot, then attach again) needs the clearing done,
+/// not scheduled: a `losetup -j` made in between still names the device.
+pub fn detach_and_wait(dev: &LoopDevice, bound: std::time::Duration) -> io::Result<()> {
+    detach(dev)?;
+    let name = dev.device.file_name().unwrap_or_default().to_owned();
+    let backing = Path::new("/sys/block").join(name).join("loop/backing_file");
+    let started = std::time::Instant::now();
+    while backing.exists() {
+        if started.elapsed() >= bound {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "still attached {} s after the detach (something holds it open)",
+                    bound.as_secs()
+                ),
+            ));
+        }
+        // The kernel tells no one when a deferred clear is done: look again.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(())
+}
+
 /// Whether `path` is a block device node (symlinks followed, as a mount of
 /// it would follow them).
 pub fn is_block_device(path: &Path) -> bool {
@@ -128,12 +154,72 @@ pub fn write_marker(path: &Path, root: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Whether the first bytes of the device at `path` are `bytes`.
+///
+/// Read past the page cache (`O_DIRECT`): a loop device number is reused when
+/// a plugin attaches its image again (after a reboot, say), and the cache of
+/// the device node may still hold what the number's last file had at its
+/// start, another volume's marker. Where `O_DIRECT` is refused, the cache of
+/// the node is dropped before a plain read.
 pub fn has_marker(path: &Path, bytes: &[u8]) -> bool {
+    read_head(path, bytes.len()).is_ok_and(|head| head == bytes)
+}
+
+/// The first `len` bytes of the device at `path`, as its backing store holds them.
+fn read_head(path: &Path, len: usize) -> io::Result<Vec<u8>> {
     use std::io::Read as _;
-    let mut head = vec![0; bytes.len()];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok_and(|()| head == bytes)
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+    {
+        Ok(mut dev) => {
+            // O_DIRECT reads whole, aligned blocks into an aligned buffer.
+            const BLOCK: usize = 4096;
+            let size = len.div_ceil(BLOCK).max(1) * BLOCK;
+            let mut buffer = AlignedBlocks::new(size);
+            dev.read_exact(buffer.as_mut_slice())?;
+            Ok(buffer.as_mut_slice()[..len].to_vec())
+        }
+        Err(_) => {
+            let mut dev = std::fs::File::open(path)?;
+            // SAFETY: a plain advice call on a descriptor this function owns.
+            unsafe { libc::posix_fadvise(dev.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            let mut head = vec![0; len];
+            dev.read_exact(&mut head)?;
+            Ok(head)
+        }
+    }
+}
+
+/// A zeroed buffer aligned to 4096 bytes, as `O_DIRECT` wants it.
+struct AlignedBlocks {
+    ptr: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
+}
+
+impl AlignedBlocks {
+    fn new(size: usize) -> Self {
+        let layout = std::alloc::Layout::from_size_align(size, 4096).expect("a valid layout");
+        // SAFETY: the layout has a non-zero size (at least one block).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr =
+            std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedBlocks { ptr, layout }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` holds `layout.size()` initialised (zeroed) bytes owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for AlignedBlocks {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this very layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
 }
 
 #[cfg(test)]
@@ -145,6 +231,18 @@ mod tests {
         assert_eq!(backing_path("/tmp/x/img\n"), "/tmp/x/img");
         assert_eq!(backing_path("/tmp/x/img (deleted)\n"), "/tmp/x/img");
         assert_eq!(backing_path("/tmp/a (deleted) b\n"), "/tmp/a (deleted) b");
+    }
+
+    #[test]
+    fn a_head_is_read_whole_from_a_file_too() {
+        // A regular file stands in for a device: O_DIRECT or the fallback,
+        // the bytes are the file's.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("img");
+        std::fs::write(&file, vec![7u8; 8192]).unwrap();
+        assert!(has_marker(&file, &[7u8; 5000]));
+        assert!(!has_marker(&file, &[8u8; 16]));
+        assert!(!has_marker(&dir.path().join("missing"), b"x"));
     }
 
     #[test]

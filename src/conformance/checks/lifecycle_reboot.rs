@@ -21,6 +21,9 @@ struct TakenAway {
     tmpfs: Vec<String>,
 }
 
+/// How long a detached loop device may take to be cleared by the kernel.
+const DETACH_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Takes away what a reboot takes away below the check's sandbox: every
 /// mount (deepest first), then every loop device backed by a file there.
 /// Nothing is deleted and no process is killed.
@@ -41,7 +44,8 @@ fn take_away(ctx: &Ctx, paths: &[String]) -> Result<TakenAway, Finding> {
         .collect();
     let loops = crate::safe_fs::loops_backed_under(dir);
     for dev in &loops {
-        crate::safe_fs::detach(dev).map_err(|e| {
+        // As a reboot: gone, not merely marked to go once let go.
+        crate::safe_fs::detach_and_wait(dev, DETACH_BOUND).map_err(|e| {
             Finding::Skip(format!(
                 "inconclusive: the harness could not detach {dev}: {e}"
             ))

@@ -101,8 +101,13 @@ impl VolumeAt {
     }
 }
 
-/// How long a loop device a delete detached may take to be released.
-const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a loop device a delete detached may take to be released. A
+/// `losetup -d` while any other process has the device open (another
+/// `losetup -j` reads every attached device's status through its node) only
+/// marks it, and the kernel clears it on the last close, from a work queue:
+/// on a loaded host that can take seconds. Only a delete that really left the
+/// device attached waits this long.
+const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Ctx {
     /// Creates one volume for a check that deletes it: its request and path.

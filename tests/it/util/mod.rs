@@ -240,11 +240,18 @@ pub fn in_private_mount_ns(test: &str) -> bool {
         skip(test, "needs root for a private mount namespace");
         return false;
     }
+    // The test's full name, module path included (`mounts::...`), as the
+    // re-run's `--exact` needs it: libtest names each test's thread so.
+    let thread = std::thread::current();
+    let full = thread
+        .name()
+        .filter(|name| name.ends_with(&format!("::{test}")))
+        .unwrap_or(test);
     let me = std::env::current_exe().expect("test binary");
     let out = std::process::Command::new("unshare")
         .args(["-m", "--propagation", "private", "--"])
         .arg(me)
-        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .args(["--exact", full, "--nocapture", "--test-threads", "1"])
         .env(INSIDE, "1")
         .output();
     let out = match out {
