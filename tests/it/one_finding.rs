@@ -139,3 +139,48 @@ fn an_auto_delete_that_unlinks_other_volumes_images_is_a_data_loss_hazard() {
         "{message}"
     );
 }
+
+/// A delete that fails once its volume is gone, and that dawdles after the
+/// removal, so that every kill of the crash check lands after it.
+const DELETE_NOT_IDEMPOTENT: &str = r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" || exit 1
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete)
+	[ -d "$p" ] || { echo '{"error": "no such volume"}'; exit 1; }
+	rm -rf -- "$p" || exit 1
+	i=0; while [ $i -lt 20000 ]; do i=$((i + 1)); done ;;
+*) exit 1 ;;
+esac
+"#;
+
+#[test]
+fn a_delete_again_after_a_crash_that_fails_as_any_second_delete_is_delete_idempotent_s() {
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin("delete-once", DELETE_NOT_IDEMPOTENT);
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(&scratch, &[&plugin, "delete"], util::check::RUN_LIMIT);
+    let check = |id: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id} in {report}"))
+    };
+    assert_eq!(check("delete.idempotent")["status"], "fail", "{report}");
+    let crash = check("lifecycle.crash-delete");
+    assert_eq!(crash["status"], "skip", "{crash}");
+    assert!(
+        crash["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("needs delete.idempotent"),
+        "{crash}"
+    );
+}

@@ -258,6 +258,13 @@ pub async fn crash_delete(ctx: &Ctx) -> CheckResult {
             )
             .await?;
         if let Err(e) = again.result {
+            // One cause, one finding: a delete that fails whenever its volume
+            // is already gone fails here for delete.idempotent's reason.
+            if second_delete_fails(ctx).await {
+                return Err(Finding::Skip(
+                    "needs delete.idempotent (a second delete fails without a crash too)".into(),
+                ));
+            }
             return Err(Finding::Fail(format!(
                 "{label}: expected delete again to exit 0; got: {e}"
             )));
@@ -281,4 +288,30 @@ pub async fn crash_delete(ctx: &Ctx) -> CheckResult {
         notes.join(", "),
         normal.as_secs_f64() * 1e3
     )))
+}
+
+/// Whether a second delete of a volume deleted without a crash fails too:
+/// then a delete again after a crash fails for `delete.idempotent`'s reason,
+/// whatever the crash did.
+async fn second_delete_fails(ctx: &Ctx) -> bool {
+    const STEP: &str = "to tell a crash from a second delete";
+    let Ok((req, path)) = ctx.one_volume(&format!("create {STEP}")).await else {
+        return false;
+    };
+    if ctx
+        .delete_ok(&req, &path, &format!("delete {STEP}"))
+        .await
+        .is_err()
+    {
+        return false;
+    }
+    // Either: whether it fails is what is asked.
+    !ctx.delete(
+        &req,
+        &path,
+        Expect::Either,
+        &format!("second delete {STEP}"),
+    )
+    .await
+    .ok()
 }

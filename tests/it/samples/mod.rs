@@ -62,7 +62,8 @@ pub const VARIES: &[Varies] = &[
         checks: &["lifecycle.crash-delete"],
         status: true,
         why: "a kill exposes the fault only when it lands after `rm -r` removed the \
-              directory and before the plugin exited (the sample's `# may:` line)",
+              directory and before the plugin exited: the check then names \
+              delete.idempotent, the finding's owner (a skip)",
     },
     Varies {
         samples: &[
