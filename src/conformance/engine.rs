@@ -323,7 +323,7 @@ impl RunState {
             ));
         }
         match spec.run {
-            CheckFn::RunWide(judge) => {
+            CheckFn::RunWide(judge, _) => {
                 // Timing is judged on calls made alone: the first run-wide
                 // check makes them, once every parallel check has finished.
                 self.shared.timing_phase().await;
@@ -335,7 +335,7 @@ impl RunState {
                 let finding = judge(&log).unwrap_or_else(|f| f);
                 Ok((finding, log.evidence(), log.unpinned()))
             }
-            CheckFn::Scenario(body) => {
+            CheckFn::Scenario(body, _) => {
                 let ctx = match Ctx::new(self.shared.clone(), spec.id) {
                     Ok(ctx) => ctx,
                     // Something made the check's dir before the harness did:

@@ -16,7 +16,6 @@ pub mod fixture;
 mod leftovers;
 mod live;
 mod progress;
-pub mod rules;
 mod teardown;
 pub(crate) mod volume_facts;
 

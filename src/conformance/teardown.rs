@@ -262,7 +262,7 @@ impl Teardown {
         let Some(check) = report
             .checks
             .iter_mut()
-            .find(|c| c.id == "delete.no-residue")
+            .find(|c| c.id == super::checks::delete::NO_RESIDUE.id)
         else {
             return;
         };

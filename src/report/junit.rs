@@ -16,7 +16,7 @@
 //!
 //! The shape is the one Jenkins' and GitLab's JUnit schema describe (a test validates
 //! both documents against it). quick-junit holds a whole document in memory, and a
-//! fleet of 10,000 nodes × 43 checks of it would dwarf the matrix, so each suite is
+//! fleet of 10,000 nodes × every check of it would dwarf the matrix, so each suite is
 //! built and serialised alone and spliced under one root; a test holds the result
 //! byte-equal to serialising it in one piece.
 

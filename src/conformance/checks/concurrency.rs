@@ -13,7 +13,7 @@ use std::path::Path;
 
 use tokio::sync::Barrier;
 
-use super::{CheckResult, join_all};
+use super::{CheckResult, CheckSpec, Level, join_all};
 use crate::conformance::context::{Ctx, Expect, Finding, VolumeAt};
 use crate::contract::DeleteRequest;
 
@@ -28,9 +28,21 @@ const SAME_VOLUME_ROUNDS: usize = 8;
 /// Identical creates at once in a round of `concurrency.same-volume`.
 const SAME_VOLUME_BURST: usize = 6;
 
-/// `concurrency.create` (must): 8 distinct creates at once, aligned, for
-/// [`ROUNDS`] rounds.
-pub async fn create(ctx: &Ctx) -> CheckResult {
+/// The `concurrency.*` checks, in catalogue order.
+pub(crate) const CHECKS: &[CheckSpec] = &[CREATE, DELETE, SAME_VOLUME];
+
+pub(crate) const CREATE: CheckSpec = CheckSpec {
+    id: "concurrency.create",
+    level: Level::Must,
+    rule: "8 creates of distinct volumes at once (started aligned; 3 rounds, fresh volumes each) all succeed with distinct, existing paths",
+    why: "Nomad creates volumes concurrently (several jobs at once, restore at agent start); plugins that share a counter or file without a lock hand two volumes one path.",
+    fix: "Use a per-volume path from `DHV_VOLUME_ID`, and lock (e.g. `flock`) any shared file.",
+    samples: &["busy-pool", "racy-concurrency"],
+    run: scenario!(create),
+};
+
+/// 8 distinct creates at once, aligned, for [`ROUNDS`] rounds.
+async fn create(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let mut problems = Vec::new();
     let mut collisions_only = true;
@@ -106,9 +118,19 @@ async fn create_round(ctx: &Ctx, problems: &mut Vec<String>, collisions_only: &m
     .all(|d| d.ok())
 }
 
-/// `concurrency.delete` (must): 8 deletes at once, racing 4 creates of new
-/// volumes, all aligned, for [`ROUNDS`] rounds.
-pub async fn delete(ctx: &Ctx) -> CheckResult {
+pub(crate) const DELETE: CheckSpec = CheckSpec {
+    id: "concurrency.delete",
+    level: Level::Must,
+    rule: "8 deletes of distinct volumes at once, racing 4 creates of new volumes (started aligned; 3 rounds), all succeed: the deleted paths are gone, the created ones exist",
+    why: "Several volumes are deleted at once (jobs stopping together); a race between deletes leaves volumes behind or fails them.",
+    fix: "Keep deletes independent of each other; lock any shared file.",
+    samples: &["busy-pool"],
+    run: scenario!(delete),
+};
+
+/// 8 deletes at once, racing 4 creates of new volumes, all aligned, for
+/// [`ROUNDS`] rounds.
+async fn delete(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     // Volumes that share one path delete each other whatever the timing:
     // one root cause, create.distinct's.
@@ -197,9 +219,19 @@ async fn futures_pair<A: std::future::Future, B: std::future::Future>(
     tokio::join!(a, b)
 }
 
-/// `concurrency.same-volume` (should): identical creates of one volume at
-/// once, aligned, agree, for [`SAME_VOLUME_ROUNDS`] rounds on fresh volumes.
-pub async fn same_volume(ctx: &Ctx) -> CheckResult {
+pub(crate) const SAME_VOLUME: CheckSpec = CheckSpec {
+    id: "concurrency.same-volume",
+    level: Level::Should,
+    rule: "6 identical creates of one volume at once (started aligned; 8 rounds, a fresh volume each) all exit 0 with the same path",
+    why: "Restore and an update can race on one volume: both calls create the same volume at the same time.",
+    fix: "Make create of one volume safe to run twice at once: `mkdir -p`, or a per-volume lock around the steps.",
+    samples: &["check-then-mkdir"],
+    run: scenario!(same_volume),
+};
+
+/// Identical creates of one volume at once, aligned, agree, for
+/// [`SAME_VOLUME_ROUNDS`] rounds on fresh volumes.
+async fn same_volume(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let mut problems = Vec::new();
     let mut failed = false;

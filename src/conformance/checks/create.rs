@@ -4,13 +4,41 @@
 
 use std::path::Path;
 
-use super::{CheckResult, hint_prefix, shown};
-use crate::conformance::context::{Ctx, Expect, Finding, canary_intact};
-use crate::contract::{self, CreateRequest, CreateResponse, Parameters};
+use super::{CheckResult, CheckSpec, Level, fingerprint, hint_prefix, needs, shown};
+use crate::conformance::context::{Ctx, Expect, Finding, RunLog, canary_intact};
+use crate::contract::{self, CreateRequest, CreateResponse, Operation, Parameters};
 use crate::plugin::PluginCall;
 
-/// `create.succeeds` (must): the default create exits 0 within 60 s.
-pub async fn succeeds(ctx: &Ctx) -> CheckResult {
+/// The `create.*` checks, in catalogue order.
+pub(crate) const CHECKS: &[CheckSpec] = &[
+    SUCCEEDS,
+    RESPONSE,
+    PATH_EXISTS,
+    PATH_IN_VOLUMES_DIR,
+    BYTES_IN_RANGE,
+    IDEMPOTENT,
+    DISTINCT,
+    UPDATE,
+    PARAMETERS,
+    DEADLINE,
+];
+
+pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
+    id: "create.succeeds",
+    level: Level::Must,
+    rule: "create with the default request exits 0 within 60 s",
+    why: "Without a successful create no volume can exist: `nomad volume create` fails with the plugin's exit error. Most other checks need it and are skipped when it fails.",
+    fix: "Exit 0 within 60 s after creating the volume, using only the DHV_* variables Nomad passes; run the reproduce line to see the failure by hand.",
+    samples: &[
+        "hanging-create",
+        "ignores-sigterm",
+        "needs-home",
+        "realtime-signal",
+    ],
+    run: scenario!(succeeds),
+};
+
+async fn succeeds(ctx: &Ctx) -> CheckResult {
     let probe = ctx.create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     let call = &probe.call;
@@ -24,9 +52,10 @@ pub async fn succeeds(ctx: &Ctx) -> CheckResult {
     let cannot_start =
         |run: &Option<crate::plugin::PluginRun>| run.as_ref().is_some_and(|r| r.result.is_err());
     if cannot_start(&call.run) && cannot_start(&fingerprint.run) {
-        return Err(Finding::Skip(
-            "needs fingerprint.runs (the plugin cannot start)".into(),
-        ));
+        return Err(Finding::Skip(format!(
+            "{} (the plugin cannot start)",
+            needs(&fingerprint::RUNS)
+        )));
     }
     let detail = match &call.run {
         Some(run) => match &run.result {
@@ -52,12 +81,21 @@ pub async fn succeeds(ctx: &Ctx) -> CheckResult {
     )))
 }
 
-/// `create.response` (must): stdout decodes as Nomad decodes it.
-pub async fn response(ctx: &Ctx) -> CheckResult {
+pub(crate) const RESPONSE: CheckSpec = CheckSpec {
+    id: "create.response",
+    level: Level::Must,
+    rule: "create stdout decodes as Nomad decodes it: `path` a string, `bytes` an int64 if present",
+    why: "Nomad decodes create stdout with Go's encoding/json into `{path, bytes}`: a log line before the JSON, a second object after it, or `bytes` as a string or a float make the create fail although the volume was made.",
+    fix: "Print one JSON object, e.g. `{\"path\": \"/abs/path\", \"bytes\": 0}`, with `bytes` an integer; send every log line to stderr.",
+    samples: &["logs-on-stdout", "string-bytes"],
+    run: scenario!(response),
+};
+
+async fn response(ctx: &Ctx) -> CheckResult {
     let probe = ctx.create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     if !probe.call.exited_zero() {
-        return Err(Finding::Skip("needs create.succeeds".into()));
+        return Err(Finding::Skip(needs(&SUCCEEDS)));
     }
     let Some(run) = &probe.call.run else {
         return Ok(Finding::Pass("built-in plugin".into()));
@@ -95,16 +133,25 @@ async fn probe_response(
     let probe = ctx.create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     if !probe.call.exited_zero() {
-        return Err(Finding::Skip("needs create.succeeds".into()));
+        return Err(Finding::Skip(needs(&SUCCEEDS)));
     }
     match &probe.call.result {
         Ok(resp) => Ok((probe.request.clone(), resp.clone(), probe.path_existed)),
-        Err(_) => Err(Finding::Skip("needs create.response".into())),
+        Err(_) => Err(Finding::Skip(needs(&RESPONSE))),
     }
 }
 
-/// `create.path-exists` (must): `path` is non-empty, absolute and exists.
-pub async fn path_exists(ctx: &Ctx) -> CheckResult {
+pub(crate) const PATH_EXISTS: CheckSpec = CheckSpec {
+    id: "create.path-exists",
+    level: Level::Must,
+    rule: "`path` is non-empty, absolute, and exists on disk after create",
+    why: "Nomad publishes `path` as the volume's host path and bind-mounts it into tasks: an empty, relative or missing path makes every allocation using the volume fail to start.",
+    fix: "Return the absolute path of the directory (or mount point) you created, after it exists.",
+    samples: &["nonexistent-path", "relative-path"],
+    run: scenario!(path_exists),
+};
+
+async fn path_exists(ctx: &Ctx) -> CheckResult {
     let (_, resp, existed) = probe_response(ctx).await?;
     if resp.path.is_empty() {
         return Err(Finding::Fail(
@@ -126,8 +173,17 @@ pub async fn path_exists(ctx: &Ctx) -> CheckResult {
     Ok(Finding::Pass("absolute and present on disk".into()))
 }
 
-/// `create.path-in-volumes-dir` (should): `path` is inside DHV_VOLUMES_DIR.
-pub async fn path_in_volumes_dir(ctx: &Ctx) -> CheckResult {
+pub(crate) const PATH_IN_VOLUMES_DIR: CheckSpec = CheckSpec {
+    id: "create.path-in-volumes-dir",
+    level: Level::Should,
+    rule: "`path` lies inside DHV_VOLUMES_DIR",
+    why: "Operators size, back up and clean DHV_VOLUMES_DIR; a volume placed elsewhere escapes all of that, and the harness cannot check it for residue.",
+    fix: "Create volumes under `$DHV_VOLUMES_DIR`, e.g. `$DHV_VOLUMES_DIR/$DHV_VOLUME_ID`.",
+    samples: &["relative-path"],
+    run: scenario!(path_in_volumes_dir),
+};
+
+async fn path_in_volumes_dir(ctx: &Ctx) -> CheckResult {
     let (req, resp, _) = probe_response(ctx).await?;
     let inside = |p: &Path| {
         let dir = Path::new(&req.volumes_dir);
@@ -156,8 +212,17 @@ pub async fn path_in_volumes_dir(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `create.bytes-in-range` (should): a reported size honours the capacity asked for.
-pub async fn bytes_in_range(ctx: &Ctx) -> CheckResult {
+pub(crate) const BYTES_IN_RANGE: CheckSpec = CheckSpec {
+    id: "create.bytes-in-range",
+    level: Level::Should,
+    rule: "when bytes > 0: capacity min <= bytes <= capacity max (when max > 0)",
+    why: "Nomad shows `bytes` as the volume's capacity; a figure outside the capacity the user asked for misleads scheduling decisions and users.",
+    fix: "Report the capacity you provisioned, between `DHV_CAPACITY_MIN_BYTES` and `DHV_CAPACITY_MAX_BYTES` (when max > 0), or 0 when you do not know it.",
+    samples: &["bytes-out-of-range"],
+    run: scenario!(bytes_in_range),
+};
+
+async fn bytes_in_range(ctx: &Ctx) -> CheckResult {
     let (req, resp, _) = probe_response(ctx).await?;
     if resp.bytes <= 0 {
         return Ok(Finding::Pass("bytes not reported (0)".into()));
@@ -193,8 +258,17 @@ fn probe_created<'a>(
         .map_err(|e| Finding::Fail(format!("{step}: expected create to succeed; got: {e}")))
 }
 
-/// `create.idempotent` (must): create again is a no-op that keeps the data.
-pub async fn idempotent(ctx: &Ctx) -> CheckResult {
+pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
+    id: "create.idempotent",
+    level: Level::Must,
+    rule: "the same create again exits 0 with the same path, and the volume's files survive; a changed `bytes` is reported at should level",
+    why: "Nomad calls create again with the same request when the agent restarts (restore) and when a volume is updated. A create that fails or moves the volume on the second call loses the volume or its data.",
+    fix: "When the volume already exists, return its path unchanged and exit 0: `mkdir -p`, and check each step before doing it again.",
+    samples: &["fails-on-existing-dir"],
+    run: scenario!(idempotent),
+};
+
+async fn idempotent(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     // Judged on the shared create-again probe: the checks that skip "needs
     // create.idempotent" rest on it.
@@ -234,10 +308,20 @@ pub async fn idempotent(ctx: &Ctx) -> CheckResult {
     Ok(Finding::Pass("same path and bytes; data kept".into()))
 }
 
-/// `create.distinct` (must): two volumes, two paths; the second leaves the
-/// first alone. Judged on the shared two-volume probe, on which the checks
-/// whose volumes collide rest their "needs create.distinct".
-pub async fn distinct(ctx: &Ctx) -> CheckResult {
+pub(crate) const DISTINCT: CheckSpec = CheckSpec {
+    id: "create.distinct",
+    level: Level::Must,
+    rule: "two volumes get different paths; creating the second leaves the first intact",
+    why: "Each volume id is a separate volume: two volumes sharing a path see each other's files, and deleting one deletes the other.",
+    fix: "Derive the path from `DHV_VOLUME_ID` (unique, a UUID), never from a constant or a counter.",
+    samples: &["shared-path"],
+    run: scenario!(distinct),
+};
+
+/// Two volumes, two paths; the second leaves the first alone. Judged on the
+/// shared two-volume probe, on which the checks whose volumes collide rest
+/// their "needs create.distinct".
+async fn distinct(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let probe = ctx.distinct_probe().await;
     let [a_req, b_req] = &probe.requests;
@@ -268,8 +352,17 @@ pub async fn distinct(ctx: &Ctx) -> CheckResult {
     result
 }
 
-/// `create.update` (should): a bigger request for the same id keeps the path.
-pub async fn update(ctx: &Ctx) -> CheckResult {
+pub(crate) const UPDATE: CheckSpec = CheckSpec {
+    id: "create.update",
+    level: Level::Should,
+    rule: "create again with the same id and a doubled capacity min exits 0 with the same path",
+    why: "`nomad volume create` with an existing id updates the volume: the plugin gets create again with a new capacity, and a failure there is shown to the user as a failed update.",
+    fix: "Treat create of an existing volume as an update: resize if you can, otherwise keep the volume and exit 0 with the same path.",
+    samples: &[],
+    run: scenario!(update),
+};
+
+async fn update(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let req = ctx.request();
     let first = ctx.create_ok(&req, "first create").await?;
@@ -315,9 +408,19 @@ pub async fn update(ctx: &Ctx) -> CheckResult {
     result
 }
 
-/// `create.parameters` (should): `{}` and hostile parameter values are handled
-/// safely: success, or a clean failure; nothing runs from them.
-pub async fn parameters(ctx: &Ctx) -> CheckResult {
+pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
+    id: "create.parameters",
+    level: Level::Should,
+    rule: "create with parameters `{}` and with hostile parameter values succeeds or fails cleanly; nothing runs from them",
+    why: "Parameters come from the user's volume spec and are untrusted: characters such as `<>&\"'$` must not run anything or break the plugin's parsing.",
+    fix: "Parse `DHV_PARAMETERS` as JSON (e.g. with jq), never with eval; refuse unknown keys with `{\"error\": \"...\"}` and a non-zero exit.",
+    samples: &[],
+    run: scenario!(parameters),
+};
+
+/// `{}` and hostile parameter values are handled safely: success, or a clean
+/// failure; nothing runs from them.
+async fn parameters(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let marker = ctx.sandbox.dir.join("parameter-marker");
     let m = marker.display();
@@ -346,4 +449,18 @@ pub async fn parameters(ctx: &Ctx) -> CheckResult {
         )));
     }
     Ok(Finding::Pass(notes.join("; ")))
+}
+
+pub(crate) const DEADLINE: CheckSpec = CheckSpec {
+    id: "create.deadline",
+    level: Level::Must,
+    rule: "every create call made alone finishes within 60 s",
+    why: "Nomad allows 60 s for the whole create RPC and then kills the plugin (SIGKILL to the process only): the volume may be half made and the user sees a timeout.",
+    fix: "Finish within 60 s; move slow provisioning out of the call, or make it resumable so the next create finishes it.",
+    samples: &["hanging-create", "ignores-sigterm"],
+    run: run_wide!(deadline),
+};
+
+fn deadline(log: &RunLog) -> CheckResult {
+    super::deadline::judge(log, Operation::Create)
 }

@@ -3,18 +3,39 @@
 
 use std::path::Path;
 
-use super::CheckResult;
+use super::{CheckResult, CheckSpec, Level, needs};
 use crate::conformance::context::{
-    Ctx, Expect, Finding, VolumeAt, around, canary_intact, listing, plant_in_volume,
+    Ctx, Expect, Finding, RunLog, VolumeAt, around, canary_intact, listing, plant_in_volume,
 };
-use crate::contract::DeleteRequest;
+use crate::contract::{DeleteRequest, Operation};
 
-/// `delete.succeeds` (must): delete of a created volume exits 0. Judged on
-/// the run's delete probe, which the other checks' "needs delete.succeeds"
-/// rests on; its volume holds a file, as a volume in use does, so a plugin
-/// whose delete fails on data fails here once, not in every check that
-/// deletes a volume it wrote to.
-pub async fn succeeds(ctx: &Ctx) -> CheckResult {
+/// The `delete.*` checks, in catalogue order.
+pub(crate) const CHECKS: &[CheckSpec] = &[
+    SUCCEEDS,
+    REMOVES,
+    IDEMPOTENT,
+    NEVER_CREATED,
+    ISOLATED,
+    NO_RESIDUE,
+    AUTO_DELETE_SAFE,
+    DEADLINE,
+];
+
+pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
+    id: "delete.succeeds",
+    level: Level::Must,
+    rule: "delete of a created volume holding a file (as a volume in use does) exits 0 within 60 s",
+    why: "A failing delete keeps the volume in Nomad's state: `nomad volume delete` fails and the volume cannot be removed from the node.",
+    fix: "Remove the volume at `$DHV_CREATED_PATH`, with whatever it holds, and exit 0 within 60 s; print `{\"error\": \"...\"}` when you really cannot.",
+    samples: &["rmdir-delete"],
+    run: scenario!(succeeds),
+};
+
+/// Delete of a created volume exits 0. Judged on the run's delete probe, which
+/// the other checks' "needs delete.succeeds" rests on; its volume holds a file,
+/// as a volume in use does, so a plugin whose delete fails on data fails here
+/// once, not in every check that deletes a volume it wrote to.
+async fn succeeds(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let probe = ctx.delete_probe().await;
     ctx.cite(probe.create.run.as_ref());
@@ -50,8 +71,17 @@ pub async fn succeeds(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `delete.removes` (must): the created path is gone after delete.
-pub async fn removes(ctx: &Ctx) -> CheckResult {
+pub(crate) const REMOVES: CheckSpec = CheckSpec {
+    id: "delete.removes",
+    level: Level::Must,
+    rule: "the created path no longer exists after delete",
+    why: "Nomad forgets the volume after a successful delete; anything left at the path is invisible to Nomad and fills the disk.",
+    fix: "Remove everything at the created path (unmount first if you mounted it), and only then exit 0.",
+    samples: &[],
+    run: scenario!(removes),
+};
+
+async fn removes(ctx: &Ctx) -> CheckResult {
     let (req, path) = ctx.one_volume("create before delete").await?;
     let at = VolumeAt::before_delete(&path);
     ctx.delete_ok(&req, &path, "delete").await?;
@@ -74,8 +104,17 @@ pub async fn removes(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `delete.idempotent` (must): deleting twice is fine.
-pub async fn idempotent(ctx: &Ctx) -> CheckResult {
+pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
+    id: "delete.idempotent",
+    level: Level::Must,
+    rule: "a second delete of the same volume exits 0",
+    why: "Nomad may send delete again (a retried RPC, an operator running the command twice): failing because the volume is already gone leaves a volume that cannot be deleted.",
+    fix: "Treat a volume that is already gone as deleted: `rm -rf`, `umount` only when mounted, exit 0.",
+    samples: &["fails-on-missing-dir"],
+    run: scenario!(idempotent),
+};
+
+async fn idempotent(ctx: &Ctx) -> CheckResult {
     let (req, path) = ctx.one_volume("create before delete").await?;
     ctx.delete_ok(&req, &path, "first delete").await?;
     // Either: the rule judges the second delete itself, below.
@@ -90,8 +129,17 @@ pub async fn idempotent(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `delete.never-created` (must): deleting an unknown volume is fine.
-pub async fn never_created(ctx: &Ctx) -> CheckResult {
+pub(crate) const NEVER_CREATED: CheckSpec = CheckSpec {
+    id: "delete.never-created",
+    level: Level::Must,
+    rule: "delete of a volume id that was never created exits 0",
+    why: "Nomad sends delete for volumes whose create failed part way or never ran; failing there keeps a broken volume in the state forever.",
+    fix: "Exit 0 when there is nothing to delete.",
+    samples: &["fails-on-missing-dir"],
+    run: scenario!(never_created),
+};
+
+async fn never_created(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let req = ctx.request();
     let path = Path::new(&req.volumes_dir).join(&req.volume_id);
@@ -112,8 +160,17 @@ pub async fn never_created(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `delete.isolated` (must): deleting one volume leaves the others intact.
-pub async fn isolated(ctx: &Ctx) -> CheckResult {
+pub(crate) const ISOLATED: CheckSpec = CheckSpec {
+    id: "delete.isolated",
+    level: Level::Must,
+    rule: "deleting one volume leaves every other volume and its files intact",
+    why: "A delete that touches other volumes destroys other jobs' data.",
+    fix: "Remove only `$DHV_CREATED_PATH` (and the files the plugin keeps for that one volume id).",
+    samples: &[],
+    run: scenario!(isolated),
+};
+
+async fn isolated(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let (a_req, b_req) = (ctx.request(), ctx.request());
     let a = ctx.create_ok(&a_req, "create of volume A").await?;
@@ -143,10 +200,20 @@ pub async fn isolated(ctx: &Ctx) -> CheckResult {
     result
 }
 
-/// `delete.no-residue` (should): nothing the plugin made remains after all
-/// deletes, in the volumes dir or beside it. The one finding for what every
-/// create and delete leaves: other checks cite it ([`Ctx::leftovers`]).
-pub async fn no_residue(ctx: &Ctx) -> CheckResult {
+pub(crate) const NO_RESIDUE: CheckSpec = CheckSpec {
+    id: "delete.no-residue",
+    level: Level::Should,
+    rule: "after every volume is deleted, nothing the plugin made remains in or beside the volumes dir; other checks that find the same leftovers cite this one",
+    why: "Images, lock files and state left by a delete accumulate on the node and are found by no one; a mount left behind keeps a device busy and exposes whatever it shows to anything that cleans up the volumes dir.",
+    fix: "Unmount the volume (every stacked mount) before removing anything, then remove every file the plugin made for the volume: images, lock and state files, mount points.",
+    samples: &["side-file"],
+    run: scenario!(no_residue),
+};
+
+/// Nothing the plugin made remains after all deletes, in the volumes dir or
+/// beside it. The one finding for what every create and delete leaves: other
+/// checks cite it ([`Ctx::leftovers`]).
+async fn no_residue(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let before = around(&ctx.sandbox.volumes);
     let reqs = [ctx.request(), ctx.request()];
@@ -164,7 +231,8 @@ pub async fn no_residue(ctx: &Ctx) -> CheckResult {
     for at in &volumes {
         if at.is_block() && !at.gone().await {
             return Err(Finding::Skip(format!(
-                "needs delete.removes ({})",
+                "{} ({})",
+                needs(&REMOVES),
                 at.still_there()
             )));
         }
@@ -198,10 +266,20 @@ pub async fn no_residue(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `delete.auto-delete-safe` (should): Nomad's compensating delete after a failed
-/// state write sends the volumes dir as DHV_CREATED_PATH with an empty name and
-/// namespace. A plugin that removes DHV_CREATED_PATH blindly wipes every volume.
-pub async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
+pub(crate) const AUTO_DELETE_SAFE: CheckSpec = CheckSpec {
+    id: "delete.auto-delete-safe",
+    level: Level::Should,
+    rule: "Nomad's compensating delete (DHV_CREATED_PATH = the volumes dir, empty name and namespace) removes no other volume",
+    why: "When Nomad fails to save a new volume's state it deletes the volume with `DHV_CREATED_PATH` set to the volumes dir itself and an empty name and namespace: a plugin that runs `rm -rf \"$DHV_CREATED_PATH\"` wipes every volume on the node.",
+    fix: "Derive what to remove from `DHV_VOLUME_ID`, or refuse a `DHV_CREATED_PATH` equal to `DHV_VOLUMES_DIR`.",
+    samples: &["blind-delete"],
+    run: scenario!(auto_delete_safe),
+};
+
+/// Nomad's compensating delete after a failed state write sends the volumes dir
+/// as DHV_CREATED_PATH with an empty name and namespace. A plugin that removes
+/// DHV_CREATED_PATH blindly wipes every volume.
+async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let (other_req, new_req) = (ctx.request(), ctx.request());
     let other = ctx
@@ -298,4 +376,18 @@ pub async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
             }
         )))
     }
+}
+
+pub(crate) const DEADLINE: CheckSpec = CheckSpec {
+    id: "delete.deadline",
+    level: Level::Must,
+    rule: "every delete call made alone finishes within 60 s",
+    why: "Nomad allows 60 s for the delete RPC, then kills the plugin: the volume stays in Nomad's state, half deleted.",
+    fix: "Finish within 60 s; make delete resumable so the next call completes it.",
+    samples: &[],
+    run: run_wide!(deadline),
+};
+
+fn deadline(log: &RunLog) -> CheckResult {
+    super::deadline::judge(log, Operation::Delete)
 }

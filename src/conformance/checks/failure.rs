@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{CheckResult, shown};
+use super::{CheckResult, CheckSpec, Level, shown};
 use crate::conformance::context::{Ctx, Expect, Finding, LoggedCall, RunLog, is_provoked, listing};
 
 /// What the failure provoked on purpose is (made in the timing phase, when
@@ -17,8 +17,20 @@ use crate::contract::{self, Operation, var};
 /// The operation name sent; no Nomad version uses it.
 const UNKNOWN_OP: &str = "dhv-conform-unknown-operation";
 
-/// `failure.unknown-operation` (should): `PLUGIN <unknown op>` exits non-zero.
-pub async fn unknown_operation(ctx: &Ctx) -> CheckResult {
+/// The `failure.*` checks, in catalogue order.
+pub(crate) const CHECKS: &[CheckSpec] = &[CLEAN, ERROR_JSON, UNKNOWN_OPERATION];
+
+pub(crate) const UNKNOWN_OPERATION: CheckSpec = CheckSpec {
+    id: "failure.unknown-operation",
+    level: Level::Should,
+    rule: "`PLUGIN <unknown op>` exits non-zero and changes nothing",
+    why: "A future Nomad may send operations this plugin does not know; answering them with success, or acting on them, would mislead it.",
+    fix: "Exit non-zero for any operation other than fingerprint, create and delete, and change nothing.",
+    samples: &[],
+    run: scenario!(unknown_operation),
+};
+
+async fn unknown_operation(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     let before = listing(&ctx.sandbox.volumes);
     let mut env = ctx.request().env();
@@ -47,10 +59,20 @@ pub async fn unknown_operation(ctx: &Ctx) -> CheckResult {
     Ok(Finding::Pass(format!("refused with {}", run.exit_error())))
 }
 
-/// `failure.clean` (must): every failed create of the run (the plugin's own
-/// failures, and the one provoked on purpose) left nothing new in the volumes
-/// dir and no process behind.
-pub fn clean(log: &RunLog) -> CheckResult {
+pub(crate) const CLEAN: CheckSpec = CheckSpec {
+    id: "failure.clean",
+    level: Level::Must,
+    rule: "every failed create of the run, and one the suite provokes on purpose, leaves nothing new in the volumes dir and no process behind",
+    why: "A failed create is not recorded by Nomad, so nothing will ever delete what it left behind: half-made directories and processes stay on the node.",
+    fix: "On any error, undo what the create did before exiting non-zero (a `trap` in sh), and leave no process running.",
+    samples: &[],
+    run: run_wide!(clean),
+};
+
+/// Every failed create of the run (the plugin's own failures, and the one
+/// provoked on purpose) left nothing new in the volumes dir and no process
+/// behind.
+fn clean(log: &RunLog) -> CheckResult {
     // Nomad rejecting the output of a create that exited 0 is create.response's
     // finding (the plugin did make the volume): only the plugin's own failures count.
     let failed: Vec<&LoggedCall> = log
@@ -108,10 +130,19 @@ pub fn clean(log: &RunLog) -> CheckResult {
     )))
 }
 
-/// `failure.error-json` (should): every failing create and delete of the run
-/// prints `{"error": "..."}` on stdout, or nothing; the message quotes what
-/// Nomad shows the user.
-pub fn error_json(log: &RunLog) -> CheckResult {
+pub(crate) const ERROR_JSON: CheckSpec = CheckSpec {
+    id: "failure.error-json",
+    level: Level::Should,
+    rule: "every failing create or delete of the run (and the provoked one) prints `{\"error\": \"...\"}` on stdout, or nothing",
+    why: "When a call fails Nomad decodes `{\"error\": \"...\"}` from stdout and shows that text to the user; plain text is dropped, and the user sees only `exit status 1`.",
+    fix: "On failure, print `{\"error\": \"what went wrong\"}` on stdout and the details on stderr. Printing nothing is allowed, but then the user sees only `exit status 1`.",
+    samples: &["text-error"],
+    run: run_wide!(error_json),
+};
+
+/// Every failing create and delete of the run prints `{"error": "..."}` on
+/// stdout, or nothing; the message quotes what Nomad shows the user.
+fn error_json(log: &RunLog) -> CheckResult {
     log.require_process()?;
     // A call that hung is the deadline checks' finding, one that could not
     // start fingerprint.runs's: neither printed an answer to judge.

@@ -1,13 +1,38 @@
 //! `fingerprint.*`: the plugin starts, answers with one JSON object, and names a
 //! version Nomad can parse, every time.
 
-use super::{CheckResult, hint_prefix, join_all, shown};
-use crate::conformance::context::{Ctx, Expect, Finding};
-use crate::contract::DecodeError;
+use super::{CheckResult, CheckSpec, Level, hint_prefix, join_all, needs, shown};
+use crate::conformance::context::{Ctx, Expect, Finding, RunLog};
+use crate::contract::{DecodeError, Operation};
 use crate::plugin::{ExternalPlugin, PluginError, PluginSource, decode_fingerprint};
 
-/// `fingerprint.runs` (must): `PLUGIN fingerprint` starts and exits 0.
-pub async fn runs(ctx: &Ctx) -> CheckResult {
+/// The `fingerprint.*` checks, in catalogue order.
+pub(crate) const CHECKS: &[CheckSpec] = &[
+    RUNS,
+    JSON,
+    VERSION,
+    VERSION_SEMVER,
+    DEADLINE,
+    STABLE,
+    LOOKUP,
+];
+
+pub(crate) const RUNS: CheckSpec = CheckSpec {
+    id: "fingerprint.runs",
+    level: Level::Must,
+    rule: "`PLUGIN fingerprint` starts and exits 0",
+    why: "A Nomad client fingerprints every plugin in its plugin dir when it starts and on SIGHUP. A plugin that cannot start or exits non-zero is left out of the node's attributes, so no volume can be created with it on that node.",
+    fix: "Make the file executable (`chmod +x`), start it with a valid shebang (`#!/bin/sh`, LF line endings, an interpreter that exists), and exit 0 for `fingerprint` without relying on PATH, HOME or any other variable Nomad does not pass.",
+    samples: &[
+        "crlf-shebang",
+        "missing-shebang",
+        "not-executable",
+        "needs-path",
+    ],
+    run: scenario!(runs),
+};
+
+async fn runs(ctx: &Ctx) -> CheckResult {
     let call = ctx.fingerprint_probe().await;
     ctx.cite(call.run.as_ref());
     let Some(run) = &call.run else {
@@ -42,12 +67,21 @@ async fn stdout_of_good_run(ctx: &Ctx) -> Result<Option<Vec<u8>>, Finding> {
     match &call.run {
         None => Ok(None),
         Some(run) if run.succeeded() => Ok(Some(run.stdout().to_vec())),
-        Some(_) => Err(Finding::Skip("needs fingerprint.runs".into())),
+        Some(_) => Err(Finding::Skip(needs(&RUNS))),
     }
 }
 
-/// `fingerprint.json` (must): stdout decodes as Nomad decodes it.
-pub async fn json(ctx: &Ctx) -> CheckResult {
+pub(crate) const JSON: CheckSpec = CheckSpec {
+    id: "fingerprint.json",
+    level: Level::Must,
+    rule: "fingerprint stdout decodes as Nomad decodes it: one JSON object, white space around it only",
+    why: "Nomad decodes fingerprint stdout with Go's encoding/json: anything but one JSON object with white space around it is a decoding error and the plugin is left out.",
+    fix: "Print exactly `{\"version\": \"1.0.0\"}` on stdout and send every log line to stderr (`echo ... >&2`).",
+    samples: &[],
+    run: scenario!(json),
+};
+
+async fn json(ctx: &Ctx) -> CheckResult {
     let Some(stdout) = stdout_of_good_run(ctx).await? else {
         return Ok(Finding::Pass("built-in plugin".into()));
     };
@@ -79,8 +113,17 @@ pub async fn json(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `fingerprint.version` (must): `version` is a string go-version accepts.
-pub async fn version(ctx: &Ctx) -> CheckResult {
+pub(crate) const VERSION: CheckSpec = CheckSpec {
+    id: "fingerprint.version",
+    level: Level::Must,
+    rule: "`version` is a JSON string that go-version accepts",
+    why: "The version is parsed with hashicorp/go-version. A rejected string leaves the plugin out; `{}`, `null` or `{\"version\": null}` leave the version unset, which crashes the Nomad agent with a nil dereference.",
+    fix: "Print the version as a JSON string that go-version accepts, such as `\"1.2.3\"` or `\"1.2.3-rc.1\"`.",
+    samples: &["bad-version", "missing-version", "null-version"],
+    run: scenario!(version),
+};
+
+async fn version(ctx: &Ctx) -> CheckResult {
     let call = ctx.fingerprint_probe().await;
     if let Some(stdout) = stdout_of_good_run(ctx).await? {
         let complete = call.run.as_ref().is_none_or(|r| r.stdout_complete());
@@ -88,7 +131,7 @@ pub async fn version(ctx: &Ctx) -> CheckResult {
         let bad_json = complete
             && matches!(decode_fingerprint(&stdout), Err(e) if !matches!(e, DecodeError::Text { .. }));
         if too_large || bad_json {
-            return Err(Finding::Skip("needs fingerprint.json".into()));
+            return Err(Finding::Skip(needs(&JSON)));
         }
     }
     match &call.result {
@@ -109,12 +152,21 @@ pub async fn version(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `fingerprint.version-semver` (should): the version is strict SemVer 2.0.
-pub async fn version_semver(ctx: &Ctx) -> CheckResult {
+pub(crate) const VERSION_SEMVER: CheckSpec = CheckSpec {
+    id: "fingerprint.version-semver",
+    level: Level::Should,
+    rule: "`version` is strict SemVer 2.0",
+    why: "Nomad accepts versions such as `1.2` or `1.2.3beta`, but constraints and tools that compare versions as SemVer read them differently or reject them.",
+    fix: "Use a strict SemVer 2.0 version: three numeric parts without leading zeros, then an optional `-pre.release` and `+build`.",
+    samples: &["non-semver-version"],
+    run: scenario!(version_semver),
+};
+
+async fn version_semver(ctx: &Ctx) -> CheckResult {
     let call = ctx.fingerprint_probe().await;
     ctx.cite(call.run.as_ref());
     let Ok(fp) = &call.result else {
-        return Err(Finding::Skip("needs fingerprint.version".into()));
+        return Err(Finding::Skip(needs(&VERSION)));
     };
     if fp.version.semver {
         Ok(Finding::Pass(format!("{:?} is SemVer", fp.version.raw)))
@@ -128,11 +180,20 @@ pub async fn version_semver(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `fingerprint.stable` (should): repeated and concurrent fingerprints agree.
-pub async fn stable(ctx: &Ctx) -> CheckResult {
+pub(crate) const STABLE: CheckSpec = CheckSpec {
+    id: "fingerprint.stable",
+    level: Level::Should,
+    rule: "repeated and concurrent (8 at once) fingerprints return the same version",
+    why: "Nomad fingerprints again on SIGHUP and publishes whatever version comes back; a version that changes between calls makes job constraints on it flap.",
+    fix: "Return the same version on every call, from a constant in the plugin.",
+    samples: &[],
+    run: scenario!(stable),
+};
+
+async fn stable(ctx: &Ctx) -> CheckResult {
     let first = ctx.fingerprint_probe().await;
     let Ok(fp) = &first.result else {
-        return Err(Finding::Skip("needs fingerprint.version".into()));
+        return Err(Finding::Skip(needs(&VERSION)));
     };
     let want = fp.version.raw.clone();
     let mut seen = Vec::new();
@@ -172,10 +233,20 @@ pub async fn stable(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `fingerprint.lookup` (should): a plugin given by path is one that Nomad's
-/// lookup of its file name in its own dir finds. Judged on the file, with no
-/// call: how the plugin is installed, not what it does.
-pub async fn lookup(ctx: &Ctx) -> CheckResult {
+pub(crate) const LOOKUP: CheckSpec = CheckSpec {
+    id: "fingerprint.lookup",
+    level: Level::Should,
+    rule: "a plugin given by path is one Nomad's lookup finds by its file name in its own dir (confined to the dir: no symlink leading outside)",
+    why: "Nomad 2.0.5 looks a plugin up by its id in `client.host_volume_plugin_dir`, confined to that dir (Go's os.Root, CVE-2026-7474): a symlink that leads outside the dir is `no such plugin: \"ID\"`, so the plugin is never fingerprinted and no volume can be created with it, although running the file by path works.",
+    fix: "Install the executable itself in the plugin dir (copy it, or link to a file inside the dir), not a symlink to a file elsewhere.",
+    samples: &[],
+    run: scenario!(lookup),
+};
+
+/// A plugin given by path is one that Nomad's lookup of its file name in its
+/// own dir finds. Judged on the file, with no call: how the plugin is
+/// installed, not what it does.
+async fn lookup(ctx: &Ctx) -> CheckResult {
     let path = match ctx.target() {
         PluginSource::Builtin => return Ok(Finding::Pass("built-in plugin: no lookup".into())),
         PluginSource::Found { .. } => {
@@ -194,9 +265,10 @@ pub async fn lookup(ctx: &Ctx) -> CheckResult {
             "Nomad's lookup of {id:?} in its own dir finds it"
         ))),
         // The file cannot start either: fingerprint.runs says so, once.
-        Err(PluginError::NotExecutable { .. }) => Err(Finding::Skip(
-            "needs fingerprint.runs (the file is not executable)".into(),
-        )),
+        Err(PluginError::NotExecutable { .. }) => Err(Finding::Skip(format!(
+            "{} (the file is not executable)",
+            needs(&RUNS)
+        ))),
         Err(e) => {
             let leads_to = std::fs::canonicalize(&path)
                 .map(|p| format!(": it leads to {}, outside the dir", p.display()))
@@ -208,4 +280,18 @@ pub async fn lookup(ctx: &Ctx) -> CheckResult {
             )))
         }
     }
+}
+
+pub(crate) const DEADLINE: CheckSpec = CheckSpec {
+    id: "fingerprint.deadline",
+    level: Level::Must,
+    rule: "every fingerprint call made alone finishes within 1 s (Nomad's effective limit); overruns seen only under the run's own load are evidence, not failures, and one made alone that the host's CPU wait explains counts only when it repeats alone",
+    why: "Nomad wraps node fingerprinting in a 1 s context, so a fingerprint slower than 1 s is killed and the plugin is left out of the node (although the call's own limit reads 5 s).",
+    fix: "Answer `fingerprint` at once with a constant version; do no I/O, probing or network calls there.",
+    samples: &["slow-fingerprint"],
+    run: run_wide!(deadline),
+};
+
+fn deadline(log: &RunLog) -> CheckResult {
+    super::deadline::judge(log, Operation::Fingerprint)
 }

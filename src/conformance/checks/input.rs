@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::CheckResult;
+use super::{CheckResult, CheckSpec, Level};
 use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, listing};
 use crate::contract::DeleteRequest;
 
@@ -52,8 +52,20 @@ fn beside_volumes(entry: &str) -> Option<String> {
         .map(|rest| format!("../{rest}"))
 }
 
-/// `input.name-traversal` (must): names that look like paths stay names.
-pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
+/// The `input.*` checks, in catalogue order.
+pub(crate) const CHECKS: &[CheckSpec] = &[NAME_TRAVERSAL, NAME_INJECTION, CAPACITY_EDGE];
+
+pub(crate) const NAME_TRAVERSAL: CheckSpec = CheckSpec {
+    id: "input.name-traversal",
+    level: Level::Must,
+    rule: "volume names such as `../../escape` and `a/b` create or remove nothing outside the volumes dir",
+    why: "Volume names come from users. A plugin that builds paths from `DHV_VOLUME_NAME` lets `../../x` create or delete files anywhere on the node.",
+    fix: "Build paths from `DHV_VOLUME_ID` (always a UUID), never from the name; if you must use the name, reject `/` and `..`.",
+    samples: &["name-as-path"],
+    run: scenario!(name_traversal),
+};
+
+async fn name_traversal(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     // The volumes dir sits two levels below the test area's top, so `../../`
     // lands inside the area where the change is seen.
@@ -136,8 +148,17 @@ pub async fn name_traversal(ctx: &Ctx) -> CheckResult {
     Ok(Finding::Pass(notes.join("; ")))
 }
 
-/// `input.name-injection` (must): names with shell syntax run nothing.
-pub async fn name_injection(ctx: &Ctx) -> CheckResult {
+pub(crate) const NAME_INJECTION: CheckSpec = CheckSpec {
+    id: "input.name-injection",
+    level: Level::Must,
+    rule: "volume names holding shell syntax run no command; create succeeds or fails cleanly",
+    why: "Volume names come from users; a plugin that passes them through eval or unquoted into a shell runs the user's commands as the Nomad agent (often root).",
+    fix: "Quote every variable (`\"$DHV_VOLUME_NAME\"`) and never eval input.",
+    samples: &["eval-name"],
+    run: scenario!(name_injection),
+};
+
+async fn name_injection(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let marker = |n: u8| ctx.sandbox.dir.join(format!("injected-{n}"));
     let names = [
@@ -170,8 +191,17 @@ pub async fn name_injection(ctx: &Ctx) -> CheckResult {
     )))
 }
 
-/// `input.capacity-edge` (should): odd capacities succeed or fail cleanly.
-pub async fn capacity_edge(ctx: &Ctx) -> CheckResult {
+pub(crate) const CAPACITY_EDGE: CheckSpec = CheckSpec {
+    id: "input.capacity-edge",
+    level: Level::Should,
+    rule: "capacity 0/0, min > max and min = 2^63-1 each succeed or fail cleanly",
+    why: "Capacities come from users: 0/0, min > max or 2^63-1 must not hang the plugin or leave half-made volumes.",
+    fix: "Validate the capacity first and fail with `{\"error\": \"...\"}` before making anything, or succeed cleanly.",
+    samples: &[],
+    run: scenario!(capacity_edge),
+};
+
+async fn capacity_edge(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let cases = [
         ("capacity 0/0", 0, 0),

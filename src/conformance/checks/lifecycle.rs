@@ -3,18 +3,37 @@
 
 use std::path::Path;
 
-use super::CheckResult;
+use super::{CheckResult, CheckSpec, Level};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, canary_bytes, canary_intact, listing, plant_in_volume,
 };
 use crate::contract::{CreateRequest, DeleteRequest};
 use crate::manager::VolumeSpec;
 
-/// `lifecycle.restore` (must): an agent restart calls create again for every
-/// volume at once; paths and data must survive. Driven through the manager, as
-/// a Nomad client does it: volumes created and saved in its state, then restored
-/// from that state with their stored requests.
-pub async fn restore(ctx: &Ctx) -> CheckResult {
+/// The `lifecycle.*` checks, in catalogue order.
+pub(crate) const CHECKS: &[CheckSpec] = &[
+    RESTORE,
+    super::lifecycle_reboot::REBOOT,
+    RECREATE,
+    CRASH_CREATE,
+    CRASH_DELETE,
+];
+
+pub(crate) const RESTORE: CheckSpec = CheckSpec {
+    id: "lifecycle.restore",
+    level: Level::Must,
+    rule: "after 4 creates, create again for all 4 at once (an agent restart) keeps paths and files",
+    why: "When a Nomad agent restarts it calls create again, concurrently, for every volume it created. A plugin that fails here drops the volumes from the node; one that returns new paths hides the data.",
+    fix: "Make create idempotent and safe to run for many volumes at once: return the existing volume's path untouched.",
+    samples: &[],
+    run: scenario!(restore),
+};
+
+/// An agent restart calls create again for every volume at once; paths and data
+/// must survive. Driven through the manager, as a Nomad client does it: volumes
+/// created and saved in its state, then restored from that state with their
+/// stored requests.
+async fn restore(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let manager = ctx
         .manager()
@@ -107,8 +126,17 @@ pub async fn restore(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `lifecycle.recreate` (should): create → delete → create gives a fresh volume.
-pub async fn recreate(ctx: &Ctx) -> CheckResult {
+pub(crate) const RECREATE: CheckSpec = CheckSpec {
+    id: "lifecycle.recreate",
+    level: Level::Should,
+    rule: "create, delete, create of the same id succeeds and the new volume is empty",
+    why: "Users delete a volume and create one with the same id; a stale leftover of the first volume would leak old data into the new one.",
+    fix: "Leave nothing of a deleted volume behind, so the next create starts empty.",
+    samples: &[],
+    run: scenario!(recreate),
+};
+
+async fn recreate(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     let req = ctx.request();
     let first = ctx.create_ok(&req, "first create").await?;
@@ -143,9 +171,19 @@ pub async fn recreate(ctx: &Ctx) -> CheckResult {
 /// Where in an operation's measured run time the crash checks kill it.
 const KILL_POINTS: [f64; 3] = [0.1, 0.5, 0.9];
 
-/// `lifecycle.crash-create` (should): a create killed part way is finished by
-/// the next create, and delete then leaves nothing.
-pub async fn crash_create(ctx: &Ctx) -> CheckResult {
+pub(crate) const CRASH_CREATE: CheckSpec = CheckSpec {
+    id: "lifecycle.crash-create",
+    level: Level::Should,
+    rule: "create killed part way (SIGKILL to its group), then create again succeeds and delete leaves nothing",
+    why: "Nomad kills a create that overruns its limit, and nodes crash; the next create of that volume must repair or finish it, not report a half-made volume as ready.",
+    fix: "Do the work under a temporary name and rename at the end, or check every step before skipping it; record \"done\" only after the work.",
+    samples: &["crash-unsafe"],
+    run: scenario!(crash_create),
+};
+
+/// A create killed part way is finished by the next create, and delete then
+/// leaves nothing.
+async fn crash_create(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     ctx.require_create().await?;
     let before = listing(&ctx.sandbox.volumes);
@@ -215,9 +253,18 @@ pub async fn crash_create(ctx: &Ctx) -> CheckResult {
     )))
 }
 
-/// `lifecycle.crash-delete` (should): a delete killed part way is finished by
-/// the next delete.
-pub async fn crash_delete(ctx: &Ctx) -> CheckResult {
+pub(crate) const CRASH_DELETE: CheckSpec = CheckSpec {
+    id: "lifecycle.crash-delete",
+    level: Level::Should,
+    rule: "delete killed part way, then delete again succeeds and the path is gone",
+    why: "A delete killed part way is retried; if the retry fails, the volume can never be deleted.",
+    fix: "Make each step of delete tolerate the previous attempt's partial work (`rm -rf`, unmount only when mounted).",
+    samples: &[],
+    run: scenario!(crash_delete),
+};
+
+/// A delete killed part way is finished by the next delete.
+async fn crash_delete(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     ctx.require_create().await?;
     let probe = ctx.request();

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::{CheckResult, join_all};
+use super::{CheckResult, CheckSpec, Level, join_all};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, canary_bytes, canary_intact, plant_in_volume,
 };
@@ -58,11 +58,20 @@ fn take_away(ctx: &Ctx, paths: &[String]) -> Result<TakenAway, Finding> {
     })
 }
 
-/// `lifecycle.reboot` (should): after creates that hold files, what a reboot
-/// takes away is taken away (mounts, loop devices); create again for every
-/// volume at once gives the same paths with their files, then each deletes
-/// cleanly.
-pub async fn reboot(ctx: &Ctx) -> CheckResult {
+pub(crate) const REBOOT: CheckSpec = CheckSpec {
+    id: "lifecycle.reboot",
+    level: Level::Should,
+    rule: "after creates that hold files, a reboot takes away every mount and loop device the plugin made (nothing is deleted); create again for every volume at once (client start) keeps paths and files, then each deletes cleanly",
+    why: "A node reboot takes every mount and loop device away, and the Nomad client calls create for every volume when it starts. A plugin that formats again what it finds unmounted wipes every volume of the node; `lifecycle.restore` cannot see it, as the mounts are still up there. A volume that a tmpfs backs loses its files by nature: the finding says so rather than blaming the plugin.",
+    fix: "In create, tell a volume that exists but is not mounted (its image or data is on disk) from one never made: mount it again (attaching its image anew), and format only an image that was never complete.",
+    samples: &["mkfs-on-reboot"],
+    run: scenario!(reboot),
+};
+
+/// After creates that hold files, what a reboot takes away is taken away
+/// (mounts, loop devices); create again for every volume at once gives the same
+/// paths with their files, then each deletes cleanly.
+async fn reboot(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
     if let Some(needs) = ctx.create_again_fails().await {
         return Err(Finding::Skip(needs));

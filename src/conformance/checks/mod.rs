@@ -1,21 +1,44 @@
-//! The checks, one small function per catalogue row, grouped as docs/checks.md
-//! groups them. Each reads like its rule: do the scenario through [`Ctx`], look
-//! at what the plugin printed *and* at the disk, and return a [`Finding`].
+//! The checks, grouped as docs/checks.md groups them: a file per group (and a
+//! file of its own for a check that would make its group's file too long).
+//! Each check is defined once, next to its function: a [`CheckSpec`] constant
+//! with its id, level, rule, the prose `explain` prints and the function that
+//! runs it. The group's `CHECKS` lists them in catalogue order; the catalogue,
+//! `explain`, `check --list` and docs/checks.md are built from those lists.
+//! Each function reads like its rule: do the scenario through [`Ctx`], look at
+//! what the plugin printed *and* at the disk, and return a [`Finding`].
+
+/// A scenario check's `run`: its function, boxed to one signature, and named.
+macro_rules! scenario {
+    ($f:ident) => {
+        $crate::conformance::checks::CheckFn::Scenario(|ctx| Box::pin($f(ctx)), stringify!($f))
+    };
+}
+
+/// A run-wide check's `run`: its function, named.
+macro_rules! run_wide {
+    ($f:ident) => {
+        $crate::conformance::checks::CheckFn::RunWide($f, stringify!($f))
+    };
+}
 
 pub(crate) mod concurrency;
 pub(crate) mod create;
+mod deadline;
 pub(crate) mod delete;
 pub(crate) mod failure;
 pub(crate) mod fingerprint;
 pub(crate) mod input;
 pub(crate) mod lifecycle;
-pub(crate) mod lifecycle_reboot;
+mod lifecycle_reboot;
 pub(crate) mod process;
-pub(crate) mod run_wide;
+pub(crate) mod timing;
 pub(crate) mod volume;
+mod volume_parameters;
 
 use super::context::{Ctx, Finding, RunLog};
+pub(crate) use crate::conformance::catalogue::CheckSpec;
 use crate::plugin::BoxFuture;
+pub(crate) use crate::report::Level;
 
 /// A check that runs its own scenario in its sandbox.
 pub(crate) type ScenarioFn = for<'a> fn(&'a Ctx) -> BoxFuture<'a, CheckResult>;
@@ -23,22 +46,37 @@ pub(crate) type ScenarioFn = for<'a> fn(&'a Ctx) -> BoxFuture<'a, CheckResult>;
 /// A check judged over the run's call log, once every scenario has finished.
 pub(crate) type RunWideFn = fn(&RunLog) -> CheckResult;
 
-/// What a catalogue entry runs.
+/// What a check runs, and the function's name (which a test holds to the id).
 #[derive(Clone, Copy)]
 pub(crate) enum CheckFn {
     /// Its own scenario, in parallel with the others.
-    Scenario(ScenarioFn),
+    Scenario(ScenarioFn, &'static str),
     /// A judgement over every call of the run.
-    RunWide(RunWideFn),
+    RunWide(RunWideFn, &'static str),
+}
+
+impl CheckFn {
+    /// The name of the function that implements the check.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            CheckFn::Scenario(_, name) | CheckFn::RunWide(_, name) => name,
+        }
+    }
 }
 
 impl std::fmt::Debug for CheckFn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            CheckFn::Scenario(_) => "Scenario",
-            CheckFn::RunWide(_) => "RunWide",
+            CheckFn::Scenario(..) => "Scenario",
+            CheckFn::RunWide(..) => "RunWide",
         })
     }
+}
+
+/// The skip of a check that builds on `check`, which did not pass.
+pub(crate) fn needs(check: &CheckSpec) -> String {
+    format!("needs {}", check.id)
 }
 
 /// Runs a scenario check: its body, then every call it made accounted for.
@@ -115,7 +153,7 @@ pub(crate) fn timing_profiles(
 ) -> Vec<crate::report::TimingProfile> {
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     let calls = shared.log.calls();
-    run_wide::profiles(&calls)
+    timing::profiles(&calls)
         .into_iter()
         .map(|p| {
             let mut alone_ms: Vec<f64> = calls

@@ -1,11 +1,12 @@
-//! `process.env-self-contained` and `process.cwd-independent`: a plugin gets
-//! nothing from Nomad but the `DHV_*` variables, and runs from whatever directory
-//! the agent happens to be in.
+//! `process.*`: a plugin gets nothing from Nomad but the `DHV_*` variables and
+//! runs from whatever directory the agent happens to be in (two scenarios); and,
+//! judged over every call of the run, it leaves no process behind, holds no
+//! pipe open, and gives the same outcome when a call is made again alone.
 
 use std::os::unix::fs::PermissionsExt;
 
-use super::CheckResult;
-use crate::conformance::context::{Ctx, Expect, Finding, Variant, listing};
+use super::{CheckResult, CheckSpec, Level, fingerprint, needs};
+use crate::conformance::context::{Ctx, Expect, Finding, RunLog, Variant, listing};
 use crate::contract::{DeleteRequest, Operation};
 
 /// The variables a shell session has and Nomad does not give: ours, or sane
@@ -117,9 +118,28 @@ async fn try_settled(
     }
 }
 
-/// `process.env-self-contained` (must): works with exactly Nomad's env; when it
-/// does not, name the variables it silently depends on.
-pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
+/// The `process.*` checks, in catalogue order.
+pub(crate) const CHECKS: &[CheckSpec] = &[
+    NO_STDIO_LEAK,
+    NO_ORPHANS,
+    ENV_SELF_CONTAINED,
+    CWD_INDEPENDENT,
+    REPEATABLE,
+];
+
+pub(crate) const ENV_SELF_CONTAINED: CheckSpec = CheckSpec {
+    id: "process.env-self-contained",
+    level: Level::Must,
+    rule: "the plugin works with exactly Nomad's environment (no PATH, HOME, LANG)",
+    why: "Nomad clears the environment: the plugin gets only the DHV_* variables, with no PATH, HOME or LANG. A plugin that works in a shell can fail under Nomad.",
+    fix: "Set what you need inside the plugin (`PATH=/usr/sbin:/usr/bin:/sbin:/bin`, `HOME=/root`), or use absolute paths.",
+    samples: &["needs-home", "needs-path"],
+    run: scenario!(env_self_contained),
+};
+
+/// Works with exactly Nomad's env; when it does not, name the variables it
+/// silently depends on.
+async fn env_self_contained(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     let nomads = ctx.variant(|_| {});
     let mut dependent = Vec::new();
@@ -177,9 +197,10 @@ pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
         ),
     };
     if dependent.is_empty() && broken.len() + unmade.len() == 3 && !broken.is_empty() {
-        Err(Finding::Skip(
-            "needs fingerprint.runs (nothing works, with or without PATH, HOME and LANG)".into(),
-        ))
+        Err(Finding::Skip(format!(
+            "{} (nothing works, with or without PATH, HOME and LANG)",
+            needs(&fingerprint::RUNS)
+        )))
     } else if dependent.is_empty() && !broken.is_empty() {
         Ok(Finding::Pass(format!(
             "no operation depends on PATH, HOME or LANG ({} {} either way, for other reasons){not_compared}",
@@ -204,9 +225,18 @@ pub async fn env_self_contained(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// `process.cwd-independent` (should): works from a read-only, unrelated
-/// directory and writes nothing there.
-pub async fn cwd_independent(ctx: &Ctx) -> CheckResult {
+pub(crate) const CWD_INDEPENDENT: CheckSpec = CheckSpec {
+    id: "process.cwd-independent",
+    level: Level::Should,
+    rule: "the plugin works from an unrelated read-only working directory and writes nothing there",
+    why: "The plugin inherits the Nomad agent's working directory, often `/`, which may be read-only; files written there land in the agent's directory.",
+    fix: "Use absolute paths and never write into the working directory.",
+    samples: &["writes-cwd"],
+    run: scenario!(cwd_independent),
+};
+
+/// Works from a read-only, unrelated directory and writes nothing there.
+async fn cwd_independent(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     ctx.require_create().await?;
     let cwd = ctx
@@ -273,6 +303,145 @@ pub async fn cwd_independent(ctx: &Ctx) -> CheckResult {
             "expected the plugin to work from an unrelated read-only working directory (Nomad's agent \
              often runs in /) and write nothing there; {}",
             problems.join("; ")
+        )))
+    }
+}
+
+pub(crate) const NO_STDIO_LEAK: CheckSpec = CheckSpec {
+    id: "process.no-stdio-leak",
+    level: Level::Must,
+    rule: "no process started by the plugin keeps stdout or stderr open after the plugin exits",
+    why: "Nomad reads the plugin's stdout and stderr until both close, with no wait delay: a background process that keeps them open blocks the Nomad client until that process exits.",
+    fix: "Start background processes with their output redirected (`cmd >/dev/null 2>&1 &`), or do not start them.",
+    samples: &["leaked-child"],
+    run: run_wide!(no_stdio_leak),
+};
+
+fn no_stdio_leak(log: &RunLog) -> CheckResult {
+    log.require_process()?;
+    let log = &log.calls;
+    let leaks: Vec<String> = log
+        .iter()
+        .filter_map(|c| {
+            let o = c.run.as_ref()?.result.as_ref().ok()?;
+            // A call killed for overrunning is the deadline checks' finding.
+            (o.leaked && !o.timed_out).then(|| {
+                let holders: Vec<&str> = o
+                    .leftovers
+                    .iter()
+                    .filter(|l| l.held_stdio)
+                    .map(|l| l.cmdline.as_str())
+                    .collect();
+                format!("{} ({}): held by [{}]", c.check, c.op, holders.join(", "))
+            })
+        })
+        .collect();
+    if leaks.is_empty() {
+        Ok(Finding::Pass(
+            "no call left stdout or stderr held open after it exited".into(),
+        ))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected no process started by the plugin to keep stdout/stderr open after it exits (Nomad \
+             waits for the pipes: the agent hangs); {} calls leaked: {}. Redirect background work: \
+             `cmd >/dev/null 2>&1 &`, or better, don't leave it running",
+            leaks.len(),
+            leaks.into_iter().take(5).collect::<Vec<_>>().join("; ")
+        )))
+    }
+}
+
+pub(crate) const REPEATABLE: CheckSpec = CheckSpec {
+    id: "process.repeatable",
+    level: Level::Must,
+    rule: "the same call made again alone gives the same outcome: a call that fails inside a check about another operation is made again alone, and one that then succeeds is a race in the plugin",
+    why: "Nomad never retries a plugin call: a create that fails by chance loses the volume request, and a delete that fails by chance leaves the volume stuck for good. A call that fails, then succeeds made again alone with the same request, is a race inside the plugin (a pipeline that breaks under `pipefail`, a check-then-act on a shared file, a `losetup -f` taken by a neighbour).",
+    fix: "Find the race from the two outcomes and their stderr: make each step safe to run while other calls run (locks per volume, `mkdir -p`, no `cmd | grep -q` under `pipefail`), and check the state a step needs rather than assuming it.",
+    samples: &[],
+    run: run_wide!(repeatable),
+};
+
+/// The same call made again alone gives the same outcome. A call that failed in
+/// a check about something else was made again alone; one that then succeeded
+/// is a race in the plugin, reported here once (Nomad never retries: a delete
+/// that fails by chance leaves a volume stuck for good), with the call, both
+/// outcomes and their stderr.
+fn repeatable(log: &RunLog) -> CheckResult {
+    if log.repeats.is_empty() {
+        return Ok(Finding::Pass(
+            "no call failed in one place and succeeded made again alone".into(),
+        ));
+    }
+    for r in &log.repeats {
+        for run in r.runs.iter().flatten() {
+            log.cite_run(run);
+        }
+    }
+    let mut lines: Vec<String> = log.repeats.iter().map(|r| r.describe()).collect();
+    lines.sort();
+    Err(Finding::Fail(format!(
+        "expected the same call made again alone to give the same outcome (Nomad never retries: a \
+         create or delete that fails by chance is a volume lost or stuck); a call failed, then \
+         succeeded made again alone, a race in the plugin: {}",
+        lines.into_iter().take(3).collect::<Vec<_>>().join("; ")
+    )))
+}
+
+pub(crate) const NO_ORPHANS: CheckSpec = CheckSpec {
+    id: "process.no-orphans",
+    level: Level::Should,
+    rule: "no process started by the plugin is alive after the plugin exits (one that holds stdout or stderr is process.no-stdio-leak's finding)",
+    why: "A process the plugin leaves running outlives the call and is managed by no one: it holds resources and may change the volume later.",
+    fix: "Wait for every process you start before exiting; run daemons through the system's service manager, not from the plugin.",
+    samples: &["setsid-daemon"],
+    run: run_wide!(no_orphans),
+};
+
+/// Nothing the plugin started outlived it. A process that held a call's stdout
+/// or stderr is `process.no-stdio-leak`'s finding (it is necessarily left
+/// running too): counted and cited, not reported twice.
+fn no_orphans(log: &RunLog) -> CheckResult {
+    log.require_process()?;
+    let log = &log.calls;
+    let mut orphans = Vec::new();
+    let mut held = 0;
+    let runs = log
+        .iter()
+        .filter_map(|c| Some((c, c.run.as_ref()?)))
+        .filter(|(_, r)| !r.timed_out());
+    for (c, run) in runs {
+        for l in run.leftovers() {
+            if l.held_stdio {
+                held += 1;
+                continue;
+            }
+            let escaped = match l.escaped_group {
+                true => " [left the process group]",
+                false => "",
+            };
+            orphans.push(format!("{} ({}): {}{escaped}", c.check, c.op, l.cmdline));
+        }
+    }
+    let cited = match held {
+        0 => String::new(),
+        n => {
+            format!(
+                " ({n} left running while holding stdout or stderr: see {})",
+                NO_STDIO_LEAK.id
+            )
+        }
+    };
+    if orphans.is_empty() {
+        let what = match held {
+            0 => "nothing left running",
+            _ => "nothing else left running",
+        };
+        Ok(Finding::Pass(format!("{what} after any call{cited}")))
+    } else {
+        Err(Finding::Fail(format!(
+            "expected no process started by the plugin to be alive after it exits; found {} (all killed): {}{cited}",
+            orphans.len(),
+            orphans.into_iter().take(5).collect::<Vec<_>>().join("; ")
         )))
     }
 }

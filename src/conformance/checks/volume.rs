@@ -2,11 +2,10 @@
 //! prints; these measure what it made (sizes, device, filesystem, mode, owner)
 //! and hold it to the plugin's answer and to the claims of its config.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::CheckResult;
-use crate::conformance::claims::{Attachment, Effect, ParameterClaim};
+use super::{CheckResult, CheckSpec, Level, create, needs};
+use crate::conformance::claims::Attachment;
 use crate::conformance::context::{Ctx, Finding};
 use crate::conformance::volume_facts::{Kind, VolumeFacts};
 use crate::contract::CreateRequest;
@@ -20,30 +19,50 @@ const MAX_TESTED_BYTES: u64 = 4 << 30;
 
 /// The default volume's request and reported bytes, measured: or the skip
 /// naming the check that owns why there is nothing to measure.
-async fn measured_probe(ctx: &Ctx) -> Result<(CreateRequest, i64, VolumeFacts), Finding> {
+pub(super) async fn measured_probe(
+    ctx: &Ctx,
+) -> Result<(CreateRequest, i64, VolumeFacts), Finding> {
     let probe = ctx.create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     let resp = match &probe.call.result {
         Ok(resp) => resp,
         Err(_) if !probe.call.exited_zero() => {
-            return Err(Finding::Skip("needs create.succeeds".into()));
+            return Err(Finding::Skip(needs(&create::SUCCEEDS)));
         }
-        Err(_) => return Err(Finding::Skip("needs create.response".into())),
+        Err(_) => return Err(Finding::Skip(needs(&create::RESPONSE))),
     };
     if !probe.path_existed || !Path::new(&resp.path).is_absolute() {
-        return Err(Finding::Skip("needs create.path-exists".into()));
+        return Err(Finding::Skip(needs(&create::PATH_EXISTS)));
     }
     let facts = VolumeFacts::measure(Path::new(&resp.path)).map_err(|e| {
         Finding::Skip(format!(
-            "needs create.path-exists (measuring {:?} failed: {e})",
+            "{} (measuring {:?} failed: {e})",
+            needs(&create::PATH_EXISTS),
             resp.path
         ))
     })?;
     Ok((probe.request.clone(), resp.bytes, facts))
 }
 
-/// `volume.bytes-true` (should): the reported `bytes` is what the volume has.
-pub async fn bytes_true(ctx: &Ctx) -> CheckResult {
+/// The `volume.*` checks, in catalogue order.
+pub(crate) const CHECKS: &[CheckSpec] = &[
+    BYTES_TRUE,
+    CAPACITY_ENFORCED,
+    super::volume_parameters::PARAMETERS,
+    BLOCK_DEVICE,
+];
+
+pub(crate) const BYTES_TRUE: CheckSpec = CheckSpec {
+    id: "volume.bytes-true",
+    level: Level::Should,
+    rule: "the `bytes` create reports is what the volume has: the block device's size, the mounted filesystem's (within its own overhead), or 0 for a plain directory",
+    why: "Nomad records the `bytes` a create reports as the volume's capacity, and schedulers and operators trust it. A plugin that reports the size it was asked for rather than what it made (a size computed in MiB and truncated, an image smaller than the request, a plain directory with no limit at all) promises storage that is not there: a job fills it and fails with ENOSPC long before the capacity Nomad shows.",
+    fix: "Report what the volume really holds: the size of the block device or image you made (`stat -c %s`, `blockdev --getsize64`), or 0 when the volume is a plain directory with no limit. Compute sizes in bytes, not whole MiB, and round up, not down.",
+    samples: &["lies-about-bytes"],
+    run: scenario!(bytes_true),
+};
+
+async fn bytes_true(ctx: &Ctx) -> CheckResult {
     let (req, bytes, facts) = measured_probe(ctx).await?;
     let claims = &ctx.shared.settings.claims;
     let what = facts.describe();
@@ -57,7 +76,8 @@ pub async fn bytes_true(ctx: &Ctx) -> CheckResult {
     if (bytes as i64) < min || (max > 0 && bytes as i64 > max) {
         // Out of the range asked for: create.bytes-in-range's finding.
         return Ok(Finding::Pass(format!(
-            "reports {bytes} bytes for {what}: outside the range asked for, see create.bytes-in-range"
+            "reports {bytes} bytes for {what}: outside the range asked for, see {}",
+            create::BYTES_IN_RANGE.id
         )));
     }
     let verdict = match &facts.kind {
@@ -80,10 +100,10 @@ pub async fn bytes_true(ctx: &Ctx) -> CheckResult {
             overhead(*fs_bytes),
             "the directory's limit",
         ),
-        Kind::Directory { .. } if claims.capacity_enforced => Ok(
-            "nothing visible limits the directory; the claimed enforcement is volume.capacity-enforced's to verify"
-                .to_owned(),
-        ),
+        Kind::Directory { .. } if claims.capacity_enforced => Ok(format!(
+            "nothing visible limits the directory; the claimed enforcement is {}'s to verify",
+            CAPACITY_ENFORCED.id
+        )),
         Kind::Directory { .. } => Err(
             "nothing holds the volume to that size: report 0 for a plain directory, or make the size real \
              (a filesystem image, a quota) and claim `capacity = \"enforced\"` in dhv-conform.toml"
@@ -140,9 +160,19 @@ fn mib_hint(bytes: u64, real: u64) -> String {
     }
 }
 
-/// `volume.capacity-enforced` (claim `capacity = "enforced"`): writing past the
-/// reported size fails, the data before it is intact, and the volume still works.
-pub async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
+pub(crate) const CAPACITY_ENFORCED: CheckSpec = CheckSpec {
+    id: "volume.capacity-enforced",
+    level: Level::Should,
+    rule: "claimed by `capacity = \"enforced\"`: writing past the reported size fails (ENOSPC or EDQUOT), the data before it is intact and the volume still works",
+    why: "A capacity that is not enforced is a promise one volume's job can break for every other volume on the node: it fills the host's disk. A plugin that claims enforcement (`capacity = \"enforced\"` in dhv-conform.toml) is held to it.",
+    fix: "Back each volume with storage of its own size (a filesystem image on a loop device, an LVM volume, an XFS project quota), or do not claim enforcement.",
+    samples: &[],
+    run: scenario!(capacity_enforced),
+};
+
+/// Writing past the reported size fails, the data before it is intact, and the
+/// volume still works.
+async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
     let claims = &ctx.shared.settings.claims;
     if !claims.capacity_enforced {
         return Err(Finding::Skip(
@@ -150,9 +180,10 @@ pub async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
         ));
     }
     if claims.attachment == Attachment::BlockDevice {
-        return Err(Finding::Skip(
-            "a block device is its own size: see volume.block-device".into(),
-        ));
+        return Err(Finding::Skip(format!(
+            "a block device is its own size: see {}",
+            BLOCK_DEVICE.id
+        )));
     }
     ctx.require_create().await?;
     let req = ctx.request();
@@ -242,160 +273,19 @@ fn fill_to(file: std::fs::File, bytes: u64) -> std::io::Result<()> {
     file.sync_all()
 }
 
-/// `volume.parameters` (claim: what each parameter sets): each declared effect
-/// holds on the volume created with it. Without a claim, a request whose
-/// parameters use Nomad's own names (`mode`, `uid`, `gid`, as the built-in
-/// `mkdir` reads them) is held to them on the default volume.
-pub async fn parameters(ctx: &Ctx) -> CheckResult {
-    let claims = ctx.shared.settings.claims.clone();
-    let requested = requested(ctx.shared.settings.template.parameters.as_ref());
-    if claims.parameters.is_empty() && claims.filesystem.is_none() && requested.is_empty() {
-        return Err(Finding::Skip(
-            "not claimed (no [claims.parameters] or filesystem in dhv-conform.toml)".into(),
-        ));
-    }
-    let mut held = Vec::new();
-    if let Some(fs) = &claims.filesystem {
-        let (_, _, facts) = measured_probe(ctx).await?;
-        check_fs(&facts, fs, "the default volume").map_err(Finding::Fail)?;
-        held.push(format!("filesystem {fs}"));
-    }
-    let asks_mode = requested.iter().any(|(_, e, _)| *e == Effect::Mode);
-    if claims.implicit && !asks_mode {
-        // Nomad's mkdir: 0700 when no mode is asked for.
-        let (_, _, facts) = measured_probe(ctx).await?;
-        if facts.mode != 0o700 {
-            return Err(Finding::Fail(format!(
-                "expected the default volume's mode to be 0700 (Nomad's default); it is {:04o}",
-                facts.mode
-            )));
-        }
-        held.push("default mode 0700".into());
-    }
-    if claims.parameters.is_empty() && !requested.is_empty() {
-        let (_, _, facts) = measured_probe(ctx).await?;
-        for (key, effect, value) in &requested {
-            effect_holds(&facts, *effect, value).map_err(|got| {
-                Finding::Fail(format!(
-                    "expected the request's {key} = {value:?} (Nomad's name for it) to set the volume's {}; \
-                     the default volume is {}: {got}",
-                    effect.as_str(),
-                    facts.describe()
-                ))
-            })?;
-            held.push(format!("the request's {key} = {value:?} holds"));
-        }
-    }
-    for claim in &claims.parameters {
-        for value in &claim.values {
-            held.push(one_parameter(ctx, claim, value).await?);
-        }
-    }
-    Ok(Finding::Pass(held.join("; ")))
-}
+pub(crate) const BLOCK_DEVICE: CheckSpec = CheckSpec {
+    id: "volume.block-device",
+    level: Level::Should,
+    rule: "claimed by `attachment = \"block-device\"`: the path is a block device at least capacity min large, readable and writable, and the same device on create again",
+    why: "A volume with `attachment_mode = \"block-device\"` is handed to the task as a device node. A path that is not a block device, a device smaller than asked for, or a different device after an agent restart loses the task's data or fails its mount.",
+    fix: "Return the device node (`/dev/loopN`, `/dev/mapper/...`) of storage at least capacity min large, and return the same device when create is called again for the volume (look it up, do not attach a second one).",
+    samples: &[],
+    run: scenario!(block_device),
+};
 
-/// The request's parameters that carry Nomad's own names and a value of the
-/// form Nomad's `mkdir` reads (an octal mode, a decimal id other than -1).
-fn requested(params: Option<&crate::contract::Parameters>) -> Vec<(String, Effect, String)> {
-    let Some(params) = params else {
-        return Vec::new();
-    };
-    [
-        ("mode", Effect::Mode),
-        ("uid", Effect::Uid),
-        ("gid", Effect::Gid),
-    ]
-    .into_iter()
-    .filter_map(|(key, effect)| {
-        let value = params.get(key)?;
-        let fits = match effect {
-            Effect::Mode => u32::from_str_radix(value, 8).is_ok(),
-            _ => value.parse::<u32>().is_ok(),
-        };
-        fits.then(|| (key.to_owned(), effect, value.clone()))
-    })
-    .collect()
-}
-
-/// Whether `effect` with `value` holds on the measured volume; what it is instead.
-fn effect_holds(facts: &VolumeFacts, effect: Effect, value: &str) -> Result<(), String> {
-    match effect {
-        Effect::Mode => match u32::from_str_radix(value.trim_start_matches("0o"), 8) {
-            Ok(want) if facts.mode == want & 0o7777 => Ok(()),
-            Ok(want) => Err(format!(
-                "mode {:04o}, not {:04o}",
-                facts.mode,
-                want & 0o7777
-            )),
-            Err(_) => Err(format!("the claimed value {value:?} is not an octal mode")),
-        },
-        Effect::Uid => id_holds(facts.uid, value, "owner"),
-        Effect::Gid => id_holds(facts.gid, value, "group"),
-        Effect::FsType => check_fs(facts, value, "the volume"),
-    }
-}
-
-/// Creates a volume with `claim.key = value`, measures it, deletes it.
-async fn one_parameter(ctx: &Ctx, claim: &ParameterClaim, value: &str) -> Result<String, Finding> {
-    ctx.require_create().await?;
-    let mut req = ctx.request();
-    let mut params: BTreeMap<String, String> = req
-        .parameters
-        .clone()
-        .map(|p| p.into_iter().collect())
-        .unwrap_or_default();
-    params.insert(claim.key.clone(), value.to_owned());
-    req.parameters = Some(params.into_iter().collect());
-    let step = format!("create with {} = {value:?}", claim.key);
-    let resp = ctx.create_ok(&req, &step).await?;
-    let facts = VolumeFacts::measure(Path::new(&resp.path))
-        .map_err(|e| Finding::Fail(format!("{step}: cannot measure {:?}: {e}", resp.path)))?;
-    let holds = effect_holds(&facts, claim.effect, value);
-    ctx.delete_ok(&req, &resp.path, &format!("delete after {step}"))
-        .await?;
-    holds
-        .map(|()| {
-            format!(
-                "{} = {value:?} sets the {}",
-                claim.key,
-                claim.effect.as_str()
-            )
-        })
-        .map_err(|got| {
-            Finding::Fail(format!(
-                "expected {} = {value:?} to set the volume's {}; {step} made {}: {got}",
-                claim.key,
-                claim.effect.as_str(),
-                facts.describe()
-            ))
-        })
-}
-
-fn id_holds(have: u32, value: &str, what: &str) -> Result<(), String> {
-    match value.parse::<u32>() {
-        Ok(want) if want == have => Ok(()),
-        Ok(want) => Err(format!("{what} {have}, not {want}")),
-        Err(_) => Err(format!("the claimed value {value:?} is not a number")),
-    }
-}
-
-fn check_fs(facts: &VolumeFacts, want: &str, which: &str) -> Result<(), String> {
-    match &facts.kind {
-        Kind::Mount { fs_type, .. } if fs_type == want => Ok(()),
-        Kind::Mount { fs_type, .. } => Err(format!(
-            "expected {which} to be a {want} filesystem; it is {fs_type}"
-        )),
-        _ => Err(format!(
-            "expected {which} to be a {want} filesystem mounted at its path; it is {}",
-            facts.describe()
-        )),
-    }
-}
-
-/// `volume.block-device` (claim `attachment = "block-device"`): the path is a
-/// block device at least `capacity_min` large, readable and writable, and the
-/// same device when create is called again.
-pub async fn block_device(ctx: &Ctx) -> CheckResult {
+/// The path is a block device at least `capacity_min` large, readable and
+/// writable, and the same device when create is called again.
+async fn block_device(ctx: &Ctx) -> CheckResult {
     if ctx.shared.settings.claims.attachment != Attachment::BlockDevice {
         return Err(Finding::Skip(
             "not claimed (attachment = \"block-device\")".into(),
