@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level};
+use super::{CheckResult, CheckSpec, Level, delete, needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, canary_bytes, canary_intact, listing, plant_in_volume,
 };
@@ -308,9 +308,10 @@ async fn crash_delete(ctx: &Ctx) -> CheckResult {
             // One cause, one finding: a delete that fails whenever its volume
             // is already gone fails here for delete.idempotent's reason.
             if second_delete_fails(ctx).await {
-                return Err(Finding::Skip(
-                    "needs delete.idempotent (a second delete fails without a crash too)".into(),
-                ));
+                return Err(Finding::Skip(format!(
+                    "{} (a second delete fails without a crash too)",
+                    needs(&delete::IDEMPOTENT)
+                )));
             }
             return Err(Finding::Fail(format!(
                 "{label}: expected delete again to exit 0; got: {e}"
