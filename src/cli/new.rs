@@ -1,7 +1,8 @@
 //! `dhv-conform new --lang sh|python|go DIR`: a plugin that passes every check
 //! from its first commit, with its `dhv-conform.toml`, a blessed snapshot and
 //! the CI files for GitHub and GitLab. The shell plugin is the bundled
-//! reference itself; the Python and Go ones follow it line for line.
+//! reference itself (less the entry point that lets the fault samples reuse
+//! it); the Python and Go ones follow it line for line.
 
 use std::path::{Path, PathBuf};
 
@@ -121,17 +122,24 @@ fn files(lang: &str, name: &str) -> Result<Vec<File>, CliError> {
     Ok(out)
 }
 
-/// The reference plugin, named `name`.
+/// Where the reference's entry point begins: the lines that let the fault
+/// samples beside it source it as a library. A new plugin is no library.
+const SAMPLES_ENTRY: &str = "# The fault samples beside this file";
+
+/// The reference plugin, named `name`, its last line `main "$@"`.
 fn shell(name: &str) -> String {
-    REFERENCE
-        .replacen(
-            "# reference: a conformant Nomad dynamic host volume (DHV) plugin in POSIX sh.",
-            &format!(
-                "# {name}: a Nomad dynamic host volume (DHV) plugin in POSIX sh, written by `dhv-conform new`."
-            ),
-            1,
-        )
-        .replacen("PROG=reference", &format!("PROG={name}"), 1)
+    let code = match REFERENCE.find(SAMPLES_ENTRY) {
+        Some(at) => format!("{}main \"$@\"\n", &REFERENCE[..at]),
+        None => REFERENCE.to_owned(),
+    };
+    code.replacen(
+        "# reference: a conformant Nomad dynamic host volume (DHV) plugin in POSIX sh.",
+        &format!(
+            "# {name}: a Nomad dynamic host volume (DHV) plugin in POSIX sh, written by `dhv-conform new`."
+        ),
+        1,
+    )
+    .replacen("PROG=reference", &format!("PROG={name}"), 1)
 }
 
 fn config(name: &str) -> String {
@@ -282,4 +290,24 @@ fn bless(rt: &tokio::runtime::Runtime, plugin: &Path, snapshot: &Path) -> CliRes
     let wrapper =
         Wrapper::try_parse_from(argv).map_err(|e| CliError::harness(format!("new: {e}")))?;
     super::check::run(rt, wrapper.check)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shell plugin is the reference under its new name, and runs main
+    /// whatever its environment holds: nothing of the samples' library use.
+    #[test]
+    fn the_shell_plugin_is_the_reference_with_a_plain_entry_point() {
+        let text = shell("my-plugin");
+        assert!(text.contains("\nPROG=my-plugin\n"), "{text}");
+        assert!(
+            text.contains("\n# my-plugin: a Nomad dynamic host volume"),
+            "{text}"
+        );
+        assert!(text.ends_with("\n}\n\nmain \"$@\"\n"), "{text}");
+        assert!(!text.contains("DHV_SAMPLE_AS_LIBRARY"), "{text}");
+        assert!(REFERENCE.contains(SAMPLES_ENTRY));
+    }
 }
