@@ -18,8 +18,9 @@ use super::catalogue::{CATALOGUE, CheckSpec};
 use super::checks::{self, CheckFn};
 use super::context::{Ctx, Finding, RunLog, Settings, Shared};
 use super::evidence;
+use super::verdict::{libtest_verdict, to_result};
 use crate::plugin::PluginRun;
-use crate::report::{CheckResult, Level, Report, RunOptions, Status};
+use crate::report::{CheckResult, Report, RunOptions};
 
 /// How a suite is run.
 #[derive(Debug, Clone)]
@@ -162,12 +163,24 @@ pub(crate) fn run_suite_with(
     work_dir: Option<&std::path::Path>,
 ) -> Result<SuiteOutcome, EngineError> {
     let root = super::teardown::make_root(work_dir).map_err(EngineError::TempDir)?;
+    let shared = Arc::new(Shared::new(opts.settings.clone(), root));
+    Ok(run_in(rt, opts, signals, shared))
+}
+
+/// The run itself, in `shared` (whose temp dir is made): the checks, the
+/// report, the teardown. Every hold on `shared` ends with it.
+fn run_in(
+    rt: &tokio::runtime::Runtime,
+    opts: SuiteOptions,
+    signals: super::teardown::Signals,
+    shared: Arc<Shared>,
+) -> SuiteOutcome {
     let chosen: Vec<&'static CheckSpec> = CATALOGUE
         .iter()
         .filter(|c| selected(&opts.libtest, c.id))
         .collect();
     let state = RunState {
-        shared: Arc::new(Shared::new(opts.settings.clone(), root)),
+        shared,
         barrier: Arc::new(Barrier {
             remaining: Mutex::new(chosen.iter().filter(|c| !c.is_run_wide()).count()),
             done: Condvar::new(),
@@ -223,7 +236,7 @@ pub(crate) fn run_suite_with(
     // went on as it does for every ending, the report is whole and says so.
     outcome.interrupted = signals.received();
     outcome.report.interrupted = outcome.interrupted.map(signal_name);
-    Ok(outcome)
+    outcome
 }
 
 /// `SIGINT`, or `signal N` for a number without a name.
@@ -447,43 +460,6 @@ fn busy_time(check_runs: Vec<PluginRun>, shared: &Shared) -> (usize, Duration) {
     (seen.len(), busy)
 }
 
-/// Applies the level: a failed should is a warning; a must cannot be info.
-fn to_result(
-    spec: &CheckSpec,
-    finding: Finding,
-    elapsed: std::time::Duration,
-    runs: &[crate::plugin::PluginRun],
-    in_flight: &std::collections::HashMap<Instant, usize>,
-    limits: &crate::plugin::Timeouts,
-    run_start: Instant,
-) -> CheckResult {
-    let (status, message) = match finding {
-        Finding::Pass(m) => (Status::Pass, m),
-        Finding::Fail(m) if spec.level == Level::Should => (Status::Warn, m),
-        Finding::Fail(m) => (Status::Fail, m),
-        Finding::Warn(m) => (Status::Warn, m),
-        Finding::Skip(m) => (Status::Skip, m),
-        Finding::Info(m) => (Status::Info, m),
-    };
-    CheckResult {
-        id: spec.id.to_string(),
-        group: spec.group().to_string(),
-        level: spec.level,
-        status,
-        message,
-        duration_ms: elapsed.as_millis() as u64,
-        invocations: evidence::invocations(runs, status, in_flight, limits, run_start),
-        unpinned: None,
-    }
-}
-
-/// How libtest shows a result: warnings pass unless `--strict`; skips are
-/// "ignored" with their reason.
-fn libtest_verdict(result: &CheckResult, strict: bool) -> Result<Completion, Failed> {
-    match result.status {
-        Status::Pass | Status::Info => Ok(Completion::Completed),
-        Status::Warn if !strict => Ok(Completion::Completed),
-        Status::Skip => Ok(Completion::ignored_with(&result.message)),
-        Status::Warn | Status::Fail => Err(Failed::from(result.message.as_str())),
-    }
-}
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

@@ -18,6 +18,7 @@ mod live;
 mod progress;
 pub mod rules;
 mod teardown;
+mod verdict;
 pub(crate) mod volume_facts;
 
 pub use crate::plugin::PluginSource as Target;
