@@ -262,11 +262,11 @@ fn suite(
     let hook = config.progress.clone();
     let caught = panicked.clone();
     let progress = Progress::new(move |event: ProgressEvent<'_>| {
-        if caught.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        if crate::lock(&caught).is_some() {
             return;
         }
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook.send(event))) {
-            *caught.lock().unwrap_or_else(|e| e.into_inner()) = Some(panic);
+            *crate::lock(&caught) = Some(panic);
             cancel.fire(CANCELLED);
         }
     });
@@ -290,7 +290,7 @@ fn suite(
         keep: config.keep,
     };
     let outcome = conformance::run_suite_with(rt, opts, signals, config.work_dir.as_deref());
-    if let Some(panic) = panicked.lock().unwrap_or_else(|e| e.into_inner()).take() {
+    if let Some(panic) = crate::lock(&panicked).take() {
         resume_unwind(panic);
     }
     let outcome = outcome?;

@@ -100,13 +100,13 @@ struct Barrier {
 
 impl Barrier {
     fn finish_one(&self) {
-        let mut n = self.remaining.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = crate::lock(&self.remaining);
         *n = n.saturating_sub(1);
         self.done.notify_all();
     }
 
     fn wait(&self) {
-        let mut n = self.remaining.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = crate::lock(&self.remaining);
         while *n > 0 {
             n = self.done.wait(n).unwrap_or_else(|e| e.into_inner());
         }
@@ -305,15 +305,9 @@ impl RunState {
         );
         result.unpinned = unpinned;
         self.progress.send(super::ProgressEvent::Finished(&result));
-        self.calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(runs);
+        crate::lock(&self.calls).extend(runs);
         let verdict = libtest_verdict(&result, self.strict);
-        self.results
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(spec.id, result);
+        crate::lock(&self.results).insert(spec.id, result);
         if !spec.is_run_wide() {
             self.barrier.finish_one();
         }
@@ -384,10 +378,7 @@ impl RunState {
     }
 
     fn harness_error(&self, what: String) -> Checked {
-        *self
-            .harness_failed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = true;
+        *crate::lock(&self.harness_failed) = true;
         (
             Finding::Fail(format!("harness error: {what}")),
             Vec::new(),
@@ -397,14 +388,11 @@ impl RunState {
 
     /// The suite's outcome once every trial has finished.
     fn outcome(&self, opts: &SuiteOptions, filtered: bool, conclusion: Conclusion) -> SuiteOutcome {
-        let checks: Vec<CheckResult> =
-            std::mem::take(&mut *self.results.lock().unwrap_or_else(|e| e.into_inner()))
-                .into_values()
-                .collect();
-        let (plugin_calls, plugin_busy) = busy_time(
-            std::mem::take(&mut *self.calls.lock().unwrap_or_else(|e| e.into_inner())),
-            &self.shared,
-        );
+        let checks: Vec<CheckResult> = std::mem::take(&mut *crate::lock(&self.results))
+            .into_values()
+            .collect();
+        let (plugin_calls, plugin_busy) =
+            busy_time(std::mem::take(&mut *crate::lock(&self.calls)), &self.shared);
         let mut report = Report::new(
             crate::contract::SPEC_VERSION,
             evidence::plugin_info(&self.shared),
@@ -425,10 +413,7 @@ impl RunState {
         SuiteOutcome {
             report,
             conclusion,
-            harness_failed: *self
-                .harness_failed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
+            harness_failed: *crate::lock(&self.harness_failed),
             plugin_calls,
             plugin_busy,
             teardown: super::Teardown::default(),

@@ -91,7 +91,7 @@ impl LiveVolumes {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), Live>> {
-        self.volumes.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.volumes)
     }
 }
 

@@ -26,6 +26,7 @@ use std::time::Duration;
 use super::live::{LiveVolumes, all_at_once};
 use crate::contract::DeleteRequest;
 use crate::exec::Supervisor;
+use crate::lock;
 use crate::plugin::{CallOptions, PluginSource, Timeouts};
 
 /// How long the deletes of an interrupted run may take, all together.
@@ -192,10 +193,6 @@ impl Drop for Signals {
             l.abort();
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What the teardown did, told as it is.

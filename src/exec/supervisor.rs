@@ -47,7 +47,7 @@ impl Supervisor {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.0)
     }
 
     /// Kills every live call of this supervisor (each whole process group and

@@ -442,8 +442,7 @@ impl HostVolumeManager {
         let saved = self
             .state
             .update(move |s: &mut State| {
-                *seen.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(!s.volumes.contains_key(&volume.id));
+                *crate::lock(&seen) = Some(!s.volumes.contains_key(&volume.id));
                 if let Some(holder) = s.name_holder(&volume.name, &volume.id) {
                     return Err(ManagerError::NameConflict {
                         name: volume.name.clone(),
@@ -455,7 +454,7 @@ impl HostVolumeManager {
                 Ok(volume)
             })
             .await;
-        let mut first = *first.lock().unwrap_or_else(|e| e.into_inner());
+        let mut first = *crate::lock(&first);
         if first.is_none() {
             // The lock could not be taken: a plain read (a whole file, as
             // writes rename) is the best view left.

@@ -20,20 +20,17 @@ impl Recorder {
     }
 
     pub(super) fn push(&self, run: &PluginRun) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(run.clone());
+        crate::lock(&self.0).push(run.clone());
     }
 
     /// A copy of every call recorded so far.
     pub fn runs(&self) -> Vec<PluginRun> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        crate::lock(&self.0).clone()
     }
 
     /// How many calls were recorded so far.
     pub fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+        crate::lock(&self.0).len()
     }
 
     /// Whether no call was recorded yet.

@@ -13,6 +13,7 @@ use super::repeat::{Redo, again_alone};
 use super::{Ctx, Finding, LoggedCall, listing};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
 use crate::exec::KillMode;
+use crate::lock;
 use crate::manager::{HostVolumeManager, ManagerError, Volume};
 use crate::plugin::{CallOptions, Fingerprint, HostVolumePlugin, PluginCall, PluginRun};
 
@@ -132,10 +133,6 @@ impl Ledger {
             ledger: self,
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A call under way in a sandbox; [`alone`](Solo::alone) tells whether any

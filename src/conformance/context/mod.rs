@@ -206,18 +206,12 @@ impl Shared {
     /// Hands what a failed create left (seen by another check) to
     /// `failure.clean`, which owns that finding.
     pub fn hand_to_failure_clean(&self, what: String) {
-        self.failed_leftovers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(what);
+        crate::lock(&self.failed_leftovers).push(what);
     }
 
     /// What failed creates left, as other checks saw it.
     pub fn failed_leftovers(&self) -> Vec<String> {
-        self.failed_leftovers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        crate::lock(&self.failed_leftovers).clone()
     }
 
     /// Runs the timing phase ([`timing`]) once; call when every parallel
@@ -327,16 +321,13 @@ impl Ctx {
     /// Shows a probe's call as evidence for this check's verdict.
     pub fn cite(&self, run: Option<&PluginRun>) {
         if let Some(run) = run {
-            self.cited
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(run.clone());
+            crate::lock(&self.cited).push(run.clone());
         }
     }
 
     /// Every call behind this check's verdict: the probes it cited, then its own.
     pub fn evidence(&self) -> Vec<PluginRun> {
-        let mut runs = self.cited.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut runs = crate::lock(&self.cited).clone();
         runs.extend(self.recorder.runs());
         runs
     }

@@ -113,10 +113,7 @@ impl Probes {
     /// Keeps what the run still needs of a probe's context once its calls
     /// are made: its sandbox (the context itself is dropped).
     fn keep(&self, probe: Ctx) {
-        self.sandboxes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(probe.sandbox);
+        crate::lock(&self.sandboxes).push(probe.sandbox);
     }
 }
 

@@ -42,7 +42,7 @@ impl Sandbox {
     }
 
     fn held(&self) -> Vec<Arc<HeldDir>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        crate::lock(&self.held).clone()
     }
 
     /// Makes `rel` (plain names) below the check's dir, each level new and
@@ -58,10 +58,7 @@ impl Sandbox {
                 None => {
                     let made = Arc::new(cur.make_subdir(name)?);
                     held.push(made.clone());
-                    self.held
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(made.clone());
+                    crate::lock(&self.held).push(made.clone());
                     made
                 }
             };
@@ -243,10 +240,7 @@ impl Planted {
     }
 
     fn add(&self, file: PlantedFile) {
-        self.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(file);
+        crate::lock(&self.files).push(file);
     }
 
     /// Whether `name` in the open dir `dir` is a file the harness wrote
@@ -256,9 +250,7 @@ impl Planted {
         else {
             return false;
         };
-        self.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.files)
             .iter()
             .any(|f| f.dir_id == dir_id && f.name == name && f.id == id)
     }
@@ -267,7 +259,7 @@ impl Planted {
     /// harness made it (a check done with a file before its end).
     pub fn remove_path(&self, owner: u64, path: &Path) -> Result<(), String> {
         let file = {
-            let mut all = self.files.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all = crate::lock(&self.files);
             let Some(i) = all.iter().position(|f| f.owner == owner && f.path == path) else {
                 return Ok(());
             };
@@ -280,7 +272,7 @@ impl Planted {
     /// harness made them; what could not be removed, one line each.
     pub fn remove(&self, owner: Option<u64>) -> Vec<String> {
         let files: Vec<PlantedFile> = {
-            let mut all = self.files.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all = crate::lock(&self.files);
             let (mine, rest) = std::mem::take(&mut *all)
                 .into_iter()
                 .partition(|f| owner.is_none_or(|o| f.owner == o));
