@@ -13,7 +13,9 @@ use super::config::Config;
 use super::progress::{Ending, Format, Printer, Stream};
 use super::selection::{describe, list, rfc3339_utc, selection, target};
 use super::signals::LateEnding;
-use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, EXIT_SNAPSHOT, print_stderr};
+use super::{
+    CliError, CliResult, EXIT_HARNESS, EXIT_OK, EXIT_SNAPSHOT, print_stderr, write_output,
+};
 use crate::conformance::{
     self, CATALOGUE, Claims, Progress, RequestTemplate, Settings, SuiteOptions, fixture,
 };
@@ -489,21 +491,6 @@ fn snapshot_gate(report: &report::Report, path: &Path, bless: bool) -> CliResult
 
 fn source_of(e: &dyn std::error::Error) -> String {
     e.source().map(|s| s.to_string()).unwrap_or_default()
-}
-
-/// Writes a report file (or stdout for `-`) with the crate's one writer:
-/// regular files atomically, devices, FIFOs and `/dev/stdout` in place.
-fn write_output(dest: &str, text: &str) -> Result<(), CliError> {
-    if dest == "-" {
-        super::print_stdout(text);
-        return Ok(());
-    }
-    crate::safe_fs::write_file(
-        Path::new(dest),
-        text.as_bytes(),
-        &crate::safe_fs::WriteOptions::default(),
-    )
-    .map_err(|e| CliError::usage(e.to_string()))
 }
 
 /// Every output path can be written, checked before the run so that a typo

@@ -130,6 +130,22 @@ pub(crate) fn print_json<T: serde::Serialize>(doc: &T) {
     print_stdout(&format!("{text}\n"));
 }
 
+/// Writes one output of a command (a report file, or stdout for `-`) with
+/// the crate's one writer: regular files atomically, devices, FIFOs and
+/// symlinks' targets (`/dev/stdout`) in place.
+pub(crate) fn write_output(dest: &str, text: &str) -> Result<(), CliError> {
+    if dest == "-" {
+        print_stdout(text);
+        return Ok(());
+    }
+    crate::safe_fs::write_file(
+        std::path::Path::new(dest),
+        text.as_bytes(),
+        &crate::safe_fs::WriteOptions::default(),
+    )
+    .map_err(|e| CliError::usage(e.to_string()))
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
