@@ -151,18 +151,12 @@ pub async fn run(args: RunArgs) -> CliResult {
     };
     check_plugin_file(&source)?;
     let volumes_dir = volumes_dir(args.volumes_dir.as_deref())?;
-    let timeouts = args.timeout.map_or_else(Timeouts::default, |t| Timeouts {
-        fingerprint: t,
-        create: t,
-        delete: t,
-    });
+    let timeouts = args
+        .timeout
+        .map_or_else(Timeouts::default, Timeouts::uniform);
     let limit = timeouts.for_operation(&args.operation);
     let follow = args.follow.unwrap_or(DEFAULT_FOLLOW).min(limit);
-    let plugin = source.open(&CallOptions {
-        timeouts,
-        follow,
-        ..CallOptions::default()
-    });
+    let plugin = source.open(&CallOptions::new(timeouts).following(follow));
     let create = create_request(&args, plugin.as_ref(), &volumes_dir, id, parameters);
     let created_path = args.created_path.clone().unwrap_or_else(|| {
         volumes_dir

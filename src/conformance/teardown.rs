@@ -393,11 +393,9 @@ async fn delete_live(run: &RunEnd<'_>, signals: &Signals, out: &mut Teardown) {
         return;
     }
     let supervisor = signals.teardown_supervisor();
-    let plugin = run.target.open(&CallOptions {
-        timeouts: run.timeouts,
-        supervisor: Some(supervisor.clone()),
-        ..CallOptions::default()
-    });
+    let plugin = run
+        .target
+        .open(&CallOptions::new(run.timeouts).under(supervisor.clone()));
     let calls = live
         .iter()
         .map(|req| {

@@ -197,11 +197,7 @@ impl HostVolumeManager {
             return Ok(Arc::clone(p));
         }
         let source = PluginSource::lookup(self.plugin_dir.as_deref(), id)?;
-        Ok(source.open(&CallOptions {
-            timeouts,
-            supervisor: self.supervisor.clone(),
-            ..CallOptions::default()
-        }))
+        Ok(source.open(&CallOptions::new(timeouts).under(self.supervisor.clone())))
     }
 
     /// Discovers and fingerprints the plugins like a client, and says which

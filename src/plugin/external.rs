@@ -20,54 +20,7 @@ pub const DECODE_LIMIT: usize = 16 << 20;
 
 pub use super::record::{PluginRun, Recorder, StartFailure, shell_quote};
 
-/// Time limits per operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    /// Fingerprint limit (Nomad's effective limit is 1 s).
-    pub fingerprint: Duration,
-    /// Create limit (60 s).
-    pub create: Duration,
-    /// Delete limit (60 s).
-    pub delete: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            fingerprint: contract::FINGERPRINT_TIMEOUT,
-            create: contract::CREATE_TIMEOUT,
-            delete: contract::DELETE_TIMEOUT,
-        }
-    }
-}
-
-impl Timeouts {
-    /// Every limit multiplied by `factor` (for slow test machines; reported).
-    pub fn scaled(self, factor: f64) -> Timeouts {
-        let f = |d: Duration| d.mul_f64(factor.max(0.0));
-        Timeouts {
-            fingerprint: f(self.fingerprint),
-            create: f(self.create),
-            delete: f(self.delete),
-        }
-    }
-
-    /// The limit for `op`.
-    pub fn limit(&self, op: Operation) -> Duration {
-        match op {
-            Operation::Fingerprint => self.fingerprint,
-            Operation::Create => self.create,
-            Operation::Delete => self.delete,
-        }
-    }
-
-    /// The limit for the operation word `op`; words Nomad does not send get
-    /// the create limit.
-    pub fn for_operation(&self, op: &str) -> Duration {
-        op.parse::<Operation>()
-            .map_or(self.create, |op| self.limit(op))
-    }
-}
+pub use super::timeouts::Timeouts;
 
 /// A plugin executable and the way it is run.
 #[derive(Debug, Clone)]

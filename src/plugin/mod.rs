@@ -20,6 +20,7 @@ mod go_strconv;
 pub mod mkdir;
 mod record;
 mod source;
+mod timeouts;
 
 use std::future::Future;
 use std::pin::Pin;

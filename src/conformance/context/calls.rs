@@ -475,12 +475,7 @@ impl Ctx {
     /// variables), sharing this check's recorder and ledger. Its calls are
     /// not what Nomad makes, so they are not logged for the run-wide checks.
     pub fn variant(&self, adjust: impl FnOnce(&mut CallOptions)) -> Variant<'_> {
-        let mut opts = CallOptions {
-            timeouts: self.shared.settings.timeouts(),
-            recorder: Some(self.recorder.clone()),
-            supervisor: Some(self.shared.supervisor.clone()),
-            ..CallOptions::default()
-        };
+        let mut opts = self.shared.call_options(&self.recorder);
         adjust(&mut opts);
         Variant {
             ctx: self,

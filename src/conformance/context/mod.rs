@@ -214,6 +214,14 @@ impl Shared {
         crate::lock(&self.failed_leftovers).clone()
     }
 
+    /// How a check's calls are made: under the run's limits and supervisor,
+    /// every raw call kept in the check's `recorder`.
+    pub fn call_options(&self, recorder: &Recorder) -> CallOptions {
+        CallOptions::new(self.settings.timeouts())
+            .under(self.supervisor.clone())
+            .recorded_in(recorder)
+    }
+
     /// Runs the timing phase ([`timing`]) once; call when every parallel
     /// check has finished.
     pub async fn timing_phase(self: &Arc<Self>) {
@@ -256,14 +264,9 @@ impl Ctx {
     fn in_dir(shared: Arc<Shared>, check: &'static str, dir: &str) -> std::io::Result<Ctx> {
         let sandbox = Sandbox::new(&shared.root_dir, dir)?;
         let recorder = Recorder::new();
-        let mut timeouts = shared.settings.timeouts();
-        timeouts.fingerprint = timeouts.create;
-        let plugin = shared.settings.target.open(&CallOptions {
-            timeouts,
-            recorder: Some(recorder.clone()),
-            supervisor: Some(shared.supervisor.clone()),
-            ..CallOptions::default()
-        });
+        let mut opts = shared.call_options(&recorder);
+        opts.timeouts.fingerprint = opts.timeouts.create;
+        let plugin = shared.settings.target.open(&opts);
         Ok(Ctx {
             check,
             sandbox,
