@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::run_fidelity::{self, RunBy};
 use super::run_output;
 use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stdout};
+use crate::conformance::RequestTemplate;
 use crate::contract::Operation;
 use crate::contract::{self, CreateRequest, DeleteRequest, Parameters};
 use crate::plugin::{
@@ -263,24 +264,31 @@ fn create_request(
         (None, Some(dir)) => dir.to_string_lossy().into_owned(),
         (None, None) => String::new(),
     };
-    CreateRequest {
-        volumes_dir: volumes_dir.to_string_lossy().into_owned(),
-        plugin_dir,
-        node_pool: args.node_pool.clone(),
+    // The flags are a request template, made into a request as every
+    // template is.
+    let template = RequestTemplate {
+        name: args.name.clone(),
         namespace: args.namespace.clone(),
-        volume_name: args
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("run-{}", &id[..8])),
-        volume_id: id,
-        capacity_min_bytes: args.capacity_min,
-        capacity_max_bytes: args.capacity_max,
-        node_id: args
-            .node_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        node_pool: args.node_pool.clone(),
+        capacity_min: args.capacity_min,
+        capacity_max: args.capacity_max,
         parameters,
-    }
+    };
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("run-{}", &id[..8]));
+    let node_id = args
+        .node_id
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    template.request(
+        &volumes_dir.to_string_lossy(),
+        &plugin_dir,
+        name,
+        id,
+        &node_id,
+    )
 }
 
 /// Makes the one call, through the plugin interface whatever the plugin is.

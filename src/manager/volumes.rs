@@ -13,7 +13,7 @@ use super::locks::{NameLocks, NameReservation};
 use super::spec::{DEFAULT_NODE_POOL, RegisterSpec, VolumeSpec};
 use super::state::{State, StateStore};
 use super::volume::{Volume, deletable, own_path};
-use crate::contract::{self, CreateRequest, DeleteRequest};
+use crate::contract::{self, DeleteRequest};
 use crate::plugin::{CallOptions, HostVolumePlugin, PluginError, PluginSource, Timeouts};
 
 /// What a delete did.
@@ -236,22 +236,12 @@ impl HostVolumeManager {
             }
             _ => {}
         }
-        let req = CreateRequest {
-            volumes_dir: volumes_dir.to_string_lossy().into_owned(),
-            plugin_dir: self
-                .plugin_dir
-                .as_deref()
-                .map(|d| d.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            node_pool: self.node_pool.clone(),
-            namespace: spec.namespace.clone(),
-            volume_name: spec.name.clone(),
-            volume_id: spec.id.clone(),
-            capacity_min_bytes: spec.capacity_min_bytes,
-            capacity_max_bytes: spec.capacity_max_bytes,
-            node_id: self.node_id.clone(),
-            parameters: spec.parameters.clone(),
-        };
+        let req = spec.request(
+            volumes_dir,
+            self.plugin_dir.as_deref(),
+            &self.node_pool,
+            &self.node_id,
+        );
         let resp = plugin
             .create(&req)
             .await
