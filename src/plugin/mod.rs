@@ -33,6 +33,7 @@ pub use crate::exec::{KillMode, Supervisor};
 pub use call::PluginCall;
 pub use external::{ExternalPlugin, PluginRun, Recorder, Timeouts};
 pub use mkdir::MkdirPlugin;
+pub(crate) use record::env_lines;
 pub use source::{CallOptions, PluginSource};
 
 /// A boxed, sendable future: keeps [`HostVolumePlugin`] object-safe.

@@ -282,10 +282,11 @@ pub struct PluginInfo {
     pub version: Option<VersionInfo>,
 }
 
-/// A fingerprinted plugin version.
+/// A fingerprinted plugin version: the one type for it, in reports and for the
+/// version parser ([`crate::version`] describes a raw string with
+/// `VersionInfo::from_raw`).
 ///
-/// Defined here rather than borrowed from the version parser because `report` depends on
-/// nothing else in the crate.
+/// Defined here because `report` depends on nothing else in the crate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VersionInfo {
     /// The `version` string exactly as the plugin printed it.
