@@ -10,7 +10,7 @@ use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
 use super::check_args::CheckArgs;
 use super::check_rounds::{Rounds, Tally};
 use super::config::Config;
-use super::progress::{Ending, Format, Printer, Stream};
+use super::progress_lines::{Ending, Format, Printer, Stream};
 use super::selection::{describe, list, rfc3339_utc, selection, target};
 use super::signals::LateEnding;
 use super::{

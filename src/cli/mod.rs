@@ -13,7 +13,7 @@ mod explain;
 mod init;
 mod new;
 mod plugins;
-mod progress;
+mod progress_lines;
 mod report;
 mod run;
 mod run_fidelity;
@@ -115,13 +115,13 @@ enum Command {
 /// Prints to stdout; a reader that went away (`dhv-conform ... | head -1`) is
 /// not an error worth a panic: the rest of the output is dropped quietly.
 pub(crate) fn print_stdout(text: &str) {
-    progress::Stream::Stdout.write(text);
+    progress_lines::Stream::Stdout.write(text);
 }
 
 /// Prints to stderr; a stderr that cannot be written (a closed pipe) must not
 /// turn a clean exit code into a panic's 101: the message is dropped instead.
 pub(crate) fn print_stderr(text: &str) {
-    progress::Stream::Stderr.write(text);
+    progress_lines::Stream::Stderr.write(text);
 }
 
 /// Prints a schema type (from [`crate::report`]) as pretty JSON on stdout.

@@ -128,7 +128,7 @@ pub fn parse_parameters(raw: Option<&str>) -> Result<Option<Parameters>, CliErro
 
 /// What one `run` produced, whichever kind of plugin ran.
 #[derive(Default)]
-pub(super) struct Report {
+pub(super) struct OneRun {
     pub(super) operation: String,
     pub(super) env: Vec<(String, String)>,
     pub(super) run: Option<PluginRun>,
@@ -175,16 +175,16 @@ pub async fn run(args: RunArgs) -> CliResult {
 
 /// Nomad's lookup refused the plugin: that is Nomad's verdict, and no call runs.
 fn refused_by_lookup(args: &RunArgs, refused: PluginError, run_by: RunBy) -> CliResult {
-    let report = Report {
+    let report = OneRun {
         operation: args.operation.clone(),
         error: Some(refused.to_string()),
         run_by: Some(run_by),
-        ..Report::default()
+        ..OneRun::default()
     };
     print_report(args, &report)
 }
 
-fn print_report(args: &RunArgs, report: &Report) -> CliResult {
+fn print_report(args: &RunArgs, report: &OneRun) -> CliResult {
     let ok = report.error.is_none();
     if args.json {
         print_json(&run_output::to_json(report));
@@ -297,10 +297,10 @@ async fn dispatch(
     op: &str,
     create: &CreateRequest,
     delete: &DeleteRequest,
-) -> Result<Report, CliError> {
-    let mut report = Report {
+) -> Result<OneRun, CliError> {
+    let mut report = OneRun {
         operation: op.to_string(),
-        ..Report::default()
+        ..OneRun::default()
     };
     match op.parse::<Operation>() {
         Ok(Operation::Fingerprint) => {
@@ -344,7 +344,7 @@ async fn dispatch(
     Ok(report)
 }
 
-impl Report {
+impl OneRun {
     /// Takes a call's evidence; returns its value when it succeeded.
     fn absorb<T>(&mut self, call: PluginCall<T>) -> Option<T> {
         self.env = call.request;

@@ -1,15 +1,15 @@
 //! How `run` shows what happened: the human report and the `--json` object,
-//! both from the one [`Report`] a run makes.
+//! both from the one [`OneRun`] a run makes.
 
 use std::fmt::Write as _;
 
-use super::run::Report;
+use super::run::OneRun;
 use super::run_fidelity::{self, RunBy};
 use crate::exec::Outcome as ProcessOutcome;
 use crate::plugin::{PluginRun, env_lines};
 use crate::report::{RunOutput, printable_line};
 
-pub(super) fn to_json(r: &Report) -> RunOutput {
+pub(super) fn to_json(r: &OneRun) -> RunOutput {
     let outcome = r.run.as_ref().and_then(|run| run.result.as_ref().ok());
     let ended = r.run.as_ref().map(PluginRun::ended).unwrap_or_default();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -55,7 +55,7 @@ pub(super) fn to_json(r: &Report) -> RunOutput {
     }
 }
 
-impl Report {
+impl OneRun {
     fn not_reproduced(&self) -> Vec<String> {
         match &self.run_by {
             Some(by) => run_fidelity::not_reproduced(by, self.run.as_ref(), self.follow),
@@ -65,7 +65,7 @@ impl Report {
 }
 
 /// The human report: what the plugin got, what it did, and what Nomad makes of it.
-pub(super) fn to_human(r: &Report, plugin: &str) -> String {
+pub(super) fn to_human(r: &OneRun, plugin: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "plugin:    {plugin}");
     let _ = writeln!(out, "operation: {}", r.operation);
@@ -146,7 +146,7 @@ fn process_lines(out: &mut String, o: &ProcessOutcome) {
 }
 
 /// What Nomad makes of the call: the version or response it decoded, and its verdict.
-fn outcome_lines(out: &mut String, r: &Report) {
+fn outcome_lines(out: &mut String, r: &OneRun) {
     if let Some(v) = &r.version {
         let _ = writeln!(
             out,

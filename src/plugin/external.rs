@@ -6,9 +6,11 @@ use std::path::{Component, Path, PathBuf};
 
 use std::time::{Duration, Instant};
 
-use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, explain, go_quote};
+use super::{
+    BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure, go_quote,
+};
 use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, Operation};
-use crate::exec::{Invocation, KillMode, Supervisor};
+use crate::exec::{Call, KillMode, Supervisor};
 use crate::version::VersionInfo;
 
 /// The most stdout a call may print and still be decoded exactly as Nomad
@@ -228,7 +230,7 @@ impl ExternalPlugin {
         timeout: Duration,
     ) -> PluginRun {
         env.extend(self.extra_env.iter().cloned());
-        let mut inv = Invocation::new(&self.program)
+        let mut inv = Call::new(&self.program)
             .arg0(&self.executable)
             .arg(op)
             .env(env.clone())
@@ -247,9 +249,9 @@ impl ExternalPlugin {
             go_error: format!(
                 "fork/exec {}: {}",
                 self.executable.display(),
-                explain::go_errno_text(&e.source)
+                exec_failure::go_errno_text(&e.source)
             ),
-            explanation: explain::start_failure(&self.program, &e.source),
+            explanation: exec_failure::start_failure(&self.program, &e.source),
         });
         PluginRun {
             executable: self.executable.clone(),

@@ -626,16 +626,16 @@ impl Gate<'_> {
 }
 
 /// A call of the run under way that is not logged (it still counts as in flight).
-struct InFlight<'a>(&'a AtomicUsize);
+struct Counted<'a>(&'a AtomicUsize);
 
-impl<'a> InFlight<'a> {
-    fn enter(counter: &'a AtomicUsize) -> InFlight<'a> {
+impl<'a> Counted<'a> {
+    fn enter(counter: &'a AtomicUsize) -> Counted<'a> {
         counter.fetch_add(1, Ordering::SeqCst);
-        InFlight(counter)
+        Counted(counter)
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for Counted<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
@@ -660,7 +660,7 @@ impl<'a> Variant<'a> {
     /// Fingerprints.
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
         let _gate = self.gate().await;
-        let _in_flight = InFlight::enter(&self.ctx.shared.in_flight);
+        let _in_flight = Counted::enter(&self.ctx.shared.in_flight);
         let call = self.plugin.fingerprint().await;
         self.ctx.account(step, expect, &call);
         call
@@ -675,7 +675,7 @@ impl<'a> Variant<'a> {
     ) -> PluginCall<CreateResponse> {
         self.ctx.shared.live.creating(req);
         let _gate = self.gate().await;
-        let _in_flight = InFlight::enter(&self.ctx.shared.in_flight);
+        let _in_flight = Counted::enter(&self.ctx.shared.in_flight);
         let call = self.plugin.create(req).await;
         self.ctx.account(step, expect, &call);
         if let Ok(resp) = &call.result {
@@ -690,7 +690,7 @@ impl<'a> Variant<'a> {
     /// Deletes.
     pub async fn delete(&self, req: &DeleteRequest, expect: Expect, step: &str) -> PluginCall<()> {
         let _gate = self.gate().await;
-        let _in_flight = InFlight::enter(&self.ctx.shared.in_flight);
+        let _in_flight = Counted::enter(&self.ctx.shared.in_flight);
         let call = self.plugin.delete(req).await;
         self.ctx.account(step, expect, &call);
         if call.ok() {
