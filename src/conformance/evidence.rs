@@ -131,7 +131,7 @@ pub(crate) fn invocation(run: &PluginRun) -> Invocation {
         timed_out: ended.timed_out,
         killed_by_check_ms: None,
         leaked: ended.leaked,
-        orphans: ended.leftovers,
+        leftovers: ended.leftovers,
         stdout_truncated: ended.stdout_truncated,
         stderr_truncated: ended.stderr_truncated,
         stdout: report::excerpt(run.stdout(), report::DEFAULT_EXCERPT_CAP),

@@ -104,7 +104,7 @@ pub fn summary_table_noted(report: &Report, color: bool, note: Option<&str>) -> 
 fn write_invocation(out: &mut String, inv: &Invocation) {
     let _ = writeln!(out, "  {} ({}):", inv.operation, inv.outcome());
     let _ = writeln!(out, "    {}", printable_line(&inv.reproduce));
-    for orphan in &inv.orphans {
+    for orphan in &inv.leftovers {
         let _ = writeln!(out, "    left behind: {}", printable_line(orphan));
     }
     for (name, text, truncated) in [

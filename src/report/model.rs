@@ -392,8 +392,11 @@ pub struct Invocation {
     pub killed_by_check_ms: Option<u64>,
     /// Whether stdout or stderr stayed open after the plugin exited.
     pub leaked: bool,
-    /// Command lines of processes the plugin left behind.
-    pub orphans: Vec<String>,
+    /// Command lines of processes the plugin left behind (all killed since):
+    /// the call's leftovers, as every other part of the crate names them
+    /// (`orphans` in the JSON schema).
+    #[serde(rename = "orphans")]
+    pub leftovers: Vec<String>,
     /// Whether stdout was cut at the runner's capture cap.
     pub stdout_truncated: bool,
     /// Whether stderr was cut at the runner's capture cap.
@@ -423,7 +426,7 @@ impl Invocation {
             && self.signal.is_none()
             && !self.timed_out
             && !self.leaked
-            && self.orphans.is_empty()
+            && self.leftovers.is_empty()
     }
 
     /// How the call ended, in words: `exit 0`, `signal 9, timed out`, ...
@@ -446,8 +449,8 @@ impl Invocation {
         if self.leaked {
             parts.push("stdio leaked".to_owned());
         }
-        if !self.orphans.is_empty() {
-            parts.push(format!("{} orphan(s)", self.orphans.len()));
+        if !self.leftovers.is_empty() {
+            parts.push(format!("{} orphan(s)", self.leftovers.len()));
         }
         parts.join(", ")
     }

@@ -33,7 +33,7 @@ pub(crate) use calls::{Expect, Variant};
 pub(crate) use log::{CallLog, LoggedCall, RunLog};
 pub(crate) use probes::Probes;
 pub(crate) use repeat::Repeat;
-pub(crate) use residue::{Leftovers, around};
+pub(crate) use residue::{Residue, around};
 pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
 pub(crate) use steps::{VolumeAt, plant_in_volume};
 pub(crate) use timing::{Phase, is_provoked, overran};

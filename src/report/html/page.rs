@@ -306,9 +306,9 @@ fn one_call(out: &mut String, n: usize, call: &Invocation, detail: Detail) {
         push_text(out, body);
         out.push_str("</pre>");
     }
-    if !call.orphans.is_empty() {
+    if !call.leftovers.is_empty() {
         out.push_str("<div class=\"note\">left behind:</div><pre class=\"orphans\">");
-        push_text(out, &call.orphans.join("\n"));
+        push_text(out, &call.leftovers.join("\n"));
         out.push_str("</pre>");
     }
     out.push_str("<div class=\"note\">reproduce:</div><pre class=\"reproduce\">");
