@@ -15,15 +15,13 @@
 //!    ([`crate::safe_fs::remove_tree`]), and whether it is gone is told as
 //!    it is.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-use super::live::{LiveVolumes, all_at_once};
+use super::live::{LiveVolumes, join_all};
 use crate::contract::DeleteRequest;
 use crate::exec::Supervisor;
 use crate::lock;
@@ -396,15 +394,11 @@ async fn delete_live(run: &RunEnd<'_>, signals: &Signals, out: &mut Teardown) {
     let plugin = run
         .target
         .open(&CallOptions::new(run.timeouts).under(supervisor.clone()));
-    let calls = live
-        .iter()
-        .map(|req| {
-            let plugin = plugin.clone();
-            Box::pin(async move { plugin.delete(req).await.ok() })
-                as Pin<Box<dyn Future<Output = bool> + Send + '_>>
-        })
-        .collect();
-    let results = match tokio::time::timeout(TEARDOWN_DEADLINE, all_at_once(calls)).await {
+    let calls = live.iter().map(|req| {
+        let plugin = plugin.clone();
+        async move { plugin.delete(req).await.ok() }
+    });
+    let results = match tokio::time::timeout(TEARDOWN_DEADLINE, join_all(calls)).await {
         Ok(results) => results,
         Err(_) => {
             // The deadline passed: the calls still running are killed.

@@ -582,18 +582,12 @@ impl Ctx {
             .filter(|(req, _)| !hung.contains(&req.volume_id))
             .map(|(req, path)| DeleteRequest::for_created(&req, &path))
             .collect();
-        let calls = deletes
-            .iter()
-            .map(|req| {
-                Box::pin(async move {
-                    if self.plugin.delete(req).await.ok() {
-                        self.shared.live.deleted(&req.volumes_dir, &req.volume_id);
-                    }
-                })
-                    as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>
-            })
-            .collect();
-        crate::conformance::live::all_at_once(calls).await;
+        crate::conformance::live::join_all(deletes.iter().map(|req| async move {
+            if self.plugin.delete(req).await.ok() {
+                self.shared.live.deleted(&req.volumes_dir, &req.volume_id);
+            }
+        }))
+        .await;
         self.remove_canaries();
     }
 }
