@@ -1,7 +1,9 @@
 //! What a check works with, split by concern:
 //! - [`sandbox`]: the check's own dirs, listings of them and canary files;
 //! - [`calls`]: the calls a check makes, each with its stated expectation
-//!   ([`Expect`]);
+//!   ([`Expect`]), kept in the check's [`ledger`]; [`variant`]: the same
+//!   plugin with other call options; [`managed`]: the manager some checks
+//!   drive it through;
 //! - [`log`]: the run's call log ([`CallLog`]) that the run-wide checks read
 //!   (and nothing else);
 //! - [`probes`]: the run's shared first calls and the prerequisites checks
@@ -17,7 +19,9 @@
 //! of one run share.
 
 mod calls;
+mod ledger;
 mod log;
+mod managed;
 mod probes;
 mod repeat;
 mod residue;
@@ -25,11 +29,12 @@ mod sandbox;
 mod steps;
 mod timing;
 mod unloaded;
+mod variant;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-pub(crate) use calls::{Expect, Variant};
+pub(crate) use calls::Expect;
 pub(crate) use log::{CallLog, LoggedCall, RunLog};
 pub(crate) use probes::Probes;
 pub(crate) use repeat::Repeat;
@@ -37,6 +42,7 @@ pub(crate) use residue::{Residue, around};
 pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
 pub(crate) use steps::{VolumeAt, plant_in_volume};
 pub(crate) use timing::{Phase, is_provoked, overran};
+pub(crate) use variant::Variant;
 
 use crate::contract::{CreateRequest, Parameters};
 use crate::plugin::{CallOptions, HostVolumePlugin, PluginRun, PluginSource, Recorder, Timeouts};
@@ -246,7 +252,7 @@ pub(crate) struct Ctx {
     /// and whether it is quick are separate checks).
     plugin: Arc<dyn HostVolumePlugin>,
     /// Every call made, with what was expected of it.
-    calls: calls::Ledger,
+    calls: ledger::Ledger,
     /// When its calls are made (for the timing checks).
     phase: Phase,
     /// Probe calls a check's verdict rests on, shown as its evidence.
@@ -272,7 +278,7 @@ impl Ctx {
             sandbox,
             recorder,
             plugin,
-            calls: calls::Ledger::default(),
+            calls: ledger::Ledger::default(),
             phase: Phase::Parallel,
             cited: Mutex::new(Vec::new()),
             owner: shared.planted.owner(),

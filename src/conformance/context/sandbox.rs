@@ -93,16 +93,16 @@ impl Sandbox {
             })?;
             return Ok(dir.to_path_buf());
         }
-        let (anchor, rel, at) = self.reach(root, dir)?;
+        let reached = self.reach(root, dir)?;
         let path = dir.join(name);
-        let id = match safe_fs::create_new(at.as_fd(), name.as_ref(), canary_text(&path).as_bytes())
-        {
+        let at = reached.at.as_fd();
+        let id = match safe_fs::create_new(at, name.as_ref(), canary_text(&path).as_bytes()) {
             Ok(id) => id,
             // The harness's own file (two volumes given one path): there as
             // it was written, as good as new.
             Err(e)
                 if e.kind() == std::io::ErrorKind::AlreadyExists
-                    && planted.holds(&at, name.as_ref()) =>
+                    && planted.holds(&reached.at, name.as_ref()) =>
             {
                 return Ok(path);
             }
@@ -111,26 +111,14 @@ impl Sandbox {
             }
             Err(e) => return Err(e),
         };
-        planted.add(PlantedFile {
-            owner,
-            anchor,
-            rel,
-            dir_id: FileId::of(at.as_fd())?,
-            name: name.into(),
-            id,
-            path: path.clone(),
-        });
+        planted.add(reached.made(owner, name, id, path.clone())?);
         Ok(path)
     }
 
     /// The held dir `dir` lies deepest in (of this sandbox's, or the run's
     /// `root`), the way from it, and `dir` opened from it without following
     /// a symlink; a dir that resolves outside the run's temp dir is refused.
-    fn reach(
-        &self,
-        root: &Arc<HeldDir>,
-        dir: &Path,
-    ) -> std::io::Result<(Arc<HeldDir>, PathBuf, std::os::fd::OwnedFd)> {
+    fn reach(&self, root: &Arc<HeldDir>, dir: &Path) -> std::io::Result<Reached> {
         let resolved = dir.canonicalize()?;
         if root.relative(&resolved).is_none() {
             return Err(std::io::Error::new(
@@ -146,7 +134,7 @@ impl Sandbox {
             .min_by_key(|(_, rel)| rel.components().count())
             .expect("the root holds it");
         let at = anchor.open_below(&rel)?;
-        Ok((anchor, rel, at))
+        Ok(Reached { anchor, rel, at })
     }
 
     /// A new, empty file `name` in `dir` for a check to fill, made as
@@ -161,25 +149,50 @@ impl Sandbox {
         dir: &Path,
         name: &str,
     ) -> std::io::Result<std::fs::File> {
-        let (anchor, rel, at) = self.reach(root, dir)?;
+        let reached = self.reach(root, dir)?;
         let path = dir.join(name);
-        let (file, id) = safe_fs::create_new_file(at.as_fd(), name.as_ref()).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                std::io::Error::new(e.kind(), safe_fs::AlreadyThere(path.clone()))
-            } else {
-                e
-            }
-        })?;
-        planted.add(PlantedFile {
+        let (file, id) =
+            safe_fs::create_new_file(reached.at.as_fd(), name.as_ref()).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    std::io::Error::new(e.kind(), safe_fs::AlreadyThere(path.clone()))
+                } else {
+                    e
+                }
+            })?;
+        planted.add(reached.made(owner, name, id, path)?);
+        Ok(file)
+    }
+}
+
+/// A dir of the run reached from a held dir without following a symlink
+/// ([`Sandbox::reach`]): where the harness makes its files.
+struct Reached {
+    /// The held dir it was reached from, and the way from there.
+    anchor: Arc<HeldDir>,
+    rel: PathBuf,
+    /// The dir itself, open.
+    at: std::os::fd::OwnedFd,
+}
+
+impl Reached {
+    /// The record of the file `name` (identity `id`, shown as `path`) that
+    /// `owner` just made here.
+    fn made(
+        self,
+        owner: u64,
+        name: &str,
+        id: FileId,
+        path: PathBuf,
+    ) -> std::io::Result<PlantedFile> {
+        Ok(PlantedFile {
             owner,
-            anchor,
-            rel,
-            dir_id: FileId::of(at.as_fd())?,
+            dir_id: FileId::of(self.at.as_fd())?,
+            anchor: self.anchor,
+            rel: self.rel,
             name: name.into(),
             id,
             path,
-        });
-        Ok(file)
+        })
     }
 }
 
