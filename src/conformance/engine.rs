@@ -150,16 +150,16 @@ pub fn run_suite(
 ) -> Result<SuiteOutcome, EngineError> {
     // Listening before the temp dir exists: a signal from now on ends in
     // the teardown, never in a dir left behind.
-    let signals = super::teardown::Signals::install(rt);
+    let signals = super::interrupt::Signals::install(rt);
     run_suite_with(rt, opts, signals, None)
 }
 
 /// [`run_suite`] with the run's signals chosen by the caller (a listener, or a
-/// [`super::teardown::Trigger`] only) and its temp dir made in `work_dir`.
+/// [`super::interrupt::Trigger`] only) and its temp dir made in `work_dir`.
 pub(crate) fn run_suite_with(
     rt: &tokio::runtime::Runtime,
     opts: SuiteOptions,
-    signals: super::teardown::Signals,
+    signals: super::interrupt::Signals,
     work_dir: Option<&std::path::Path>,
 ) -> Result<SuiteOutcome, EngineError> {
     let root = super::teardown::make_root(work_dir).map_err(EngineError::TempDir)?;
@@ -172,7 +172,7 @@ pub(crate) fn run_suite_with(
 fn run_in(
     rt: &tokio::runtime::Runtime,
     opts: SuiteOptions,
-    signals: super::teardown::Signals,
+    signals: super::interrupt::Signals,
     shared: Arc<Shared>,
 ) -> SuiteOutcome {
     let chosen: Vec<&'static CheckSpec> = CATALOGUE
@@ -250,7 +250,7 @@ fn signal_name(signo: i32) -> String {
 struct UnwindTeardown<'a> {
     rt: &'a tokio::runtime::Runtime,
     shared: &'a Shared,
-    signals: &'a super::teardown::Signals,
+    signals: &'a super::interrupt::Signals,
     keep: bool,
     armed: bool,
 }

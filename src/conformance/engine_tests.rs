@@ -38,7 +38,12 @@ fn a_finished_run_frees_its_shared_state() {
     };
     // Every check: the shared probes, the run-wide checks and the timing
     // phase all make contexts of the run.
-    let outcome = run_in(&rt, opts, super::super::teardown::Signals::manual(), shared);
+    let outcome = run_in(
+        &rt,
+        opts,
+        super::super::interrupt::Signals::manual(),
+        shared,
+    );
     let status = |id: &str| {
         outcome
             .report
