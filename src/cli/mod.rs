@@ -6,6 +6,7 @@
 
 mod check;
 mod check_args;
+mod check_outputs;
 mod check_rounds;
 mod clean;
 mod config;
