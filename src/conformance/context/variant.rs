@@ -84,15 +84,16 @@ impl<'a> Variant<'a> {
         }
     }
 
-    /// Holds the run's gate for one call: shared, or exclusive when alone.
-    async fn gate(&self) -> Gate<'_> {
-        Gate::hold(&self.ctx.shared, self.alone).await
+    /// Lets a call in: through the run's gate (shared, or exclusive when
+    /// alone), counted as one of the run's calls in flight.
+    async fn admit(&self) -> (Gate<'_>, Counted<'_>) {
+        let gate = Gate::hold(&self.ctx.shared, self.alone).await;
+        (gate, Counted::enter(&self.ctx.shared.in_flight))
     }
 
     /// Fingerprints.
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
-        let _gate = self.gate().await;
-        let _in_flight = Counted::enter(&self.ctx.shared.in_flight);
+        let (_gate, _in_flight) = self.admit().await;
         let call = self.plugin.fingerprint().await;
         self.ctx.account(step, expect, &call);
         call
@@ -106,8 +107,7 @@ impl<'a> Variant<'a> {
         step: &str,
     ) -> PluginCall<CreateResponse> {
         self.ctx.shared.live.creating(req);
-        let _gate = self.gate().await;
-        let _in_flight = Counted::enter(&self.ctx.shared.in_flight);
+        let (_gate, _in_flight) = self.admit().await;
         let call = self.plugin.create(req).await;
         self.ctx.account(step, expect, &call);
         self.ctx.create_ended(req, &call);
@@ -116,8 +116,7 @@ impl<'a> Variant<'a> {
 
     /// Deletes.
     pub async fn delete(&self, req: &DeleteRequest, expect: Expect, step: &str) -> PluginCall<()> {
-        let _gate = self.gate().await;
-        let _in_flight = Counted::enter(&self.ctx.shared.in_flight);
+        let (_gate, _in_flight) = self.admit().await;
         let call = self.plugin.delete(req).await;
         self.ctx.account(step, expect, &call);
         self.ctx.delete_ended(req, &call);
