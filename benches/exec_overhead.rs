@@ -1,4 +1,4 @@
-//! Per-call overhead of the runner (`dhv_conform::exec::Invocation::run`) over a
+//! Per-call overhead of the runner (`dhv_conform::exec::Call::run`) over a
 //! bare `std::process::Command` spawn + wait of the same program with the same
 //! environment and piped, fully read stdout/stderr.
 //!
@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dhv_conform::exec::Invocation;
+use dhv_conform::exec::Call;
 
 /// The design's budget for the runner's own cost per call.
 const TARGET_MS: f64 = 0.3;
@@ -72,7 +72,7 @@ fn main() {
         let runner = || {
             let out = rt
                 .block_on(
-                    Invocation::new(program)
+                    Call::new(program)
                         .arg("fingerprint")
                         .env(env.clone())
                         .timeout(Duration::from_secs(10))
@@ -132,7 +132,7 @@ fn main() {
         let overhead = ours.median - base.median;
         worst = worst.max(overhead);
         println!("\n{label}:");
-        println!("  exec::Invocation::run   {ours}");
+        println!("  exec::Call::run   {ours}");
         println!("  std::process::Command   {base}");
         println!(
             "  overhead per call: {overhead:.3} ms (median), {:.3} ms (mean); ratio {:.2}x",

@@ -76,6 +76,9 @@ pub mod report;
 pub mod suite;
 pub mod version;
 
+mod locking;
+pub(crate) use locking::lock;
+
 // The harness's machinery: not part of the public surface (see the crate docs).
 #[doc(hidden)]
 pub mod cli;

@@ -169,7 +169,7 @@ pub enum SuiteError {
 }
 
 /// What the suite's thread hands back: its result, or the panic it caught.
-type Outcome = Result<Result<SuiteRun, SuiteError>, Box<dyn Any + Send>>;
+type FromThread = Result<Result<SuiteRun, SuiteError>, Box<dyn Any + Send>>;
 
 /// The signal number a cancelled library run records (SIGTERM's).
 const CANCELLED: i32 = libc::SIGTERM;
@@ -178,7 +178,7 @@ const CANCELLED: i32 = libc::SIGTERM;
 /// module docs. A panic inside (the progress hook's) resumes here after the
 /// teardown; dropping the future cancels the run.
 pub async fn run(config: SuiteConfig) -> Result<SuiteRun, SuiteError> {
-    let (tx, rx) = tokio::sync::oneshot::channel::<Outcome>();
+    let (tx, rx) = tokio::sync::oneshot::channel::<FromThread>();
     let trigger = start(config, move |outcome| {
         let _ = tx.send(outcome);
     })?;
@@ -192,7 +192,7 @@ pub async fn run(config: SuiteConfig) -> Result<SuiteRun, SuiteError> {
 /// it; see the module docs. A panic inside (the progress hook's) resumes here after
 /// the teardown.
 pub fn run_blocking(config: SuiteConfig) -> Result<SuiteRun, SuiteError> {
-    let (tx, rx) = std::sync::mpsc::channel::<Outcome>();
+    let (tx, rx) = std::sync::mpsc::channel::<FromThread>();
     start(config, move |outcome| {
         let _ = tx.send(outcome);
     })?;
@@ -202,7 +202,7 @@ pub fn run_blocking(config: SuiteConfig) -> Result<SuiteRun, SuiteError> {
     )
 }
 
-fn finish(outcome: Outcome) -> Result<SuiteRun, SuiteError> {
+fn finish(outcome: FromThread) -> Result<SuiteRun, SuiteError> {
     match outcome {
         Ok(result) => result,
         Err(panic) => resume_unwind(panic),
@@ -224,7 +224,7 @@ impl Drop for CancelOnDrop {
 /// that cancels it.
 fn start(
     config: SuiteConfig,
-    done: impl FnOnce(Outcome) + Send + 'static,
+    done: impl FnOnce(FromThread) + Send + 'static,
 ) -> Result<conformance::Trigger, SuiteError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -262,11 +262,11 @@ fn suite(
     let hook = config.progress.clone();
     let caught = panicked.clone();
     let progress = Progress::new(move |event: ProgressEvent<'_>| {
-        if caught.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        if crate::lock(&caught).is_some() {
             return;
         }
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook.send(event))) {
-            *caught.lock().unwrap_or_else(|e| e.into_inner()) = Some(panic);
+            *crate::lock(&caught) = Some(panic);
             cancel.fire(CANCELLED);
         }
     });
@@ -290,7 +290,7 @@ fn suite(
         keep: config.keep,
     };
     let outcome = conformance::run_suite_with(rt, opts, signals, config.work_dir.as_deref());
-    if let Some(panic) = panicked.lock().unwrap_or_else(|e| e.into_inner()).take() {
+    if let Some(panic) = crate::lock(&panicked).take() {
         resume_unwind(panic);
     }
     let outcome = outcome?;

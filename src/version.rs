@@ -154,16 +154,10 @@ pub fn is_strict_semver(raw: &str) -> bool {
     semver::Version::parse(raw).is_ok()
 }
 
-/// Everything the harness reports about a fingerprinted version string.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct VersionInfo {
-    /// The string the plugin reported.
-    pub raw: String,
-    /// go-version's canonical form; `None` when go-version rejects the string.
-    pub canonical: Option<String>,
-    /// Whether the string is strict SemVer as written.
-    pub semver: bool,
-}
+/// Everything the harness reports about a fingerprinted version string: the
+/// report schema's type (defined there, as `report` depends on nothing else
+/// in the crate), described from a raw string here.
+pub use crate::report::VersionInfo;
 
 impl VersionInfo {
     /// Describes a version string reported by a plugin.

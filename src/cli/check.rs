@@ -8,16 +8,17 @@ use std::time::Duration;
 use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
 
 use super::check_args::CheckArgs;
+use super::check_outputs::{check_outputs, write_files, write_reports};
 use super::check_rounds::{Rounds, Tally};
 use super::config::Config;
-use super::progress::{Ending, Format, Printer, Stream};
+use super::progress_lines::{Ending, Format, Printer, Stream};
 use super::selection::{describe, list, rfc3339_utc, selection, target};
 use super::signals::LateEnding;
-use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, EXIT_SNAPSHOT, print_stderr};
+use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, print_stderr};
 use crate::conformance::{
     self, CATALOGUE, Claims, Progress, RequestTemplate, Settings, SuiteOptions, fixture,
 };
-use crate::report::{self, Redactions, SnapshotOutcome};
+use crate::report;
 
 /// The largest `--timeout-scale`: beyond it a limit stops meaning anything.
 const MAX_TIMEOUT_SCALE: f64 = 100.0;
@@ -359,32 +360,6 @@ fn table(report: &report::Report, color: bool, quiet: bool, note: &str) -> Strin
     }
 }
 
-/// Writes the requested report files; returns the snapshot gate's exit code.
-fn write_reports(args: &CheckArgs, report: &report::Report) -> CliResult {
-    write_files(args, report)?;
-    match &args.snapshot {
-        Some(path) => snapshot_gate(report, path, args.bless),
-        None => Ok(EXIT_OK),
-    }
-}
-
-/// Writes the requested report files: JSON, JUnit, Markdown.
-fn write_files(args: &CheckArgs, report: &report::Report) -> Result<(), CliError> {
-    if let Some(dest) = &args.json {
-        write_output(dest, &report::to_json(report))?;
-    }
-    if let Some(path) = &args.junit {
-        write_output(&path.to_string_lossy(), &report::to_junit(report))?;
-    }
-    if let Some(path) = &args.markdown {
-        write_output(&path.to_string_lossy(), &report::to_markdown(report))?;
-    }
-    if let Some(path) = &args.html {
-        write_output(&path.to_string_lossy(), &report::to_html(report))?;
-    }
-    Ok(())
-}
-
 /// Bad numbers are input errors, before anything runs.
 fn validate_numbers(args: &CheckArgs) -> Result<(), CliError> {
     let scale = args.timeout_scale.unwrap_or(1.0);
@@ -429,132 +404,6 @@ fn stand_in_request(t: &RequestTemplate, stand_in: &str) -> crate::contract::Cre
     let nil = uuid::Uuid::nil().to_string();
     let name = t.name.clone().unwrap_or_else(|| stand_in.to_owned());
     t.request(stand_in, stand_in, name, nil.clone(), &nil)
-}
-
-/// Compares (or blesses) the normalised report.
-fn snapshot_gate(report: &report::Report, path: &Path, bless: bool) -> CliResult {
-    let text = report::normalise(report, &Redactions::for_report(report));
-    if bless {
-        report::bless(path, &text)
-            .map_err(|e| CliError::usage(format!("{e}: {}", source_of(&e))))?;
-        print_stderr(&format!(
-            "dhv-conform: snapshot written to {}\n",
-            path.display()
-        ));
-        return Ok(EXIT_OK);
-    }
-    match report::compare(path, &text)
-        .map_err(|e| CliError::usage(format!("{e}: {}", source_of(&e))))?
-    {
-        SnapshotOutcome::Matched => Ok(EXIT_OK),
-        SnapshotOutcome::Missing { path } => {
-            let hint = if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-                "under CI a missing snapshot is an error: bless it locally with --bless and commit it"
-            } else {
-                "run again with --bless to write it"
-            };
-            print_stderr(&format!(
-                "dhv-conform: snapshot {} does not exist; {hint}\n",
-                path.display()
-            ));
-            print_stderr(&report::diff(
-                "",
-                &text,
-                "(none)",
-                &path.display().to_string(),
-            ));
-            Ok(EXIT_SNAPSHOT)
-        }
-        SnapshotOutcome::Differs {
-            path,
-            diff,
-            other_harness,
-        } => {
-            if let Some(old) = other_harness {
-                let now = report::harness_of(&text).unwrap_or_default();
-                print_stderr(&format!(
-                    "dhv-conform: snapshot {} was written by {old}, this is {now}: some of the differences below may be the harness's, not the plugin's (pin the harness version the snapshot was blessed with)\n",
-                    path.display()
-                ));
-            }
-            print_stderr(&format!(
-                "dhv-conform: the results differ from snapshot {} (review, then --bless to accept):\n",
-                path.display()
-            ));
-            print_stderr(&diff);
-            Ok(EXIT_SNAPSHOT)
-        }
-    }
-}
-
-fn source_of(e: &dyn std::error::Error) -> String {
-    e.source().map(|s| s.to_string()).unwrap_or_default()
-}
-
-/// Writes a report file (or stdout for `-`) with the crate's one writer:
-/// regular files atomically, devices, FIFOs and `/dev/stdout` in place.
-fn write_output(dest: &str, text: &str) -> Result<(), CliError> {
-    if dest == "-" {
-        super::print_stdout(text);
-        return Ok(());
-    }
-    crate::safe_fs::write_file(
-        Path::new(dest),
-        text.as_bytes(),
-        &crate::safe_fs::WriteOptions::default(),
-    )
-    .map_err(|e| CliError::usage(e.to_string()))
-}
-
-/// Every output path can be written, checked before the run so that a typo
-/// fails in a second, not after minutes of checks; two reports aimed at one
-/// file would keep only the last, so that is refused too.
-fn check_outputs(args: &CheckArgs) -> Result<(), CliError> {
-    let files = [
-        (
-            "--json",
-            args.json.as_deref().filter(|j| *j != "-").map(Path::new),
-        ),
-        ("--junit", args.junit.as_deref()),
-        ("--markdown", args.markdown.as_deref()),
-        // --bless writes the snapshot; its dir must exist, as every output's must.
-        (
-            "--snapshot",
-            args.snapshot.as_deref().filter(|_| args.bless),
-        ),
-        ("--html", args.html.as_deref()),
-    ];
-    let files: Vec<(&str, &Path)> = files
-        .into_iter()
-        .filter_map(|(flag, path)| Some((flag, path?)))
-        .collect();
-    for (_, path) in &files {
-        crate::safe_fs::check_target(path).map_err(|e| CliError::usage(e.to_string()))?;
-    }
-    for (i, (flag, path)) in files.iter().enumerate() {
-        if let Some((other, _)) = files[..i].iter().find(|(_, p)| same_file(p, path)) {
-            return Err(CliError::usage(format!(
-                "{other} and {flag} name the same file {}: each report needs its own",
-                path.display()
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Whether two output paths end in one regular file (or one file yet to be
-/// made), so one write would replace the other. A device or FIFO named twice
-/// is written in place twice, which loses nothing.
-fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.is_file() && x.dev() == y.dev() && x.ino() == y.ino(),
-        (Err(_), Err(_)) => match (std::path::absolute(a), std::path::absolute(b)) {
-            (Ok(x), Ok(y)) => x == y,
-            _ => false,
-        },
-        _ => false,
-    }
 }
 
 /// `--work-dir` must be a directory that exists: the run makes its temp dir in it.

@@ -6,6 +6,7 @@
 
 mod check;
 mod check_args;
+mod check_outputs;
 mod check_rounds;
 mod clean;
 mod config;
@@ -13,7 +14,7 @@ mod explain;
 mod init;
 mod new;
 mod plugins;
-mod progress;
+mod progress_lines;
 mod report;
 mod run;
 mod run_fidelity;
@@ -115,19 +116,35 @@ enum Command {
 /// Prints to stdout; a reader that went away (`dhv-conform ... | head -1`) is
 /// not an error worth a panic: the rest of the output is dropped quietly.
 pub(crate) fn print_stdout(text: &str) {
-    progress::Stream::Stdout.write(text);
+    progress_lines::Stream::Stdout.write(text);
 }
 
 /// Prints to stderr; a stderr that cannot be written (a closed pipe) must not
 /// turn a clean exit code into a panic's 101: the message is dropped instead.
 pub(crate) fn print_stderr(text: &str) {
-    progress::Stream::Stderr.write(text);
+    progress_lines::Stream::Stderr.write(text);
 }
 
 /// Prints a schema type (from [`crate::report`]) as pretty JSON on stdout.
 pub(crate) fn print_json<T: serde::Serialize>(doc: &T) {
     let text = serde_json::to_string_pretty(doc).unwrap_or_default();
     print_stdout(&format!("{text}\n"));
+}
+
+/// Writes one output of a command (a report file, or stdout for `-`) with
+/// the crate's one writer: regular files atomically, devices, FIFOs and
+/// symlinks' targets (`/dev/stdout`) in place.
+pub(crate) fn write_output(dest: &str, text: &str) -> Result<(), CliError> {
+    if dest == "-" {
+        print_stdout(text);
+        return Ok(());
+    }
+    crate::safe_fs::write_file(
+        std::path::Path::new(dest),
+        text.as_bytes(),
+        &crate::safe_fs::WriteOptions::default(),
+    )
+    .map_err(|e| CliError::usage(e.to_string()))
 }
 
 /// Entry point of the binary.

@@ -10,7 +10,7 @@ use std::io::Read as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
-use super::{CliError, CliResult, EXIT_OK, print_stdout};
+use super::{CliError, CliResult, EXIT_OK, print_stdout, write_output};
 use crate::report::fleet::{self, FleetReport};
 use crate::report::{self, SCHEMA};
 
@@ -174,19 +174,4 @@ fn input_error(e: &dyn std::error::Error) -> CliError {
         source = cause.source();
     }
     CliError::usage(line)
-}
-
-/// Writes one output (stdout for `-`) with the crate's one writer: regular
-/// files atomically, devices, FIFOs and symlinks' targets in place.
-fn write_output(dest: &str, text: &str) -> Result<(), CliError> {
-    if dest == "-" {
-        print_stdout(text);
-        return Ok(());
-    }
-    crate::safe_fs::write_file(
-        std::path::Path::new(dest),
-        text.as_bytes(),
-        &crate::safe_fs::WriteOptions::default(),
-    )
-    .map_err(|e| CliError::usage(e.to_string()))
 }

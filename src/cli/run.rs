@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::run_fidelity::{self, RunBy};
 use super::run_output;
 use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stdout};
+use crate::conformance::RequestTemplate;
 use crate::contract::Operation;
 use crate::contract::{self, CreateRequest, DeleteRequest, Parameters};
 use crate::plugin::{
@@ -127,7 +128,7 @@ pub fn parse_parameters(raw: Option<&str>) -> Result<Option<Parameters>, CliErro
 
 /// What one `run` produced, whichever kind of plugin ran.
 #[derive(Default)]
-pub(super) struct Report {
+pub(super) struct OneRun {
     pub(super) operation: String,
     pub(super) env: Vec<(String, String)>,
     pub(super) run: Option<PluginRun>,
@@ -151,18 +152,12 @@ pub async fn run(args: RunArgs) -> CliResult {
     };
     check_plugin_file(&source)?;
     let volumes_dir = volumes_dir(args.volumes_dir.as_deref())?;
-    let timeouts = args.timeout.map_or_else(Timeouts::default, |t| Timeouts {
-        fingerprint: t,
-        create: t,
-        delete: t,
-    });
+    let timeouts = args
+        .timeout
+        .map_or_else(Timeouts::default, Timeouts::uniform);
     let limit = timeouts.for_operation(&args.operation);
     let follow = args.follow.unwrap_or(DEFAULT_FOLLOW).min(limit);
-    let plugin = source.open(&CallOptions {
-        timeouts,
-        follow,
-        ..CallOptions::default()
-    });
+    let plugin = source.open(&CallOptions::new(timeouts).following(follow));
     let create = create_request(&args, plugin.as_ref(), &volumes_dir, id, parameters);
     let created_path = args.created_path.clone().unwrap_or_else(|| {
         volumes_dir
@@ -180,16 +175,16 @@ pub async fn run(args: RunArgs) -> CliResult {
 
 /// Nomad's lookup refused the plugin: that is Nomad's verdict, and no call runs.
 fn refused_by_lookup(args: &RunArgs, refused: PluginError, run_by: RunBy) -> CliResult {
-    let report = Report {
+    let report = OneRun {
         operation: args.operation.clone(),
         error: Some(refused.to_string()),
         run_by: Some(run_by),
-        ..Report::default()
+        ..OneRun::default()
     };
     print_report(args, &report)
 }
 
-fn print_report(args: &RunArgs, report: &Report) -> CliResult {
+fn print_report(args: &RunArgs, report: &OneRun) -> CliResult {
     let ok = report.error.is_none();
     if args.json {
         print_json(&run_output::to_json(report));
@@ -269,24 +264,31 @@ fn create_request(
         (None, Some(dir)) => dir.to_string_lossy().into_owned(),
         (None, None) => String::new(),
     };
-    CreateRequest {
-        volumes_dir: volumes_dir.to_string_lossy().into_owned(),
-        plugin_dir,
-        node_pool: args.node_pool.clone(),
+    // The flags are a request template, made into a request as every
+    // template is.
+    let template = RequestTemplate {
+        name: args.name.clone(),
         namespace: args.namespace.clone(),
-        volume_name: args
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("run-{}", &id[..8])),
-        volume_id: id,
-        capacity_min_bytes: args.capacity_min,
-        capacity_max_bytes: args.capacity_max,
-        node_id: args
-            .node_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        node_pool: args.node_pool.clone(),
+        capacity_min: args.capacity_min,
+        capacity_max: args.capacity_max,
         parameters,
-    }
+    };
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("run-{}", &id[..8]));
+    let node_id = args
+        .node_id
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    template.request(
+        &volumes_dir.to_string_lossy(),
+        &plugin_dir,
+        name,
+        id,
+        &node_id,
+    )
 }
 
 /// Makes the one call, through the plugin interface whatever the plugin is.
@@ -295,10 +297,10 @@ async fn dispatch(
     op: &str,
     create: &CreateRequest,
     delete: &DeleteRequest,
-) -> Result<Report, CliError> {
-    let mut report = Report {
+) -> Result<OneRun, CliError> {
+    let mut report = OneRun {
         operation: op.to_string(),
-        ..Report::default()
+        ..OneRun::default()
     };
     match op.parse::<Operation>() {
         Ok(Operation::Fingerprint) => {
@@ -342,7 +344,7 @@ async fn dispatch(
     Ok(report)
 }
 
-impl Report {
+impl OneRun {
     /// Takes a call's evidence; returns its value when it succeeded.
     fn absorb<T>(&mut self, call: PluginCall<T>) -> Option<T> {
         self.env = call.request;

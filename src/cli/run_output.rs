@@ -1,18 +1,17 @@
 //! How `run` shows what happened: the human report and the `--json` object,
-//! both from the one [`Report`] a run makes.
+//! both from the one [`OneRun`] a run makes.
 
 use std::fmt::Write as _;
 
-use super::run::Report;
+use super::run::OneRun;
 use super::run_fidelity::{self, RunBy};
 use crate::exec::Outcome as ProcessOutcome;
-use crate::report::{self, RunOutput, printable_line};
+use crate::plugin::{PluginRun, env_lines};
+use crate::report::{RunOutput, printable_line};
 
-pub(super) fn to_json(r: &Report) -> RunOutput {
+pub(super) fn to_json(r: &OneRun) -> RunOutput {
     let outcome = r.run.as_ref().and_then(|run| run.result.as_ref().ok());
-    let exit = outcome.map(|o| o.exit);
-    let (exit_code, signal) = (exit.and_then(|e| e.code()), exit.and_then(|e| e.signal()));
-    let core_dumped = exit.is_some_and(|e| e.core_dumped());
+    let ended = r.run.as_ref().map(PluginRun::ended).unwrap_or_default();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let duration = r
         .run
@@ -23,17 +22,15 @@ pub(super) fn to_json(r: &Report) -> RunOutput {
     RunOutput {
         operation: r.operation.clone(),
         builtin: r.run.is_none(),
-        env: r.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-        exit_code,
-        signal,
-        core_dumped,
-        timed_out: outcome.is_some_and(|o| o.timed_out),
-        leaked: outcome.is_some_and(|o| o.leaked),
-        leftovers: outcome
-            .map(|o| o.leftovers.iter().map(|l| l.cmdline.clone()).collect())
-            .unwrap_or_default(),
-        stdout_truncated: outcome.is_some_and(|o| o.stdout_truncated),
-        stderr_truncated: outcome.is_some_and(|o| o.stderr_truncated),
+        env: env_lines(&r.env),
+        exit_code: ended.exit_code,
+        signal: ended.signal,
+        core_dumped: ended.core_dumped,
+        timed_out: ended.timed_out,
+        leaked: ended.leaked,
+        leftovers: ended.leftovers,
+        stdout_truncated: ended.stdout_truncated,
+        stderr_truncated: ended.stderr_truncated,
         duration_ms: duration.as_secs_f64() * 1000.0,
         stdout: outcome.map(|o| text(&o.stdout)).unwrap_or_default(),
         stderr: outcome.map(|o| text(&o.stderr)).unwrap_or_default(),
@@ -41,13 +38,7 @@ pub(super) fn to_json(r: &Report) -> RunOutput {
         error: r.error.clone(),
         start_failure: r.explanation.clone(),
         reproduce: r.run.as_ref().map(|run| run.reproduce()),
-        version: (r.operation == "fingerprint").then(|| {
-            r.version.as_ref().map(|v| report::VersionInfo {
-                raw: v.raw.clone(),
-                canonical: v.canonical.clone(),
-                semver: v.semver,
-            })
-        }),
+        version: (r.operation == "fingerprint").then(|| r.version.clone()),
         run_by: r.run_by.as_ref().map_or("", RunBy::word).to_string(),
         lookup_error: r
             .run_by
@@ -64,7 +55,7 @@ pub(super) fn to_json(r: &Report) -> RunOutput {
     }
 }
 
-impl Report {
+impl OneRun {
     fn not_reproduced(&self) -> Vec<String> {
         match &self.run_by {
             Some(by) => run_fidelity::not_reproduced(by, self.run.as_ref(), self.follow),
@@ -74,7 +65,7 @@ impl Report {
 }
 
 /// The human report: what the plugin got, what it did, and what Nomad makes of it.
-pub(super) fn to_human(r: &Report, plugin: &str) -> String {
+pub(super) fn to_human(r: &OneRun, plugin: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "plugin:    {plugin}");
     let _ = writeln!(out, "operation: {}", r.operation);
@@ -155,7 +146,7 @@ fn process_lines(out: &mut String, o: &ProcessOutcome) {
 }
 
 /// What Nomad makes of the call: the version or response it decoded, and its verdict.
-fn outcome_lines(out: &mut String, r: &Report) {
+fn outcome_lines(out: &mut String, r: &OneRun) {
     if let Some(v) = &r.version {
         let _ = writeln!(
             out,

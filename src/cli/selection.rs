@@ -6,7 +6,7 @@ use std::path::Path;
 use libtest_mimic::Arguments;
 
 use super::check_args::CheckArgs;
-use super::progress::{Format, Stream};
+use super::progress_lines::{Format, Stream};
 use super::{CliError, CliResult, EXIT_OK};
 use crate::conformance::{self, CATALOGUE, Target};
 use crate::report;

@@ -18,8 +18,9 @@ use super::catalogue::{CATALOGUE, CheckSpec};
 use super::checks::{self, CheckFn};
 use super::context::{Ctx, Finding, RunLog, Settings, Shared};
 use super::evidence;
+use super::verdict::{libtest_verdict, to_result};
 use crate::plugin::PluginRun;
-use crate::report::{CheckResult, Level, Report, RunOptions, Status};
+use crate::report::{CheckResult, Report, RunOptions};
 
 /// How a suite is run.
 #[derive(Debug, Clone)]
@@ -99,13 +100,13 @@ struct Barrier {
 
 impl Barrier {
     fn finish_one(&self) {
-        let mut n = self.remaining.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = crate::lock(&self.remaining);
         *n = n.saturating_sub(1);
         self.done.notify_all();
     }
 
     fn wait(&self) {
-        let mut n = self.remaining.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = crate::lock(&self.remaining);
         while *n > 0 {
             n = self.done.wait(n).unwrap_or_else(|e| e.into_inner());
         }
@@ -149,25 +150,37 @@ pub fn run_suite(
 ) -> Result<SuiteOutcome, EngineError> {
     // Listening before the temp dir exists: a signal from now on ends in
     // the teardown, never in a dir left behind.
-    let signals = super::teardown::Signals::install(rt);
+    let signals = super::interrupt::Signals::install(rt);
     run_suite_with(rt, opts, signals, None)
 }
 
 /// [`run_suite`] with the run's signals chosen by the caller (a listener, or a
-/// [`super::teardown::Trigger`] only) and its temp dir made in `work_dir`.
+/// [`super::interrupt::Trigger`] only) and its temp dir made in `work_dir`.
 pub(crate) fn run_suite_with(
     rt: &tokio::runtime::Runtime,
     opts: SuiteOptions,
-    signals: super::teardown::Signals,
+    signals: super::interrupt::Signals,
     work_dir: Option<&std::path::Path>,
 ) -> Result<SuiteOutcome, EngineError> {
     let root = super::teardown::make_root(work_dir).map_err(EngineError::TempDir)?;
+    let shared = Arc::new(Shared::new(opts.settings.clone(), root));
+    Ok(run_in(rt, opts, signals, shared))
+}
+
+/// The run itself, in `shared` (whose temp dir is made): the checks, the
+/// report, the teardown. Every hold on `shared` ends with it.
+fn run_in(
+    rt: &tokio::runtime::Runtime,
+    opts: SuiteOptions,
+    signals: super::interrupt::Signals,
+    shared: Arc<Shared>,
+) -> SuiteOutcome {
     let chosen: Vec<&'static CheckSpec> = CATALOGUE
         .iter()
         .filter(|c| selected(&opts.libtest, c.id))
         .collect();
     let state = RunState {
-        shared: Arc::new(Shared::new(opts.settings.clone(), root)),
+        shared,
         barrier: Arc::new(Barrier {
             remaining: Mutex::new(chosen.iter().filter(|c| !c.is_run_wide()).count()),
             done: Condvar::new(),
@@ -223,7 +236,7 @@ pub(crate) fn run_suite_with(
     // went on as it does for every ending, the report is whole and says so.
     outcome.interrupted = signals.received();
     outcome.report.interrupted = outcome.interrupted.map(signal_name);
-    Ok(outcome)
+    outcome
 }
 
 /// `SIGINT`, or `signal N` for a number without a name.
@@ -237,7 +250,7 @@ fn signal_name(signo: i32) -> String {
 struct UnwindTeardown<'a> {
     rt: &'a tokio::runtime::Runtime,
     shared: &'a Shared,
-    signals: &'a super::teardown::Signals,
+    signals: &'a super::interrupt::Signals,
     keep: bool,
     armed: bool,
 }
@@ -292,15 +305,9 @@ impl RunState {
         );
         result.unpinned = unpinned;
         self.progress.send(super::ProgressEvent::Finished(&result));
-        self.calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(runs);
+        crate::lock(&self.calls).extend(runs);
         let verdict = libtest_verdict(&result, self.strict);
-        self.results
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(spec.id, result);
+        crate::lock(&self.results).insert(spec.id, result);
         if !spec.is_run_wide() {
             self.barrier.finish_one();
         }
@@ -371,10 +378,7 @@ impl RunState {
     }
 
     fn harness_error(&self, what: String) -> Checked {
-        *self
-            .harness_failed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = true;
+        *crate::lock(&self.harness_failed) = true;
         (
             Finding::Fail(format!("harness error: {what}")),
             Vec::new(),
@@ -384,14 +388,11 @@ impl RunState {
 
     /// The suite's outcome once every trial has finished.
     fn outcome(&self, opts: &SuiteOptions, filtered: bool, conclusion: Conclusion) -> SuiteOutcome {
-        let checks: Vec<CheckResult> =
-            std::mem::take(&mut *self.results.lock().unwrap_or_else(|e| e.into_inner()))
-                .into_values()
-                .collect();
-        let (plugin_calls, plugin_busy) = busy_time(
-            std::mem::take(&mut *self.calls.lock().unwrap_or_else(|e| e.into_inner())),
-            &self.shared,
-        );
+        let checks: Vec<CheckResult> = std::mem::take(&mut *crate::lock(&self.results))
+            .into_values()
+            .collect();
+        let (plugin_calls, plugin_busy) =
+            busy_time(std::mem::take(&mut *crate::lock(&self.calls)), &self.shared);
         let mut report = Report::new(
             crate::contract::SPEC_VERSION,
             evidence::plugin_info(&self.shared),
@@ -412,10 +413,7 @@ impl RunState {
         SuiteOutcome {
             report,
             conclusion,
-            harness_failed: *self
-                .harness_failed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
+            harness_failed: *crate::lock(&self.harness_failed),
             plugin_calls,
             plugin_busy,
             teardown: super::Teardown::default(),
@@ -447,43 +445,6 @@ fn busy_time(check_runs: Vec<PluginRun>, shared: &Shared) -> (usize, Duration) {
     (seen.len(), busy)
 }
 
-/// Applies the level: a failed should is a warning; a must cannot be info.
-fn to_result(
-    spec: &CheckSpec,
-    finding: Finding,
-    elapsed: std::time::Duration,
-    runs: &[crate::plugin::PluginRun],
-    in_flight: &std::collections::HashMap<Instant, usize>,
-    limits: &crate::plugin::Timeouts,
-    run_start: Instant,
-) -> CheckResult {
-    let (status, message) = match finding {
-        Finding::Pass(m) => (Status::Pass, m),
-        Finding::Fail(m) if spec.level == Level::Should => (Status::Warn, m),
-        Finding::Fail(m) => (Status::Fail, m),
-        Finding::Warn(m) => (Status::Warn, m),
-        Finding::Skip(m) => (Status::Skip, m),
-        Finding::Info(m) => (Status::Info, m),
-    };
-    CheckResult {
-        id: spec.id.to_string(),
-        group: spec.group().to_string(),
-        level: spec.level,
-        status,
-        message,
-        duration_ms: elapsed.as_millis() as u64,
-        invocations: evidence::invocations(runs, status, in_flight, limits, run_start),
-        unpinned: None,
-    }
-}
-
-/// How libtest shows a result: warnings pass unless `--strict`; skips are
-/// "ignored" with their reason.
-fn libtest_verdict(result: &CheckResult, strict: bool) -> Result<Completion, Failed> {
-    match result.status {
-        Status::Pass | Status::Info => Ok(Completion::Completed),
-        Status::Warn if !strict => Ok(Completion::Completed),
-        Status::Skip => Ok(Completion::ignored_with(&result.message)),
-        Status::Warn | Status::Fail => Err(Failed::from(result.message.as_str())),
-    }
-}
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

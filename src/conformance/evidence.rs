@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::context::Shared;
 use crate::plugin::PluginSource;
-use crate::plugin::{PluginRun, Timeouts};
+use crate::plugin::{PluginRun, Timeouts, env_lines};
 use crate::report::{self, Invocation, PluginInfo, Status};
 
 /// How many calls a check's report keeps (the failing ones first).
@@ -18,18 +18,13 @@ const MAX_INVOCATIONS: usize = 20;
 pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
     let version = shared.probes.fingerprint_result().and_then(|call| {
         // A version Nomad rejects is still reported, raw, with no canonical form.
-        let info = match &call.result {
+        Some(match &call.result {
             Ok(fp) => fp.version.clone(),
             Err(_) => {
                 let stdout = call.run.as_ref()?.stdout();
                 let raw = crate::plugin::shown_version(stdout)?;
                 crate::version::VersionInfo::from_raw(&raw)
             }
-        };
-        Some(report::VersionInfo {
-            raw: info.raw,
-            canonical: info.canonical,
-            semver: info.semver,
         })
     });
     match &shared.settings.target {
@@ -124,23 +119,21 @@ pub(crate) fn invocations(
 /// One raw call as the report schema has it.
 pub(crate) fn invocation(run: &PluginRun) -> Invocation {
     let outcome = run.result.as_ref().ok();
-    let exit = outcome.map(|o| o.exit);
-    let (exit_code, signal) = (exit.and_then(|e| e.code()), exit.and_then(|e| e.signal()));
-    let core_dumped = exit.is_some_and(|e| e.core_dumped());
+    let ended = run.ended();
     Invocation {
         operation: run.operation.clone(),
-        env: run.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-        exit_code,
-        signal,
-        core_dumped,
+        env: env_lines(&run.env),
+        exit_code: ended.exit_code,
+        signal: ended.signal,
+        core_dumped: ended.core_dumped,
         started_ms: None,
         duration_ms: run.duration().as_secs_f64() * 1e3,
-        timed_out: run.timed_out(),
+        timed_out: ended.timed_out,
         killed_by_check_ms: None,
-        leaked: outcome.is_some_and(|o| o.leaked),
-        orphans: run.leftovers().iter().map(|l| l.cmdline.clone()).collect(),
-        stdout_truncated: outcome.is_some_and(|o| o.stdout_truncated),
-        stderr_truncated: outcome.is_some_and(|o| o.stderr_truncated),
+        leaked: ended.leaked,
+        leftovers: ended.leftovers,
+        stdout_truncated: ended.stdout_truncated,
+        stderr_truncated: ended.stderr_truncated,
         stdout: report::excerpt(run.stdout(), report::DEFAULT_EXCERPT_CAP),
         stderr: match &run.result {
             Ok(o) => report::excerpt(&o.stderr, report::DEFAULT_EXCERPT_CAP),

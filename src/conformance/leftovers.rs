@@ -47,9 +47,7 @@ pub(crate) fn own(root: &Path) -> std::io::Result<()> {
     file.write_all(format!("pid={me}\nstart={start}\nroot={}\n", root.display()).as_bytes())?;
     let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock)
         .map_err(|(_, e)| std::io::Error::from(e))?;
-    HELD.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((root.to_path_buf(), lock));
+    crate::lock(&HELD).push((root.to_path_buf(), lock));
     Ok(())
 }
 
@@ -59,9 +57,7 @@ pub(crate) fn disown(root: &Path, keep: bool) {
     if keep {
         let _ = std::fs::remove_file(root.join(OWNER_FILE));
     }
-    HELD.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|(r, _)| r != root);
+    crate::lock(&HELD).retain(|(r, _)| r != root);
 }
 
 /// A run's ownership as its owner file records it.

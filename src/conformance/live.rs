@@ -1,6 +1,6 @@
 //! What both the checks' context and the run's teardown keep track of or
 //! need, kept apart from both so neither imports the other: the registry of
-//! volumes still alive ([`LiveVolumes`]) and [`all_at_once`], which runs a
+//! volumes still alive ([`LiveVolumes`]) and [`join_all`], which runs a
 //! batch of calls together.
 
 use std::collections::BTreeMap;
@@ -91,17 +91,16 @@ impl LiveVolumes {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), Live>> {
-        self.volumes.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.volumes)
     }
 }
 
-/// Runs every future at once on the current task and returns their outputs
-/// in order (what `futures::join_all` does, without the crate).
-pub(crate) async fn all_at_once<'a, T>(
-    futures: Vec<Pin<Box<dyn Future<Output = T> + Send + 'a>>>,
-) -> Vec<T> {
-    let mut pending: Vec<_> = futures.into_iter().map(Some).collect();
-    let mut done: Vec<Option<T>> = pending.iter().map(|_| None).collect();
+/// Awaits every future at once, on the current task, and returns their
+/// outputs in order (what `futures::join_all` does, without the crate).
+pub(crate) async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut pending: Vec<Option<Pin<Box<F>>>> =
+        futures.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let mut done: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
     std::future::poll_fn(move |cx| {
         for (slot, out) in pending.iter_mut().zip(done.iter_mut()) {
             if let Some(fut) = slot {
@@ -171,22 +170,16 @@ mod tests {
     }
 
     #[test]
-    fn all_at_once_runs_them_together_and_keeps_order() {
+    fn join_all_runs_them_together_and_keeps_order() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .unwrap();
         let started = std::time::Instant::now();
-        let out = rt.block_on(all_at_once(
-            (0..20u64)
-                .map(|i| {
-                    Box::pin(async move {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        i
-                    }) as Pin<Box<dyn Future<Output = u64> + Send>>
-                })
-                .collect(),
-        ));
+        let out = rt.block_on(join_all((0..20u64).map(|i| async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            i
+        })));
         assert_eq!(out, (0..20).collect::<Vec<_>>());
         assert!(
             started.elapsed() < Duration::from_secs(2),

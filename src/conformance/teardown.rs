@@ -1,6 +1,6 @@
 //! The run's lifecycle around its checks: the temp dir every sandbox lives
-//! in, the signals that interrupt a run, and the teardown that leaves
-//! nothing behind and destroys nothing that is not ours.
+//! in, and the teardown that leaves nothing behind and destroys nothing that
+//! is not ours (the signals that interrupt a run are [`super::interrupt`]'s).
 //!
 //! Every ending goes the same way, only the first step differs:
 //! 1. on SIGINT, SIGTERM or SIGHUP: no check starts any more, and the run's
@@ -15,17 +15,12 @@
 //!    ([`crate::safe_fs::remove_tree`]), and whether it is gone is told as
 //!    it is.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::Poll;
 use std::time::Duration;
 
-use super::live::{LiveVolumes, all_at_once};
+use super::interrupt::Signals;
+use super::live::{LiveVolumes, join_all};
 use crate::contract::DeleteRequest;
-use crate::exec::Supervisor;
 use crate::plugin::{CallOptions, PluginSource, Timeouts};
 
 /// How long the deletes of an interrupted run may take, all together.
@@ -44,158 +39,6 @@ pub(crate) struct RunEnd<'a> {
     pub root: &'a crate::safe_fs::HeldDir,
     /// The files the harness wrote that are not removed yet.
     pub planted: &'a super::context::Planted,
-}
-
-/// The signals that end a run, as they arrive.
-#[derive(Debug, Default)]
-struct Received {
-    /// The first signal's number (0: none yet).
-    first: AtomicI32,
-    /// A second signal came: skip what is left of the deletes.
-    hurry: AtomicBool,
-    /// The supervisor of the teardown's deletes, once they run.
-    teardown: Mutex<Option<Supervisor>>,
-    /// The run's supervisor, once the run has one.
-    run: Mutex<Option<Supervisor>>,
-}
-
-/// Listens for SIGINT, SIGTERM and SIGHUP while a run is live.
-pub(crate) struct Signals {
-    received: Arc<Received>,
-    listener: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Signals {
-    /// Starts listening, before the run makes anything to clean up; the first
-    /// signal cancels the run's supervisor once it has one ([`watch`](Self::watch):
-    /// its plugin calls are killed, none starts any more), a second one the
-    /// teardown's deletes.
-    pub fn install(rt: &tokio::runtime::Runtime) -> Signals {
-        use tokio::signal::unix::{SignalKind, signal};
-        let received = Arc::new(Received::default());
-        let kinds = [
-            SignalKind::interrupt(),
-            SignalKind::terminate(),
-            SignalKind::hangup(),
-        ];
-        // Registered here, not in the task, so no signal falls between
-        // "installed" and "listening".
-        let streams: Vec<_> = {
-            let _guard = rt.enter();
-            kinds
-                .iter()
-                .filter_map(|k| Some((k.as_raw_value(), signal(*k).ok()?)))
-                .collect()
-        };
-        let state = received.clone();
-        let listener = rt.spawn(async move {
-            let mut streams = streams;
-            loop {
-                let next = std::future::poll_fn(|cx| {
-                    for (signo, s) in streams.iter_mut() {
-                        if let Poll::Ready(Some(())) = s.poll_recv(cx) {
-                            return Poll::Ready(*signo);
-                        }
-                    }
-                    Poll::Pending
-                });
-                let signo = next.await;
-                if state
-                    .first
-                    .compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst)
-                    .is_ok()
-                {
-                    if let Some(run) = lock(&state.run).as_ref() {
-                        run.cancel();
-                    }
-                } else {
-                    state.hurry.store(true, Ordering::SeqCst);
-                    if let Some(t) = lock(&state.teardown).as_ref() {
-                        t.cancel();
-                    }
-                }
-            }
-        });
-        Signals {
-            received,
-            listener: Some(listener),
-        }
-    }
-
-    /// No listener: the run ends early only when its [`Trigger`] fires (the library's
-    /// runs, which leave the host program's signals alone unless it asks).
-    pub fn manual() -> Signals {
-        Signals {
-            received: Arc::default(),
-            listener: None,
-        }
-    }
-
-    /// Ends the run from code as its first signal would.
-    pub fn trigger(&self) -> Trigger {
-        Trigger(self.received.clone())
-    }
-
-    /// Makes `run` the supervisor the first signal cancels (at once, if it
-    /// already came).
-    pub fn watch(&self, run: &Supervisor) {
-        *lock(&self.received.run) = Some(run.clone());
-        if self.received().is_some() {
-            run.cancel();
-        }
-    }
-
-    /// The first signal received, if any.
-    pub fn received(&self) -> Option<i32> {
-        match self.received.first.load(Ordering::SeqCst) {
-            0 => None,
-            n => Some(n),
-        }
-    }
-
-    /// A supervisor for the teardown's deletes, which a second signal cancels
-    /// (already cancelled if it came).
-    fn teardown_supervisor(&self) -> Supervisor {
-        let s = Supervisor::new();
-        *lock(&self.received.teardown) = Some(s.clone());
-        if self.received.hurry.load(Ordering::SeqCst) {
-            s.cancel();
-        }
-        s
-    }
-}
-
-/// Ends a run from code as its first signal would: no check starts any more, its
-/// plugin calls are killed, and the teardown runs.
-#[derive(Clone)]
-pub(crate) struct Trigger(Arc<Received>);
-
-impl Trigger {
-    /// Fires, recording `signo` as the signal that ended the run.
-    pub fn fire(&self, signo: i32) {
-        let state = &self.0;
-        if state
-            .first
-            .compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            if let Some(run) = lock(&state.run).as_ref() {
-                run.cancel();
-            }
-        }
-    }
-}
-
-impl Drop for Signals {
-    fn drop(&mut self) {
-        if let Some(l) = self.listener.take() {
-            l.abort();
-        }
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What the teardown did, told as it is.
@@ -396,20 +239,14 @@ async fn delete_live(run: &RunEnd<'_>, signals: &Signals, out: &mut Teardown) {
         return;
     }
     let supervisor = signals.teardown_supervisor();
-    let plugin = run.target.open(&CallOptions {
-        timeouts: run.timeouts,
-        supervisor: Some(supervisor.clone()),
-        ..CallOptions::default()
+    let plugin = run
+        .target
+        .open(&CallOptions::new(run.timeouts).under(supervisor.clone()));
+    let calls = live.iter().map(|req| {
+        let plugin = plugin.clone();
+        async move { plugin.delete(req).await.ok() }
     });
-    let calls = live
-        .iter()
-        .map(|req| {
-            let plugin = plugin.clone();
-            Box::pin(async move { plugin.delete(req).await.ok() })
-                as Pin<Box<dyn Future<Output = bool> + Send + '_>>
-        })
-        .collect();
-    let results = match tokio::time::timeout(TEARDOWN_DEADLINE, all_at_once(calls)).await {
+    let results = match tokio::time::timeout(TEARDOWN_DEADLINE, join_all(calls)).await {
         Ok(results) => results,
         Err(_) => {
             // The deadline passed: the calls still running are killed.

@@ -15,7 +15,7 @@ use super::signal::{signal_group, signal_one};
 use super::spawn::{self, EnvBlock, pipe_inode};
 use super::supervisor::Supervisor;
 use super::sweep::Tracked;
-use super::{ExitReason, Invocation, KillMode, Outcome, SpawnError, process_wide, procfs, sweep};
+use super::{Call, ExitReason, KillMode, Outcome, SpawnError, process_wide, procfs, sweep};
 
 /// A started call: the leader, its pipes, and the guard that cleans up after
 /// it whatever happens to the future running it.
@@ -30,7 +30,7 @@ struct Started {
     guard: CallGuard,
 }
 
-impl Invocation {
+impl Call {
     /// Runs the call to completion (see the module docs for every step), under
     /// its supervisor, or under a fresh one of its own when none was given.
     pub async fn run(&self) -> Result<Outcome, SpawnError> {

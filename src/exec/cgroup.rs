@@ -24,6 +24,8 @@ use std::sync::{Mutex, OnceLock};
 
 use super::cgroup_tree as tree;
 
+use crate::lock;
+
 /// Set in the harness's environment (never a plugin's: theirs is cleared),
 /// this turns the cgroups off, so that tests can hold the subreaper fallback
 /// to the same promises on a machine that has cgroups.
@@ -139,10 +141,6 @@ impl Slot {
 static POOL: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
 /// The numbers of the call cgroups handed out and not back yet.
 static LIVE: Mutex<Vec<u64>> = Mutex::new(Vec::new());
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// One call's cgroup: taken before the spawn, handed back (or removed)
 /// after the sweep.

@@ -1,7 +1,7 @@
 //! The one process runner: the only place in the crate that spawns or signals
 //! processes.
 //!
-//! A plugin is untrusted code. Every call made through [`Invocation::run`]:
+//! A plugin is untrusted code. Every call made through [`Call::run`]:
 //! - starts with a cleared environment plus exactly the given variables, in order,
 //!   stdin `/dev/null`, in a process group of its own;
 //! - captures stdout and stderr up to a cap while draining the rest, so a flood
@@ -102,9 +102,9 @@ pub enum KillMode {
     GroupKill,
 }
 
-/// One process to run. Build it, then [`run`](Invocation::run) it.
+/// One process to run. Build it, then [`run`](Call::run) it.
 #[derive(Debug, Clone)]
-pub struct Invocation {
+pub struct Call {
     program: PathBuf,
     arg0: Option<PathBuf>,
     args: Vec<OsString>,
@@ -140,7 +140,7 @@ pub struct Outcome {
     /// How long after the leader's exit both pipes were closed, when they
     /// were before the holders were killed; `None` when a descendant still
     /// held one at the end of the wait-delay (and of any
-    /// [`follow`](Invocation::follow)), and was killed.
+    /// [`follow`](Call::follow)), and was killed.
     pub closed_after_exit: Option<Duration>,
     /// The call ran out of time and was killed.
     pub timed_out: bool,
@@ -177,10 +177,10 @@ impl SpawnError {
     }
 }
 
-impl Invocation {
+impl Call {
     /// A call of `program` with no arguments, an empty environment and no timeout.
     pub fn new(program: impl Into<PathBuf>) -> Self {
-        Invocation {
+        Call {
             program: program.into(),
             arg0: None,
             args: Vec::new(),

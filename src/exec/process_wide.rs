@@ -53,7 +53,7 @@ impl Leaders {
 
 /// Locks the set of live leaders.
 pub(crate) fn leaders() -> Leaders {
-    Leaders(LEADERS.lock().unwrap_or_else(|e| e.into_inner()))
+    Leaders(crate::lock(&LEADERS))
 }
 
 /// The live leaders now (each is also the process group id of its call),

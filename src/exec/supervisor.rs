@@ -13,7 +13,7 @@ use super::sweep::{self, Tracked};
 /// flag. Cheap to clone; clones share both.
 ///
 /// A run (a conformance suite, a manager command) makes one and passes it down
-/// to every call it makes ([`Invocation::supervised_by`](super::Invocation::supervised_by),
+/// to every call it makes ([`Call::supervised_by`](super::Call::supervised_by),
 /// [`ExternalPlugin::with_supervisor`](crate::plugin::ExternalPlugin::with_supervisor)).
 /// [`cancel`](Supervisor::cancel) then kills that run's plugin processes and
 /// nothing else: several supervisors live side by side in one process, and a
@@ -47,7 +47,7 @@ impl Supervisor {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.0)
     }
 
     /// Kills every live call of this supervisor (each whole process group and

@@ -29,7 +29,7 @@ impl NameLocks {
     /// Reserves `name` for `id`. Operations on the same id share the name (an
     /// update racing a restore); another id gets the id that holds it.
     pub fn reserve(self: &Arc<Self>, name: &str, id: &str) -> Result<NameReservation, String> {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = crate::lock(&self.held);
         match held.get_mut(name) {
             Some((holder, _)) if holder != id => return Err(holder.clone()),
             Some((_, count)) => *count += 1,
@@ -46,14 +46,14 @@ impl NameLocks {
     /// The id that holds `name` in this process, if any.
     #[cfg(test)]
     pub fn holder(&self, name: &str) -> Option<String> {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let held = crate::lock(&self.held);
         held.get(name).map(|(id, _)| id.clone())
     }
 }
 
 impl Drop for NameReservation {
     fn drop(&mut self) {
-        let mut held = self.locks.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = crate::lock(&self.locks.held);
         if let Some((_, count)) = held.get_mut(&self.name) {
             *count -= 1;
             if *count == 0 {

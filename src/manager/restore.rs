@@ -51,7 +51,7 @@ impl Restored {
 }
 
 /// One volume's result and the plugin call behind it.
-type Outcome = (Result<String, ManagerError>, Option<PluginRun>);
+type JobResult = (Result<String, ManagerError>, Option<PluginRun>);
 
 /// The work for one volume, decided before any call starts.
 enum Job {
@@ -110,9 +110,9 @@ impl HostVolumeManager {
         &self,
         volumes: &[Volume],
         jobs: Vec<Result<Job, ManagerError>>,
-    ) -> Vec<Option<Outcome>> {
+    ) -> Vec<Option<JobResult>> {
         let permits = Arc::new(Semaphore::new(self.restore_concurrency));
-        let mut results: Vec<Option<Outcome>> = Vec::new();
+        let mut results: Vec<Option<JobResult>> = Vec::new();
         results.resize_with(volumes.len(), || None);
         let mut tasks = JoinSet::new();
         let mut slot_of = HashMap::new();
@@ -153,7 +153,7 @@ impl HostVolumeManager {
 
 /// One volume's call: create again with the stored request, or `stat` the
 /// registered path.
-async fn run_job(job: Job, name: String, host_path: String) -> Outcome {
+async fn run_job(job: Job, name: String, host_path: String) -> JobResult {
     match job {
         Job::Create(plugin, req) => {
             let call = plugin.create(&req).await;
@@ -176,7 +176,7 @@ async fn run_job(job: Job, name: String, host_path: String) -> Outcome {
 
 /// A volume with its outcome; a missing outcome (a task that vanished) is an
 /// error of ours, never a silent success.
-fn restored((volume, outcome): (Volume, Option<Outcome>)) -> Restored {
+fn restored((volume, outcome): (Volume, Option<JobResult>)) -> Restored {
     let (result, run) =
         outcome.unwrap_or_else(|| (Err(internal("no result was recorded".into())), None));
     Restored {

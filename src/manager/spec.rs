@@ -1,9 +1,9 @@
 //! What a caller asks for: the user's part of a create or register request.
 //! The manager adds what the node knows (dirs, node id, node pool).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use crate::contract::Parameters;
+use crate::contract::{CreateRequest, Parameters};
 
 /// The namespace of a volume when none is given, as in Nomad.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -68,6 +68,31 @@ impl VolumeSpec {
     pub fn with_parameters(mut self, parameters: Parameters) -> VolumeSpec {
         self.parameters = Some(parameters);
         self
+    }
+
+    /// Nomad's create request for this volume on a node: the node adds its
+    /// volumes dir, plugin dir (none for the built-in alone), pool and id.
+    pub fn request(
+        &self,
+        volumes_dir: &Path,
+        plugin_dir: Option<&Path>,
+        node_pool: &str,
+        node_id: &str,
+    ) -> CreateRequest {
+        CreateRequest {
+            volumes_dir: volumes_dir.to_string_lossy().into_owned(),
+            plugin_dir: plugin_dir
+                .map(|d| d.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            node_pool: node_pool.to_owned(),
+            namespace: self.namespace.clone(),
+            volume_name: self.name.clone(),
+            volume_id: self.id.clone(),
+            capacity_min_bytes: self.capacity_min_bytes,
+            capacity_max_bytes: self.capacity_max_bytes,
+            node_id: node_id.to_owned(),
+            parameters: self.parameters.clone(),
+        }
     }
 }
 

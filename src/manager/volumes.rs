@@ -13,7 +13,7 @@ use super::locks::{NameLocks, NameReservation};
 use super::spec::{DEFAULT_NODE_POOL, RegisterSpec, VolumeSpec};
 use super::state::{State, StateStore};
 use super::volume::{Volume, deletable, own_path};
-use crate::contract::{self, CreateRequest, DeleteRequest};
+use crate::contract::{self, DeleteRequest};
 use crate::plugin::{CallOptions, HostVolumePlugin, PluginError, PluginSource, Timeouts};
 
 /// What a delete did.
@@ -197,11 +197,7 @@ impl HostVolumeManager {
             return Ok(Arc::clone(p));
         }
         let source = PluginSource::lookup(self.plugin_dir.as_deref(), id)?;
-        Ok(source.open(&CallOptions {
-            timeouts,
-            supervisor: self.supervisor.clone(),
-            ..CallOptions::default()
-        }))
+        Ok(source.open(&CallOptions::new(timeouts).under(self.supervisor.clone())))
     }
 
     /// Discovers and fingerprints the plugins like a client, and says which
@@ -240,22 +236,12 @@ impl HostVolumeManager {
             }
             _ => {}
         }
-        let req = CreateRequest {
-            volumes_dir: volumes_dir.to_string_lossy().into_owned(),
-            plugin_dir: self
-                .plugin_dir
-                .as_deref()
-                .map(|d| d.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            node_pool: self.node_pool.clone(),
-            namespace: spec.namespace.clone(),
-            volume_name: spec.name.clone(),
-            volume_id: spec.id.clone(),
-            capacity_min_bytes: spec.capacity_min_bytes,
-            capacity_max_bytes: spec.capacity_max_bytes,
-            node_id: self.node_id.clone(),
-            parameters: spec.parameters.clone(),
-        };
+        let req = spec.request(
+            volumes_dir,
+            self.plugin_dir.as_deref(),
+            &self.node_pool,
+            &self.node_id,
+        );
         let resp = plugin
             .create(&req)
             .await
@@ -442,8 +428,7 @@ impl HostVolumeManager {
         let saved = self
             .state
             .update(move |s: &mut State| {
-                *seen.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(!s.volumes.contains_key(&volume.id));
+                *crate::lock(&seen) = Some(!s.volumes.contains_key(&volume.id));
                 if let Some(holder) = s.name_holder(&volume.name, &volume.id) {
                     return Err(ManagerError::NameConflict {
                         name: volume.name.clone(),
@@ -455,7 +440,7 @@ impl HostVolumeManager {
                 Ok(volume)
             })
             .await;
-        let mut first = *first.lock().unwrap_or_else(|e| e.into_inner());
+        let mut first = *crate::lock(&first);
         if first.is_none() {
             // The lock could not be taken: a plain read (a whole file, as
             // writes rename) is the best view left.

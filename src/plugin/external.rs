@@ -6,9 +6,11 @@ use std::path::{Component, Path, PathBuf};
 
 use std::time::{Duration, Instant};
 
-use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, explain, go_quote};
+use super::{
+    BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure, go_quote,
+};
 use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, Operation};
-use crate::exec::{Invocation, KillMode, Supervisor};
+use crate::exec::{Call, KillMode, Supervisor};
 use crate::version::VersionInfo;
 
 /// The most stdout a call may print and still be decoded exactly as Nomad
@@ -20,54 +22,7 @@ pub const DECODE_LIMIT: usize = 16 << 20;
 
 pub use super::record::{PluginRun, Recorder, StartFailure, shell_quote};
 
-/// Time limits per operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    /// Fingerprint limit (Nomad's effective limit is 1 s).
-    pub fingerprint: Duration,
-    /// Create limit (60 s).
-    pub create: Duration,
-    /// Delete limit (60 s).
-    pub delete: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            fingerprint: contract::FINGERPRINT_TIMEOUT,
-            create: contract::CREATE_TIMEOUT,
-            delete: contract::DELETE_TIMEOUT,
-        }
-    }
-}
-
-impl Timeouts {
-    /// Every limit multiplied by `factor` (for slow test machines; reported).
-    pub fn scaled(self, factor: f64) -> Timeouts {
-        let f = |d: Duration| d.mul_f64(factor.max(0.0));
-        Timeouts {
-            fingerprint: f(self.fingerprint),
-            create: f(self.create),
-            delete: f(self.delete),
-        }
-    }
-
-    /// The limit for `op`.
-    pub fn limit(&self, op: Operation) -> Duration {
-        match op {
-            Operation::Fingerprint => self.fingerprint,
-            Operation::Create => self.create,
-            Operation::Delete => self.delete,
-        }
-    }
-
-    /// The limit for the operation word `op`; words Nomad does not send get
-    /// the create limit.
-    pub fn for_operation(&self, op: &str) -> Duration {
-        op.parse::<Operation>()
-            .map_or(self.create, |op| self.limit(op))
-    }
-}
+pub use super::timeouts::Timeouts;
 
 /// A plugin executable and the way it is run.
 #[derive(Debug, Clone)]
@@ -275,7 +230,7 @@ impl ExternalPlugin {
         timeout: Duration,
     ) -> PluginRun {
         env.extend(self.extra_env.iter().cloned());
-        let mut inv = Invocation::new(&self.program)
+        let mut inv = Call::new(&self.program)
             .arg0(&self.executable)
             .arg(op)
             .env(env.clone())
@@ -294,9 +249,9 @@ impl ExternalPlugin {
             go_error: format!(
                 "fork/exec {}: {}",
                 self.executable.display(),
-                explain::go_errno_text(&e.source)
+                exec_failure::go_errno_text(&e.source)
             ),
-            explanation: explain::start_failure(&self.program, &e.source),
+            explanation: exec_failure::start_failure(&self.program, &e.source),
         });
         PluginRun {
             executable: self.executable.clone(),

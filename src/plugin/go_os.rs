@@ -8,7 +8,7 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
 
-use super::explain::go_errno_text;
+use super::exec_failure::go_errno_text;
 
 /// Go's `*os.PathError`: `<op> <path>: <errno text>`.
 #[derive(Debug)]

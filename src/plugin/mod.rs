@@ -10,9 +10,9 @@
 //! timings), not just the decoded result. [`PluginSource`] is the one parser
 //! that turns `mkdir` or a path into a plugin.
 
-mod call;
-mod explain;
+mod exec_failure;
 mod fingerprint_decode;
+mod plugin_call;
 pub use fingerprint_decode::{decode_fingerprint, shown_version};
 pub mod external;
 mod go_os;
@@ -20,6 +20,7 @@ mod go_strconv;
 pub mod mkdir;
 mod record;
 mod source;
+mod timeouts;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -29,9 +30,10 @@ use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, ExitReason};
 use crate::version::VersionInfo;
 
 pub use crate::exec::{KillMode, Supervisor};
-pub use call::PluginCall;
 pub use external::{ExternalPlugin, PluginRun, Recorder, Timeouts};
 pub use mkdir::MkdirPlugin;
+pub use plugin_call::PluginCall;
+pub(crate) use record::env_lines;
 pub use source::{CallOptions, PluginSource};
 
 /// A boxed, sendable future: keeps [`HostVolumePlugin`] object-safe.

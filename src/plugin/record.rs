@@ -20,20 +20,17 @@ impl Recorder {
     }
 
     pub(super) fn push(&self, run: &PluginRun) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(run.clone());
+        crate::lock(&self.0).push(run.clone());
     }
 
     /// A copy of every call recorded so far.
     pub fn runs(&self) -> Vec<PluginRun> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        crate::lock(&self.0).clone()
     }
 
     /// How many calls were recorded so far.
     pub fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+        crate::lock(&self.0).len()
     }
 
     /// Whether no call was recorded yet.
@@ -157,6 +154,53 @@ impl PluginRun {
         cmd.push_str(" </dev/null");
         cmd
     }
+}
+
+/// How a call's process ended, in the terms every report of a call uses (a
+/// check's evidence, `run --json`): read off its record in this one place.
+/// A call that never started ended in none of these ways.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Ended {
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// It dumped core.
+    pub core_dumped: bool,
+    /// It was killed for overrunning its limit.
+    pub timed_out: bool,
+    /// Something it started kept stdout or stderr open after it exited.
+    pub leaked: bool,
+    /// The command lines of the processes it left behind (killed since).
+    pub leftovers: Vec<String>,
+    /// Its stdout was cut at the output cap.
+    pub stdout_truncated: bool,
+    /// Its stderr was cut at the output cap.
+    pub stderr_truncated: bool,
+}
+
+impl PluginRun {
+    /// How it ended ([`Ended`]).
+    pub(crate) fn ended(&self) -> Ended {
+        let Ok(o) = &self.result else {
+            return Ended::default();
+        };
+        Ended {
+            exit_code: o.exit.code(),
+            signal: o.exit.signal(),
+            core_dumped: o.exit.core_dumped(),
+            timed_out: o.timed_out,
+            leaked: o.leaked,
+            leftovers: o.leftovers.iter().map(|l| l.cmdline.clone()).collect(),
+            stdout_truncated: o.stdout_truncated,
+            stderr_truncated: o.stderr_truncated,
+        }
+    }
+}
+
+/// An environment as reports show it: one `NAME=value` a variable, in order.
+pub(crate) fn env_lines(env: &[(String, String)]) -> Vec<String> {
+    env.iter().map(|(k, v)| format!("{k}={v}")).collect()
 }
 
 /// Quotes for POSIX sh: bare when safe, else single quotes.

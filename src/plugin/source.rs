@@ -50,6 +50,35 @@ pub struct CallOptions {
     pub follow: std::time::Duration,
 }
 
+impl CallOptions {
+    /// Calls under `timeouts`, everything else as [`Default`] has it: the
+    /// start every caller builds its options from.
+    pub fn new(timeouts: Timeouts) -> CallOptions {
+        CallOptions {
+            timeouts,
+            ..CallOptions::default()
+        }
+    }
+
+    /// Every call runs under `supervisor` (`None`: one of the plugin's own).
+    pub fn under(mut self, supervisor: impl Into<Option<Supervisor>>) -> CallOptions {
+        self.supervisor = supervisor.into();
+        self
+    }
+
+    /// Every raw call is kept in `recorder` too.
+    pub fn recorded_in(mut self, recorder: &Recorder) -> CallOptions {
+        self.recorder = Some(recorder.clone());
+        self
+    }
+
+    /// A pipe held open after the plugin exits is read for up to `follow`.
+    pub fn following(mut self, follow: std::time::Duration) -> CallOptions {
+        self.follow = follow;
+        self
+    }
+}
+
 impl PluginSource {
     /// `mkdir` means the built-in; anything else is a path. Nothing is checked
     /// here, so that a file that cannot run is reported by the call that tries.

@@ -166,7 +166,7 @@ fn write_skipped(out: &mut String, skipped: &[&CheckResult], paint: Paint) {
 fn write_invocation(out: &mut String, inv: &Invocation) {
     let _ = writeln!(out, "  {} ({}):", inv.operation, inv.outcome());
     let _ = writeln!(out, "    {}", printable_line(&inv.reproduce));
-    for orphan in &inv.orphans {
+    for orphan in &inv.leftovers {
         let _ = writeln!(out, "    left behind: {}", printable_line(orphan));
     }
     for (name, text, truncated) in [

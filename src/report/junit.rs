@@ -275,7 +275,7 @@ fn evidence(check: &CheckResult) -> (String, String) {
     for inv in check.evidence() {
         let head = format!("{} ({})", inv.operation, inv.outcome());
         out.push_str(&format!("{head}\nreproduce: {}\n", inv.reproduce));
-        for orphan in &inv.orphans {
+        for orphan in &inv.leftovers {
             out.push_str(&format!("orphan: {orphan}\n"));
         }
         if !inv.stdout.is_empty() {

@@ -15,6 +15,7 @@ mod events;
 pub mod fleet;
 mod html;
 mod human;
+mod invocation;
 mod json;
 mod junit;
 mod markdown;

@@ -163,8 +163,8 @@ fn outcome_describes_how_a_call_ended() {
         ..Invocation::default()
     };
     assert_eq!(real_time.outcome(), "signal 36");
-    for (exit_code, signal, timed_out, leaked, orphans, want) in cases {
-        let inv = crate::report::sample::ended(exit_code, signal, timed_out, leaked, orphans);
+    for (exit_code, signal, timed_out, leaked, leftovers, want) in cases {
+        let inv = crate::report::sample::ended(exit_code, signal, timed_out, leaked, leftovers);
         assert_eq!(inv.outcome(), want);
     }
 }

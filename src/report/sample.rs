@@ -44,21 +44,21 @@ fn create_call(exit_code: i32, stdout: &str, stderr: &str) -> Invocation {
     }
 }
 
-/// A call that ended so, with `orphans` processes left: the fields by which a
+/// A call that ended so, with `leftovers` processes left: the fields by which a
 /// call's outcome and cleanliness are told.
 pub(crate) fn ended(
     exit_code: Option<i32>,
     signal: Option<i32>,
     timed_out: bool,
     leaked: bool,
-    orphans: usize,
+    leftovers: usize,
 ) -> Invocation {
     Invocation {
         exit_code,
         signal,
         timed_out,
         leaked,
-        orphans: vec!["sleep 1000".to_owned(); orphans],
+        leftovers: vec!["sleep 1000".to_owned(); leftovers],
         ..Invocation::default()
     }
 }

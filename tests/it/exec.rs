@@ -7,7 +7,7 @@ use crate::util;
 use std::time::Duration;
 
 use crate::util::{Scratch, processes_mentioning};
-use dhv_conform::exec::{ExitReason, Invocation, KillMode, Supervisor};
+use dhv_conform::exec::{Call, ExitReason, KillMode, Supervisor};
 
 fn rt() -> tokio::runtime::Runtime {
     util::runtime()
@@ -26,7 +26,7 @@ fn env_is_exactly_the_given_vars_in_order_and_stdin_is_null() {
         ("DHV_A".to_string(), "x y".to_string()),
     ];
     let out = rt()
-        .block_on(Invocation::new(&p).arg("create").env(env).run())
+        .block_on(Call::new(&p).arg("create").env(env).run())
         .unwrap();
     assert_eq!(out.exit, ExitReason::Code(0));
     assert_eq!(
@@ -42,7 +42,7 @@ fn timeout_kills_a_plugin_that_ignores_sigterm() {
     let p = s.plugin("p", "#!/bin/sh\ntrap '' TERM\nexec sleep 1001.5\n");
     let out = rt()
         .block_on(
-            Invocation::new(&p)
+            Call::new(&p)
                 .timeout(Duration::from_millis(200))
                 .term_grace(Duration::from_millis(100))
                 .run(),
@@ -58,11 +58,7 @@ fn timeout_stops_a_cooperative_plugin_with_sigterm() {
     let s = Scratch::new();
     let p = s.plugin("p", "#!/bin/sh\nexec sleep 1002.5\n");
     let out = rt()
-        .block_on(
-            Invocation::new(&p)
-                .timeout(Duration::from_millis(100))
-                .run(),
-        )
+        .block_on(Call::new(&p).timeout(Duration::from_millis(100)).run())
         .unwrap();
     assert!(out.timed_out);
     assert_eq!(out.exit, ExitReason::Signal(15));
@@ -74,7 +70,7 @@ fn nomad_mode_kills_the_leader_only_and_sees_the_leak() {
     let p = s.plugin("p", "#!/bin/sh\nsleep 1003.5 &\nexec sleep 1003.6\n");
     let out = rt()
         .block_on(
-            Invocation::new(&p)
+            Call::new(&p)
                 .timeout(Duration::from_millis(100))
                 .kill_mode(KillMode::NomadLeader)
                 .run(),
@@ -91,7 +87,7 @@ fn nomad_mode_kills_the_leader_only_and_sees_the_leak() {
 fn a_leaked_background_child_is_recorded_and_killed() {
     let s = Scratch::new();
     let p = s.plugin("p", "#!/bin/sh\nsleep 1004.5 &\necho '{}'\n");
-    let out = rt().block_on(Invocation::new(&p).run()).unwrap();
+    let out = rt().block_on(Call::new(&p).run()).unwrap();
     assert_eq!(out.exit, ExitReason::Code(0));
     assert!(out.leaked);
     let child = out
@@ -115,9 +111,7 @@ fn a_setsid_daemon_is_found_recorded_and_killed() {
             r = ready.display()
         ),
     );
-    let out = rt()
-        .block_on(Invocation::new(&p).env(dhv_env()).run())
-        .unwrap();
+    let out = rt().block_on(Call::new(&p).env(dhv_env()).run()).unwrap();
     assert_eq!(out.exit, ExitReason::Code(0));
     assert!(!out.leaked, "the daemon closed its stdio");
     assert!(
@@ -139,7 +133,7 @@ fn an_output_flood_is_capped_drained_and_memory_stays_flat() {
     );
     let before = peak_rss_kib();
     let out = rt()
-        .block_on(Invocation::new(&p).output_cap(1 << 20).run())
+        .block_on(Call::new(&p).output_cap(1 << 20).run())
         .unwrap();
     assert_eq!(out.exit, ExitReason::Code(0));
     assert!(out.stdout_truncated && out.stderr_truncated);
@@ -176,7 +170,7 @@ fn output_below_the_cap_is_kept_whole_and_in_order() {
     let s = Scratch::new();
     // About 34 KiB on each stream: several reads, on both pipes at once.
     let p = numbers_plugin(&s, 6000);
-    let out = rt().block_on(Invocation::new(&p).run()).unwrap();
+    let out = rt().block_on(Call::new(&p).run()).unwrap();
     assert_eq!(out.exit, ExitReason::Code(0));
     assert_eq!(out.stdout, numbers(1..=6000));
     assert_eq!(out.stderr, numbers((1..=6000).rev()));
@@ -189,20 +183,18 @@ fn output_exactly_at_the_cap_is_whole_and_one_byte_more_is_truncated() {
     let p = numbers_plugin(&s, 3000);
     let whole = numbers(1..=3000);
     let at_cap = rt()
-        .block_on(Invocation::new(&p).output_cap(whole.len()).run())
+        .block_on(Call::new(&p).output_cap(whole.len()).run())
         .unwrap();
     assert_eq!(at_cap.stdout, whole);
     assert!(!at_cap.stdout_truncated && !at_cap.stderr_truncated);
 
     let below = rt()
-        .block_on(Invocation::new(&p).output_cap(whole.len() - 1).run())
+        .block_on(Call::new(&p).output_cap(whole.len() - 1).run())
         .unwrap();
     assert_eq!(below.stdout, whole[..whole.len() - 1]);
     assert!(below.stdout_truncated && below.stderr_truncated);
 
-    let none = rt()
-        .block_on(Invocation::new(&p).output_cap(0).run())
-        .unwrap();
+    let none = rt().block_on(Call::new(&p).output_cap(0).run()).unwrap();
     assert!(none.stdout.is_empty() && none.stderr.is_empty());
     assert!(none.stdout_truncated && none.stderr_truncated);
     assert_eq!(none.exit, ExitReason::Code(0));
@@ -217,7 +209,7 @@ fn a_silent_plugin_gives_empty_output_untruncated() {
 exit 3
 ",
     );
-    let out = rt().block_on(Invocation::new(&p).run()).unwrap();
+    let out = rt().block_on(Call::new(&p).run()).unwrap();
     assert_eq!(out.exit, ExitReason::Code(3));
     assert!(out.stdout.is_empty() && out.stderr.is_empty());
     assert!(!out.stdout_truncated && !out.stderr_truncated && !out.leaked);
@@ -227,18 +219,16 @@ exit 3
 fn start_failures_are_spawn_errors_with_the_os_reason() {
     let s = Scratch::new();
     let no_shebang = s.plugin("no-shebang", "echo hi\n");
-    let err = rt()
-        .block_on(Invocation::new(&no_shebang).run())
-        .unwrap_err();
+    let err = rt().block_on(Call::new(&no_shebang).run()).unwrap_err();
     assert_eq!(err.source.raw_os_error(), Some(libc::ENOEXEC));
 
     let crlf = s.plugin("crlf", "#!/bin/sh\r\necho hi\r\n");
-    let err = rt().block_on(Invocation::new(&crlf).run()).unwrap_err();
+    let err = rt().block_on(Call::new(&crlf).run()).unwrap_err();
     assert_eq!(err.source.raw_os_error(), Some(libc::ENOENT));
 
     let not_exec = s.path().join("not-exec");
     std::fs::write(&not_exec, "#!/bin/sh\necho hi\n").unwrap();
-    let err = rt().block_on(Invocation::new(&not_exec).run()).unwrap_err();
+    let err = rt().block_on(Call::new(&not_exec).run()).unwrap_err();
     assert_eq!(err.source.raw_os_error(), Some(libc::EACCES));
 }
 
@@ -254,7 +244,7 @@ fn a_dropped_call_kills_everything_it_started() {
         ),
     );
     rt().block_on(async {
-        let inv = Invocation::new(&p).env(dhv_env());
+        let inv = Call::new(&p).env(dhv_env());
         let call = inv.run();
         tokio::pin!(call);
         let wait_ready = async {
@@ -336,9 +326,9 @@ fn cancelling_one_supervisor_leaves_another_supervisors_calls_alone() {
     );
     let (a, b) = (Supervisor::new(), Supervisor::new());
     rt().block_on(async {
-        let inv_a = Invocation::new(&a_plugin).env(dhv_env()).supervised_by(&a);
+        let inv_a = Call::new(&a_plugin).env(dhv_env()).supervised_by(&a);
         let call_a = tokio::spawn(async move { inv_a.run().await });
-        let inv_b = Invocation::new(&b_plugin).env(dhv_env()).supervised_by(&b);
+        let inv_b = Call::new(&b_plugin).env(dhv_env()).supervised_by(&b);
         let call_b = tokio::spawn(async move { inv_b.run().await });
         appears(&ready_a).await;
         appears(&ready_b).await;
@@ -361,14 +351,14 @@ fn cancelling_one_supervisor_leaves_another_supervisors_calls_alone() {
         assert_eq!(processes_mentioning("1007.3").len(), 1);
 
         // Nothing starts through the cancelled supervisor any more...
-        let refused = Invocation::new(&a_plugin).supervised_by(&a).run().await;
+        let refused = Call::new(&a_plugin).supervised_by(&a).run().await;
         assert_eq!(
             refused.unwrap_err().source.raw_os_error(),
             Some(libc::ECANCELED)
         );
         // ...while a fresh one works.
         let fresh = Supervisor::new();
-        let ok = Invocation::new("/bin/true")
+        let ok = Call::new("/bin/true")
             .supervised_by(&fresh)
             .run()
             .await
@@ -402,9 +392,7 @@ fn a_daemon_that_leaves_the_session_and_wipes_its_env_is_found_and_killed() {
             ready.display()
         ),
     );
-    let out = rt()
-        .block_on(Invocation::new(&p).env(dhv_env()).run())
-        .unwrap();
+    let out = rt().block_on(Call::new(&p).env(dhv_env()).run()).unwrap();
     assert_eq!(out.exit, ExitReason::Code(0));
     let escaped: Vec<_> = out
         .leftovers
@@ -426,7 +414,7 @@ fn the_plugin_starts_with_no_signal_ignored_or_blocked() {
         "#!/bin/sh\nexec grep -E '^Sig(Ign|Blk)' /proc/self/status\n",
     );
     // Rust ignores SIGPIPE in this process; the plugin must not inherit that.
-    let out = rt().block_on(Invocation::new(&p).run()).unwrap();
+    let out = rt().block_on(Call::new(&p).run()).unwrap();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"
@@ -475,9 +463,9 @@ fn each_call_runs_in_a_cgroup_of_its_own_where_the_machine_allows() {
     // Two at once have a cgroup each; a later call reuses an emptied one.
     let (first, second, later) = rt().block_on(async {
         let slow = s.plugin("slow", "#!/bin/sh\ncat /proc/self/cgroup\nexec sleep 0.2\n");
-        let (slow, fast) = (Invocation::new(&slow), Invocation::new(&p));
+        let (slow, fast) = (Call::new(&slow), Call::new(&p));
         let (a, b) = tokio::join!(slow.run(), fast.run());
-        let c = Invocation::new(&p).run().await.unwrap();
+        let c = Call::new(&p).run().await.unwrap();
         (
             cgroup_of(&a.unwrap()),
             cgroup_of(&b.unwrap()),

@@ -6,7 +6,7 @@ use crate::util;
 
 use crate::util::Scratch;
 use assert_cmd::Command;
-use dhv_conform::exec::{ExitReason, Invocation};
+use dhv_conform::exec::{Call, ExitReason};
 use serde_json::Value;
 
 const ID: &str = "0b4d2f43-79b4-4d3c-9c42-5c1e8d3f5a10";
@@ -17,7 +17,7 @@ fn real_time_signals_are_reported_by_number() {
     for sig in [34, 36, 50, 64] {
         let p = s.plugin(&format!("rt{sig}"), &format!("#!/bin/sh\nkill -{sig} $$\n"));
         let out = util::runtime()
-            .block_on(Invocation::new(&p).arg("create").run())
+            .block_on(Call::new(&p).arg("create").run())
             .unwrap();
         assert_eq!(out.exit, ExitReason::Signal(sig), "signal {sig}");
         assert_eq!(out.exit.go_string(), format!("signal: signal {sig}"));
@@ -41,7 +41,7 @@ fn named_signals_read_as_go_names_them() {
             &format!("#!/bin/sh\nulimit -c 0\nkill -{sig} $$\n"),
         );
         let out = util::runtime()
-            .block_on(Invocation::new(&p).arg("create").run())
+            .block_on(Call::new(&p).arg("create").run())
             .unwrap();
         assert_eq!(
             out.exit.go_string(),
@@ -65,7 +65,7 @@ fn a_core_dump_is_named_when_the_kernel_made_one() {
         "#!/bin/sh\nulimit -c unlimited 2>/dev/null\nkill -SEGV $$\n",
     );
     let out = util::runtime()
-        .block_on(Invocation::new(&p).arg("create").current_dir(&cwd).run())
+        .block_on(Call::new(&p).arg("create").current_dir(&cwd).run())
         .unwrap();
     assert_eq!(out.exit.signal(), Some(11));
     let dumped = out.exit.core_dumped();

@@ -158,3 +158,54 @@ fn a_dropped_run_is_cancelled_and_torn_down() {
         empty(work.path())
     );
 }
+
+/// The descriptors this process holds open on anything below `dir`.
+fn fds_below(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .collect()
+}
+
+/// Suite after suite in one process (as a service that checks plugins does):
+/// each run lets go of what it held. A run's shared state holds its temp dir
+/// open (and its probes' dirs, its call log, every output it captured), so a
+/// run that was never freed shows as a descriptor left on a removed dir.
+#[test]
+fn fifty_runs_in_one_process_hold_nothing_afterwards() {
+    const RUNS: usize = 50;
+    let plugins = util::Scratch::new();
+    let tiny = plugins.plugin(
+        "tiny",
+        r#"#!/bin/sh
+PATH=/usr/bin:/bin
+dir="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case "$1" in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create) mkdir -p "$dir" && echo "{\"path\": \"$dir\", \"bytes\": 0}" ;;
+delete) rm -rf "$dir" ;;
+*) exit 1 ;;
+esac
+"#,
+    );
+    let work = util::Scratch::new();
+    for n in 0..RUNS {
+        let mut config = SuiteConfig::new(tiny.display().to_string());
+        // The checks of the shared probes (create, create again, two
+        // volumes) and a run-wide one (the timing phase).
+        config.filter = Some("create.".into());
+        config.work_dir = Some(work.path().to_owned());
+        let done = run_blocking(config).expect("the suite ran");
+        assert_eq!(done.exit_code(), 0, "run {n}: {:?}", done.report.summary);
+        assert!(done.teardown.removed, "run {n}");
+    }
+    assert!(empty(work.path()).is_empty(), "{:?}", empty(work.path()));
+    let held = fds_below(work.path());
+    assert!(
+        held.is_empty(),
+        "{} descriptors still held on the runs' dirs after {RUNS} runs: {held:?}",
+        held.len()
+    );
+}

@@ -88,7 +88,7 @@ fn canonical(name: &str, run: &SampleRun) -> Report {
         check.message = r.apply(&check.message);
         for inv in &mut check.invocations {
             inv.duration_ms = 0.0;
-            for text in inv.env.iter_mut().chain(inv.orphans.iter_mut()) {
+            for text in inv.env.iter_mut().chain(inv.leftovers.iter_mut()) {
                 *text = r.apply(text);
             }
             for text in [&mut inv.stdout, &mut inv.stderr, &mut inv.reproduce] {

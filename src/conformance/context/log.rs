@@ -7,11 +7,8 @@ use std::time::Duration;
 
 use super::{Finding, Phase};
 use crate::contract::Operation;
+use crate::lock;
 use crate::plugin::PluginRun;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Every plugin call of the run, for the checks evaluated over the whole run.
 #[derive(Debug, Clone)]

@@ -1,7 +1,9 @@
 //! What a check works with, split by concern:
 //! - [`sandbox`]: the check's own dirs, listings of them and canary files;
 //! - [`calls`]: the calls a check makes, each with its stated expectation
-//!   ([`Expect`]);
+//!   ([`Expect`]), kept in the check's [`ledger`]; [`variant`]: the same
+//!   plugin with other call options; [`managed`]: the manager some checks
+//!   drive it through;
 //! - [`log`]: the run's call log ([`CallLog`]) that the run-wide checks read
 //!   (and nothing else);
 //! - [`probes`]: the run's shared first calls and the prerequisites checks
@@ -17,7 +19,9 @@
 //! of one run share.
 
 mod calls;
+mod ledger;
 mod log;
+mod managed;
 mod probes;
 mod repeat;
 mod residue;
@@ -25,18 +29,20 @@ mod sandbox;
 mod steps;
 mod timing;
 mod unloaded;
+mod variant;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-pub(crate) use calls::{Expect, Variant};
+pub(crate) use calls::Expect;
 pub(crate) use log::{CallLog, LoggedCall, RunLog};
 pub(crate) use probes::Probes;
 pub(crate) use repeat::Repeat;
-pub(crate) use residue::{Leftovers, around};
+pub(crate) use residue::{Residue, around};
 pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
 pub(crate) use steps::{VolumeAt, plant_in_volume};
 pub(crate) use timing::{Phase, is_provoked, overran};
+pub(crate) use variant::Variant;
 
 use crate::contract::{CreateRequest, Parameters};
 use crate::plugin::{CallOptions, HostVolumePlugin, PluginRun, PluginSource, Recorder, Timeouts};
@@ -206,18 +212,20 @@ impl Shared {
     /// Hands what a failed create left (seen by another check) to
     /// `failure.clean`, which owns that finding.
     pub fn hand_to_failure_clean(&self, what: String) {
-        self.failed_leftovers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(what);
+        crate::lock(&self.failed_leftovers).push(what);
     }
 
     /// What failed creates left, as other checks saw it.
     pub fn failed_leftovers(&self) -> Vec<String> {
-        self.failed_leftovers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        crate::lock(&self.failed_leftovers).clone()
+    }
+
+    /// How a check's calls are made: under the run's limits and supervisor,
+    /// every raw call kept in the check's `recorder`.
+    pub fn call_options(&self, recorder: &Recorder) -> CallOptions {
+        CallOptions::new(self.settings.timeouts())
+            .under(self.supervisor.clone())
+            .recorded_in(recorder)
     }
 
     /// Runs the timing phase ([`timing`]) once; call when every parallel
@@ -244,7 +252,7 @@ pub(crate) struct Ctx {
     /// and whether it is quick are separate checks).
     plugin: Arc<dyn HostVolumePlugin>,
     /// Every call made, with what was expected of it.
-    calls: calls::Ledger,
+    calls: ledger::Ledger,
     /// When its calls are made (for the timing checks).
     phase: Phase,
     /// Probe calls a check's verdict rests on, shown as its evidence.
@@ -262,20 +270,15 @@ impl Ctx {
     fn in_dir(shared: Arc<Shared>, check: &'static str, dir: &str) -> std::io::Result<Ctx> {
         let sandbox = Sandbox::new(&shared.root_dir, dir)?;
         let recorder = Recorder::new();
-        let mut timeouts = shared.settings.timeouts();
-        timeouts.fingerprint = timeouts.create;
-        let plugin = shared.settings.target.open(&CallOptions {
-            timeouts,
-            recorder: Some(recorder.clone()),
-            supervisor: Some(shared.supervisor.clone()),
-            ..CallOptions::default()
-        });
+        let mut opts = shared.call_options(&recorder);
+        opts.timeouts.fingerprint = opts.timeouts.create;
+        let plugin = shared.settings.target.open(&opts);
         Ok(Ctx {
             check,
             sandbox,
             recorder,
             plugin,
-            calls: calls::Ledger::default(),
+            calls: ledger::Ledger::default(),
             phase: Phase::Parallel,
             cited: Mutex::new(Vec::new()),
             owner: shared.planted.owner(),
@@ -327,16 +330,13 @@ impl Ctx {
     /// Shows a probe's call as evidence for this check's verdict.
     pub fn cite(&self, run: Option<&PluginRun>) {
         if let Some(run) = run {
-            self.cited
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(run.clone());
+            crate::lock(&self.cited).push(run.clone());
         }
     }
 
     /// Every call behind this check's verdict: the probes it cited, then its own.
     pub fn evidence(&self) -> Vec<PluginRun> {
-        let mut runs = self.cited.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut runs = crate::lock(&self.cited).clone();
         runs.extend(self.recorder.runs());
         runs
     }

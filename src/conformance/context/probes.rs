@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 use super::residue::{Footprint, around};
-use super::{Ctx, Expect, Finding, Shared, plant_in_volume};
+use super::{Ctx, Expect, Finding, Sandbox, Shared, plant_in_volume};
 use crate::contract::{CreateRequest, CreateResponse, Operation};
 use crate::plugin::{Fingerprint, PluginCall};
 
@@ -96,9 +96,12 @@ pub(crate) struct Probes {
     delete: OnceCell<DeleteProbe>,
     again: OnceCell<AgainProbe>,
     distinct: OnceCell<DistinctProbe>,
-    /// The probes' sandboxes, kept for the run (their volumes are in the
-    /// run's live volumes, which the teardown deletes).
-    sandboxes: Mutex<Vec<Ctx>>,
+    /// The probes' sandboxes (their held dirs), kept for the run: their
+    /// volumes are in the run's live volumes, which the teardown deletes.
+    /// Only the sandboxes: a probe's [`Ctx`] holds the run's [`Shared`],
+    /// which holds these probes, and that cycle would keep the whole run
+    /// (its call log, every captured output) alive for good.
+    sandboxes: Mutex<Vec<Sandbox>>,
 }
 
 impl Probes {
@@ -107,11 +110,10 @@ impl Probes {
         self.fingerprint.get()
     }
 
-    fn keep(&self, ctx: Ctx) {
-        self.sandboxes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(ctx);
+    /// Keeps what the run still needs of a probe's context once its calls
+    /// are made: its sandbox (the context itself is dropped).
+    fn keep(&self, probe: Ctx) {
+        crate::lock(&self.sandboxes).push(probe.sandbox);
     }
 }
 

@@ -76,10 +76,7 @@ pub(super) fn again_alone(step: &str) -> String {
 impl Shared {
     /// Every race found so far.
     pub fn repeats(&self) -> Vec<Repeat> {
-        self.repeats
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        crate::lock(&self.repeats).clone()
     }
 }
 
@@ -115,17 +112,13 @@ impl Ctx {
         };
         if value.is_some() {
             self.calls.excuse(step);
-            self.shared
-                .repeats
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Repeat {
-                    check: self.check,
-                    step: step.to_owned(),
-                    op,
-                    error: error.to_owned(),
-                    runs: [run, second],
-                });
+            crate::lock(&self.shared.repeats).push(Repeat {
+                check: self.check,
+                step: step.to_owned(),
+                op,
+                error: error.to_owned(),
+                runs: [run, second],
+            });
         }
         value
     }

@@ -59,16 +59,17 @@ pub(crate) fn around(volumes: &Path) -> BTreeSet<String> {
     out
 }
 
-/// What a check found left over, split by cause.
+/// What a check found left over in and beside a volumes dir (entries, not
+/// processes: those are a call's [`Leftover`](crate::exec::Leftover)s), split by cause.
 #[derive(Debug, Default)]
-pub(crate) struct Leftovers {
+pub(crate) struct Residue {
     /// Not explained by the footprint: the check's own finding.
     pub own: Vec<String>,
     /// What every create and delete leaves: `delete.no-residue` reports it.
     pub cited: Vec<String>,
 }
 
-impl Leftovers {
+impl Residue {
     /// " (left …, as every delete does: see delete.no-residue)", or nothing
     /// when nothing was cited.
     pub fn citation(&self) -> String {
@@ -106,9 +107,9 @@ impl Ctx {
     /// them) into the check's own finding and what every create and delete
     /// leaves. With no footprint (the delete probe did not pass), all are the
     /// check's own.
-    pub(crate) async fn leftovers(&self, entries: impl IntoIterator<Item = String>) -> Leftovers {
+    pub(crate) async fn leftovers(&self, entries: impl IntoIterator<Item = String>) -> Residue {
         let footprint = self.delete_probe().await.footprint.clone();
-        let mut split = Leftovers::default();
+        let mut split = Residue::default();
         for entry in entries {
             let explained = footprint
                 .as_ref()

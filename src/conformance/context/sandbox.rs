@@ -42,7 +42,7 @@ impl Sandbox {
     }
 
     fn held(&self) -> Vec<Arc<HeldDir>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        crate::lock(&self.held).clone()
     }
 
     /// Makes `rel` (plain names) below the check's dir, each level new and
@@ -58,10 +58,7 @@ impl Sandbox {
                 None => {
                     let made = Arc::new(cur.make_subdir(name)?);
                     held.push(made.clone());
-                    self.held
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(made.clone());
+                    crate::lock(&self.held).push(made.clone());
                     made
                 }
             };
@@ -96,16 +93,16 @@ impl Sandbox {
             })?;
             return Ok(dir.to_path_buf());
         }
-        let (anchor, rel, at) = self.reach(root, dir)?;
+        let reached = self.reach(root, dir)?;
         let path = dir.join(name);
-        let id = match safe_fs::create_new(at.as_fd(), name.as_ref(), canary_text(&path).as_bytes())
-        {
+        let at = reached.at.as_fd();
+        let id = match safe_fs::create_new(at, name.as_ref(), canary_text(&path).as_bytes()) {
             Ok(id) => id,
             // The harness's own file (two volumes given one path): there as
             // it was written, as good as new.
             Err(e)
                 if e.kind() == std::io::ErrorKind::AlreadyExists
-                    && planted.holds(&at, name.as_ref()) =>
+                    && planted.holds(&reached.at, name.as_ref()) =>
             {
                 return Ok(path);
             }
@@ -114,26 +111,14 @@ impl Sandbox {
             }
             Err(e) => return Err(e),
         };
-        planted.add(PlantedFile {
-            owner,
-            anchor,
-            rel,
-            dir_id: FileId::of(at.as_fd())?,
-            name: name.into(),
-            id,
-            path: path.clone(),
-        });
+        planted.add(reached.made(owner, name, id, path.clone())?);
         Ok(path)
     }
 
     /// The held dir `dir` lies deepest in (of this sandbox's, or the run's
     /// `root`), the way from it, and `dir` opened from it without following
     /// a symlink; a dir that resolves outside the run's temp dir is refused.
-    fn reach(
-        &self,
-        root: &Arc<HeldDir>,
-        dir: &Path,
-    ) -> std::io::Result<(Arc<HeldDir>, PathBuf, std::os::fd::OwnedFd)> {
+    fn reach(&self, root: &Arc<HeldDir>, dir: &Path) -> std::io::Result<Reached> {
         let resolved = dir.canonicalize()?;
         if root.relative(&resolved).is_none() {
             return Err(std::io::Error::new(
@@ -149,7 +134,7 @@ impl Sandbox {
             .min_by_key(|(_, rel)| rel.components().count())
             .expect("the root holds it");
         let at = anchor.open_below(&rel)?;
-        Ok((anchor, rel, at))
+        Ok(Reached { anchor, rel, at })
     }
 
     /// A new, empty file `name` in `dir` for a check to fill, made as
@@ -164,25 +149,50 @@ impl Sandbox {
         dir: &Path,
         name: &str,
     ) -> std::io::Result<std::fs::File> {
-        let (anchor, rel, at) = self.reach(root, dir)?;
+        let reached = self.reach(root, dir)?;
         let path = dir.join(name);
-        let (file, id) = safe_fs::create_new_file(at.as_fd(), name.as_ref()).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                std::io::Error::new(e.kind(), safe_fs::AlreadyThere(path.clone()))
-            } else {
-                e
-            }
-        })?;
-        planted.add(PlantedFile {
+        let (file, id) =
+            safe_fs::create_new_file(reached.at.as_fd(), name.as_ref()).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    std::io::Error::new(e.kind(), safe_fs::AlreadyThere(path.clone()))
+                } else {
+                    e
+                }
+            })?;
+        planted.add(reached.made(owner, name, id, path)?);
+        Ok(file)
+    }
+}
+
+/// A dir of the run reached from a held dir without following a symlink
+/// ([`Sandbox::reach`]): where the harness makes its files.
+struct Reached {
+    /// The held dir it was reached from, and the way from there.
+    anchor: Arc<HeldDir>,
+    rel: PathBuf,
+    /// The dir itself, open.
+    at: std::os::fd::OwnedFd,
+}
+
+impl Reached {
+    /// The record of the file `name` (identity `id`, shown as `path`) that
+    /// `owner` just made here.
+    fn made(
+        self,
+        owner: u64,
+        name: &str,
+        id: FileId,
+        path: PathBuf,
+    ) -> std::io::Result<PlantedFile> {
+        Ok(PlantedFile {
             owner,
-            anchor,
-            rel,
-            dir_id: FileId::of(at.as_fd())?,
+            dir_id: FileId::of(self.at.as_fd())?,
+            anchor: self.anchor,
+            rel: self.rel,
             name: name.into(),
             id,
             path,
-        });
-        Ok(file)
+        })
     }
 }
 
@@ -243,10 +253,7 @@ impl Planted {
     }
 
     fn add(&self, file: PlantedFile) {
-        self.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(file);
+        crate::lock(&self.files).push(file);
     }
 
     /// Whether `name` in the open dir `dir` is a file the harness wrote
@@ -256,9 +263,7 @@ impl Planted {
         else {
             return false;
         };
-        self.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.files)
             .iter()
             .any(|f| f.dir_id == dir_id && f.name == name && f.id == id)
     }
@@ -267,7 +272,7 @@ impl Planted {
     /// harness made it (a check done with a file before its end).
     pub fn remove_path(&self, owner: u64, path: &Path) -> Result<(), String> {
         let file = {
-            let mut all = self.files.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all = crate::lock(&self.files);
             let Some(i) = all.iter().position(|f| f.owner == owner && f.path == path) else {
                 return Ok(());
             };
@@ -280,7 +285,7 @@ impl Planted {
     /// harness made them; what could not be removed, one line each.
     pub fn remove(&self, owner: Option<u64>) -> Vec<String> {
         let files: Vec<PlantedFile> = {
-            let mut all = self.files.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all = crate::lock(&self.files);
             let (mine, rest) = std::mem::take(&mut *all)
                 .into_iter()
                 .partition(|f| owner.is_none_or(|o| f.owner == o));

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use std::collections::BTreeSet;
 
-use super::{Ctx, Expect, Finding, Leftovers, listing};
+use super::{Ctx, Expect, Finding, Residue, listing};
 use crate::contract::{CreateRequest, DeleteRequest};
 
 /// Writes a canary into a volume, or fails the check saying the path is
@@ -190,7 +190,7 @@ impl Ctx {
 
     /// What is in `dir` now and was not in `before`, split by cause (see
     /// [`leftovers`](Self::leftovers)).
-    pub async fn left_since(&self, dir: &Path, before: &BTreeSet<String>) -> Leftovers {
+    pub async fn left_since(&self, dir: &Path, before: &BTreeSet<String>) -> Residue {
         let new = listing(dir).difference(before).cloned().collect::<Vec<_>>();
         self.leftovers(new).await
     }

@@ -275,7 +275,8 @@ struct LeanCall<'a> {
     signal: Option<i32>,
     timed_out: bool,
     leaked: bool,
-    orphans: Vec<IgnoredAny>,
+    #[serde(rename = "orphans")]
+    leftovers: Vec<IgnoredAny>,
     #[serde(borrow)]
     reproduce: Cow<'a, str>,
 }
@@ -288,7 +289,7 @@ impl LeanCall<'_> {
             && self.signal.is_none()
             && !self.timed_out
             && !self.leaked
-            && self.orphans.is_empty()
+            && self.leftovers.is_empty()
     }
 }
 
@@ -408,8 +409,8 @@ mod tests {
             (Some(0), None, false, false, 1),
             (None, None, false, false, 0),
         ];
-        for (exit_code, signal, timed_out, leaked, orphans) in calls {
-            let full = sample::ended(exit_code, signal, timed_out, leaked, orphans);
+        for (exit_code, signal, timed_out, leaked, leftovers) in calls {
+            let full = sample::ended(exit_code, signal, timed_out, leaked, leftovers);
             let text = serde_json::to_string(&full).unwrap();
             let lean: LeanCall<'_> = serde_json::from_str(&text).unwrap();
             assert_eq!(lean.is_clean(), full.is_clean(), "{text}");

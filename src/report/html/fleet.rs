@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::escape::{attr, text};
-use super::head;
+use super::{foot, head};
 use crate::report::fleet::{FleetNode, FleetReport};
 use crate::report::model::Status;
 
@@ -34,13 +34,7 @@ pub fn to_fleet_html(fleet: &FleetReport) -> String {
     builds(&mut out, fleet);
     matrix(&mut out, fleet);
     nodes(&mut out, fleet);
-    let _ = write!(
-        out,
-        "<footer class=\"note\"><p>Rendered by {} {} from a {} report.</p></footer>\n</body>\n</html>\n",
-        text(&fleet.tool.name),
-        text(&fleet.tool.version),
-        text(&fleet.schema)
-    );
+    out.push_str(&foot(&fleet.tool, &fleet.schema));
     out
 }
 

@@ -48,6 +48,17 @@ fn head(title: &str) -> String {
     )
 }
 
+/// The foot every page shares: which tool rendered it, from which schema,
+/// and the end of the document.
+fn foot(tool: &crate::report::ToolInfo, schema: &str) -> String {
+    format!(
+        "<footer class=\"note\"><p>Rendered by {} {} from a {} report.</p></footer>\n</body>\n</html>\n",
+        escape::text(&tool.name),
+        escape::text(&tool.version),
+        escape::text(schema)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::ms;

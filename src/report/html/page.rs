@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::escape::{attr, push_text, text};
-use super::{distribution, head, ms, timeline};
+use super::{distribution, foot, head, ms, timeline};
 use crate::report::model::{CheckResult, Invocation, Report, Status};
 
 /// Renders the report as one self-contained HTML page.
@@ -23,13 +23,7 @@ pub fn to_html(report: &Report) -> String {
     checks(&mut out, report);
     out.push_str(&timeline::section(report));
     out.push_str(&distribution::section(report));
-    let _ = write!(
-        out,
-        "<footer class=\"note\"><p>Rendered by {} {} from a {} report.</p></footer>\n</body>\n</html>\n",
-        text(&report.tool.name),
-        text(&report.tool.version),
-        text(&report.schema)
-    );
+    out.push_str(&foot(&report.tool, &report.schema));
     out
 }
 
@@ -306,9 +300,9 @@ fn one_call(out: &mut String, n: usize, call: &Invocation, detail: Detail) {
         push_text(out, body);
         out.push_str("</pre>");
     }
-    if !call.orphans.is_empty() {
+    if !call.leftovers.is_empty() {
         out.push_str("<div class=\"note\">left behind:</div><pre class=\"orphans\">");
-        push_text(out, &call.orphans.join("\n"));
+        push_text(out, &call.leftovers.join("\n"));
         out.push_str("</pre>");
     }
     out.push_str("<div class=\"note\">reproduce:</div><pre class=\"reproduce\">");

@@ -103,7 +103,7 @@ impl Printer {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.state)
     }
 
     /// The first lines: what is checked and how many checks will run.

@@ -1,0 +1,212 @@
+//! A check's own record of its calls ([`Ledger`]): what each was expected to
+//! do, which volumes it made and has not deleted, and which calls are under
+//! way; and the run's gate every call passes ([`Gate`]). The calls themselves
+//! are [`calls`](super::calls)'.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::Expect;
+use super::repeat::Redo;
+use crate::contract::{CreateRequest, DeleteRequest, Operation};
+use crate::lock;
+use crate::plugin::PluginRun;
+
+/// One call in a check's ledger.
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    pub step: String,
+    /// The operation, when it is one of Nomad's.
+    pub op: Option<Operation>,
+    /// The operation word sent.
+    word: String,
+    pub expect: Expect,
+    /// Nomad's error text; `None` when the call succeeded.
+    error: Option<String>,
+    /// The request, to make a failed call again alone (see [`repeat`](super::repeat)).
+    redo: Option<Redo>,
+    /// The raw call, when it failed.
+    run: Option<PluginRun>,
+}
+
+impl Entry {
+    fn met(&self) -> bool {
+        match self.expect {
+            Expect::Success => self.error.is_none(),
+            Expect::Failure => self.error.is_some(),
+            Expect::Either => true,
+        }
+    }
+
+    /// "step: expected create to succeed; got: …".
+    pub fn describe(&self) -> String {
+        match (&self.error, self.expect) {
+            (Some(e), _) => format!("{}: expected {} to succeed; got: {e}", self.step, self.word),
+            (None, _) => format!(
+                "{}: expected {} to fail; it succeeded",
+                self.step, self.word
+            ),
+        }
+    }
+}
+
+/// A check's own record of its calls: what each was expected to do, which
+/// volumes are live, and how many calls are under way.
+#[derive(Default)]
+pub(super) struct Ledger {
+    entries: Mutex<Vec<Entry>>,
+    /// Volumes created and not yet deleted: [`Ctx::cleanup`](super::Ctx::cleanup) deletes them, so
+    /// a check that stops early leaves no mount or device behind.
+    live: Mutex<BTreeMap<String, (CreateRequest, String)>>,
+    /// Volumes whose delete ran out of time: [`Ctx::cleanup`](super::Ctx::cleanup) leaves them to
+    /// the run's teardown, which deletes whatever is left all at once, so a
+    /// plugin whose deletes hang costs one more limit per run, not per check.
+    hung: Mutex<BTreeSet<String>>,
+    in_flight: AtomicUsize,
+    /// Calls started so far: a call was alone only if no other started before it ended.
+    started: AtomicUsize,
+}
+
+impl Ledger {
+    /// Records a call made as `step`: its operation word, what was expected
+    /// of it, and Nomad's error text when it failed.
+    pub fn note(&self, step: &str, op: &str, expect: Expect, error: Option<String>) {
+        lock(&self.entries).push(Entry {
+            step: step.to_string(),
+            op: op.parse().ok(),
+            word: op.to_string(),
+            expect,
+            error,
+            redo: None,
+            run: None,
+        });
+    }
+
+    /// The request and raw call of the last failed call made as `step`.
+    pub fn failed(&self, step: &str) -> Option<(Redo, String, Option<PluginRun>)> {
+        lock(&self.entries)
+            .iter()
+            .rev()
+            .find(|e| e.step == step && e.error.is_some())
+            .and_then(|e| Some((e.redo.clone()?, e.error.clone()?, e.run.clone())))
+    }
+
+    /// Takes back the expectation of the calls made as `step`: they timed
+    /// out under the run's load and were made again alone, which is judged
+    /// instead (they stay in the run's log as evidence).
+    pub fn excuse(&self, step: &str) {
+        for entry in lock(&self.entries).iter_mut().filter(|e| e.step == step) {
+            entry.expect = Expect::Either;
+        }
+    }
+
+    /// The calls that did not do what was expected of them.
+    pub fn unmet(&self) -> Vec<Entry> {
+        lock(&self.entries)
+            .iter()
+            .filter(|e| !e.met())
+            .cloned()
+            .collect()
+    }
+
+    /// Keeps what the last call made as `step` (it failed) needs to be made
+    /// again alone: its request and raw call.
+    pub fn keep_redo(&self, step: &str, redo: Redo, run: Option<PluginRun>) {
+        if let Some(entry) = lock(&self.entries)
+            .iter_mut()
+            .rev()
+            .find(|e| e.step == step)
+        {
+            entry.redo = Some(redo);
+            entry.run = run;
+        }
+    }
+
+    /// `req`'s volume was created at `path`.
+    pub fn created(&self, req: &CreateRequest, path: &str) {
+        lock(&self.live).insert(req.volume_id.clone(), (req.clone(), path.to_owned()));
+    }
+
+    /// The volume `id` was deleted: its create request, if it was live.
+    pub fn deleted(&self, id: &str) -> Option<CreateRequest> {
+        lock(&self.live).remove(id).map(|(req, _)| req)
+    }
+
+    /// The delete of volume `id` ran out of time.
+    pub fn hung(&self, id: &str) {
+        lock(&self.hung).insert(id.to_owned());
+    }
+
+    /// The deletes of every volume still live, taken off the ledger: all but
+    /// those whose delete hung (the run's teardown deletes them).
+    pub fn take_live(&self) -> Vec<DeleteRequest> {
+        let live = std::mem::take(&mut *lock(&self.live));
+        let hung = lock(&self.hung).clone();
+        live.into_values()
+            .filter(|(req, _)| !hung.contains(&req.volume_id))
+            .map(|(req, path)| DeleteRequest::for_created(&req, &path))
+            .collect()
+    }
+
+    /// Marks a call as under way, to tell calls made alone from deliberate
+    /// bursts; `run` counts the run's calls in flight.
+    pub fn enter<'a>(&'a self, run: &'a AtomicUsize) -> Solo<'a> {
+        Solo {
+            ticket: self.started.fetch_add(1, Ordering::SeqCst),
+            started_alone: self.in_flight.fetch_add(1, Ordering::SeqCst) == 0,
+            run_in_flight: run.fetch_add(1, Ordering::SeqCst) + 1,
+            run,
+            ledger: self,
+        }
+    }
+}
+
+/// A call under way in a sandbox; [`alone`](Solo::alone) tells whether any
+/// other call of the same check overlapped it.
+pub(super) struct Solo<'a> {
+    /// How many calls had started before this one.
+    ticket: usize,
+    /// No other call of the check was under way when it started.
+    pub started_alone: bool,
+    /// The run's calls in flight when it started, itself included.
+    pub run_in_flight: usize,
+    run: &'a AtomicUsize,
+    ledger: &'a Ledger,
+}
+
+impl Solo<'_> {
+    /// Nothing ran when it started, and nothing started since: a call that
+    /// began and ended alone may still have had a whole other call inside it.
+    pub fn alone(&self) -> bool {
+        self.started_alone
+            && self.ledger.in_flight.load(Ordering::SeqCst) == 1
+            && self.ledger.started.load(Ordering::SeqCst) == self.ticket + 1
+    }
+}
+
+impl Drop for Solo<'_> {
+    fn drop(&mut self) {
+        self.ledger.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.run.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The run's gate, held for one call (only for its drop: the guards are never
+/// read). Every call holds it shared; a call made alone holds it exclusively,
+/// so it waits for the calls in flight and new ones wait for it.
+pub(super) enum Gate<'a> {
+    Shared(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'a, ()>),
+    Alone(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'a, ()>),
+}
+
+impl Gate<'_> {
+    /// Holds the gate for one call: shared, or exclusive when `alone`.
+    pub async fn hold(shared: &super::Shared, alone: bool) -> Gate<'_> {
+        if alone {
+            Gate::Alone(shared.gate.write().await)
+        } else {
+            Gate::Shared(shared.gate.read().await)
+        }
+    }
+}
