@@ -7,7 +7,7 @@ use crate::util;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use dhv_conform::conformance::OWNER_FILE;
@@ -32,15 +32,64 @@ fn loops_of(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-fn check(tmp: &Path, plugin: &str, extra: &[&str]) -> std::process::Child {
-    Command::new(util::bin())
-        .args(["check", &util::sample(plugin), "-q"])
-        .args(extra)
-        .env("TMPDIR", tmp)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+/// A `check` run that ends with the test however the test ends: a failed
+/// assertion must not leave it running (SIGTERM first, so that its teardown
+/// runs, then SIGKILL if it has not ended in 90 s).
+struct Run(Option<Child>);
+
+impl Run {
+    /// The child, for a test that ends it itself.
+    fn into_inner(mut self) -> Child {
+        self.0.take().expect("a run not yet taken")
+    }
+}
+
+impl std::ops::Deref for Run {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("a run not yet taken")
+    }
+}
+
+impl std::ops::DerefMut for Run {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("a run not yet taken")
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let Some(mut child) = self.0.take() else {
+            return;
+        };
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let ended = util::wait_for(Duration::from_secs(90), || {
+            // The child's exit is the event; its status is read below.
+            nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
+                .is_ok_and(|s| s != nix::sys::wait::WaitStatus::StillAlive)
+        });
+        if !ended {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn check(tmp: &Path, plugin: &str, extra: &[&str]) -> Run {
+    Run(Some(
+        Command::new(util::bin())
+            .args(["check", &util::sample(plugin), "-q"])
+            .args(extra)
+            .env("TMPDIR", tmp)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ))
 }
 
 fn clean(tmp: &Path) -> (Option<i32>, String) {
@@ -141,7 +190,7 @@ fn clean_removes_what_a_killed_run_left_and_never_a_live_runs() {
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let status = util::wait_bounded(live, bound);
+    let status = util::wait_bounded(live.into_inner(), bound);
     assert_eq!(status.code(), Some(143));
     assert!(
         fs::read_dir(tmp.path()).unwrap().next().is_none(),
