@@ -1,6 +1,7 @@
 //! `dhv-conform clean`: removes what runs killed outright (SIGKILL) left in
 //! the temp dir: their mounts, loop devices and temp dirs, with the care of
-//! the teardown. Runs whose process lives are never touched.
+//! the teardown, and the cgroups of dead runs. Runs whose process lives are
+//! never touched.
 
 use super::{CliResult, EXIT_FAIL, EXIT_OK, print_stdout};
 use crate::report::printable_line;
@@ -12,6 +13,8 @@ pub struct CleanArgs {}
 /// Runs `clean`: one line per leftover cleaned, or one saying there was none.
 pub fn run(_args: CleanArgs) -> CliResult {
     let tmp = std::env::temp_dir();
+    // A killed run's cgroup lies beside this process's own, not in TMPDIR.
+    crate::exec::remove_dead_run_cgroups();
     let cleaned = crate::conformance::clean_leftovers(&tmp);
     if cleaned.is_empty() {
         print_stdout(&format!(

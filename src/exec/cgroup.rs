@@ -49,16 +49,7 @@ fn make_run() -> Option<Run> {
     if std::env::var_os(NO_CGROUP_VAR).is_some() {
         return None;
     }
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    // Field 5 is the mount point; the file system type follows " - ".
-    let mount = mountinfo.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        (right.split(' ').next()? == "cgroup2")
-            .then(|| left.split(' ').nth(4).map(PathBuf::from))?
-    })?;
-    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
-    let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let base = mount.join(own.trim_start_matches('/'));
+    let (base, own) = own_cgroup()?;
     let name = tree::run_name()?;
     let dir = base.join(&name);
     fs::create_dir(&dir).ok()?;
@@ -76,6 +67,34 @@ fn make_run() -> Option<Run> {
     unsafe { libc::atexit(remove_run_at_exit) };
     let rel = format!("{}/{name}", own.trim_end_matches('/'));
     Some(Run { dir, rel })
+}
+
+/// Removes the cgroups that dead runs left beside this process's own (a run
+/// killed outright leaves its cgroup), with whatever is still in them; a live
+/// run's are never touched. `dhv-conform clean` calls it; every run does it
+/// when it makes its own.
+pub fn remove_dead_run_cgroups() {
+    if std::env::var_os(NO_CGROUP_VAR).is_some() {
+        return;
+    }
+    if let Some((base, _)) = own_cgroup() {
+        tree::remove_dead_runs(&base);
+    }
+}
+
+/// The dir of this process's cgroup (cgroup2), and its path below the mount.
+fn own_cgroup() -> Option<(PathBuf, String)> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // Field 5 is the mount point; the file system type follows " - ".
+    let mount = mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        (right.split(' ').next()? == "cgroup2")
+            .then(|| left.split(' ').nth(4).map(PathBuf::from))?
+    })?;
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let base = mount.join(own.trim_start_matches('/'));
+    Some((base, own.to_owned()))
 }
 
 /// At exit, the run's cgroup goes, with anything still in it (killed).

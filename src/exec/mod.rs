@@ -27,7 +27,7 @@ mod capture;
 mod cgroup;
 mod cgroup_tree;
 mod clone_spawn;
-pub use cgroup::NO_CGROUP_VAR;
+pub use cgroup::{NO_CGROUP_VAR, remove_dead_run_cgroups};
 mod process_wide;
 mod procfs;
 mod signal;

@@ -92,6 +92,27 @@ fn check(tmp: &Path, plugin: &str, extra: &[&str]) -> Run {
     ))
 }
 
+/// The cgroups named for a run of process `pid` (`dhv-conform-run-<pid>-<start>`),
+/// anywhere in the first levels of the cgroup tree.
+fn run_cgroups_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("dhv-conform-run-{pid}-");
+    let mut found = Vec::new();
+    let mut dirs = vec![(PathBuf::from("/sys/fs/cgroup"), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                found.push(entry.path());
+            } else if depth < 4 {
+                dirs.push((entry.path(), depth + 1));
+            }
+        }
+    }
+    found
+}
+
 fn clean(tmp: &Path) -> (Option<i32>, String) {
     let out = assert_cmd::Command::cargo_bin("dhv-conform")
         .unwrap()
@@ -137,6 +158,7 @@ fn clean_removes_what_a_killed_run_left_and_never_a_live_runs() {
             .is_some_and(|d| !util::mounts_below(d).is_empty() && !loops_of(d).is_empty())
     });
     assert!(mounted, "the loop-ext4 run never mounted a volume");
+    let killed_pid = killed.id();
     killed.kill().unwrap();
     killed.wait().unwrap();
     let dead_dir = dead_dir.unwrap();
@@ -173,6 +195,11 @@ fn clean_removes_what_a_killed_run_left_and_never_a_live_runs() {
     assert!(util::mounts_below(&dead_dir).is_empty(), "mounts left");
     assert!(loops_of(&dead_dir).is_empty(), "loop devices left");
     assert!(!dead_dir.exists(), "temp dir left");
+    let cgroups = run_cgroups_of(killed_pid);
+    assert!(
+        cgroups.is_empty(),
+        "the killed run's cgroup left: {cgroups:?}"
+    );
     assert!(
         live_dir.join(OWNER_FILE).exists(),
         "the live run's dir was touched"
