@@ -35,6 +35,15 @@ pub struct CreateRequest {
 }
 
 impl CreateRequest {
+    /// Whether `bytes`, as a create answered it, lies in the capacity range
+    /// asked for: min <= bytes, and bytes <= max when max > 0. A plugin that
+    /// does not know its volume's size answers 0, which is always admitted.
+    pub fn admits_bytes(&self, bytes: i64) -> bool {
+        bytes <= 0
+            || (bytes >= self.capacity_min_bytes
+                && (self.capacity_max_bytes <= 0 || bytes <= self.capacity_max_bytes))
+    }
+
     /// The plugin's whole environment for create, in Nomad's order; every
     /// variable is present even when empty.
     pub fn env(&self) -> Vec<(String, String)> {

@@ -12,6 +12,11 @@ use std::path::{Path, PathBuf};
 
 /// `LOOP_CLR_FD` (linux/loop.h): detach the backing file.
 const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+/// `LOOP_SET_FD` (linux/loop.h): attach the file open at the argument.
+const LOOP_SET_FD: libc::c_ulong = 0x4C00;
+/// `LOOP_CTL_GET_FREE` (linux/loop.h), on `/dev/loop-control`: the number of
+/// a free loop device (made when there is none).
+const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
 
 /// An attached loop device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +66,67 @@ pub fn loops_backed_under(dir: &Path) -> Vec<LoopDevice> {
 fn backing_path(text: &str) -> &str {
     let text = text.trim_end_matches('\n');
     text.strip_suffix(" (deleted)").unwrap_or(text)
+}
+
+/// Attaches a free loop device to the regular file `image`, which must lie
+/// below `root` (the run's own temp dir: the harness attaches nothing else),
+/// as `losetup` would, without autoclear: the device stays until detached
+/// (the run's end detaches every device backed by a file of its temp dir).
+/// The checks use it to leave what a call killed between `losetup` and
+/// `mount` leaves.
+pub fn attach(image: &Path, root: &Path) -> io::Result<LoopDevice> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(image)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", image.display()),
+        ));
+    }
+    // Judged by what was opened, not by the path (a link swapped in after a look).
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    let root = root.canonicalize()?;
+    if !opened.starts_with(&root) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} lies outside {}", opened.display(), root.display()),
+        ));
+    }
+    let control = std::fs::File::open("/dev/loop-control")?;
+    // Another process may take the free device between the two calls: ask again.
+    for _ in 0..10 {
+        // SAFETY: LOOP_CTL_GET_FREE takes no argument and reads no memory of ours.
+        let n = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE as _, 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let device = PathBuf::from(format!("/dev/loop{n}"));
+        let node = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&device)?;
+        // SAFETY: LOOP_SET_FD takes a descriptor by value; both stay open for the call.
+        let rc = unsafe { libc::ioctl(node.as_raw_fd(), LOOP_SET_FD as _, file.as_raw_fd()) };
+        if rc == 0 {
+            return Ok(LoopDevice {
+                device,
+                backing_file: opened,
+            });
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EBUSY) {
+            return Err(e);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::ResourceBusy,
+        "every free loop device was taken by another process first",
+    ))
 }
 
 /// Detaches `dev`. A device that is still in use (mounted elsewhere) is

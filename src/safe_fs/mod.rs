@@ -40,7 +40,7 @@ mod write;
 
 pub use held::{AlreadyThere, FileId, HeldDir, create_new, create_new_file, remove_if_same};
 pub use loopdev::{
-    LoopDevice, detach, detach_and_wait, has_marker, is_block_device, loop_backing,
+    LoopDevice, attach, detach, detach_and_wait, has_marker, is_block_device, loop_backing,
     loops_backed_under, write_marker,
 };
 pub use mountinfo::{Mount, mounts_under};

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::{CheckResult, CheckSpec, Level, fingerprint, hint_prefix, needs, shown};
-use crate::conformance::context::{Ctx, Expect, Finding, RunLog, canary_intact};
+use crate::conformance::context::{Ctx, Expect, Finding, Holds, RunLog, canary_intact};
 use crate::contract::{self, CreateRequest, CreateResponse, Operation, Parameters};
 use crate::plugin::PluginCall;
 
@@ -228,7 +228,7 @@ async fn bytes_in_range(ctx: &Ctx) -> CheckResult {
         return Ok(Finding::Pass("bytes not reported (0)".into()));
     }
     let (min, max) = (req.capacity_min_bytes, req.capacity_max_bytes);
-    if resp.bytes < min || (max > 0 && resp.bytes > max) {
+    if !req.admits_bytes(resp.bytes) {
         return Err(Finding::Fail(format!(
             "expected capacity min {min} <= bytes{}; got bytes {}",
             if max > 0 {
@@ -438,7 +438,7 @@ async fn parameters(ctx: &Ctx) -> CheckResult {
     ] {
         let mut req = ctx.request();
         req.parameters = Some(params);
-        let outcome = ctx.create_cleanly(&req, label, false).await?;
+        let outcome = ctx.create_cleanly(&req, label, Holds::DELETES).await?;
         notes.push(outcome);
     }
     if marker.exists() {

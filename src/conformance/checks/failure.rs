@@ -133,9 +133,9 @@ fn clean(log: &RunLog) -> CheckResult {
 pub(crate) const ERROR_JSON: CheckSpec = CheckSpec {
     id: "failure.error-json",
     level: Level::Should,
-    rule: "every failing create or delete of the run (and the provoked one) prints `{\"error\": \"...\"}` on stdout, or nothing",
+    rule: "every failing create or delete of the run (and the provoked one) that exits prints `{\"error\": \"<why>\"}` on stdout, with a reason",
     why: "When a call fails Nomad decodes `{\"error\": \"...\"}` from stdout and shows that text to the user; plain text is dropped, and the user sees only `exit status 1`.",
-    fix: "On failure, print `{\"error\": \"what went wrong\"}` on stdout and the details on stderr. Printing nothing is allowed, but then the user sees only `exit status 1`.",
+    fix: "On failure, print `{\"error\": \"what went wrong\"}` on stdout and the details on stderr; a failure that prints nothing (or an empty reason) leaves the user with only `exit status 1`.",
     samples: &["text-error"],
     run: run_wide!(error_json),
 };
@@ -168,22 +168,29 @@ fn error_json(log: &RunLog) -> CheckResult {
                 return None;
             }
             let out = run.stdout();
+            let said = contract::decode_failure_error(c.op, out);
             let blank = String::from_utf8_lossy(out).trim().is_empty();
-            (!blank && contract::decode_failure_error(c.op, out).is_none()).then(|| {
-                log.cite(c);
-                format!(
-                    "{}: stdout {}, so Nomad shows only: {}",
-                    who(c),
-                    shown(out),
-                    nomad_shows(c)
-                )
-            })
+            // A process killed by a signal had no chance to say why.
+            let killed = run.ended().signal.is_some();
+            let what = match said {
+                Some(text) if !text.trim().is_empty() => return None,
+                Some(_) => "an empty reason".to_string(),
+                None if blank && killed => return None,
+                None if blank => "nothing on stdout".to_string(),
+                None => format!("stdout {}", shown(out)),
+            };
+            log.cite(c);
+            Some(format!(
+                "{}: {what}, so Nomad shows only: {}",
+                who(c),
+                nomad_shows(c)
+            ))
         })
         .collect();
     if !bad.is_empty() {
         return Err(Finding::Fail(format!(
-            "expected a failing create or delete to print {{\"error\": \"<message>\"}} (or nothing) on stdout \
-             so Nomad can tell the user why; {}",
+            "expected a failing create or delete to print {{\"error\": \"<why>\"}} on stdout, with a \
+             reason, so Nomad can tell the user why; {}",
             bad.into_iter().collect::<Vec<_>>().join("; ")
         )));
     }
@@ -202,12 +209,12 @@ fn error_json(log: &RunLog) -> CheckResult {
         .and_then(|r| contract::decode_failure_error(example.op, r.stdout()))
         .is_some_and(|text| !text.is_empty());
     Ok(Finding::Pass(format!(
-        "every failing create and delete printed {{\"error\": ...}} or nothing; {} {}: {}",
+        "every failing create and delete that exited said why in {{\"error\": ...}}; {} {}: {}",
         who(example),
         if said {
             "explained itself, and Nomad shows"
         } else {
-            "gave no reason, so Nomad shows only"
+            "was killed by a signal before it could say why, so Nomad shows only"
         },
         nomad_shows(example)
     )))

@@ -1,11 +1,15 @@
 //! `input.*`: hostile volume names and capacities. The name and parameters come
 //! from whoever may submit a volume spec: a plugin must treat them as data.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::{CheckResult, CheckSpec, Level};
-use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, listing};
-use crate::contract::DeleteRequest;
+use crate::conformance::context::{
+    Ctx, Expect, Finding, Holds, Variant, VolumeAt, canary_intact, listing, plant_in_volume,
+};
+use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
+use crate::plugin::PluginCall;
 
 /// Canary files planted around (not in) the volumes dir, and what else is there.
 struct Surroundings {
@@ -53,7 +57,12 @@ fn beside_volumes(entry: &str) -> Option<String> {
 }
 
 /// The `input.*` checks, in catalogue order.
-pub(crate) const CHECKS: &[CheckSpec] = &[NAME_TRAVERSAL, NAME_INJECTION, CAPACITY_EDGE];
+pub(crate) const CHECKS: &[CheckSpec] = &[
+    NAME_TRAVERSAL,
+    NAME_INJECTION,
+    CAPACITY_EDGE,
+    VOLUMES_DIR_SPACE,
+];
 
 pub(crate) const NAME_TRAVERSAL: CheckSpec = CheckSpec {
     id: "input.name-traversal",
@@ -174,7 +183,7 @@ async fn name_injection(ctx: &Ctx) -> CheckResult {
         let mut req = ctx.request();
         req.volume_name = name.clone();
         notes.push(
-            ctx.create_cleanly(&req, &format!("name {name:?}"), false)
+            ctx.create_cleanly(&req, &format!("name {name:?}"), Holds::DELETES)
                 .await?,
         );
         if let Some(hit) = (1..=4).map(marker).find(|m| m.exists()) {
@@ -194,26 +203,225 @@ async fn name_injection(ctx: &Ctx) -> CheckResult {
 pub(crate) const CAPACITY_EDGE: CheckSpec = CheckSpec {
     id: "input.capacity-edge",
     level: Level::Should,
-    rule: "capacity 0/0, min > max and min = 2^63-1 each succeed or fail cleanly",
-    why: "Capacities come from users: 0/0, min > max or 2^63-1 must not hang the plugin or leave half-made volumes.",
-    fix: "Validate the capacity first and fail with `{\"error\": \"...\"}` before making anything, or succeed cleanly.",
+    rule: "capacity 0/0, min > max, min = 2^63-1, min = max off a MiB boundary, a range below 16 MiB, min alone and min above the free space each succeed with bytes in range, or fail cleanly",
+    why: "Capacities come from users: 0/0, min > max or 2^63-1 must not hang the plugin or leave half-made volumes, and a plugin that sizes volumes in whole units must still honour a range that is not one (or refuse it).",
+    fix: "Validate the capacity first and fail with `{\"error\": \"...\"}` before making anything, or succeed with `bytes` between min and max (when max > 0); a failure after something was made must undo it.",
     samples: &[],
     run: scenario!(capacity_edge),
 };
 
+/// A MiB, the unit plugins that size images round to.
+const MIB: i64 = 1 << 20;
+
 async fn capacity_edge(ctx: &Ctx) -> CheckResult {
     ctx.require_create().await?;
+    // Twice the free space of the volumes dir's filesystem, and a GiB more:
+    // no plugin can provide it there, so it must refuse it (or not use
+    // capacity at all) and leave nothing behind.
+    let free = nix::sys::statvfs::statvfs(&ctx.sandbox.volumes)
+        .map(|st| st.blocks_available() as i64 * st.fragment_size() as i64)
+        .unwrap_or(0);
+    let above_free = free.saturating_mul(2).saturating_add(1 << 30);
     let cases = [
         ("capacity 0/0", 0, 0),
-        ("min > max", 20 << 20, 10 << 20),
+        ("min > max", 20 * MIB, 10 * MIB),
         ("min = 2^63-1", i64::MAX, 0),
+        (
+            "min = max = 20.5 MiB",
+            20 * MIB + MIB / 2,
+            20 * MIB + MIB / 2,
+        ),
+        ("min 1 MiB, max 10 MiB", MIB, 10 * MIB),
+        ("min 20 MiB + 1 byte alone", 20 * MIB + 1, 0),
+        ("min above the free space", above_free, 0),
     ];
+    // A plugin whose bytes miss the default request's range too is
+    // create.bytes-in-range's finding: its bytes are not judged again here.
+    let probe = ctx.create_probe().await;
+    let default_in_range = match &probe.call.result {
+        Ok(resp) => probe.request.admits_bytes(resp.bytes),
+        Err(_) => true,
+    };
+    let holds = match default_in_range {
+        true => Holds::CAPACITY,
+        false => Holds::NO_RESIDUE,
+    };
     let mut notes = Vec::new();
     for (label, min, max) in cases {
         let mut req = ctx.request();
         req.capacity_min_bytes = min;
         req.capacity_max_bytes = max;
-        notes.push(ctx.create_cleanly(&req, label, true).await?);
+        notes.push(ctx.create_cleanly(&req, label, holds).await?);
+    }
+    if !default_in_range {
+        notes.push(format!(
+            "bytes not judged (the default request's are outside its range too: {})",
+            super::create::BYTES_IN_RANGE.id
+        ));
     }
     Ok(Finding::Pass(notes.join("; ")))
+}
+
+pub(crate) const VOLUMES_DIR_SPACE: CheckSpec = CheckSpec {
+    id: "input.volumes-dir-space",
+    level: Level::Must,
+    rule: "in a volumes dir whose path holds a space (`.../host volumes`, beside a file `host`), create and delete work and change nothing outside it",
+    why: "The volumes dir is the operator's `host_volumes_dir` (or under the agent's `data_dir`), and a path with a space is a valid one. A plugin that leaves a path unquoted splits it in two: it makes or removes `.../host` and `volumes` in its working directory, not the volume.",
+    fix: "Quote every expansion of a path in sh (`\"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\"`, `rm -rf -- \"$path\"`), and pass paths as single arguments in other languages (no shell strings).",
+    samples: &[],
+    run: scenario!(volumes_dir_space),
+};
+
+/// Creates and deletes in `check/space/host volumes`, beside a canary file
+/// `check/space/host` (what the first word of the split path names), run
+/// from a working dir of the check's own (where the second word lands):
+/// both must work, and nothing outside the volumes dir may change.
+async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
+    ctx.require_create().await?;
+    let prepare = |e: std::io::Error| Finding::Skip(format!("cannot prepare the test area: {e}"));
+    let space = ctx.sandbox.make_dirs(Path::new("space")).map_err(prepare)?;
+    let decoy = ctx.plant(&space, "host").map_err(prepare)?;
+    let volumes = ctx
+        .sandbox
+        .make_dirs(Path::new("space/host volumes"))
+        .map_err(prepare)?;
+    let cwd = ctx.sandbox.make_dirs(Path::new("cwd")).map_err(prepare)?;
+    let there = ctx.variant(|o| o.cwd = Some(cwd.clone()));
+    let around = Surroundings {
+        root: ctx.sandbox.dir.clone(),
+        canaries: vec![decoy],
+    };
+    // What the plugin writes into its working dir under any name but the
+    // split path's second word is process.cwd-independent's finding.
+    let ours = |entry: &String| {
+        !entry.starts_with("cwd/") || entry == "cwd/volumes" || entry.starts_with("cwd/volumes/")
+    };
+    let before: BTreeSet<String> = around.outside(&volumes).into_iter().filter(ours).collect();
+    let changed = |around: &Surroundings, what: &str| -> Result<(), Finding> {
+        let now: BTreeSet<String> = around.outside(&volumes).into_iter().filter(ours).collect();
+        let added: Vec<_> = now.difference(&before).cloned().collect();
+        let removed: Vec<_> = before.difference(&now).cloned().collect();
+        let overwritten = around.canaries.iter().any(|c| !canary_intact(c));
+        if added.is_empty() && removed.is_empty() && !overwritten {
+            return Ok(());
+        }
+        Err(Finding::Fail(format!(
+            "{what} in the volumes dir {volumes:?}: expected nothing to change outside it; created: [{}], \
+             removed: [{}]{} (relative to the check's dir; the plugin ran in `cwd`) — an unquoted path \
+             is split at the space",
+            added.join(", "),
+            removed.join(", "),
+            if overwritten {
+                ", and the file `space/host` beside it was changed"
+            } else {
+                ""
+            }
+        )))
+    };
+    let req = ctx.request_in(&volumes);
+    let created = create_settled(
+        &there,
+        &req,
+        "create in a volumes dir whose path holds a space",
+    )
+    .await?;
+    changed(&around, "create")?;
+    let resp = match created.result {
+        Ok(resp) => resp,
+        Err(e) => {
+            // Failing everywhere is create.succeeds's finding.
+            if let Some(needs) = ctx.failed_prerequisite(Operation::Create).await {
+                return Err(Finding::Skip(needs));
+            }
+            return Err(Finding::Warn(format!(
+                "expected create to work in a volumes dir whose path holds a space ({volumes:?}); \
+                 it failed: {e} (it works in the default volumes dir: quote every path)"
+            )));
+        }
+    };
+    let volume = VolumeAt::before_delete(&resp.path);
+    if !volume.is_block() && !Path::new(&resp.path).is_dir() {
+        return Err(Finding::Warn(format!(
+            "expected create in a volumes dir whose path holds a space to make its volume; \
+             it answered path {:?}, which is not a directory",
+            resp.path
+        )));
+    }
+    if !volume.is_block() {
+        plant_in_volume(
+            ctx,
+            &resp.path,
+            "create in a volumes dir whose path holds a space",
+        )?;
+    }
+    let delete = DeleteRequest::for_created(&req, &resp.path);
+    let deleted = delete_settled(
+        &there,
+        &delete,
+        "delete in a volumes dir whose path holds a space",
+    )
+    .await?;
+    changed(&around, "delete")?;
+    if let Err(e) = deleted.result {
+        // Failing everywhere is delete.succeeds's finding.
+        if let Some(needs) = ctx.failed_prerequisite(Operation::Delete).await {
+            return Err(Finding::Skip(needs));
+        }
+        return Err(Finding::Warn(format!(
+            "expected delete to work in a volumes dir whose path holds a space ({volumes:?}); \
+             it failed: {e}"
+        )));
+    }
+    if !volume.gone().await {
+        return Err(Finding::Warn(format!(
+            "expected delete in a volumes dir whose path holds a space to remove the volume; {}",
+            volume.still_there()
+        )));
+    }
+    Ok(Finding::Pass(format!(
+        "created and deleted in {:?}, nothing outside it changed",
+        volumes.file_name().unwrap_or_default()
+    )))
+}
+
+/// Creates through `plugin`; a create that timed out under the run's load is
+/// made again alone and judged by that (inconclusive when it times out alone
+/// too).
+async fn create_settled(
+    plugin: &Variant<'_>,
+    req: &CreateRequest,
+    step: &str,
+) -> Result<PluginCall<CreateResponse>, Finding> {
+    let first = plugin.create(req, Expect::Either, step).await;
+    if !first.timed_out() {
+        return Ok(first);
+    }
+    let again = format!("{step}, re-run alone after a timeout");
+    let call = plugin.alone().create(req, Expect::Either, &again).await;
+    match call.timed_out() {
+        true => Err(Finding::Skip(format!(
+            "inconclusive: {step} timed out alone too"
+        ))),
+        false => Ok(call),
+    }
+}
+
+/// Deletes through `plugin`, as [`create_settled`] creates.
+async fn delete_settled(
+    plugin: &Variant<'_>,
+    req: &DeleteRequest,
+    step: &str,
+) -> Result<PluginCall<()>, Finding> {
+    let first = plugin.delete(req, Expect::Either, step).await;
+    if !first.timed_out() {
+        return Ok(first);
+    }
+    let again = format!("{step}, re-run alone after a timeout");
+    let call = plugin.alone().delete(req, Expect::Either, &again).await;
+    match call.timed_out() {
+        true => Err(Finding::Skip(format!(
+            "inconclusive: {step} timed out alone too"
+        ))),
+        false => Ok(call),
+    }
 }

@@ -17,6 +17,7 @@ pub(crate) const CHECKS: &[CheckSpec] = &[
     RECREATE,
     CRASH_CREATE,
     CRASH_DELETE,
+    super::lifecycle_reboot::STALE_LOOP,
 ];
 
 pub(crate) const RESTORE: CheckSpec = CheckSpec {

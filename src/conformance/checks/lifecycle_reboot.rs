@@ -1,7 +1,9 @@
-//! `lifecycle.reboot`: a node reboot takes away every mount and loop device,
-//! then the Nomad client calls create for every volume at start. A plugin
-//! must find its volumes again, data and all, from what a reboot leaves: the
-//! files on disk.
+//! What a reboot or a killed call leaves in the kernel. `lifecycle.reboot`: a
+//! node reboot takes away every mount and loop device, then the Nomad client
+//! calls create for every volume at start; a plugin must find its volumes
+//! again, data and all, from what a reboot leaves: the files on disk.
+//! `lifecycle.stale-loop`: a call killed between `losetup` and `mount` leaves
+//! a loop device attached to the image; delete must not leave it behind.
 
 use std::path::Path;
 
@@ -177,4 +179,83 @@ async fn reboot(ctx: &Ctx) -> CheckResult {
         "a reboot took away {what}; create at client start found {VOLUMES} volumes at their \
          paths{kept}, and each deleted cleanly{note}"
     )))
+}
+
+pub(crate) const STALE_LOOP: CheckSpec = CheckSpec {
+    id: "lifecycle.stale-loop",
+    level: Level::Should,
+    rule: "when a loop device is attached to a volume's image besides the plugin's own (as a call killed between `losetup` and `mount` leaves one), delete succeeds and leaves no loop device on the image",
+    why: "A create or delete killed part way (a timeout, an agent restart) can leave a loop device attached to the volume's image. A delete that detaches only the device it mounted leaves that one behind for good: it keeps the removed image's space in use, and a node has only a few loop devices.",
+    fix: "In delete, after unmounting, detach every loop device attached to the image (`losetup -j IMAGE`, then `losetup -d` each), and wait until none is left before removing the image.",
+    samples: &[],
+    run: scenario!(stale_loop),
+};
+
+/// A volume whose image has a second loop device attached (as a killed call
+/// leaves) is deleted with no device left on the image.
+async fn stale_loop(ctx: &Ctx) -> CheckResult {
+    ctx.require_process()?;
+    ctx.require_create().await?;
+    let dir = ctx.sandbox.dir.clone();
+    let before = crate::safe_fs::loops_backed_under(&dir);
+    let (req, path) = ctx
+        .one_volume("create of the volume a loop device is left on")
+        .await?;
+    let made: Vec<_> = crate::safe_fs::loops_backed_under(&dir)
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    let Some(image) = made.first().map(|d| d.backing_file.clone()) else {
+        ctx.delete(
+            &req,
+            &path,
+            Expect::Success,
+            "delete of a volume with no loop device",
+        )
+        .await;
+        return Err(Finding::Skip(
+            "not applicable: the plugin attaches no loop device to its volumes".into(),
+        ));
+    };
+    let stale = match crate::safe_fs::attach(&image, &ctx.shared.root) {
+        Ok(dev) => dev,
+        Err(e) => {
+            ctx.delete(&req, &path, Expect::Success, "delete of the volume")
+                .await;
+            return Err(Finding::Skip(format!(
+                "inconclusive: the harness could not attach a loop device to {}: {e}",
+                image.display()
+            )));
+        }
+    };
+    let step = "delete with a stale loop device on the image";
+    ctx.delete_ok(&req, &path, step).await?;
+    // A detach while another process holds the device is finished later by
+    // the kernel: give it the time a delete's detach may take.
+    let deadline = std::time::Instant::now() + DETACH_BOUND;
+    let left = loop {
+        let left: Vec<_> = crate::safe_fs::loops_backed_under(&dir)
+            .into_iter()
+            .filter(|d| !before.contains(d))
+            .collect();
+        if left.is_empty() || std::time::Instant::now() >= deadline {
+            break left;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    if !left.is_empty() {
+        // No device names: they are the kernel's choice, not the plugin's.
+        let which = match left.iter().any(|d| d.device == stale.device) {
+            true => "the device left attached before the delete",
+            false => "a device it attached itself",
+        };
+        return Err(Finding::Fail(format!(
+            "expected delete to leave no loop device on the volume's image; with a second device \
+             attached to it beforehand (as a call killed between `losetup` and `mount` leaves), \
+             it left {which} attached (the harness detached it)"
+        )));
+    }
+    Ok(Finding::Pass(
+        "with a second loop device left attached to the image, delete detached it too".into(),
+    ))
 }

@@ -109,6 +109,37 @@ impl VolumeAt {
 /// device attached waits this long.
 const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// What [`Ctx::create_cleanly`] holds a successful create to, besides a
+/// delete that succeeds.
+#[derive(Clone, Copy)]
+pub(crate) struct Holds {
+    /// Nothing of the volume is left in the volumes dir after its delete.
+    pub no_residue: bool,
+    /// The `bytes` it reports (when > 0) lie within the request's capacity
+    /// range: for the checks whose subject is the capacity (for the default
+    /// request that is `create.bytes-in-range`'s finding).
+    pub bytes_in_range: bool,
+}
+
+impl Holds {
+    /// A delete that succeeds, and nothing more.
+    pub const DELETES: Holds = Holds {
+        no_residue: false,
+        bytes_in_range: false,
+    };
+    /// And nothing of the volume left after its delete.
+    pub const NO_RESIDUE: Holds = Holds {
+        no_residue: true,
+        bytes_in_range: false,
+    };
+    /// And nothing of the volume left after its delete, and its `bytes`
+    /// within the capacity asked for.
+    pub const CAPACITY: Holds = Holds {
+        no_residue: true,
+        bytes_in_range: true,
+    };
+}
+
 impl Ctx {
     /// Creates one volume for a check that deletes it: its request and path.
     pub async fn one_volume(&self, step: &str) -> Result<(CreateRequest, String), Finding> {
@@ -119,15 +150,14 @@ impl Ctx {
     }
 
     /// Creates `req`, which may succeed or fail (the rule of the checks that
-    /// use it); a success must then be deleted (and with `no_residue`, leave
-    /// nothing); a failure must be clean (nothing new in the volumes dir, no
+    /// use it); a success must then be deleted (and hold to `holds`); a failure must be clean (nothing new in the volumes dir, no
     /// process left). A call that timed out is judged by its re-run alone
     /// (inconclusive when that times out too). Returns a note on what happened.
     pub async fn create_cleanly(
         &self,
         req: &CreateRequest,
         label: &str,
-        no_residue: bool,
+        holds: Holds,
     ) -> Result<String, Finding> {
         let dir = Path::new(&req.volumes_dir);
         let before = listing(dir);
@@ -137,6 +167,11 @@ impl Ctx {
         let call = self.create_unloaded(req, Expect::Either, &step).await?;
         match &call.result {
             Ok(resp) => {
+                let (min, max) = (req.capacity_min_bytes, req.capacity_max_bytes);
+                // No bytes lie in a range whose min is above its max: such a
+                // create is judged by how it ends, not by its answer.
+                let satisfiable = max <= 0 || min <= max;
+                let outside = satisfiable && !req.admits_bytes(resp.bytes);
                 let step = format!("{label}: delete after a successful create");
                 let delete = DeleteRequest::for_created(req, &resp.path);
                 let deleted = self
@@ -144,7 +179,20 @@ impl Ctx {
                     .await?;
                 self.need(deleted, &step).await?;
                 let left = self.left_since(dir, &before).await;
-                if no_residue && !left.own.is_empty() {
+                if holds.bytes_in_range && outside {
+                    self.cite(call.run.as_ref());
+                    return Err(Finding::Fail(format!(
+                        "{label}: expected bytes within the capacity asked for (min {min}{}); \
+                         create reported bytes {}",
+                        if max > 0 {
+                            format!(", max {max}")
+                        } else {
+                            String::new()
+                        },
+                        resp.bytes
+                    )));
+                }
+                if holds.no_residue && !left.own.is_empty() {
                     return Err(Finding::Fail(format!(
                         "{label}: create succeeded, but after delete the volumes dir still holds {}{}",
                         left.own.join(", "),
