@@ -17,13 +17,14 @@ impl Surroundings {
     /// The check's dir holds the volumes dir; canaries go beside it, in the
     /// check's dir, and in a sibling dir that a traversal would reach.
     fn plant(ctx: &Ctx) -> std::io::Result<Surroundings> {
-        let sibling = ctx.sandbox.make_dirs(Path::new("sibling"))?;
+        let sibling = ctx.dirs().make_dirs(Path::new("sibling"))?;
         let canaries = vec![
-            ctx.plant(&ctx.sandbox.dir, "canary-beside-volumes")?,
-            ctx.plant(&sibling, "canary-in-sibling")?,
+            ctx.dirs()
+                .plant(ctx.dirs().dir(), "canary-beside-volumes")?,
+            ctx.dirs().plant(&sibling, "canary-in-sibling")?,
         ];
         Ok(Surroundings {
-            root: ctx.sandbox.dir.clone(),
+            root: ctx.dirs().dir().to_path_buf(),
             canaries,
         })
     }
@@ -66,11 +67,11 @@ pub(crate) const NAME_TRAVERSAL: CheckSpec = CheckSpec {
 };
 
 async fn name_traversal(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     // The volumes dir sits two levels below the test area's top, so `../../`
     // lands inside the area where the change is seen.
     let volumes = ctx
-        .sandbox
+        .dirs()
         .make_dirs(Path::new("area/volumes"))
         .map_err(|e| Finding::Skip(format!("cannot prepare the test area: {e}")))?;
     let around = Surroundings::plant(ctx)
@@ -89,6 +90,7 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
         // Either: refusing such a name is as good as treating it as data. A
         // create or delete that timed out is judged by its re-run alone.
         let call = ctx
+            .calls()
             .create_unloaded(
                 &req,
                 Expect::Either,
@@ -99,12 +101,13 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
         let step = format!("delete of volume {name:?}");
         let deleted = match &call.result {
             Ok(resp) => Some(
-                ctx.delete_unloaded(
-                    &DeleteRequest::for_created(&req, &resp.path),
-                    Expect::Success,
-                    &step,
-                )
-                .await,
+                ctx.calls()
+                    .delete_unloaded(
+                        &DeleteRequest::for_created(&req, &resp.path),
+                        Expect::Success,
+                        &step,
+                    )
+                    .await,
             ),
             Err(_) => None,
         };
@@ -112,6 +115,7 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
         // What the plugin adds beside the volumes dir for every volume (a
         // metadata dir) is no traversal: delete.no-residue's to report.
         let added = ctx
+            .probes()
             .leftovers(
                 after_create
                     .difference(&before)
@@ -132,7 +136,7 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
             )));
         }
         if let Some(deleted) = deleted {
-            ctx.need(deleted?, &step).await?;
+            ctx.calls().need(deleted?, &step).await?;
         }
         notes.push(match &call.result {
             Ok(_) => format!("name {name:?}: created and deleted inside the volumes dir"),
@@ -159,8 +163,8 @@ pub(crate) const NAME_INJECTION: CheckSpec = CheckSpec {
 };
 
 async fn name_injection(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
-    let marker = |n: u8| ctx.sandbox.dir.join(format!("injected-{n}"));
+    ctx.probes().require_create().await?;
+    let marker = |n: u8| ctx.dirs().dir().join(format!("injected-{n}"));
     let names = [
         format!("x$(touch {})", marker(1).display()),
         format!("x`touch {}`", marker(2).display()),
@@ -174,7 +178,8 @@ async fn name_injection(ctx: &Ctx) -> CheckResult {
         let mut req = ctx.request();
         req.volume_name = name.clone();
         notes.push(
-            ctx.create_cleanly(&req, &format!("name {name:?}"), false)
+            ctx.calls()
+                .create_cleanly(&req, &format!("name {name:?}"), false)
                 .await?,
         );
         if let Some(hit) = (1..=4).map(marker).find(|m| m.exists()) {
@@ -202,7 +207,7 @@ pub(crate) const CAPACITY_EDGE: CheckSpec = CheckSpec {
 };
 
 async fn capacity_edge(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let cases = [
         ("capacity 0/0", 0, 0),
         ("min > max", 20 << 20, 10 << 20),
@@ -213,7 +218,7 @@ async fn capacity_edge(ctx: &Ctx) -> CheckResult {
         let mut req = ctx.request();
         req.capacity_min_bytes = min;
         req.capacity_max_bytes = max;
-        notes.push(ctx.create_cleanly(&req, label, true).await?);
+        notes.push(ctx.calls().create_cleanly(&req, label, true).await?);
     }
     Ok(Finding::Pass(notes.join("; ")))
 }

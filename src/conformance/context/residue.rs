@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{Ctx, listing};
+use super::{Prereqs, listing};
 
 /// A volume id as the harness makes them (UUID v4, lower case).
 static UUID: LazyLock<Regex> = LazyLock::new(|| {
@@ -97,10 +97,10 @@ fn shape(entry: &str, fixture: Option<&str>) -> String {
     }
 }
 
-impl Ctx {
+impl Prereqs<'_> {
     /// The shape of an entry of this run (see [`shape`]).
     pub(crate) fn shape(&self, entry: &str) -> String {
-        shape(entry, self.shared.settings.template.name.as_deref())
+        shape(entry, self.run.settings.template.name.as_deref())
     }
 
     /// Splits entries left in or beside a volumes dir (as [`around`] names

@@ -5,14 +5,14 @@ use std::path::{Path, PathBuf};
 
 use std::collections::BTreeSet;
 
-use super::{Ctx, Expect, Finding, Residue, listing};
+use super::{Calls, Ctx, Expect, Finding, Prereqs, Residue, listing};
 use crate::contract::{CreateRequest, DeleteRequest};
 
 /// Writes a canary into a volume, or fails the check saying the path is
 /// unusable. A path that resolves outside the run's sandbox gets nothing
 /// written: the check is skipped, saying so.
 pub(crate) fn plant_in_volume(ctx: &Ctx, path: &str, step: &str) -> Result<PathBuf, Finding> {
-    ctx.plant(Path::new(path), ".dhv-conform-canary").map_err(|e| {
+    ctx.dirs().plant(Path::new(path), ".dhv-conform-canary").map_err(|e| {
         let outside = e
             .get_ref()
             .is_some_and(|inner| inner.is::<super::sandbox::OutsideSandbox>());
@@ -109,10 +109,10 @@ impl VolumeAt {
 /// device attached waits this long.
 const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(10);
 
-impl Ctx {
+impl Calls {
     /// Creates one volume for a check that deletes it: its request and path.
     pub async fn one_volume(&self, step: &str) -> Result<(CreateRequest, String), Finding> {
-        self.require_create().await?;
+        self.prereqs().require_create().await?;
         let req = self.request();
         let resp = self.create_ok(&req, step).await?;
         Ok((req, resp.path))
@@ -143,7 +143,7 @@ impl Ctx {
                     .delete_unloaded(&delete, Expect::Success, &step)
                     .await?;
                 self.need(deleted, &step).await?;
-                let left = self.left_since(dir, &before).await;
+                let left = self.prereqs().left_since(dir, &before).await;
                 if no_residue && !left.own.is_empty() {
                     return Err(Finding::Fail(format!(
                         "{label}: create succeeded, but after delete the volumes dir still holds {}{}",
@@ -154,7 +154,7 @@ impl Ctx {
                 Ok(format!("{label}: created and deleted{}", left.citation()))
             }
             Err(e) => {
-                let left = self.left_since(dir, &before).await;
+                let left = self.prereqs().left_since(dir, &before).await;
                 let procs: Vec<String> = call
                     .run
                     .iter()
@@ -187,7 +187,9 @@ impl Ctx {
             }
         }
     }
+}
 
+impl Prereqs<'_> {
     /// What is in `dir` now and was not in `before`, split by cause (see
     /// [`leftovers`](Self::leftovers)).
     pub async fn left_since(&self, dir: &Path, before: &BTreeSet<String>) -> Residue {
