@@ -218,7 +218,7 @@ pub(crate) const NO_RESIDUE: CheckSpec = CheckSpec {
 
 /// Nothing the plugin made remains after all deletes, in the volumes dir or
 /// beside it. The one finding for what every create and delete leaves: other
-/// checks cite it ([`Ctx::leftovers`]).
+/// checks cite it ([`Prereqs::leftovers`](crate::conformance::context::Prereqs::leftovers)).
 async fn no_residue(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let before = around(ctx.dirs().volumes());

@@ -25,7 +25,7 @@ static DEFAULT_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new("conformance-[0-9a-f]{8}").expect("valid regex"));
 
 /// What a plain create and delete of one volume leave in and beside its
-/// volumes dir, as shapes (see [`Ctx::shape`]).
+/// volumes dir, as shapes (see [`Prereqs::shape`]).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Footprint {
     /// Beside the volumes dir (`../…`), right after create.
