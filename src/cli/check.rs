@@ -53,7 +53,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     };
     super::clean::before_a_run();
     check_work_dir(args.work_dir.as_deref())?;
-    let (progress_to, table_to) = match (args.json.as_deref() == Some("-"), format) {
+    let (progress_to, table_to) = match (args.reports.json_to_stdout(), format) {
         (true, _) => (Stream::Stderr, Stream::Stderr),
         (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
         (false, _) => (Stream::Stdout, Stream::Stdout),

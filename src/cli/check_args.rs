@@ -20,19 +20,9 @@ pub struct CheckArgs {
     /// The plugin's config (requests, claims, skips) [default: dhv-conform.toml beside the plugin, when present].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Write the full JSON report to FILE (`-` for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<String>,
-    /// Write JUnit XML to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-    /// Write a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY).
-    #[arg(long, value_name = "FILE")]
-    pub markdown: Option<PathBuf>,
-    /// Write a self-contained HTML page to FILE: the checks, a timeline of the calls
-    /// and the duration of each operation against its limit.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
+    /// The report files (--json, --junit, --markdown, --html).
+    #[command(flatten)]
+    pub reports: super::report_files::ReportFiles,
     /// Compare the normalised report with FILE; missing or different exits 3 with a diff.
     #[arg(long, value_name = "FILE")]
     pub snapshot: Option<PathBuf>,

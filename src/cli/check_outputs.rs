@@ -6,7 +6,8 @@
 use std::path::Path;
 
 use super::check_args::CheckArgs;
-use super::{CliError, CliResult, EXIT_OK, EXIT_SNAPSHOT, print_stderr, write_output};
+use super::report_files::write_to;
+use super::{CliError, CliResult, EXIT_OK, EXIT_SNAPSHOT, print_stderr};
 use crate::report::{self, Redactions, SnapshotOutcome};
 
 /// Writes the requested report files; returns the snapshot gate's exit code.
@@ -18,19 +19,11 @@ pub(super) fn write_reports(args: &CheckArgs, report: &report::Report) -> CliRes
     }
 }
 
-/// Writes the requested report files: JSON, JUnit, Markdown.
+/// Writes the requested report files, one per format named (see
+/// [`FORMATS`](crate::report::FORMATS)).
 pub(super) fn write_files(args: &CheckArgs, report: &report::Report) -> Result<(), CliError> {
-    if let Some(dest) = &args.json {
-        write_output(dest, &report::to_json(report))?;
-    }
-    if let Some(path) = &args.junit {
-        write_output(&path.to_string_lossy(), &report::to_junit(report))?;
-    }
-    if let Some(path) = &args.markdown {
-        write_output(&path.to_string_lossy(), &report::to_markdown(report))?;
-    }
-    if let Some(path) = &args.html {
-        write_output(&path.to_string_lossy(), &report::to_html(report))?;
+    for (format, dest) in args.reports.requested() {
+        write_to(dest, &(format.run)(report))?;
     }
     Ok(())
 }
@@ -99,23 +92,13 @@ fn source_of(e: &dyn std::error::Error) -> String {
 /// fails in a second, not after minutes of checks; two reports aimed at one
 /// file would keep only the last, so that is refused too.
 pub(super) fn check_outputs(args: &CheckArgs) -> Result<(), CliError> {
-    let files = [
-        (
-            "--json",
-            args.json.as_deref().filter(|j| *j != "-").map(Path::new),
-        ),
-        ("--junit", args.junit.as_deref()),
-        ("--markdown", args.markdown.as_deref()),
-        // --bless writes the snapshot; its dir must exist, as every output's must.
-        (
-            "--snapshot",
-            args.snapshot.as_deref().filter(|_| args.bless),
-        ),
-        ("--html", args.html.as_deref()),
-    ];
-    let files: Vec<(&str, &Path)> = files
-        .into_iter()
-        .filter_map(|(flag, path)| Some((flag, path?)))
+    // JSON to stdout is no file; --bless writes the snapshot, whose dir must
+    // exist, as every output's must.
+    let reports = args.reports.requested().map(|(f, path)| (f.flag, path));
+    let snapshot = args.snapshot.as_deref().filter(|_| args.bless);
+    let files: Vec<(&str, &Path)> = reports
+        .filter(|(flag, path)| !(*flag == "--json" && *path == Path::new("-")))
+        .chain(snapshot.map(|path| ("--snapshot", path)))
         .collect();
     for (_, path) in &files {
         crate::safe_fs::check_target(path).map_err(|e| CliError::usage(e.to_string()))?;

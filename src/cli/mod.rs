@@ -16,6 +16,7 @@ mod new;
 mod plugins;
 mod progress_lines;
 mod report;
+mod report_files;
 mod run;
 mod run_fidelity;
 mod run_output;

@@ -10,6 +10,7 @@ use std::io::Read as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
+use super::report_files::write_to;
 use super::{CliError, CliResult, EXIT_OK, print_stdout, write_output};
 use crate::report::fleet::{self, FleetReport};
 use crate::report::{self, SCHEMA};
@@ -42,27 +43,20 @@ pub struct HtmlArgs {
 
 /// Arguments of `report merge`.
 #[derive(Debug, clap::Args)]
+#[command(
+    mut_arg("json", |a| a.help("Write the fleet JSON report (`dhv-conform/fleet/v1`) to FILE (`-` for stdout)")),
+    mut_arg("markdown", |a| a.help("Write the Markdown summary to FILE (`-` for stdout), e.g. $GITHUB_STEP_SUMMARY")),
+    mut_arg("junit", |a| a.help("Write JUnit XML, one testsuite per node, to FILE (`-` for stdout)")),
+    mut_arg("html", |a| a.help("Write the fleet's HTML page to FILE (`-` for stdout): the checks × nodes heat map, the builds, each node's findings")),
+)]
 pub struct MergeArgs {
     /// `dhv-conform/report/v1` JSON files, or directories of them (their *.json files).
     #[arg(required = true, value_name = "REPORT")]
     pub reports: Vec<PathBuf>,
-    /// Write the fleet JSON report (`dhv-conform/fleet/v1`) to FILE (`-` for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<String>,
-    /// Write the Markdown summary to FILE (`-` for stdout), e.g. $GITHUB_STEP_SUMMARY.
-    #[arg(long, value_name = "FILE")]
-    pub markdown: Option<String>,
-    /// Write JUnit XML, one testsuite per node, to FILE (`-` for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<String>,
-    /// Write the fleet's HTML page to FILE (`-` for stdout): the checks × nodes heat map,
-    /// the builds, each node's findings.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<String>,
+    /// The fleet's report files (--json, --junit, --markdown, --html).
+    #[command(flatten)]
+    pub files: super::report_files::ReportFiles,
 }
-
-/// A fleet report form.
-type Render = fn(&FleetReport) -> String;
 
 /// Runs a `report` subcommand.
 pub fn run(command: ReportCommand) -> CliResult {
@@ -74,18 +68,10 @@ pub fn run(command: ReportCommand) -> CliResult {
 
 fn merge(args: &MergeArgs) -> CliResult {
     let fleet = read_fleet(&args.reports)?;
-    let outputs: [(&Option<String>, Render); 4] = [
-        (&args.json, fleet::to_fleet_json),
-        (&args.markdown, fleet::to_fleet_markdown),
-        (&args.junit, fleet::to_fleet_junit),
-        (&args.html, report::to_fleet_html),
-    ];
     let mut wrote = false;
-    for (dest, render) in outputs {
-        if let Some(dest) = dest {
-            write_output(dest, &render(&fleet))?;
-            wrote = true;
-        }
+    for (format, dest) in args.files.requested() {
+        write_to(dest, &(format.fleet)(&fleet))?;
+        wrote = true;
     }
     if !wrote {
         print_stdout(&fleet::to_fleet_markdown(&fleet));

@@ -16,7 +16,7 @@ use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
 
 use super::catalogue::{CATALOGUE, CheckSpec};
 use super::checks::{self, CheckFn};
-use super::context::{Ctx, Finding, RunLog, Settings, Shared};
+use super::context::{Finding, RunLog, ScenarioRun, Settings, Shared};
 use super::evidence;
 use super::verdict::{libtest_verdict, to_result};
 use crate::plugin::PluginRun;
@@ -343,8 +343,8 @@ impl RunState {
                 Ok((finding, log.evidence(), log.unpinned()))
             }
             CheckFn::Scenario(body, _) => {
-                let ctx = match Ctx::new(self.shared.clone(), spec.id) {
-                    Ok(ctx) => ctx,
+                let run = match ScenarioRun::new(self.shared.clone(), spec.id) {
+                    Ok(run) => run,
                     // Something made the check's dir before the harness did:
                     // only a plugin writing outside its volumes dir can have.
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -359,9 +359,9 @@ impl RunState {
                     }
                     Err(e) => return Err(e),
                 };
-                let finding = checks::run_scenario(&ctx, body).await;
-                ctx.cleanup().await;
-                Ok((finding, ctx.evidence(), None))
+                let finding = body(run.ctx()).await.unwrap_or_else(|f| f);
+                let (finding, evidence) = run.finish(finding).await;
+                Ok((finding, evidence, None))
             }
         }
     }

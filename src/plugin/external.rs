@@ -6,11 +6,12 @@ use std::path::{Component, Path, PathBuf};
 
 use std::time::{Duration, Instant};
 
+use super::transport::{Launch, LocalProcess, Transport};
 use super::{
     BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure, go_quote,
 };
 use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, Operation};
-use crate::exec::{Call, KillMode, Supervisor};
+use crate::exec::{KillMode, Supervisor};
 use crate::version::VersionInfo;
 
 /// The most stdout a call may print and still be decoded exactly as Nomad
@@ -41,6 +42,8 @@ pub struct ExternalPlugin {
     cwd: Option<PathBuf>,
     recorder: Option<Recorder>,
     supervisor: Supervisor,
+    /// Where its process runs (a local process unless told otherwise).
+    transport: std::sync::Arc<dyn Transport>,
 }
 
 impl ExternalPlugin {
@@ -120,7 +123,15 @@ impl ExternalPlugin {
             cwd: None,
             recorder: None,
             supervisor: Supervisor::new(),
+            transport: std::sync::Arc::new(LocalProcess),
         }
+    }
+
+    /// Runs its process through `transport` (a container, a remote node)
+    /// instead of as a local process.
+    pub fn with_transport(mut self, transport: std::sync::Arc<dyn Transport>) -> Self {
+        self.transport = transport;
+        self
     }
 
     /// Uses these time limits.
@@ -230,21 +241,21 @@ impl ExternalPlugin {
         timeout: Duration,
     ) -> PluginRun {
         env.extend(self.extra_env.iter().cloned());
-        let mut inv = Call::new(&self.program)
-            .arg0(&self.executable)
-            .arg(op)
-            .env(env.clone())
-            .timeout(timeout)
-            .kill_mode(self.kill_mode)
-            .output_cap(self.output_cap)
-            .stdout_cap(self.output_cap.max(DECODE_LIMIT))
-            .follow(self.follow)
-            .supervised_by(&self.supervisor);
-        if let Some(dir) = &self.cwd {
-            inv = inv.current_dir(dir);
-        }
+        let launch = Launch {
+            program: self.program.clone(),
+            arg0: self.executable.clone(),
+            args: vec![op.into()],
+            env: env.clone(),
+            cwd: self.cwd.clone(),
+            timeout,
+            kill_mode: self.kill_mode,
+            output_cap: self.output_cap,
+            stdout_cap: self.output_cap.max(DECODE_LIMIT),
+            follow: self.follow,
+        };
         let started_at = Instant::now();
-        let result = inv.run().await.map_err(|e| StartFailure {
+        let result = self.transport.run(&launch, &self.supervisor).await;
+        let result = result.map_err(|e| StartFailure {
             errno: e.source.raw_os_error(),
             go_error: format!(
                 "fork/exec {}: {}",

@@ -8,7 +8,8 @@
 //! process record, [`PluginRun`]), for the built-in and external plugins alike:
 //! that evidence is what the conformance checks judge (exit, output, leaks and
 //! timings), not just the decoded result. [`PluginSource`] is the one parser
-//! that turns `mkdir` or a path into a plugin.
+//! that turns `mkdir` or a path into a plugin; [`transport`] is where an
+//! executable's process runs (a local process today).
 
 mod exec_failure;
 mod fingerprint_decode;
@@ -21,6 +22,7 @@ pub mod mkdir;
 mod record;
 mod source;
 mod timeouts;
+pub mod transport;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -13,6 +13,7 @@ mod commands;
 mod escape;
 mod events;
 pub mod fleet;
+mod formats;
 mod html;
 mod human;
 mod invocation;
@@ -33,6 +34,7 @@ pub use commands::{
 };
 pub use escape::{printable, printable_bytes, printable_line};
 pub use events::{CatalogueEntry, Event, SuiteCounts, SuiteEvent, TestEvent};
+pub use formats::{FORMATS, Format};
 pub use html::{to_fleet_html, to_html};
 pub use human::{summary_table, summary_table_noted};
 pub use json::{from_json, to_json};

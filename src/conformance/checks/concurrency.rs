@@ -43,7 +43,7 @@ pub(crate) const CREATE: CheckSpec = CheckSpec {
 
 /// 8 distinct creates at once, aligned, for [`ROUNDS`] rounds.
 async fn create(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let mut problems = Vec::new();
     let mut collisions_only = true;
     for _ in 0..ROUNDS {
@@ -60,7 +60,7 @@ async fn create(ctx: &Ctx) -> CheckResult {
         )))
     } else if let Some(needs) = match collisions_only {
         // Two volumes get one path even one after the other: not a race.
-        true => ctx.paths_not_distinct().await,
+        true => ctx.probes().paths_not_distinct().await,
         false => None,
     } {
         Err(Finding::Skip(needs))
@@ -77,11 +77,11 @@ async fn create(ctx: &Ctx) -> CheckResult {
 async fn create_round(ctx: &Ctx, problems: &mut Vec<String>, collisions_only: &mut bool) -> bool {
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
     let start = Barrier::new(reqs.len());
-    let calls =
-        join_all(reqs.iter().map(|r| {
-            ctx.create_aligned(r, Expect::Success, "one of 8 concurrent creates", &start)
-        }))
-        .await;
+    let calls = join_all(reqs.iter().map(|r| {
+        ctx.calls()
+            .create_aligned(r, Expect::Success, "one of 8 concurrent creates", &start)
+    }))
+    .await;
     let mut paths = BTreeSet::new();
     for (i, call) in calls.iter().enumerate() {
         match &call.result {
@@ -106,7 +106,7 @@ async fn create_round(ctx: &Ctx, problems: &mut Vec<String>, collisions_only: &m
     // At once too: a plugin whose deletes hang costs one delete limit here.
     join_all(reqs.iter().zip(&calls).filter_map(|(req, call)| {
         let resp = call.result.as_ref().ok()?;
-        Some(ctx.delete(
+        Some(ctx.calls().delete(
             req,
             &resp.path,
             Expect::Success,
@@ -131,10 +131,10 @@ pub(crate) const DELETE: CheckSpec = CheckSpec {
 /// 8 deletes at once, racing 4 creates of new volumes, all aligned, for
 /// [`ROUNDS`] rounds.
 async fn delete(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     // Volumes that share one path delete each other whatever the timing:
     // one root cause, create.distinct's.
-    if let Some(needs) = ctx.paths_not_distinct().await {
+    if let Some(needs) = ctx.probes().paths_not_distinct().await {
         return Err(Finding::Skip(needs));
     }
     let mut problems = Vec::new();
@@ -163,7 +163,8 @@ async fn delete_round(ctx: &Ctx, problems: &mut Vec<String>) -> Result<bool, Fin
     let mut made = Vec::new();
     for req in &reqs {
         made.push(
-            ctx.create_ok(req, "create before the concurrent deletes")
+            ctx.calls()
+                .create_ok(req, "create before the concurrent deletes")
                 .await?
                 .path,
         );
@@ -175,12 +176,15 @@ async fn delete_round(ctx: &Ctx, problems: &mut Vec<String>) -> Result<bool, Fin
         let req = DeleteRequest::for_created(r, p);
         async move {
             let step = "one of 8 concurrent deletes";
-            ctx.delete_aligned(&req, Expect::Success, step, start).await
+            ctx.calls()
+                .delete_aligned(&req, Expect::Success, step, start)
+                .await
         }
     });
-    let creates = new
-        .iter()
-        .map(|r| ctx.create_aligned(r, Expect::Success, "a create racing the deletes", start));
+    let creates = new.iter().map(|r| {
+        ctx.calls()
+            .create_aligned(r, Expect::Success, "a create racing the deletes", start)
+    });
     let (calls, created) = futures_pair(join_all(deletes), join_all(creates)).await;
     for (i, (call, at)) in calls.iter().zip(&volumes).enumerate() {
         if let Err(e) = &call.result {
@@ -203,7 +207,10 @@ async fn delete_round(ctx: &Ctx, problems: &mut Vec<String>) -> Result<bool, Fin
     }
     let cleaned = join_all(new.iter().zip(&created).filter_map(|(req, call)| {
         let resp = call.result.as_ref().ok()?;
-        Some(ctx.delete(req, &resp.path, Expect::Success, "delete after the race"))
+        Some(
+            ctx.calls()
+                .delete(req, &resp.path, Expect::Success, "delete after the race"),
+        )
     }))
     .await;
     // A failed (or hung) delete ends the rounds; it is the check's finding
@@ -232,7 +239,7 @@ pub(crate) const SAME_VOLUME: CheckSpec = CheckSpec {
 /// Identical creates of one volume at once, aligned, agree, for
 /// [`SAME_VOLUME_ROUNDS`] rounds on fresh volumes.
 async fn same_volume(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let mut problems = Vec::new();
     let mut failed = false;
     let mut split = false;
@@ -241,7 +248,7 @@ async fn same_volume(ctx: &Ctx) -> CheckResult {
         let start = Barrier::new(SAME_VOLUME_BURST);
         // Either: the rule judges each outcome below.
         let calls = join_all((0..SAME_VOLUME_BURST).map(|_| {
-            ctx.create_aligned(
+            ctx.calls().create_aligned(
                 &req,
                 Expect::Either,
                 "one of the identical concurrent creates",
@@ -265,6 +272,7 @@ async fn same_volume(ctx: &Ctx) -> CheckResult {
         let mut cleaned = true;
         for path in &paths {
             cleaned &= ctx
+                .calls()
                 .delete(
                     &req,
                     path,
@@ -285,7 +293,7 @@ async fn same_volume(ctx: &Ctx) -> CheckResult {
         )))
     } else if let Some(needs) = match failed && !split {
         // Creating an existing volume fails even one at a time: not a race.
-        true => ctx.create_again_fails().await,
+        true => ctx.probes().create_again_fails().await,
         false => None,
     } {
         Err(Finding::Skip(needs))

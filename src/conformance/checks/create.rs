@@ -39,7 +39,7 @@ pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
 };
 
 async fn succeeds(ctx: &Ctx) -> CheckResult {
-    let probe = ctx.create_probe().await;
+    let probe = ctx.probes().create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     let call = &probe.call;
     if call.exited_zero() {
@@ -48,7 +48,7 @@ async fn succeeds(ctx: &Ctx) -> CheckResult {
             call.duration.as_secs_f64() * 1e3
         )));
     }
-    let fingerprint = ctx.fingerprint_probe().await;
+    let fingerprint = ctx.probes().fingerprint_probe().await;
     let cannot_start =
         |run: &Option<crate::plugin::PluginRun>| run.as_ref().is_some_and(|r| r.result.is_err());
     if cannot_start(&call.run) && cannot_start(&fingerprint.run) {
@@ -92,7 +92,7 @@ pub(crate) const RESPONSE: CheckSpec = CheckSpec {
 };
 
 async fn response(ctx: &Ctx) -> CheckResult {
-    let probe = ctx.create_probe().await;
+    let probe = ctx.probes().create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     if !probe.call.exited_zero() {
         return Err(Finding::Skip(needs(&SUCCEEDS)));
@@ -130,7 +130,7 @@ async fn response(ctx: &Ctx) -> CheckResult {
 async fn probe_response(
     ctx: &Ctx,
 ) -> Result<(CreateRequest, contract::CreateResponse, bool), Finding> {
-    let probe = ctx.create_probe().await;
+    let probe = ctx.probes().create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     if !probe.call.exited_zero() {
         return Err(Finding::Skip(needs(&SUCCEEDS)));
@@ -269,10 +269,10 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
 };
 
 async fn idempotent(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     // Judged on the shared create-again probe: the checks that skip "needs
     // create.idempotent" rest on it.
-    let probe = ctx.again_probe().await;
+    let probe = ctx.probes().again_probe().await;
     let first = probe_created(ctx, &probe.first, "first create")?;
     let canary = probe.canary.clone()?;
     let again = probe
@@ -294,7 +294,8 @@ async fn idempotent(ctx: &Ctx) -> CheckResult {
             canary.display()
         )));
     }
-    ctx.delete_ok(req, &first.path, "delete after the second create")
+    ctx.calls()
+        .delete_ok(req, &first.path, "delete after the second create")
         .await?;
     if again.bytes != first.bytes {
         // Should level: Nomad's restore uses only the path; the server takes
@@ -322,8 +323,8 @@ pub(crate) const DISTINCT: CheckSpec = CheckSpec {
 /// shared two-volume probe, on which the checks whose volumes collide rest
 /// their "needs create.distinct".
 async fn distinct(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
-    let probe = ctx.distinct_probe().await;
+    ctx.probes().require_create().await?;
+    let probe = ctx.probes().distinct_probe().await;
     let [a_req, b_req] = &probe.requests;
     let a = probe_created(ctx, &probe.a, "create of volume A")?;
     let canary = probe.canary.clone()?;
@@ -345,9 +346,11 @@ async fn distinct(ctx: &Ctx) -> CheckResult {
     } else {
         Ok(Finding::Pass("two volumes, two paths, A intact".into()))
     };
-    ctx.delete(b_req, &b.path, Expect::Success, "delete of volume B")
+    ctx.calls()
+        .delete(b_req, &b.path, Expect::Success, "delete of volume B")
         .await;
-    ctx.delete(a_req, &a.path, Expect::Success, "delete of volume A")
+    ctx.calls()
+        .delete(a_req, &a.path, Expect::Success, "delete of volume A")
         .await;
     result
 }
@@ -363,9 +366,9 @@ pub(crate) const UPDATE: CheckSpec = CheckSpec {
 };
 
 async fn update(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let req = ctx.request();
-    let first = ctx.create_ok(&req, "first create").await?;
+    let first = ctx.calls().create_ok(&req, "first create").await?;
     let mut bigger = req.clone();
     // A user asking for more raises both bounds: doubling only the min
     // could leave min = max, a range a block-granular plugin cannot meet.
@@ -378,6 +381,7 @@ async fn update(ctx: &Ctx) -> CheckResult {
     }
     // Either: the rule judges the update's outcome below.
     let call = ctx
+        .calls()
         .create(
             &bigger,
             Expect::Either,
@@ -390,7 +394,7 @@ async fn update(ctx: &Ctx) -> CheckResult {
             "expected an update (same id, capacity min doubled) to keep path {:?}; got {:?}",
             first.path, resp.path
         ))),
-        Err(e) => match ctx.create_again_fails().await {
+        Err(e) => match ctx.probes().create_again_fails().await {
             Some(needs) => Err(Finding::Skip(needs)),
             None => Err(Finding::Fail(format!(
                 "expected an update (same id, capacity min doubled to {}) to exit 0; got: {e}",
@@ -398,13 +402,14 @@ async fn update(ctx: &Ctx) -> CheckResult {
             ))),
         },
     };
-    ctx.delete(
-        &req,
-        &first.path,
-        Expect::Success,
-        "delete after the update",
-    )
-    .await;
+    ctx.calls()
+        .delete(
+            &req,
+            &first.path,
+            Expect::Success,
+            "delete after the update",
+        )
+        .await;
     result
 }
 
@@ -421,8 +426,8 @@ pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
 /// `{}` and hostile parameter values are handled safely: success, or a clean
 /// failure; nothing runs from them.
 async fn parameters(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
-    let marker = ctx.sandbox.dir.join("parameter-marker");
+    ctx.probes().require_create().await?;
+    let marker = ctx.dirs().dir().join("parameter-marker");
     let m = marker.display();
     let hostile: Parameters = [
         ("dhv_conform_probe", format!("<>&\"'$(touch {m})")),
@@ -438,7 +443,10 @@ async fn parameters(ctx: &Ctx) -> CheckResult {
     ] {
         let mut req = ctx.request();
         req.parameters = Some(params);
-        let outcome = ctx.create_cleanly(&req, label, Holds::DELETES).await?;
+        let outcome = ctx
+            .calls()
+            .create_cleanly(&req, label, Holds::DELETES)
+            .await?;
         notes.push(outcome);
     }
     if marker.exists() {

@@ -36,8 +36,8 @@ pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
 /// as a volume in use does, so a plugin whose delete fails on data fails here
 /// once, not in every check that deletes a volume it wrote to.
 async fn succeeds(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
-    let probe = ctx.delete_probe().await;
+    ctx.probes().require_create().await?;
+    let probe = ctx.probes().delete_probe().await;
     ctx.cite(probe.create.run.as_ref());
     if let Err(e) = &probe.create.result {
         return Err(Finding::Fail(format!(
@@ -82,9 +82,9 @@ pub(crate) const REMOVES: CheckSpec = CheckSpec {
 };
 
 async fn removes(ctx: &Ctx) -> CheckResult {
-    let (req, path) = ctx.one_volume("create before delete").await?;
+    let (req, path) = ctx.calls().one_volume("create before delete").await?;
     let at = VolumeAt::before_delete(&path);
-    ctx.delete_ok(&req, &path, "delete").await?;
+    ctx.calls().delete_ok(&req, &path, "delete").await?;
     if !at.gone().await && at.is_block() {
         Err(Finding::Fail(format!(
             "expected the volume to be gone after delete; {}",
@@ -115,10 +115,11 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
 };
 
 async fn idempotent(ctx: &Ctx) -> CheckResult {
-    let (req, path) = ctx.one_volume("create before delete").await?;
-    ctx.delete_ok(&req, &path, "first delete").await?;
+    let (req, path) = ctx.calls().one_volume("create before delete").await?;
+    ctx.calls().delete_ok(&req, &path, "first delete").await?;
     // Either: the rule judges the second delete itself, below.
     let again = ctx
+        .calls()
         .delete(&req, &path, Expect::Either, "second delete")
         .await;
     match again.result {
@@ -140,11 +141,12 @@ pub(crate) const NEVER_CREATED: CheckSpec = CheckSpec {
 };
 
 async fn never_created(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let req = ctx.request();
     let path = Path::new(&req.volumes_dir).join(&req.volume_id);
     // Either: the rule judges this delete itself, below.
     let call = ctx
+        .calls()
         .delete(
             &req,
             &path.to_string_lossy(),
@@ -158,11 +160,12 @@ async fn never_created(ctx: &Ctx) -> CheckResult {
         )));
     }
     // A volumes dir that was never made (nor its parent).
-    let missing = ctx.sandbox.dir.join("never-made").join("volumes");
+    let missing = ctx.dirs().dir().join("never-made").join("volumes");
     let req = ctx.request_in(&missing);
     let path = missing.join(&req.volume_id);
     let step = "delete of a never-created volume, with no volumes dir";
     let call = ctx
+        .calls()
         .delete_unloaded(
             &DeleteRequest::for_created(&req, &path.to_string_lossy()),
             Expect::Either,
@@ -191,20 +194,23 @@ pub(crate) const ISOLATED: CheckSpec = CheckSpec {
 };
 
 async fn isolated(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let (a_req, b_req) = (ctx.request(), ctx.request());
-    let a = ctx.create_ok(&a_req, "create of volume A").await?;
-    let b = ctx.create_ok(&b_req, "create of volume B").await?;
+    let a = ctx.calls().create_ok(&a_req, "create of volume A").await?;
+    let b = ctx.calls().create_ok(&b_req, "create of volume B").await?;
     if a.path == b.path {
         // One path for two volumes: deleting one must take the other.
-        if let Some(needs) = ctx.paths_not_distinct().await {
-            ctx.delete(&a_req, &a.path, Expect::Success, "delete of volume A")
+        if let Some(needs) = ctx.probes().paths_not_distinct().await {
+            ctx.calls()
+                .delete(&a_req, &a.path, Expect::Success, "delete of volume A")
                 .await;
             return Err(Finding::Skip(needs));
         }
     }
     let canary = plant_in_volume(ctx, &b.path, "create of volume B")?;
-    ctx.delete_ok(&a_req, &a.path, "delete of volume A").await?;
+    ctx.calls()
+        .delete_ok(&a_req, &a.path, "delete of volume A")
+        .await?;
     let result = if !Path::new(&b.path).exists() || !canary_intact(&canary) {
         Err(Finding::Fail(format!(
             "expected volume B ({:?}) and its files to survive the delete of volume A ({:?}); B is gone or changed",
@@ -215,7 +221,8 @@ async fn isolated(ctx: &Ctx) -> CheckResult {
             "the other volume and its files are intact".into(),
         ))
     };
-    ctx.delete(&b_req, &b.path, Expect::Success, "delete of volume B")
+    ctx.calls()
+        .delete(&b_req, &b.path, Expect::Success, "delete of volume B")
         .await;
     result
 }
@@ -232,18 +239,18 @@ pub(crate) const NO_RESIDUE: CheckSpec = CheckSpec {
 
 /// Nothing the plugin made remains after all deletes, in the volumes dir or
 /// beside it. The one finding for what every create and delete leaves: other
-/// checks cite it ([`Ctx::leftovers`]).
+/// checks cite it ([`Prereqs::leftovers`](crate::conformance::context::Prereqs::leftovers)).
 async fn no_residue(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
-    let before = around(&ctx.sandbox.volumes);
+    ctx.probes().require_create().await?;
+    let before = around(ctx.dirs().volumes());
     let reqs = [ctx.request(), ctx.request()];
     let mut made = Vec::new();
     for req in &reqs {
-        made.push(ctx.create_ok(req, "create").await?.path);
+        made.push(ctx.calls().create_ok(req, "create").await?.path);
     }
     let volumes: Vec<VolumeAt> = made.iter().map(|p| VolumeAt::before_delete(p)).collect();
     for (req, path) in reqs.iter().zip(&made) {
-        ctx.delete_ok(req, path, "delete").await?;
+        ctx.calls().delete_ok(req, path, "delete").await?;
     }
     // A loop device a delete detached is released once its last opener lets
     // go: waited for here. One still backing its volume is delete.removes'
@@ -257,14 +264,14 @@ async fn no_residue(ctx: &Ctx) -> CheckResult {
             )));
         }
     }
-    let mounts = crate::conformance::teardown::mounts_left(&ctx.sandbox.volumes);
+    let mounts = crate::conformance::teardown::mounts_left(ctx.dirs().volumes());
     if !mounts.is_empty() {
         return Err(Finding::Fail(format!(
             "expected every mount to be gone after every volume was deleted; still mounted: {}",
             mounts.join(", ")
         )));
     }
-    let loops = crate::conformance::teardown::loops_left(&ctx.sandbox.dir);
+    let loops = crate::conformance::teardown::loops_left(ctx.dirs().dir());
     if !loops.is_empty() {
         return Err(Finding::Fail(format!(
             "expected every loop device to be detached after every volume was deleted; still attached: {} \
@@ -272,7 +279,7 @@ async fn no_residue(ctx: &Ctx) -> CheckResult {
             loops.join(", ")
         )));
     }
-    let left: Vec<String> = around(&ctx.sandbox.volumes)
+    let left: Vec<String> = around(ctx.dirs().volumes())
         .difference(&before)
         .cloned()
         .collect();
@@ -300,48 +307,52 @@ pub(crate) const AUTO_DELETE_SAFE: CheckSpec = CheckSpec {
 /// as DHV_CREATED_PATH with an empty name and namespace. A plugin that removes
 /// DHV_CREATED_PATH blindly wipes every volume.
 async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let (other_req, new_req) = (ctx.request(), ctx.request());
     let other = ctx
+        .calls()
         .create_ok(&other_req, "create of an unrelated volume")
         .await?;
     let canary = plant_in_volume(ctx, &other.path, "create of an unrelated volume")?;
     let new = ctx
+        .calls()
         .create_ok(&new_req, "create of the volume whose state write 'failed'")
         .await?;
     if new.path == other.path {
         // The "unrelated" volume is the new one: nothing to tell apart.
-        if let Some(needs) = ctx.paths_not_distinct().await {
-            ctx.delete(
-                &new_req,
-                &new.path,
-                Expect::Success,
-                "delete of the new volume",
-            )
-            .await;
+        if let Some(needs) = ctx.probes().paths_not_distinct().await {
+            ctx.calls()
+                .delete(
+                    &new_req,
+                    &new.path,
+                    Expect::Success,
+                    "delete of the new volume",
+                )
+                .await;
             return Err(Finding::Skip(needs));
         }
     }
     // Everything beside the volumes counts too: an image or a state file of
     // the unrelated volume unlinked while its filesystem stays mounted is its
     // data, lost at the next unmount.
-    let before = listing(&ctx.sandbox.volumes);
+    let before = listing(ctx.dirs().volumes());
     let mut nomads = DeleteRequest::for_created(&new_req, &new_req.volumes_dir);
     nomads.volume_name.clear();
     nomads.namespace.clear();
     // Either: refusing this delete is as safe as doing it carefully.
     let call = ctx
+        .calls()
         .delete_raw(
             &nomads,
             Expect::Either,
             "Nomad's delete after a failed state write",
         )
         .await;
-    let dir_ok = ctx.sandbox.volumes.is_dir();
-    let after = listing(&ctx.sandbox.volumes);
+    let dir_ok = ctx.dirs().volumes().is_dir();
+    let after = listing(ctx.dirs().volumes());
     // The new volume's own entries may go: its path, and what is named after its id.
     let own = Path::new(&new.path)
-        .strip_prefix(&ctx.sandbox.volumes)
+        .strip_prefix(ctx.dirs().volumes())
         .ok()
         .map(|p| p.to_string_lossy().into_owned());
     let lost: Vec<&String> = before
@@ -357,13 +368,13 @@ async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
     // Either: Nomad's delete may have removed it already, and whether a
     // second delete exits 0 is delete.idempotent's business.
     tokio::join!(
-        ctx.delete(
+        ctx.calls().delete(
             &new_req,
             &new.path,
             Expect::Either,
             "delete of the new volume",
         ),
-        ctx.delete(
+        ctx.calls().delete(
             &other_req,
             &other.path,
             Expect::Success,

@@ -32,17 +32,18 @@ pub(crate) const UNKNOWN_OPERATION: CheckSpec = CheckSpec {
 
 async fn unknown_operation(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
-    let before = listing(&ctx.sandbox.volumes);
+    let before = listing(ctx.dirs().volumes());
     let mut env = ctx.request().env();
     if let Some(op) = env.iter_mut().find(|(k, _)| k == var::OPERATION) {
         op.1 = UNKNOWN_OP.to_string();
     }
-    let Some(run) = ctx.run_unknown(UNKNOWN_OP, env).await else {
+    let Some(run) = ctx.calls().run_unknown(UNKNOWN_OP, env).await else {
         return Err(Finding::Skip("built-in plugin".into()));
     };
     let error = (!run.succeeded()).then(|| run.exit_error());
-    ctx.note("an unknown operation", UNKNOWN_OP, Expect::Failure, error);
-    let after = listing(&ctx.sandbox.volumes);
+    ctx.calls()
+        .note("an unknown operation", UNKNOWN_OP, Expect::Failure, error);
+    let after = listing(ctx.dirs().volumes());
     let added: Vec<_> = after.difference(&before).cloned().collect();
     if run.succeeded() {
         return Err(Finding::Fail(format!(

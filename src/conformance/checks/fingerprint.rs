@@ -33,7 +33,7 @@ pub(crate) const RUNS: CheckSpec = CheckSpec {
 };
 
 async fn runs(ctx: &Ctx) -> CheckResult {
-    let call = ctx.fingerprint_probe().await;
+    let call = ctx.probes().fingerprint_probe().await;
     ctx.cite(call.run.as_ref());
     let Some(run) = &call.run else {
         return Ok(Finding::Pass("built-in plugin answers in-process".into()));
@@ -62,7 +62,7 @@ async fn runs(ctx: &Ctx) -> CheckResult {
 
 /// The probe's stdout when fingerprint ran and exited 0; else skip.
 async fn stdout_of_good_run(ctx: &Ctx) -> Result<Option<Vec<u8>>, Finding> {
-    let call = ctx.fingerprint_probe().await;
+    let call = ctx.probes().fingerprint_probe().await;
     ctx.cite(call.run.as_ref());
     match &call.run {
         None => Ok(None),
@@ -85,7 +85,7 @@ async fn json(ctx: &Ctx) -> CheckResult {
     let Some(stdout) = stdout_of_good_run(ctx).await? else {
         return Ok(Finding::Pass("built-in plugin".into()));
     };
-    let call = ctx.fingerprint_probe().await;
+    let call = ctx.probes().fingerprint_probe().await;
     if let Err(PluginError::OutputTooLarge { message, .. }) = &call.result {
         return Err(Finding::Fail(format!(
             "expected one JSON object on stdout; {message}"
@@ -124,7 +124,7 @@ pub(crate) const VERSION: CheckSpec = CheckSpec {
 };
 
 async fn version(ctx: &Ctx) -> CheckResult {
-    let call = ctx.fingerprint_probe().await;
+    let call = ctx.probes().fingerprint_probe().await;
     if let Some(stdout) = stdout_of_good_run(ctx).await? {
         let complete = call.run.as_ref().is_none_or(|r| r.stdout_complete());
         let too_large = matches!(call.result, Err(PluginError::OutputTooLarge { .. }));
@@ -163,7 +163,7 @@ pub(crate) const VERSION_SEMVER: CheckSpec = CheckSpec {
 };
 
 async fn version_semver(ctx: &Ctx) -> CheckResult {
-    let call = ctx.fingerprint_probe().await;
+    let call = ctx.probes().fingerprint_probe().await;
     ctx.cite(call.run.as_ref());
     let Ok(fp) = &call.result else {
         return Err(Finding::Skip(needs(&VERSION)));
@@ -191,7 +191,7 @@ pub(crate) const STABLE: CheckSpec = CheckSpec {
 };
 
 async fn stable(ctx: &Ctx) -> CheckResult {
-    let first = ctx.fingerprint_probe().await;
+    let first = ctx.probes().fingerprint_probe().await;
     let Ok(fp) = &first.result else {
         return Err(Finding::Skip(needs(&VERSION)));
     };
@@ -199,13 +199,15 @@ async fn stable(ctx: &Ctx) -> CheckResult {
     let mut seen = Vec::new();
     for _ in 0..3 {
         seen.push(
-            ctx.fingerprint_unloaded(Expect::Success, "repeated fingerprint")
+            ctx.calls()
+                .fingerprint_unloaded(Expect::Success, "repeated fingerprint")
                 .await,
         );
     }
-    let burst = join_all(
-        (0..8).map(|_| ctx.fingerprint_unloaded(Expect::Success, "concurrent fingerprint")),
-    )
+    let burst = join_all((0..8).map(|_| {
+        ctx.calls()
+            .fingerprint_unloaded(Expect::Success, "concurrent fingerprint")
+    }))
     .await;
     seen.extend(burst);
     let mut problems = Vec::new();

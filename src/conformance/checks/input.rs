@@ -21,13 +21,14 @@ impl Surroundings {
     /// The check's dir holds the volumes dir; canaries go beside it, in the
     /// check's dir, and in a sibling dir that a traversal would reach.
     fn plant(ctx: &Ctx) -> std::io::Result<Surroundings> {
-        let sibling = ctx.sandbox.make_dirs(Path::new("sibling"))?;
+        let sibling = ctx.dirs().make_dirs(Path::new("sibling"))?;
         let canaries = vec![
-            ctx.plant(&ctx.sandbox.dir, "canary-beside-volumes")?,
-            ctx.plant(&sibling, "canary-in-sibling")?,
+            ctx.dirs()
+                .plant(ctx.dirs().dir(), "canary-beside-volumes")?,
+            ctx.dirs().plant(&sibling, "canary-in-sibling")?,
         ];
         Ok(Surroundings {
-            root: ctx.sandbox.dir.clone(),
+            root: ctx.dirs().dir().to_path_buf(),
             canaries,
         })
     }
@@ -75,11 +76,11 @@ pub(crate) const NAME_TRAVERSAL: CheckSpec = CheckSpec {
 };
 
 async fn name_traversal(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     // The volumes dir sits two levels below the test area's top, so `../../`
     // lands inside the area where the change is seen.
     let volumes = ctx
-        .sandbox
+        .dirs()
         .make_dirs(Path::new("area/volumes"))
         .map_err(|e| Finding::Skip(format!("cannot prepare the test area: {e}")))?;
     let around = Surroundings::plant(ctx)
@@ -98,6 +99,7 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
         // Either: refusing such a name is as good as treating it as data. A
         // create or delete that timed out is judged by its re-run alone.
         let call = ctx
+            .calls()
             .create_unloaded(
                 &req,
                 Expect::Either,
@@ -108,12 +110,13 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
         let step = format!("delete of volume {name:?}");
         let deleted = match &call.result {
             Ok(resp) => Some(
-                ctx.delete_unloaded(
-                    &DeleteRequest::for_created(&req, &resp.path),
-                    Expect::Success,
-                    &step,
-                )
-                .await,
+                ctx.calls()
+                    .delete_unloaded(
+                        &DeleteRequest::for_created(&req, &resp.path),
+                        Expect::Success,
+                        &step,
+                    )
+                    .await,
             ),
             Err(_) => None,
         };
@@ -121,6 +124,7 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
         // What the plugin adds beside the volumes dir for every volume (a
         // metadata dir) is no traversal: delete.no-residue's to report.
         let added = ctx
+            .probes()
             .leftovers(
                 after_create
                     .difference(&before)
@@ -141,7 +145,7 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
             )));
         }
         if let Some(deleted) = deleted {
-            ctx.need(deleted?, &step).await?;
+            ctx.calls().need(deleted?, &step).await?;
         }
         notes.push(match &call.result {
             Ok(_) => format!("name {name:?}: created and deleted inside the volumes dir"),
@@ -168,8 +172,8 @@ pub(crate) const NAME_INJECTION: CheckSpec = CheckSpec {
 };
 
 async fn name_injection(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
-    let marker = |n: u8| ctx.sandbox.dir.join(format!("injected-{n}"));
+    ctx.probes().require_create().await?;
+    let marker = |n: u8| ctx.dirs().dir().join(format!("injected-{n}"));
     let names = [
         format!("x$(touch {})", marker(1).display()),
         format!("x`touch {}`", marker(2).display()),
@@ -183,7 +187,8 @@ async fn name_injection(ctx: &Ctx) -> CheckResult {
         let mut req = ctx.request();
         req.volume_name = name.clone();
         notes.push(
-            ctx.create_cleanly(&req, &format!("name {name:?}"), Holds::DELETES)
+            ctx.calls()
+                .create_cleanly(&req, &format!("name {name:?}"), Holds::DELETES)
                 .await?,
         );
         if let Some(hit) = (1..=4).map(marker).find(|m| m.exists()) {
@@ -214,11 +219,11 @@ pub(crate) const CAPACITY_EDGE: CheckSpec = CheckSpec {
 const MIB: i64 = 1 << 20;
 
 async fn capacity_edge(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     // Twice the free space of the volumes dir's filesystem, and a GiB more:
     // no plugin can provide it there, so it must refuse it (or not use
     // capacity at all) and leave nothing behind.
-    let free = nix::sys::statvfs::statvfs(&ctx.sandbox.volumes)
+    let free = nix::sys::statvfs::statvfs(ctx.dirs().volumes())
         .map(|st| st.blocks_available() as i64 * st.fragment_size() as i64)
         .unwrap_or(0);
     let above_free = free.saturating_mul(2).saturating_add(1 << 30);
@@ -237,7 +242,7 @@ async fn capacity_edge(ctx: &Ctx) -> CheckResult {
     ];
     // A plugin whose bytes miss the default request's range too is
     // create.bytes-in-range's finding: its bytes are not judged again here.
-    let probe = ctx.create_probe().await;
+    let probe = ctx.probes().create_probe().await;
     let default_in_range = match &probe.call.result {
         Ok(resp) => probe.request.admits_bytes(resp.bytes),
         Err(_) => true,
@@ -251,7 +256,7 @@ async fn capacity_edge(ctx: &Ctx) -> CheckResult {
         let mut req = ctx.request();
         req.capacity_min_bytes = min;
         req.capacity_max_bytes = max;
-        notes.push(ctx.create_cleanly(&req, label, holds).await?);
+        notes.push(ctx.calls().create_cleanly(&req, label, holds).await?);
     }
     if !default_in_range {
         notes.push(format!(
@@ -277,18 +282,18 @@ pub(crate) const VOLUMES_DIR_SPACE: CheckSpec = CheckSpec {
 /// from a working dir of the check's own (where the second word lands):
 /// both must work, and nothing outside the volumes dir may change.
 async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let prepare = |e: std::io::Error| Finding::Skip(format!("cannot prepare the test area: {e}"));
-    let space = ctx.sandbox.make_dirs(Path::new("space")).map_err(prepare)?;
-    let decoy = ctx.plant(&space, "host").map_err(prepare)?;
+    let space = ctx.dirs().make_dirs(Path::new("space")).map_err(prepare)?;
+    let decoy = ctx.dirs().plant(&space, "host").map_err(prepare)?;
     let volumes = ctx
-        .sandbox
+        .dirs()
         .make_dirs(Path::new("space/host volumes"))
         .map_err(prepare)?;
-    let cwd = ctx.sandbox.make_dirs(Path::new("cwd")).map_err(prepare)?;
-    let there = ctx.variant(|o| o.cwd = Some(cwd.clone()));
+    let cwd = ctx.dirs().make_dirs(Path::new("cwd")).map_err(prepare)?;
+    let there = ctx.calls().variant(|o| o.cwd = Some(cwd.clone()));
     let around = Surroundings {
-        root: ctx.sandbox.dir.clone(),
+        root: ctx.dirs().dir().to_path_buf(),
         canaries: vec![decoy],
     };
     // What the plugin writes into its working dir under any name but the
@@ -330,7 +335,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
         Ok(resp) => resp,
         Err(e) => {
             // Failing everywhere is create.succeeds's finding.
-            if let Some(needs) = ctx.failed_prerequisite(Operation::Create).await {
+            if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Create).await {
                 return Err(Finding::Skip(needs));
             }
             return Err(Finding::Warn(format!(
@@ -366,7 +371,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     let lost = canary.as_ref().is_some_and(|c| !canary_intact(c));
     match &again.result {
         Err(e) => {
-            if let Some(needs) = ctx.failed_prerequisite(Operation::Create).await {
+            if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Create).await {
                 return Err(Finding::Skip(needs));
             }
             return Err(Finding::Warn(format!(
@@ -400,7 +405,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     changed(&around, "delete")?;
     if let Err(e) = deleted.result {
         // Failing everywhere is delete.succeeds's finding.
-        if let Some(needs) = ctx.failed_prerequisite(Operation::Delete).await {
+        if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Delete).await {
             return Err(Finding::Skip(needs));
         }
         return Err(Finding::Warn(format!(

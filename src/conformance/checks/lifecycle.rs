@@ -35,36 +35,37 @@ pub(crate) const RESTORE: CheckSpec = CheckSpec {
 /// created and saved in its state, then restored from that state with their
 /// stored requests.
 async fn restore(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let manager = ctx
+        .calls()
         .manager()
         .map_err(|e| Finding::Skip(format!("cannot open the manager's state dir: {e}")))?;
     let mut made = Vec::new();
     for _ in 0..4 {
         // A request of its own for each volume: its own name, as Nomad requires.
         let template = ctx.request();
-        let spec = VolumeSpec::new(ctx.plugin().id(), template.volume_name.clone())
+        let spec = VolumeSpec::new(ctx.calls().plugin().id(), template.volume_name.clone())
             .with_namespace(template.namespace.clone())
             .with_capacity(template.capacity_min_bytes, template.capacity_max_bytes);
         let spec = match &template.parameters {
             Some(p) => spec.with_parameters(p.clone()),
             None => spec,
         };
-        let before = ctx.recorder.len();
+        let before = ctx.calls().recorded();
         let volume = manager.create(spec).await;
-        ctx.log_runs_from(before);
+        ctx.calls().log_runs_from(before);
         let volume = volume.map_err(|e| {
             Finding::Fail(format!(
                 "create before the restart: expected it to succeed; got: {e}"
             ))
         })?;
-        ctx.track(&volume);
+        ctx.calls().track(&volume);
         let canary = plant_in_volume(ctx, &volume.host_path, "create before the restart")?;
         made.push((volume, canary));
     }
-    let before_restore = ctx.recorder.len();
+    let before_restore = ctx.calls().recorded();
     let restored = manager.restore().await;
-    ctx.log_runs_from(before_restore);
+    ctx.calls().log_runs_from(before_restore);
     let restored =
         restored.map_err(|e| Finding::Fail(format!("restore failed as a whole: {e}")))?;
     let mut problems = Vec::new();
@@ -92,29 +93,29 @@ async fn restore(ctx: &Ctx) -> CheckResult {
         failed_only = false;
         problems.push(problem);
     }
-    let before_delete = ctx.recorder.len();
+    let before_delete = ctx.calls().recorded();
     // At once: a plugin whose deletes hang costs one delete limit here.
     let deletes = super::join_all(made.iter().map(|(volume, _)| manager.delete(&volume.id))).await;
     for ((volume, _), deleted) in made.iter().zip(deletes) {
         if deleted.is_ok() {
-            ctx.untrack(&volume.id);
+            ctx.calls().untrack(&volume.id);
         }
         let error = deleted.err().map(|e| e.to_string());
-        ctx.note(
+        ctx.calls().note(
             "delete through the manager after the restore",
             "delete",
             Expect::Success,
             error,
         );
     }
-    ctx.log_runs_from(before_delete);
+    ctx.calls().log_runs_from(before_delete);
     if problems.is_empty() {
         Ok(Finding::Pass(
             "4 volumes restored at once from the manager's state: same paths, files kept".into(),
         ))
     } else if let Some(needs) = match failed_only {
         // Restore is create again: failing it is create.idempotent's finding.
-        true => ctx.create_again_fails().await,
+        true => ctx.probes().create_again_fails().await,
         false => None,
     } {
         Err(Finding::Skip(needs))
@@ -138,13 +139,14 @@ pub(crate) const RECREATE: CheckSpec = CheckSpec {
 };
 
 async fn recreate(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let req = ctx.request();
-    let first = ctx.create_ok(&req, "first create").await?;
+    let first = ctx.calls().create_ok(&req, "first create").await?;
     let canary = plant_in_volume(ctx, &first.path, "first create")?;
-    ctx.delete_ok(&req, &first.path, "delete between the creates")
+    ctx.calls()
+        .delete_ok(&req, &first.path, "delete between the creates")
         .await?;
-    let second = ctx.create_ok(&req, "create after delete").await?;
+    let second = ctx.calls().create_ok(&req, "create after delete").await?;
     // A block-device volume may come back on another device: the new
     // volume is empty when its device does not hold the old one's canary.
     let stale = if crate::safe_fs::is_block_device(&canary) {
@@ -152,13 +154,14 @@ async fn recreate(ctx: &Ctx) -> CheckResult {
     } else {
         canary_intact(&canary)
     };
-    ctx.delete(
-        &req,
-        &second.path,
-        Expect::Success,
-        "delete after the re-create",
-    )
-    .await;
+    ctx.calls()
+        .delete(
+            &req,
+            &second.path,
+            Expect::Success,
+            "delete after the re-create",
+        )
+        .await;
     if stale {
         Err(Finding::Fail(format!(
             "expected the re-created volume to be empty; the file {} from before the delete is still there",
@@ -186,16 +189,18 @@ pub(crate) const CRASH_CREATE: CheckSpec = CheckSpec {
 /// leaves nothing.
 async fn crash_create(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
-    ctx.require_create().await?;
-    let before = listing(&ctx.sandbox.volumes);
+    ctx.probes().require_create().await?;
+    let before = listing(ctx.dirs().volumes());
     let probe = ctx.request();
     // Timed out under the run's load: measured again alone.
     let call = ctx
+        .calls()
         .create_unloaded(&probe, Expect::Success, "measuring create")
         .await?;
     let normal = call.duration;
-    let resp = ctx.need(call, "measuring create").await?;
-    ctx.delete_ok(&probe, &resp.path, "delete after measuring create")
+    let resp = ctx.calls().need(call, "measuring create").await?;
+    ctx.calls()
+        .delete_ok(&probe, &resp.path, "delete after measuring create")
         .await?;
     let mut notes = Vec::new();
     for point in KILL_POINTS {
@@ -206,17 +211,18 @@ async fn crash_create(ctx: &Ctx) -> CheckResult {
             point * 100.0,
             at.as_secs_f64() * 1e3
         );
-        ctx.crash_create(&req, at, &label).await;
+        ctx.calls().crash_create(&req, at, &label).await;
         // Either: the rule judges create again itself, below; re-run alone
         // if it timed out, as the load may have made it overrun.
         let again = ctx
+            .calls()
             .create_unloaded(&req, Expect::Either, &format!("{label}: create again"))
             .await?;
         let resp = match again.result {
             Ok(resp) => resp,
             Err(e) => {
                 // Creating an existing volume fails without any crash too.
-                if let Some(needs) = ctx.create_again_fails().await {
+                if let Some(needs) = ctx.probes().create_again_fails().await {
                     return Err(Finding::Skip(needs));
                 }
                 return Err(Finding::Fail(format!(
@@ -231,11 +237,12 @@ async fn crash_create(ctx: &Ctx) -> CheckResult {
                 resp.path
             )));
         }
-        ctx.delete_ok(&req, &resp.path, &format!("{label}: delete afterwards"))
+        ctx.calls()
+            .delete_ok(&req, &resp.path, &format!("{label}: delete afterwards"))
             .await?;
         notes.push(format!("{:.0}%", point * 100.0));
     }
-    let left = ctx.left_since(&ctx.sandbox.volumes, &before).await;
+    let left = ctx.probes().left_since(ctx.dirs().volumes(), &before).await;
     if !left.own.is_empty() {
         return Err(Finding::Fail(format!(
             "after crashed creates, re-creates and deletes, expected an empty volumes dir; left: {}{}",
@@ -267,12 +274,14 @@ pub(crate) const CRASH_DELETE: CheckSpec = CheckSpec {
 /// A delete killed part way is finished by the next delete.
 async fn crash_delete(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let probe = ctx.request();
     let resp = ctx
+        .calls()
         .create_ok(&probe, "create before measuring delete")
         .await?;
     let call = ctx
+        .calls()
         .delete_unloaded(
             &DeleteRequest::for_created(&probe, &resp.path),
             Expect::Success,
@@ -280,11 +289,12 @@ async fn crash_delete(ctx: &Ctx) -> CheckResult {
         )
         .await?;
     let normal = call.duration;
-    ctx.need(call, "measuring delete").await?;
+    ctx.calls().need(call, "measuring delete").await?;
     let mut notes = Vec::new();
     for point in KILL_POINTS {
         let req: CreateRequest = ctx.request();
         let resp = ctx
+            .calls()
             .create_ok(&req, "create before the crashed delete")
             .await?;
         let at = normal.mul_f64(point);
@@ -294,11 +304,13 @@ async fn crash_delete(ctx: &Ctx) -> CheckResult {
             at.as_secs_f64() * 1e3
         );
         let volume = VolumeAt::before_delete(&resp.path);
-        ctx.crash_delete(&DeleteRequest::for_created(&req, &resp.path), at, &label)
+        ctx.calls()
+            .crash_delete(&DeleteRequest::for_created(&req, &resp.path), at, &label)
             .await;
         // Either: the rule judges delete again itself, below (re-run alone
         // if it timed out).
         let again = ctx
+            .calls()
             .delete_unloaded(
                 &DeleteRequest::for_created(&req, &resp.path),
                 Expect::Either,
@@ -344,10 +356,11 @@ async fn crash_delete(ctx: &Ctx) -> CheckResult {
 /// whatever the crash did.
 async fn second_delete_fails(ctx: &Ctx) -> bool {
     const STEP: &str = "to tell a crash from a second delete";
-    let Ok((req, path)) = ctx.one_volume(&format!("create {STEP}")).await else {
+    let Ok((req, path)) = ctx.calls().one_volume(&format!("create {STEP}")).await else {
         return false;
     };
     if ctx
+        .calls()
         .delete_ok(&req, &path, &format!("delete {STEP}"))
         .await
         .is_err()
@@ -355,12 +368,13 @@ async fn second_delete_fails(ctx: &Ctx) -> bool {
         return false;
     }
     // Either: whether it fails is what is asked.
-    !ctx.delete(
-        &req,
-        &path,
-        Expect::Either,
-        &format!("second delete {STEP}"),
-    )
-    .await
-    .ok()
+    !ctx.calls()
+        .delete(
+            &req,
+            &path,
+            Expect::Either,
+            &format!("second delete {STEP}"),
+        )
+        .await
+        .ok()
 }

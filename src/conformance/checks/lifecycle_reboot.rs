@@ -30,7 +30,7 @@ const DETACH_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 /// mount (deepest first), then every loop device backed by a file there.
 /// Nothing is deleted and no process is killed.
 fn take_away(ctx: &Ctx, paths: &[String]) -> Result<TakenAway, Finding> {
-    let dir = &ctx.sandbox.dir;
+    let dir = ctx.dirs().dir();
     let unmounted = crate::safe_fs::unmount_under(dir)
         .map_err(|e| Finding::Skip(format!("cannot list the mounts to take away: {e}")))?;
     if let Some((m, why)) = unmounted.failed.first() {
@@ -74,15 +74,15 @@ pub(crate) const REBOOT: CheckSpec = CheckSpec {
 /// (mounts, loop devices); create again for every volume at once gives the same
 /// paths with their files, then each deletes cleanly.
 async fn reboot(ctx: &Ctx) -> CheckResult {
-    ctx.require_create().await?;
-    if let Some(needs) = ctx.create_again_fails().await {
+    ctx.probes().require_create().await?;
+    if let Some(needs) = ctx.probes().create_again_fails().await {
         return Err(Finding::Skip(needs));
     }
     let mut made = Vec::new();
     for i in 0..VOLUMES {
         let req = ctx.request();
         let step = format!("create of volume #{} before the reboot", i + 1);
-        let resp = ctx.create_ok(&req, &step).await?;
+        let resp = ctx.calls().create_ok(&req, &step).await?;
         let canary = plant_in_volume(ctx, &resp.path, &step)?;
         made.push((req, resp.path, canary));
     }
@@ -93,7 +93,7 @@ async fn reboot(ctx: &Ctx) -> CheckResult {
     let taken = take_away(ctx, &paths)?;
     // At client start: create for every volume, all at once.
     let again = join_all(made.iter().map(|(req, _, _)| {
-        ctx.create(
+        ctx.calls().create(
             req,
             Expect::Success,
             "create after the reboot (client start)",
@@ -103,7 +103,7 @@ async fn reboot(ctx: &Ctx) -> CheckResult {
     let mut problems = Vec::new();
     let mut by_nature = Vec::new();
     // `ephemeral = true` in the plugin's config: lost by design, as a tmpfs.
-    let ephemeral = ctx.shared.settings.claims.ephemeral;
+    let ephemeral = ctx.claims().ephemeral;
     for (i, ((_, path, canary), call)) in made.iter().zip(&again).enumerate() {
         let n = i + 1;
         let block = before[i].backing().filter(|_| before[i].is_block());
@@ -132,7 +132,8 @@ async fn reboot(ctx: &Ctx) -> CheckResult {
             .result
             .as_ref()
             .map_or(path.as_str(), |r| r.path.as_str());
-        ctx.delete(req, path, Expect::Success, "delete after the reboot")
+        ctx.calls()
+            .delete(req, path, Expect::Success, "delete after the reboot")
     }))
     .await;
     for (((_, path, _), call), deleted) in made.iter().zip(&again).zip(&deletes) {
@@ -195,10 +196,11 @@ pub(crate) const STALE_LOOP: CheckSpec = CheckSpec {
 /// leaves) is deleted with no device left on the image.
 async fn stale_loop(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
-    ctx.require_create().await?;
-    let dir = ctx.sandbox.dir.clone();
+    ctx.probes().require_create().await?;
+    let dir = ctx.dirs().dir().to_path_buf();
     let before = crate::safe_fs::loops_backed_under(&dir);
     let (req, path) = ctx
+        .calls()
         .one_volume("create of the volume a loop device is left on")
         .await?;
     let made: Vec<_> = crate::safe_fs::loops_backed_under(&dir)
@@ -206,21 +208,23 @@ async fn stale_loop(ctx: &Ctx) -> CheckResult {
         .filter(|d| !before.contains(d))
         .collect();
     let Some(image) = made.first().map(|d| d.backing_file.clone()) else {
-        ctx.delete(
-            &req,
-            &path,
-            Expect::Success,
-            "delete of a volume with no loop device",
-        )
-        .await;
+        ctx.calls()
+            .delete(
+                &req,
+                &path,
+                Expect::Success,
+                "delete of a volume with no loop device",
+            )
+            .await;
         return Err(Finding::Skip(
             "not applicable: the plugin attaches no loop device to its volumes".into(),
         ));
     };
-    let stale = match crate::safe_fs::attach(&image, &ctx.shared.root) {
+    let stale = match crate::safe_fs::attach(&image, ctx.dirs().run_root()) {
         Ok(dev) => dev,
         Err(e) => {
-            ctx.delete(&req, &path, Expect::Success, "delete of the volume")
+            ctx.calls()
+                .delete(&req, &path, Expect::Success, "delete of the volume")
                 .await;
             return Err(Finding::Skip(format!(
                 "inconclusive: the harness could not attach a loop device to {}: {e}",
@@ -229,7 +233,7 @@ async fn stale_loop(ctx: &Ctx) -> CheckResult {
         }
     };
     let step = "delete with a stale loop device on the image";
-    ctx.delete_ok(&req, &path, step).await?;
+    ctx.calls().delete_ok(&req, &path, step).await?;
     // A detach while another process holds the device is finished later by
     // the kernel: give it the time a delete's detach may take.
     let deadline = std::time::Instant::now() + DETACH_BOUND;

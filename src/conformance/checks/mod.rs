@@ -79,12 +79,6 @@ pub(crate) fn needs(check: &CheckSpec) -> String {
     format!("needs {}", check.id)
 }
 
-/// Runs a scenario check: its body, then every call it made accounted for.
-pub(crate) async fn run_scenario(ctx: &Ctx, body: ScenarioFn) -> Finding {
-    let finding = body(ctx).await.unwrap_or_else(|finding| finding);
-    ctx.settle(finding).await
-}
-
 /// A check's body returns its finding, or short-cuts with `?` on a finding
 /// (a skip because a prerequisite failed, or the first failed step).
 pub(crate) type CheckResult = Result<Finding, Finding>;

@@ -104,7 +104,7 @@ async fn try_settled(
 ) -> Result<Tried, Finding> {
     match try_op(ctx, plugin, op, Expect::Either, how).await {
         // It overruns alone anyway: the deadline check reports that.
-        Tried::Hangs if ctx.failed_prerequisite(op).await.is_some() => Ok(Tried::Hangs),
+        Tried::Hangs if ctx.probes().failed_prerequisite(op).await.is_some() => Ok(Tried::Hangs),
         Tried::Hangs => {
             let again = &format!("{how}, re-run alone after a timeout");
             match try_op(ctx, &plugin.alone(), op, Expect::Either, again).await {
@@ -141,7 +141,7 @@ pub(crate) const ENV_SELF_CONTAINED: CheckSpec = CheckSpec {
 /// silently depends on.
 async fn env_self_contained(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
-    let nomads = ctx.variant(|_| {});
+    let nomads = ctx.calls().variant(|_| {});
     let mut dependent = Vec::new();
     let mut broken: Vec<&str> = Vec::new();
     let mut unmade: Vec<&str> = Vec::new();
@@ -162,7 +162,7 @@ async fn env_self_contained(ctx: &Ctx) -> CheckResult {
             Tried::Fails => {}
         }
         let full = harness_env();
-        let with_all = ctx.variant(|o| o.extra_env = full.clone());
+        let with_all = ctx.calls().variant(|o| o.extra_env = full.clone());
         let tried = try_settled(ctx, &with_all, op, "with PATH, HOME and LANG").await?;
         if tried == Tried::Unmade {
             unmade.push(op_name);
@@ -174,7 +174,7 @@ async fn env_self_contained(ctx: &Ctx) -> CheckResult {
         }
         let mut needed = Vec::new();
         for var in &full {
-            let with_one = ctx.variant(|o| o.extra_env = vec![var.clone()]);
+            let with_one = ctx.calls().variant(|o| o.extra_env = vec![var.clone()]);
             let how = format!("with {}", var.0);
             if try_settled(ctx, &with_one, op, &how).await? == Tried::Works {
                 needed.push(var.0.clone());
@@ -238,18 +238,18 @@ pub(crate) const CWD_INDEPENDENT: CheckSpec = CheckSpec {
 /// Works from a read-only, unrelated directory and writes nothing there.
 async fn cwd_independent(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let cwd = ctx
-        .sandbox
+        .dirs()
         .make_dirs(std::path::Path::new("unrelated-cwd"))
         .map_err(|e| Finding::Skip(format!("cannot make a working dir: {e}")))?;
     let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o555));
-    let elsewhere = ctx.variant(|o| o.cwd = Some(cwd.clone()));
-    let here = ctx.variant(|_| {});
+    let elsewhere = ctx.calls().variant(|o| o.cwd = Some(cwd.clone()));
+    let here = ctx.calls().variant(|_| {});
     let mut problems = Vec::new();
     let mut excused = Vec::new();
     for op in Operation::ALL {
-        if let Some(needs) = ctx.failed_prerequisite(op).await {
+        if let Some(needs) = ctx.probes().failed_prerequisite(op).await {
             // Fails for a reason another check reports: no comparison to make.
             excused.push(format!("{op} ({needs})"));
             continue;
@@ -273,7 +273,7 @@ async fn cwd_independent(ctx: &Ctx) -> CheckResult {
         } else {
             // Fails from both dirs: not the working dir's doing, but still a
             // call that did not do what was expected.
-            ctx.note(
+            ctx.calls().note(
                 &format!("{op} from an unrelated read-only dir"),
                 op.as_str(),
                 Expect::Success,

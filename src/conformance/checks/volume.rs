@@ -22,7 +22,7 @@ const MAX_TESTED_BYTES: u64 = 4 << 30;
 pub(super) async fn measured_probe(
     ctx: &Ctx,
 ) -> Result<(CreateRequest, i64, VolumeFacts), Finding> {
-    let probe = ctx.create_probe().await;
+    let probe = ctx.probes().create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     let resp = match &probe.call.result {
         Ok(resp) => resp,
@@ -64,7 +64,7 @@ pub(crate) const BYTES_TRUE: CheckSpec = CheckSpec {
 
 async fn bytes_true(ctx: &Ctx) -> CheckResult {
     let (req, bytes, facts) = measured_probe(ctx).await?;
-    let claims = &ctx.shared.settings.claims;
+    let claims = ctx.claims();
     let what = facts.describe();
     if bytes <= 0 {
         return Ok(Finding::Pass(format!(
@@ -173,7 +173,7 @@ pub(crate) const CAPACITY_ENFORCED: CheckSpec = CheckSpec {
 /// Writing past the reported size fails, the data before it is intact, and the
 /// volume still works.
 async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
-    let claims = &ctx.shared.settings.claims;
+    let claims = ctx.claims();
     if !claims.capacity_enforced {
         return Err(Finding::Skip(
             "not claimed (capacity = \"enforced\")".into(),
@@ -185,9 +185,12 @@ async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
             BLOCK_DEVICE.id
         )));
     }
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let req = ctx.request();
-    let resp = ctx.create_ok(&req, "create a volume to fill").await?;
+    let resp = ctx
+        .calls()
+        .create_ok(&req, "create a volume to fill")
+        .await?;
     let limit = match resp.bytes {
         b if b > 0 => b as u64,
         _ if req.capacity_max_bytes > 0 => req.capacity_max_bytes as u64,
@@ -201,17 +204,21 @@ async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
     }
     let dir = Path::new(&resp.path);
     let canary = crate::conformance::context::plant_in_volume(ctx, &resp.path, "before filling")?;
-    let fill = ctx.create_new_in(dir, ".dhv-conform-fill").map_err(|e| {
-        Finding::Fail(format!(
-            "expected a writable volume at {:?}: {e}",
-            resp.path
-        ))
-    })?;
+    let fill = ctx
+        .dirs()
+        .create_new_in(dir, ".dhv-conform-fill")
+        .map_err(|e| {
+            Finding::Fail(format!(
+                "expected a writable volume at {:?}: {e}",
+                resp.path
+            ))
+        })?;
     let written = tokio::task::spawn_blocking(move || fill_to(fill, past))
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
     // The space must be free again before the volume is tried once more.
-    ctx.remove_file(&dir.join(".dhv-conform-fill"))
+    ctx.dirs()
+        .remove_file(&dir.join(".dhv-conform-fill"))
         .map_err(|e| Finding::Fail(format!("cannot remove the harness's fill file: {e}")))?;
     let refused = match written {
         Ok(()) => {
@@ -234,15 +241,17 @@ async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
         ));
     }
     let after = ctx
+        .dirs()
         .create_new_in(dir, ".dhv-conform-after")
         .and_then(|mut f| std::io::Write::write_all(&mut f, b"still works\n"));
-    let _ = ctx.remove_file(&dir.join(".dhv-conform-after"));
+    let _ = ctx.dirs().remove_file(&dir.join(".dhv-conform-after"));
     if let Err(e) = after {
         return Err(Finding::Fail(format!(
             "after the refused write was removed, the volume takes no new file: {e}"
         )));
     }
-    ctx.delete_ok(&req, &resp.path, "delete the filled volume")
+    ctx.calls()
+        .delete_ok(&req, &resp.path, "delete the filled volume")
         .await?;
     Ok(Finding::Pass(format!(
         "{past} bytes into a volume of {limit}: refused ({refused}); the data before it intact, the volume usable"
@@ -286,14 +295,17 @@ pub(crate) const BLOCK_DEVICE: CheckSpec = CheckSpec {
 /// The path is a block device at least `capacity_min` large, readable and
 /// writable, and the same device when create is called again.
 async fn block_device(ctx: &Ctx) -> CheckResult {
-    if ctx.shared.settings.claims.attachment != Attachment::BlockDevice {
+    if ctx.claims().attachment != Attachment::BlockDevice {
         return Err(Finding::Skip(
             "not claimed (attachment = \"block-device\")".into(),
         ));
     }
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let req = ctx.request();
-    let resp = ctx.create_ok(&req, "create a block-device volume").await?;
+    let resp = ctx
+        .calls()
+        .create_ok(&req, "create a block-device volume")
+        .await?;
     let path = Path::new(&resp.path);
     let facts = VolumeFacts::measure(path)
         .map_err(|e| Finding::Fail(format!("cannot measure {:?}: {e}", resp.path)))?;
@@ -311,13 +323,14 @@ async fn block_device(ctx: &Ctx) -> CheckResult {
             resp.path
         )));
     }
-    let io = device_io(path, size, ctx.shared.root.as_path()).map_err(|e| {
+    let io = device_io(path, size, ctx.dirs().run_root()).map_err(|e| {
         Finding::Fail(format!(
             "expected {:?} to be readable and writable: {e}",
             resp.path
         ))
     })?;
     let again = ctx
+        .calls()
         .create_ok(&req, "create the block-device volume again")
         .await?;
     let same = VolumeFacts::measure(Path::new(&again.path))
@@ -332,7 +345,8 @@ async fn block_device(ctx: &Ctx) -> CheckResult {
             resp.path, again.path
         )));
     }
-    ctx.delete_ok(&req, &resp.path, "delete the block-device volume")
+    ctx.calls()
+        .delete_ok(&req, &resp.path, "delete the block-device volume")
         .await?;
     Ok(Finding::Pass(format!(
         "{size} bytes (at least {min}), {io}, the same device on create again"

@@ -25,8 +25,8 @@ pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
 /// request whose parameters use Nomad's own names (`mode`, `uid`, `gid`, as the
 /// built-in `mkdir` reads them) is held to them on the default volume.
 async fn parameters(ctx: &Ctx) -> CheckResult {
-    let claims = ctx.shared.settings.claims.clone();
-    let requested = requested(ctx.shared.settings.template.parameters.as_ref());
+    let claims = ctx.claims().clone();
+    let requested = requested(ctx.template().parameters.as_ref());
     if claims.parameters.is_empty() && claims.filesystem.is_none() && requested.is_empty() {
         return Err(Finding::Skip(
             "not claimed (no [claims.parameters] or filesystem in dhv-conform.toml)".into(),
@@ -115,7 +115,7 @@ fn effect_holds(facts: &VolumeFacts, effect: Effect, value: &str) -> Result<(), 
 
 /// Creates a volume with `claim.key = value`, measures it, deletes it.
 async fn one_parameter(ctx: &Ctx, claim: &ParameterClaim, value: &str) -> Result<String, Finding> {
-    ctx.require_create().await?;
+    ctx.probes().require_create().await?;
     let mut req = ctx.request();
     let mut params: BTreeMap<String, String> = req
         .parameters
@@ -125,11 +125,12 @@ async fn one_parameter(ctx: &Ctx, claim: &ParameterClaim, value: &str) -> Result
     params.insert(claim.key.clone(), value.to_owned());
     req.parameters = Some(params.into_iter().collect());
     let step = format!("create with {} = {value:?}", claim.key);
-    let resp = ctx.create_ok(&req, &step).await?;
+    let resp = ctx.calls().create_ok(&req, &step).await?;
     let facts = VolumeFacts::measure(Path::new(&resp.path))
         .map_err(|e| Finding::Fail(format!("{step}: cannot measure {:?}: {e}", resp.path)))?;
     let holds = effect_holds(&facts, claim.effect, value);
-    ctx.delete_ok(&req, &resp.path, &format!("delete after {step}"))
+    ctx.calls()
+        .delete_ok(&req, &resp.path, &format!("delete after {step}"))
         .await?;
     holds
         .map(|()| {

@@ -1,16 +1,16 @@
 //! The calls a check makes. Each states what it expects ([`Expect`]); the
 //! check's ledger keeps every call with its expectation, and an unmet one is
-//! the check's finding (see [`Ctx::settle`]). Calls of the plugin as Nomad
+//! the check's finding (see [`Calls::settle`]). Calls of the plugin as Nomad
 //! runs it are also logged for the run-wide checks ([`CallLog`](super::CallLog)).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::ledger::{Gate, Solo};
+use super::ledger::{Gate, Ledger, Solo};
 use super::repeat::{Redo, again_alone};
-use super::{Ctx, Finding, LoggedCall, listing};
+use super::{Finding, LoggedCall, Phase, Prereqs, Shared, listing};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
-use crate::plugin::{Fingerprint, PluginCall, PluginRun};
+use crate::plugin::{Fingerprint, HostVolumePlugin, PluginCall, PluginRun, Recorder};
 
 /// What a check expects of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +23,95 @@ pub(crate) enum Expect {
     Either,
 }
 
-impl Ctx {
+/// The plugin under test as one check calls it: every call recorded for the
+/// check's evidence, accounted in its ledger with what was expected of it,
+/// and (when made as Nomad makes it) logged for the run-wide checks.
+pub(crate) struct Calls {
+    /// The run the calls are made in.
+    pub(super) shared: Arc<Shared>,
+    /// The id of the check it is for (its catalogue entry stays with the
+    /// engine: the context knows no check table).
+    pub(super) check: &'static str,
+    /// The plugin under test, as Nomad runs it (fingerprint is logged against
+    /// Nomad's 1 s limit but only killed at the create limit: whether it works
+    /// and whether it is quick are separate checks).
+    pub(super) plugin: Arc<dyn HostVolumePlugin>,
+    /// Every raw call this check made, for its evidence.
+    pub(super) recorder: Recorder,
+    /// Every call made, with what was expected of it.
+    pub(super) ledger: Ledger,
+    /// When its calls are made (for the timing checks).
+    pub(super) phase: Phase,
+    /// The check's dir (the manager keeps its state below it) and its volumes dir.
+    pub(super) dir: PathBuf,
+    pub(super) volumes: PathBuf,
+}
+
+impl Calls {
+    /// The calls of `check`, whose dirs are `dir` and its volumes dir `volumes`.
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        check: &'static str,
+        dir: &Path,
+        volumes: &Path,
+    ) -> Calls {
+        let recorder = Recorder::new();
+        let mut opts = shared.call_options(&recorder);
+        opts.timeouts.fingerprint = opts.timeouts.create;
+        Calls {
+            plugin: shared.settings.target.open(&opts),
+            shared,
+            check,
+            recorder,
+            ledger: Ledger::default(),
+            phase: Phase::Parallel,
+            dir: dir.to_path_buf(),
+            volumes: volumes.to_path_buf(),
+        }
+    }
+
+    /// The plugin under test, for the manager the lifecycle checks drive.
+    pub fn plugin(&self) -> &Arc<dyn HostVolumePlugin> {
+        &self.plugin
+    }
+
+    /// How many raw calls the check made so far (see [`log_runs_from`](Self::log_runs_from)).
+    pub fn recorded(&self) -> usize {
+        self.recorder.len()
+    }
+
+    /// The run's probes and prerequisites, as the calls' findings need them.
+    pub(super) fn prereqs(&self) -> Prereqs<'_> {
+        Prereqs::of(&self.shared)
+    }
+
+    /// A fresh request: new UUID, name `conformance-<short id>` unless the fixture names it.
+    pub(super) fn request(&self) -> CreateRequest {
+        self.request_in(&self.volumes)
+    }
+
+    /// A fresh request for another volumes dir.
+    pub(super) fn request_in(&self, volumes: &Path) -> CreateRequest {
+        let t = &self.shared.settings.template;
+        let id = uuid::Uuid::new_v4().to_string();
+        let name = match &t.name {
+            Some(base) => self.shared.fixture_name(base),
+            None => format!("conformance-{}", &id[..8]),
+        };
+        let plugin_dir = self
+            .plugin
+            .plugin_dir()
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        t.request(
+            &volumes.to_string_lossy(),
+            &plugin_dir,
+            name,
+            id,
+            &self.shared.node_id,
+        )
+    }
+
     /// Creates, logging the call for the run-wide checks.
     pub async fn create(
         &self,
@@ -147,7 +235,7 @@ impl Ctx {
         call
     }
 
-    /// Fingerprints once more (the probe is [`fingerprint_probe`](Self::fingerprint_probe)).
+    /// Fingerprints once more (the probe is [`Prereqs::fingerprint_probe`]).
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
         self.fingerprint_as(expect, step, false).await
     }
@@ -179,7 +267,7 @@ impl Ctx {
             start.wait().await;
         }
         let gate = Gate::hold(&self.shared, alone).await;
-        (gate, self.calls.enter(&self.shared.in_flight))
+        (gate, self.ledger.enter(&self.shared.in_flight))
     }
 
     /// A call let in by [`admit`](Self::admit) ended: it no longer counts as
@@ -203,7 +291,7 @@ impl Ctx {
     /// when it succeeded, and no longer under way either way.
     pub(super) fn create_ended(&self, req: &CreateRequest, call: &PluginCall<CreateResponse>) {
         if let Ok(resp) = &call.result {
-            self.calls.created(req, &resp.path);
+            self.ledger.created(req, &resp.path);
         }
         let path = call.result.as_ref().ok().map(|r| r.path.as_str());
         self.shared.live.create_ended(req, path);
@@ -213,10 +301,10 @@ impl Ctx {
     /// timed out, it is left to the run's teardown.
     pub(super) fn delete_ended(&self, req: &DeleteRequest, call: &PluginCall<()>) {
         if call.ok() {
-            self.calls.deleted(&req.volume_id);
+            self.ledger.deleted(&req.volume_id);
             self.shared.live.deleted(&req.volumes_dir, &req.volume_id);
         } else if call.timed_out() {
-            self.calls.hung(&req.volume_id);
+            self.ledger.hung(&req.volume_id);
         }
     }
 
@@ -248,7 +336,7 @@ impl Ctx {
     pub async fn need<T: 'static>(&self, call: PluginCall<T>, step: &str) -> Result<T, Finding> {
         match call.result {
             Ok(value) => Ok(value),
-            Err(e) => match self.failed_prerequisite(call.operation).await {
+            Err(e) => match self.prereqs().failed_prerequisite(call.operation).await {
                 Some(needs) => Err(Finding::Skip(needs)),
                 None => match self.raced(step, call.operation).await {
                     // It failed by chance: the check goes on from the call
@@ -269,7 +357,7 @@ impl Ctx {
     /// Records a call made some other way (through the manager, or an
     /// operation Nomad does not have) in the ledger.
     pub fn note(&self, step: &str, op: &str, expect: Expect, error: Option<String>) {
-        self.calls.note(step, op, expect, error);
+        self.ledger.note(step, op, expect, error);
     }
 
     /// Keeps what a failed call needs to be made again alone.
@@ -279,7 +367,7 @@ impl Ctx {
         if call.result.is_ok() || call.timed_out() {
             return;
         }
-        self.calls.keep_redo(step, redo(), call.run.clone());
+        self.ledger.keep_redo(step, redo(), call.run.clone());
     }
 
     /// Whether the failed call of `step` is a bystander's race: made again
@@ -290,13 +378,13 @@ impl Ctx {
         if !self.is_bystander(op) || step.ends_with(&again_alone("")) {
             return None;
         }
-        let (redo, error, run) = self.calls.failed(step)?;
+        let (redo, error, run) = self.ledger.failed(step)?;
         self.repeat_alone(step, &redo, &error, run).await
     }
 
     pub(super) fn account<T>(&self, step: &str, expect: Expect, call: &PluginCall<T>) {
         let error = call.result.as_ref().err().map(|e| e.to_string());
-        self.calls
+        self.ledger
             .note(step, call.operation.as_str(), expect, error);
     }
 
@@ -321,12 +409,12 @@ impl Ctx {
     /// as evidence, unless the check already failed, or the call failed only
     /// because its prerequisite did (then the finding stands: the
     /// prerequisite's own check reports the cause).
-    pub async fn settle(&self, finding: Finding) -> Finding {
+    pub(super) async fn settle(&self, finding: Finding) -> Finding {
         let mut own = Vec::new();
-        for entry in self.calls.unmet() {
+        for entry in self.ledger.unmet() {
             let explained = match entry.op {
                 Some(op) if entry.expect == Expect::Success => {
-                    self.failed_prerequisite(op).await.is_some()
+                    self.prereqs().failed_prerequisite(op).await.is_some()
                         || self.raced(&entry.step, op).await.is_some()
                 }
                 _ => false,
@@ -353,20 +441,19 @@ impl Ctx {
         self.plugin.run_unknown(op, env).await
     }
 
-    /// Deletes every volume this sandbox created and did not delete (a check
+    /// Deletes every volume this check created and did not delete (a check
     /// that stopped early). Not logged: it is housekeeping after the verdict.
     ///
     /// All at once: a plugin whose deletes hang costs one delete limit here,
     /// not one per volume; a volume whose delete already hung is left to the
     /// run's teardown.
-    pub async fn cleanup(&self) {
-        let deletes = self.calls.take_live();
+    pub(super) async fn cleanup(&self) {
+        let deletes = self.ledger.take_live();
         crate::conformance::live::join_all(deletes.iter().map(|req| async move {
             if self.plugin.delete(req).await.ok() {
                 self.shared.live.deleted(&req.volumes_dir, &req.volume_id);
             }
         }))
         .await;
-        self.remove_canaries();
     }
 }

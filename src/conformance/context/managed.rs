@@ -5,18 +5,18 @@
 
 use std::sync::Arc;
 
-use super::{Ctx, LoggedCall};
+use super::{Calls, LoggedCall};
 use crate::contract::Operation;
 use crate::manager::{HostVolumeManager, ManagerError, Volume};
 
-impl Ctx {
+impl Calls {
     /// A manager over this sandbox (state in `<dir>/state`) that drives the
     /// plugin under test, for the checks that exercise what a Nomad client does
     /// around plugins (restore).
     pub fn manager(&self) -> Result<HostVolumeManager, ManagerError> {
         let template = self.request();
-        let mut manager = HostVolumeManager::open(self.sandbox.dir.join("state"))?
-            .with_volumes_dir(&self.sandbox.volumes)
+        let mut manager = HostVolumeManager::open(self.dir.join("state"))?
+            .with_volumes_dir(&self.volumes)
             .with_node_id(template.node_id)
             .with_node_pool(template.node_pool)
             .with_timeouts(self.shared.settings.timeouts())
@@ -33,14 +33,14 @@ impl Ctx {
     /// Remembers a volume made through the manager, for [`cleanup`](Self::cleanup).
     pub fn track(&self, volume: &Volume) {
         if let Some(req) = &volume.create_request {
-            self.calls.created(req, &volume.host_path);
+            self.ledger.created(req, &volume.host_path);
             self.shared.live.created(req, &volume.host_path);
         }
     }
 
     /// Forgets a volume deleted through the manager.
     pub fn untrack(&self, id: &str) {
-        if let Some(req) = self.calls.deleted(id) {
+        if let Some(req) = self.ledger.deleted(id) {
             self.shared.live.deleted(&req.volumes_dir, id);
         }
     }

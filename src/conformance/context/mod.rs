@@ -1,5 +1,6 @@
 //! What a check works with, split by concern:
-//! - [`sandbox`]: the check's own dirs, listings of them and canary files;
+//! - [`sandbox`]: the check's own dirs, listings of them and canary files,
+//!   which a check reaches through [`dirs`];
 //! - [`calls`]: the calls a check makes, each with its stated expectation
 //!   ([`Expect`]), kept in the check's [`ledger`]; [`variant`]: the same
 //!   plugin with other call options; [`managed`]: the manager some checks
@@ -15,10 +16,12 @@
 //! - [`unloaded`]: calls re-run alone when they timed out under the run's
 //!   own load, for the checks that compare or diagnose.
 //!
-//! [`Ctx`] ties them together for one check; [`Shared`] holds what the checks
-//! of one run share.
+//! [`Ctx`] is what one check sees of them (a few small types, each with one
+//! owner); [`ScenarioRun`] is the engine's handle on a check's run; [`Shared`]
+//! holds what the checks of one run share, and no check reaches it.
 
 mod calls;
+mod dirs;
 mod ledger;
 mod log;
 mod managed;
@@ -34,9 +37,10 @@ mod variant;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-pub(crate) use calls::Expect;
+pub(crate) use calls::{Calls, Expect};
+pub(crate) use dirs::Dirs;
 pub(crate) use log::{CallLog, LoggedCall, RunLog};
-pub(crate) use probes::Probes;
+pub(crate) use probes::{Prereqs, Probes};
 pub(crate) use repeat::Repeat;
 pub(crate) use residue::{Residue, around};
 pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
@@ -45,7 +49,7 @@ pub(crate) use timing::{Phase, is_provoked, overran};
 pub(crate) use variant::Variant;
 
 use crate::contract::{CreateRequest, Parameters};
-use crate::plugin::{CallOptions, HostVolumePlugin, PluginRun, PluginSource, Recorder, Timeouts};
+use crate::plugin::{CallOptions, PluginRun, PluginSource, Recorder, Timeouts};
 
 /// The volume request every check starts from: docs/checks.md's defaults, or a
 /// user fixture.
@@ -236,95 +240,56 @@ impl Shared {
     }
 }
 
-/// One check's context: its sandbox, the plugin whose every call is recorded
-/// and accounted for, and the run it belongs to.
+/// What a check sees of the run: its volume requests, the plugin's calls
+/// ([`Calls`]), its dirs ([`Dirs`]), the run's probes and the prerequisites
+/// derived from them ([`Prereqs`]), and the citations of its evidence. The
+/// run's bookkeeping (the gate, the live volumes, the call log, the timing
+/// phase, the residue accounting) stays with the engine: [`ScenarioRun`]
+/// lends a check its `Ctx` and settles it afterwards.
 pub(crate) struct Ctx {
-    pub shared: Arc<Shared>,
-    /// The id of the check it is for (its catalogue entry stays with the
-    /// engine: the context knows no check table).
-    pub check: &'static str,
-    /// The check's own dirs.
-    pub sandbox: Sandbox,
-    /// Every raw call this check made, for its evidence.
-    pub recorder: Recorder,
-    /// The plugin under test, as Nomad runs it (fingerprint is logged against
-    /// Nomad's 1 s limit but only killed at the create limit: whether it works
-    /// and whether it is quick are separate checks).
-    plugin: Arc<dyn HostVolumePlugin>,
-    /// Every call made, with what was expected of it.
-    calls: ledger::Ledger,
-    /// When its calls are made (for the timing checks).
-    phase: Phase,
+    /// The plugin under test and every call made of it, accounted for.
+    calls: Calls,
+    /// The check's own dirs and the files it writes.
+    dirs: Dirs,
     /// Probe calls a check's verdict rests on, shown as its evidence.
     cited: Mutex<Vec<PluginRun>>,
-    /// Its token for the files it writes ([`Planted`]): [`cleanup`](Ctx::cleanup)
-    /// removes them.
-    owner: u64,
 }
 
 impl Ctx {
-    pub fn new(shared: Arc<Shared>, check: &'static str) -> std::io::Result<Ctx> {
-        Ctx::in_dir(shared, check, check)
-    }
-
+    /// A context for `check` whose sandbox is the new dir `dir` of the run.
     fn in_dir(shared: Arc<Shared>, check: &'static str, dir: &str) -> std::io::Result<Ctx> {
-        let sandbox = Sandbox::new(&shared.root_dir, dir)?;
-        let recorder = Recorder::new();
-        let mut opts = shared.call_options(&recorder);
-        opts.timeouts.fingerprint = opts.timeouts.create;
-        let plugin = shared.settings.target.open(&opts);
+        let dirs = Dirs::new(shared.clone(), dir)?;
         Ok(Ctx {
-            check,
-            sandbox,
-            recorder,
-            plugin,
-            calls: ledger::Ledger::default(),
-            phase: Phase::Parallel,
+            calls: Calls::new(shared, check, dirs.dir(), dirs.volumes()),
+            dirs,
             cited: Mutex::new(Vec::new()),
-            owner: shared.planted.owner(),
-            shared,
         })
     }
 
-    pub fn is_builtin(&self) -> bool {
-        self.shared.settings.target.is_builtin()
+    /// The plugin under test: every call a check makes of it.
+    pub fn calls(&self) -> &Calls {
+        &self.calls
     }
 
-    /// The plugin under test, as the user named it.
-    pub fn target(&self) -> &crate::plugin::PluginSource {
-        &self.shared.settings.target
+    /// The check's own dirs (its volumes dir among them) and its files.
+    pub fn dirs(&self) -> &Dirs {
+        &self.dirs
     }
 
-    /// The plugin under test, for the manager the lifecycle checks drive.
-    pub fn plugin(&self) -> &Arc<dyn HostVolumePlugin> {
-        &self.plugin
+    /// The run's shared probes, and the prerequisites ("needs X") derived
+    /// from them.
+    pub fn probes(&self) -> Prereqs<'_> {
+        self.calls.prereqs()
     }
 
     /// A fresh request: new UUID, name `conformance-<short id>` unless the fixture names it.
     pub fn request(&self) -> CreateRequest {
-        self.request_in(&self.sandbox.volumes)
+        self.calls.request()
     }
 
     /// A fresh request for another volumes dir.
     pub fn request_in(&self, volumes: &std::path::Path) -> CreateRequest {
-        let t = &self.shared.settings.template;
-        let id = uuid::Uuid::new_v4().to_string();
-        let name = match &t.name {
-            Some(base) => self.shared.fixture_name(base),
-            None => format!("conformance-{}", &id[..8]),
-        };
-        let plugin_dir = self
-            .plugin
-            .plugin_dir()
-            .map(|d| d.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        t.request(
-            &volumes.to_string_lossy(),
-            &plugin_dir,
-            name,
-            id,
-            &self.shared.node_id,
-        )
+        self.calls.request_in(volumes)
     }
 
     /// Shows a probe's call as evidence for this check's verdict.
@@ -334,65 +299,71 @@ impl Ctx {
         }
     }
 
-    /// Every call behind this check's verdict: the probes it cited, then its own.
-    pub fn evidence(&self) -> Vec<PluginRun> {
-        let mut runs = crate::lock(&self.cited).clone();
-        runs.extend(self.recorder.runs());
-        runs
+    /// The plugin under test, as the user named it.
+    pub fn target(&self) -> &PluginSource {
+        &self.calls.shared.settings.target
+    }
+
+    /// The request template of the run (docs/checks.md's defaults, or the fixture).
+    pub fn template(&self) -> &RequestTemplate {
+        &self.calls.shared.settings.template
+    }
+
+    /// What the plugin claims its volumes are.
+    pub fn claims(&self) -> &crate::conformance::claims::Claims {
+        &self.calls.shared.settings.claims
     }
 
     /// `Err(skip)` for the built-in plugin, which runs in-process.
     pub fn require_process(&self) -> Result<(), Finding> {
-        if self.is_builtin() {
+        if self.target().is_builtin() {
             Err(Finding::Skip("built-in plugin".into()))
         } else {
             Ok(())
         }
     }
 
-    /// Writes a canary file with unique content into `dir`; returns its path.
-    /// Only inside the run's sandbox (resolved, symlinks and all): a path a
-    /// plugin returned may lead anywhere, and nothing outside is ours to write.
-    /// The file is made new: a name that exists (a hard link to a file
-    /// elsewhere, say) is never written through, and is an error whose
-    /// kind is `AlreadyExists`.
-    pub fn plant(&self, dir: &std::path::Path, name: &str) -> std::io::Result<PathBuf> {
-        self.sandbox.plant(
-            &self.shared.root_dir,
-            &self.shared.planted,
-            self.owner,
-            dir,
-            name,
-        )
+    /// Every call behind this check's verdict: the probes it cited, then its own.
+    fn evidence(&self) -> Vec<PluginRun> {
+        let mut runs = crate::lock(&self.cited).clone();
+        runs.extend(self.calls.recorder.runs());
+        runs
     }
 
-    /// A new file `name` in `dir` for a check to fill (see
-    /// [`Sandbox::create_file`]); removed at the end of the check, or
-    /// earlier by [`remove_file`](Self::remove_file).
-    pub fn create_new_in(
-        &self,
-        dir: &std::path::Path,
-        name: &str,
-    ) -> std::io::Result<std::fs::File> {
-        self.sandbox.create_file(
-            &self.shared.root_dir,
-            &self.shared.planted,
-            self.owner,
-            dir,
-            name,
-        )
+    /// Deletes every volume the check created and did not delete, and
+    /// removes the files it wrote (see [`Calls::cleanup`]).
+    pub(super) async fn cleanup(&self) {
+        self.calls.cleanup().await;
+        self.dirs.remove_canaries();
+    }
+}
+
+/// The engine's side of one scenario check: it makes the check's [`Ctx`],
+/// lends it to the check's body, then settles what the body's calls did,
+/// cleans up and hands back the evidence. A check only ever sees the `&Ctx`.
+pub(crate) struct ScenarioRun {
+    ctx: Ctx,
+}
+
+impl ScenarioRun {
+    /// The run of `check`, in a new sandbox of its own.
+    pub fn new(shared: Arc<Shared>, check: &'static str) -> std::io::Result<ScenarioRun> {
+        Ok(ScenarioRun {
+            ctx: Ctx::in_dir(shared, check, check)?,
+        })
     }
 
-    /// Removes a file this check made (by name, only while it is the file
-    /// that was made).
-    pub fn remove_file(&self, path: &std::path::Path) -> Result<(), String> {
-        self.shared.planted.remove_path(self.owner, path)
+    /// What the check's body works with.
+    pub fn ctx(&self) -> &Ctx {
+        &self.ctx
     }
 
-    /// Removes the files this check wrote that are still the files it made
-    /// (by name, in the dirs it made them in).
-    pub fn remove_canaries(&self) {
-        let _ = self.shared.planted.remove(Some(self.owner));
+    /// The check's finding once every call is accounted for (see
+    /// [`Calls::settle`]), and its evidence, after its clean-up.
+    pub async fn finish(self, finding: Finding) -> (Finding, Vec<PluginRun>) {
+        let finding = self.ctx.calls.settle(finding).await;
+        self.ctx.cleanup().await;
+        (finding, self.ctx.evidence())
     }
 }
 
@@ -416,10 +387,11 @@ mod tests {
         let root = crate::safe_fs::HeldDir::make_temp("dhv-conform-test-").unwrap();
         let path = root.path().to_path_buf();
         let shared = Arc::new(Shared::new(settings, root));
-        let ctx = Ctx::new(shared, "create.distinct").unwrap();
+        let run = ScenarioRun::new(shared, "create.distinct").unwrap();
+        let ctx = run.ctx();
         let names: Vec<String> = (0..3).map(|_| ctx.request().volume_name).collect();
         assert_eq!(names, ["pg-data", "pg-data-1", "pg-data-2"]);
-        drop(ctx);
+        drop(run);
         assert!(crate::safe_fs::remove_tree(&path).removed);
         let default = RequestTemplate::default();
         assert_eq!(

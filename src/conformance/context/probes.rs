@@ -113,7 +113,7 @@ impl Probes {
     /// Keeps what the run still needs of a probe's context once its calls
     /// are made: its sandbox (the context itself is dropped).
     fn keep(&self, probe: Ctx) {
-        crate::lock(&self.sandboxes).push(probe.sandbox);
+        crate::lock(&self.sandboxes).push(probe.dirs.sandbox);
     }
 }
 
@@ -125,11 +125,25 @@ pub(super) fn probe_ctx(shared: Arc<Shared>, id: &'static str) -> Ctx {
     Ctx::in_dir(shared, id, &dir).expect("cannot make the probe's sandbox")
 }
 
-impl Ctx {
+/// The run's probes as a check sees them, and the prerequisites derived
+/// from them ([`Ctx::probes`]): a check cites another check's finding
+/// through them ("needs create.succeeds").
+#[derive(Clone, Copy)]
+pub(crate) struct Prereqs<'a> {
+    /// The run, which holds the probes.
+    pub(super) run: &'a Arc<Shared>,
+}
+
+impl<'a> Prereqs<'a> {
+    /// The probes of the run `run`.
+    pub(super) fn of(run: &'a Arc<Shared>) -> Prereqs<'a> {
+        Prereqs { run }
+    }
+
     /// The run's first fingerprint, made once and shared.
-    pub async fn fingerprint_probe(&self) -> &PluginCall<Fingerprint> {
-        let shared = self.shared.clone();
-        self.shared
+    pub async fn fingerprint_probe(&self) -> &'a PluginCall<Fingerprint> {
+        let shared = self.run.clone();
+        self.run
             .probes
             .fingerprint
             .get_or_init(|| async move {
@@ -137,6 +151,7 @@ impl Ctx {
                 // what the checks judge must not depend on the host's load.
                 let probe = probe_ctx(shared, "fingerprint.runs");
                 probe
+                    .calls
                     .fingerprint_unloaded(Expect::Success, "fingerprint")
                     .await
             })
@@ -144,15 +159,16 @@ impl Ctx {
     }
 
     /// The run's first default create, made once and shared.
-    pub async fn create_probe(&self) -> &CreateProbe {
-        let shared = self.shared.clone();
-        self.shared
+    pub async fn create_probe(&self) -> &'a CreateProbe {
+        let shared = self.run.clone();
+        self.run
             .probes
             .create
             .get_or_init(|| async move {
                 let probe = probe_ctx(shared.clone(), "create.succeeds");
                 let request = probe.request();
                 let call = probe
+                    .calls
                     .create(&request, Expect::Success, "create with the default request")
                     .await;
                 let path_existed = match &call.result {
@@ -170,16 +186,17 @@ impl Ctx {
     }
 
     /// The run's first delete of a created volume, made once and shared.
-    pub async fn delete_probe(&self) -> &DeleteProbe {
-        let shared = self.shared.clone();
-        self.shared
+    pub async fn delete_probe(&self) -> &'a DeleteProbe {
+        let shared = self.run.clone();
+        self.run
             .probes
             .delete
             .get_or_init(|| async move {
                 let probe = probe_ctx(shared.clone(), "delete.succeeds");
                 let req = probe.request();
-                let volumes = probe.sandbox.volumes.clone();
+                let volumes = probe.dirs.volumes().to_path_buf();
                 let create = probe
+                    .calls
                     .create(&req, Expect::Success, "create before delete")
                     .await;
                 let (mut delete, mut footprint, mut no_data) = (None, None, None);
@@ -187,18 +204,20 @@ impl Ctx {
                     let created_beside = around(&volumes)
                         .into_iter()
                         .filter(|e| e.starts_with("../"))
-                        .map(|e| probe.shape(&e))
+                        .map(|e| probe.probes().shape(&e))
                         .collect();
                     // A file in it, as in any volume in use; a path outside
                     // the sandbox gets none (and is create's finding).
                     // Its name already there is evidence, and said; a path
                     // outside the sandbox is create's finding.
                     no_data = probe
+                        .dirs
                         .plant(Path::new(&resp.path), "data")
                         .err()
                         .filter(|e| e.kind() == std::io::ErrorKind::AlreadyExists)
                         .map(|e| e.to_string());
                     let call = probe
+                        .calls
                         .delete(
                             &req,
                             &resp.path,
@@ -207,7 +226,10 @@ impl Ctx {
                         )
                         .await;
                     if call.ok() {
-                        let left = around(&volumes).iter().map(|e| probe.shape(e)).collect();
+                        let left = around(&volumes)
+                            .iter()
+                            .map(|e| probe.probes().shape(e))
+                            .collect();
                         footprint = Some(Footprint {
                             created_beside,
                             left,
@@ -227,22 +249,23 @@ impl Ctx {
     }
 
     /// The run's create-again probe ([`AgainProbe`]), made once and shared.
-    pub async fn again_probe(&self) -> &AgainProbe {
-        let shared = self.shared.clone();
-        self.shared
+    pub async fn again_probe(&self) -> &'a AgainProbe {
+        let shared = self.run.clone();
+        self.run
             .probes
             .again
             .get_or_init(|| async move {
                 let probe = probe_ctx(shared.clone(), "create.idempotent");
                 let request = probe.request();
                 let first = probe
+                    .calls
                     .create(&request, Expect::Success, "first create")
                     .await;
                 let (mut canary, mut again) = (Err(Finding::Skip("no volume".into())), None);
                 if let Ok(resp) = &first.result {
                     canary = plant_in_volume(&probe, &resp.path, "first create");
                     let step = "second create of the same volume";
-                    again = Some(probe.create(&request, Expect::Success, step).await);
+                    again = Some(probe.calls.create(&request, Expect::Success, step).await);
                 }
                 shared.probes.keep(probe);
                 AgainProbe {
@@ -256,22 +279,28 @@ impl Ctx {
     }
 
     /// The run's two-volume probe ([`DistinctProbe`]), made once and shared.
-    pub async fn distinct_probe(&self) -> &DistinctProbe {
-        let shared = self.shared.clone();
-        self.shared
+    pub async fn distinct_probe(&self) -> &'a DistinctProbe {
+        let shared = self.run.clone();
+        self.run
             .probes
             .distinct
             .get_or_init(|| async move {
                 let probe = probe_ctx(shared.clone(), "create.distinct");
                 let requests = [probe.request(), probe.request()];
                 let a = probe
+                    .calls
                     .create(&requests[0], Expect::Success, "create of volume A")
                     .await;
                 let (mut canary, mut b) = (Err(Finding::Skip("no volume".into())), None);
                 if let Ok(resp) = &a.result {
                     canary = plant_in_volume(&probe, &resp.path, "create of volume A");
                     let step = "create of volume B";
-                    b = Some(probe.create(&requests[1], Expect::Success, step).await);
+                    b = Some(
+                        probe
+                            .calls
+                            .create(&requests[1], Expect::Success, step)
+                            .await,
+                    );
                 }
                 shared.probes.keep(probe);
                 DistinctProbe {
@@ -342,7 +371,7 @@ impl Ctx {
         match op {
             Operation::Fingerprint => {
                 let probe = self.fingerprint_probe().await;
-                let limit = self.shared.settings.timeouts().fingerprint;
+                let limit = self.run.settings.timeouts().fingerprint;
                 if !probe.exited_zero() {
                     Some("needs fingerprint.runs".into())
                 } else if probe.duration > limit {

@@ -9,7 +9,7 @@
 use crate::contract::{CreateRequest, DeleteRequest, Operation};
 use crate::plugin::PluginRun;
 
-use super::{Ctx, Expect, Shared};
+use super::{Calls, Expect, Shared};
 
 /// The request of a call, kept to make it again.
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ impl Shared {
     }
 }
 
-impl Ctx {
+impl Calls {
     /// Whether a failed call of `op` made here is a bystander's: the check
     /// is about another operation.
     pub(super) fn is_bystander(&self, op: Operation) -> bool {
@@ -111,7 +111,7 @@ impl Ctx {
             }
         };
         if value.is_some() {
-            self.calls.excuse(step);
+            self.ledger.excuse(step);
             crate::lock(&self.shared.repeats).push(Repeat {
                 check: self.check,
                 step: step.to_owned(),

@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{Ctx, listing};
+use super::{Prereqs, listing};
 
 /// A volume id as the harness makes them (UUID v4, lower case).
 static UUID: LazyLock<Regex> = LazyLock::new(|| {
@@ -25,7 +25,7 @@ static DEFAULT_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new("conformance-[0-9a-f]{8}").expect("valid regex"));
 
 /// What a plain create and delete of one volume leave in and beside its
-/// volumes dir, as shapes (see [`Ctx::shape`]).
+/// volumes dir, as shapes (see [`Prereqs::shape`]).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Footprint {
     /// Beside the volumes dir (`../…`), right after create.
@@ -97,10 +97,10 @@ fn shape(entry: &str, fixture: Option<&str>) -> String {
     }
 }
 
-impl Ctx {
+impl Prereqs<'_> {
     /// The shape of an entry of this run (see [`shape`]).
     pub(crate) fn shape(&self, entry: &str) -> String {
-        shape(entry, self.shared.settings.template.name.as_deref())
+        shape(entry, self.run.settings.template.name.as_deref())
     }
 
     /// Splits entries left in or beside a volumes dir (as [`around`] names

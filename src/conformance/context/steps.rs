@@ -5,14 +5,14 @@ use std::path::{Path, PathBuf};
 
 use std::collections::BTreeSet;
 
-use super::{Ctx, Expect, Finding, Residue, listing};
+use super::{Calls, Ctx, Expect, Finding, Prereqs, Residue, listing};
 use crate::contract::{CreateRequest, DeleteRequest};
 
 /// Writes a canary into a volume, or fails the check saying the path is
 /// unusable. A path that resolves outside the run's sandbox gets nothing
 /// written: the check is skipped, saying so.
 pub(crate) fn plant_in_volume(ctx: &Ctx, path: &str, step: &str) -> Result<PathBuf, Finding> {
-    ctx.plant(Path::new(path), ".dhv-conform-canary").map_err(|e| {
+    ctx.dirs().plant(Path::new(path), ".dhv-conform-canary").map_err(|e| {
         let outside = e
             .get_ref()
             .is_some_and(|inner| inner.is::<super::sandbox::OutsideSandbox>());
@@ -109,7 +109,7 @@ impl VolumeAt {
 /// device attached waits this long.
 const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// What [`Ctx::create_cleanly`] holds a successful create to, besides a
+/// What [`Calls::create_cleanly`] holds a successful create to, besides a
 /// delete that succeeds.
 #[derive(Clone, Copy)]
 pub(crate) struct Holds {
@@ -140,10 +140,10 @@ impl Holds {
     };
 }
 
-impl Ctx {
+impl Calls {
     /// Creates one volume for a check that deletes it: its request and path.
     pub async fn one_volume(&self, step: &str) -> Result<(CreateRequest, String), Finding> {
-        self.require_create().await?;
+        self.prereqs().require_create().await?;
         let req = self.request();
         let resp = self.create_ok(&req, step).await?;
         Ok((req, resp.path))
@@ -178,9 +178,8 @@ impl Ctx {
                     .delete_unloaded(&delete, Expect::Success, &step)
                     .await?;
                 self.need(deleted, &step).await?;
-                let left = self.left_since(dir, &before).await;
+                let left = self.prereqs().left_since(dir, &before).await;
                 if holds.bytes_in_range && outside {
-                    self.cite(call.run.as_ref());
                     return Err(Finding::Fail(format!(
                         "{label}: expected bytes within the capacity asked for (min {min}{}); \
                          create reported bytes {}",
@@ -202,7 +201,7 @@ impl Ctx {
                 Ok(format!("{label}: created and deleted{}", left.citation()))
             }
             Err(e) => {
-                let left = self.left_since(dir, &before).await;
+                let left = self.prereqs().left_since(dir, &before).await;
                 let procs: Vec<String> = call
                     .run
                     .iter()
@@ -235,7 +234,9 @@ impl Ctx {
             }
         }
     }
+}
 
+impl Prereqs<'_> {
     /// What is in `dir` now and was not in `before`, split by cause (see
     /// [`leftovers`](Self::leftovers)).
     pub async fn left_since(&self, dir: &Path, before: &BTreeSet<String>) -> Residue {

@@ -44,7 +44,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let log = shared.log.calls();
     let exercised = |op: Operation| log.iter().any(|c| c.op == op);
     let mut ctx = probe_ctx(shared.clone(), "timing.margin");
-    ctx.phase = Phase::Timing;
+    ctx.calls.phase = Phase::Timing;
     let mut hangs = Vec::new();
     for op in Operation::ALL.into_iter().filter(|op| exercised(*op)) {
         for _ in 0..TIMING_CALLS {
@@ -98,18 +98,19 @@ pub(crate) fn is_provoked(call: &LoggedCall) -> bool {
 async fn provoke_failure(ctx: &super::Ctx) {
     // A file where a directory should be, made new like every file the
     // harness writes.
-    let Ok(blocker) = ctx.plant(&ctx.sandbox.dir, BLOCKER) else {
+    let Ok(blocker) = ctx.dirs.plant(ctx.dirs.dir(), BLOCKER) else {
         return;
     };
     let req = ctx.request_in(&blocker.join("volumes"));
     // Either: expected to fail, but a plugin that ignores DHV_VOLUMES_DIR may
     // not; how it fails is what the failure checks judge.
-    ctx.create(
-        &req,
-        Expect::Either,
-        "create whose volumes dir cannot exist (a failure provoked on purpose)",
-    )
-    .await;
+    ctx.calls
+        .create(
+            &req,
+            Expect::Either,
+            "create whose volumes dir cannot exist (a failure provoked on purpose)",
+        )
+        .await;
 }
 
 /// One call of `op`, alone; returns its log entry. A delete deletes a volume
@@ -121,19 +122,24 @@ async fn one_call(ctx: &super::Ctx, op: Operation) -> LoggedCall {
     // the checks of each operation.
     match op {
         Operation::Fingerprint => {
-            ctx.fingerprint(Expect::Either, &step).await;
+            ctx.calls.fingerprint(Expect::Either, &step).await;
         }
         Operation::Create => {
             // Its volume is deleted by the clean-up at the end, unlogged: a
             // run that made no delete gets none judged.
             let req = ctx.request();
-            ctx.create(&req, Expect::Either, &step).await;
+            ctx.calls.create(&req, Expect::Either, &step).await;
         }
         Operation::Delete => {
             let req = ctx.request();
             let created = match last_create_overran(ctx) {
                 true => None,
-                false => ctx.create(&req, Expect::Either, &step).await.result.ok(),
+                false => ctx
+                    .calls
+                    .create(&req, Expect::Either, &step)
+                    .await
+                    .result
+                    .ok(),
             };
             let path = created.map(|r| r.path).unwrap_or_else(|| {
                 std::path::Path::new(&req.volumes_dir)
@@ -141,12 +147,13 @@ async fn one_call(ctx: &super::Ctx, op: Operation) -> LoggedCall {
                     .to_string_lossy()
                     .into_owned()
             });
-            ctx.delete_raw(
-                &DeleteRequest::for_created(&req, &path),
-                Expect::Either,
-                &step,
-            )
-            .await;
+            ctx.calls
+                .delete_raw(
+                    &DeleteRequest::for_created(&req, &path),
+                    Expect::Either,
+                    &step,
+                )
+                .await;
         }
     }
     last_of(ctx, op)
@@ -155,7 +162,8 @@ async fn one_call(ctx: &super::Ctx, op: Operation) -> LoggedCall {
 /// Whether this phase's creates hang: then deletes are timed on volumes that
 /// were never created, rather than waiting for another create.
 fn last_create_overran(ctx: &super::Ctx) -> bool {
-    ctx.shared
+    ctx.calls
+        .shared
         .log
         .calls()
         .iter()
@@ -165,11 +173,12 @@ fn last_create_overran(ctx: &super::Ctx) -> bool {
 }
 
 fn last_of(ctx: &super::Ctx, op: Operation) -> LoggedCall {
-    ctx.shared
+    ctx.calls
+        .shared
         .log
         .calls()
         .into_iter()
         .rev()
-        .find(|c| c.op == op && c.check == ctx.check && c.phase == ctx.phase)
+        .find(|c| c.op == op && c.check == ctx.calls.check && c.phase == ctx.calls.phase)
         .expect("the call was just logged")
 }

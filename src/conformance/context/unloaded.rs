@@ -10,7 +10,7 @@
 
 use std::future::Future;
 
-use super::{Ctx, Expect, Finding};
+use super::{Calls, Expect, Finding};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{Fingerprint, PluginCall};
 
@@ -19,7 +19,7 @@ fn again(step: &str) -> String {
     format!("{step}, re-run alone after a timeout")
 }
 
-impl Ctx {
+impl Calls {
     /// Creates; a create that timed out is re-run alone (see the module).
     /// `Err(skip)` when it times out alone too, or when its prerequisite did
     /// not pass (that check reports the cause).
@@ -65,7 +65,7 @@ impl Ctx {
         if !(first.timed_out() || first.duration > limit) {
             return first;
         }
-        self.calls.excuse(step);
+        self.ledger.excuse(step);
         self.fingerprint_as(expect, &again(step), true).await
     }
 
@@ -85,14 +85,14 @@ impl Ctx {
         if !first.timed_out() {
             return Ok(first);
         }
-        if let Some(needs) = self.failed_prerequisite(first.operation).await {
+        if let Some(needs) = self.prereqs().failed_prerequisite(first.operation).await {
             return Err(Finding::Skip(needs));
         }
-        self.calls.excuse(step);
+        self.ledger.excuse(step);
         let again = again(step);
         let call = rerun(again.clone()).await;
         if call.timed_out() {
-            self.calls.excuse(&again);
+            self.ledger.excuse(&again);
             return Err(Finding::Skip(format!(
                 "inconclusive: {step} timed out alone too"
             )));

@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::ledger::Gate;
-use super::{Ctx, Expect};
+use super::{Calls, Expect};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::exec::KillMode;
 use crate::plugin::{CallOptions, Fingerprint, HostVolumePlugin, PluginCall};
 
-impl Ctx {
+impl Calls {
     /// The same plugin with other call options (a working dir, extra
     /// variables), sharing this check's recorder and ledger. Its calls are
     /// not what Nomad makes, so they are not logged for the run-wide checks.
@@ -22,7 +22,7 @@ impl Ctx {
         let mut opts = self.shared.call_options(&self.recorder);
         adjust(&mut opts);
         Variant {
-            ctx: self,
+            calls: self,
             plugin: self.shared.settings.target.open(&opts),
             alone: false,
         }
@@ -48,9 +48,9 @@ impl Ctx {
     }
 }
 
-/// The plugin under test with other call options ([`Ctx::variant`]).
+/// The plugin under test with other call options ([`Calls::variant`]).
 pub(crate) struct Variant<'a> {
-    ctx: &'a Ctx,
+    calls: &'a Calls,
     plugin: Arc<dyn HostVolumePlugin>,
     /// Its calls wait until no other call of the run is in flight, and hold
     /// new ones back until they end.
@@ -78,7 +78,7 @@ impl<'a> Variant<'a> {
     /// timed out under the run's own load from one that hangs.
     pub fn alone(&self) -> Variant<'a> {
         Variant {
-            ctx: self.ctx,
+            calls: self.calls,
             plugin: self.plugin.clone(),
             alone: true,
         }
@@ -87,15 +87,15 @@ impl<'a> Variant<'a> {
     /// Lets a call in: through the run's gate (shared, or exclusive when
     /// alone), counted as one of the run's calls in flight.
     async fn admit(&self) -> (Gate<'_>, Counted<'_>) {
-        let gate = Gate::hold(&self.ctx.shared, self.alone).await;
-        (gate, Counted::enter(&self.ctx.shared.in_flight))
+        let gate = Gate::hold(&self.calls.shared, self.alone).await;
+        (gate, Counted::enter(&self.calls.shared.in_flight))
     }
 
     /// Fingerprints.
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
         let (_gate, _in_flight) = self.admit().await;
         let call = self.plugin.fingerprint().await;
-        self.ctx.account(step, expect, &call);
+        self.calls.account(step, expect, &call);
         call
     }
 
@@ -106,11 +106,11 @@ impl<'a> Variant<'a> {
         expect: Expect,
         step: &str,
     ) -> PluginCall<CreateResponse> {
-        self.ctx.shared.live.creating(req);
+        self.calls.shared.live.creating(req);
         let (_gate, _in_flight) = self.admit().await;
         let call = self.plugin.create(req).await;
-        self.ctx.account(step, expect, &call);
-        self.ctx.create_ended(req, &call);
+        self.calls.account(step, expect, &call);
+        self.calls.create_ended(req, &call);
         call
     }
 
@@ -118,8 +118,8 @@ impl<'a> Variant<'a> {
     pub async fn delete(&self, req: &DeleteRequest, expect: Expect, step: &str) -> PluginCall<()> {
         let (_gate, _in_flight) = self.admit().await;
         let call = self.plugin.delete(req).await;
-        self.ctx.account(step, expect, &call);
-        self.ctx.delete_ended(req, &call);
+        self.calls.account(step, expect, &call);
+        self.calls.delete_ended(req, &call);
         call
     }
 }

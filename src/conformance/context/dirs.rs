@@ -1,0 +1,83 @@
+//! A check's dirs as it sees them ([`Dirs`]): its own dir and volumes dir,
+//! dirs made below them, and the files it writes there, each made new and
+//! removed at the end of the check (see [`sandbox`](super::sandbox) for how).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{Sandbox, Shared};
+
+/// One check's dirs and the files it writes: its [`Sandbox`], and its token
+/// for the files it writes in the run ([`Planted`](super::Planted)).
+pub(crate) struct Dirs {
+    /// The check's own dirs.
+    pub(super) sandbox: Sandbox,
+    /// The run, for its temp dir (every file is written inside it) and the
+    /// record of the files written there.
+    run: Arc<Shared>,
+    /// Its token for the files it writes: [`remove_canaries`](Self::remove_canaries)
+    /// removes them.
+    owner: u64,
+}
+
+impl Dirs {
+    /// Makes the new dir `name` in the run's temp dir, and its volumes dir.
+    pub(super) fn new(run: Arc<Shared>, name: &str) -> std::io::Result<Dirs> {
+        Ok(Dirs {
+            sandbox: Sandbox::new(&run.root_dir, name)?,
+            owner: run.planted.owner(),
+            run,
+        })
+    }
+
+    /// The check's own dir; its volumes dir and any canaries live below it.
+    pub fn dir(&self) -> &Path {
+        &self.sandbox.dir
+    }
+
+    /// DHV_VOLUMES_DIR for this check.
+    pub fn volumes(&self) -> &Path {
+        &self.sandbox.volumes
+    }
+
+    /// The run's temp dir, which holds every check's dir.
+    pub fn run_root(&self) -> &Path {
+        &self.run.root
+    }
+
+    /// Makes `rel` (plain names) below the check's dir (see [`Sandbox::make_dirs`]).
+    pub fn make_dirs(&self, rel: &Path) -> std::io::Result<PathBuf> {
+        self.sandbox.make_dirs(rel)
+    }
+
+    /// Writes a canary file with unique content into `dir`; returns its path.
+    /// Only inside the run's sandbox (resolved, symlinks and all): a path a
+    /// plugin returned may lead anywhere, and nothing outside is ours to write.
+    /// The file is made new: a name that exists (a hard link to a file
+    /// elsewhere, say) is never written through, and is an error whose
+    /// kind is `AlreadyExists`.
+    pub fn plant(&self, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+        self.sandbox
+            .plant(&self.run.root_dir, &self.run.planted, self.owner, dir, name)
+    }
+
+    /// A new file `name` in `dir` for a check to fill (see
+    /// [`Sandbox::create_file`]); removed at the end of the check, or
+    /// earlier by [`remove_file`](Self::remove_file).
+    pub fn create_new_in(&self, dir: &Path, name: &str) -> std::io::Result<std::fs::File> {
+        self.sandbox
+            .create_file(&self.run.root_dir, &self.run.planted, self.owner, dir, name)
+    }
+
+    /// Removes a file this check made (by name, only while it is the file
+    /// that was made).
+    pub fn remove_file(&self, path: &Path) -> Result<(), String> {
+        self.run.planted.remove_path(self.owner, path)
+    }
+
+    /// Removes the files this check wrote that are still the files it made
+    /// (by name, in the dirs it made them in).
+    pub(super) fn remove_canaries(&self) {
+        let _ = self.run.planted.remove(Some(self.owner));
+    }
+}
