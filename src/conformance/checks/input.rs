@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::{CheckResult, CheckSpec, Level};
+use super::{CheckResult, CheckSpec, Level, needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, Holds, Variant, VolumeAt, canary_intact, listing, plant_in_volume,
 };
@@ -369,6 +369,21 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     .await?;
     changed(&around, "create again")?;
     let lost = canary.as_ref().is_some_and(|c| !canary_intact(c));
+    // A create again that misbehaves in the default volumes dir too is
+    // create.idempotent's finding.
+    let probe = ctx.probes().again_probe().await;
+    let moves_there_too = match (&probe.first.result, probe.again.as_ref().map(|a| &a.result)) {
+        (Ok(first), Some(Ok(again))) => first.path != again.path,
+        _ => false,
+    };
+    if again.result.is_err() || moves_there_too {
+        if let Some(needs) = ctx.probes().create_again_fails().await {
+            return Err(Finding::Skip(needs));
+        }
+    }
+    if moves_there_too && again.result.as_ref().is_ok_and(|r| r.path != resp.path) {
+        return Err(Finding::Skip(needs(&super::create::IDEMPOTENT)));
+    }
     match &again.result {
         Err(e) => {
             if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Create).await {
