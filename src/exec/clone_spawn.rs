@@ -90,18 +90,21 @@ fn raw_sigaction(
     unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, new, old, 8usize) == 0 }
 }
 
-/// The signals not at their default disposition (ignored, or caught by a
-/// handler of ours), for the child to reset. Found here, so that the child,
-/// which holds a copy of every descriptor of ours until it executes (and
-/// keeps a file being written "busy" meanwhile), makes as few calls as it can.
-fn non_default_signals() -> Vec<libc::c_int> {
-    (1..65)
-        .filter(|&sig| sig != libc::SIGKILL && sig != libc::SIGSTOP)
-        .filter(|&sig| {
-            let mut old = KernelSigaction::default();
-            raw_sigaction(sig, None, Some(&mut old)) && old.handler != libc::SIG_DFL
-        })
-        .collect()
+/// Puts every signal not at its default disposition (ignored, or caught by
+/// a handler of ours) back to it: one query per signal and a reset of the
+/// few that need it, in the child, as `posix_spawn`'s child does it. (Done
+/// in the parent, the 62 queries were the largest part of the runner's own
+/// system calls per call.) Async-signal-safe.
+fn reset_signals() {
+    for sig in 1..65 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        let mut old = KernelSigaction::default();
+        if raw_sigaction(sig, None, Some(&mut old)) && old.handler != libc::SIG_DFL {
+            raw_sigaction(sig, Some(&KernelSigaction::default()), None);
+        }
+    }
 }
 
 /// Why [`clone_spawn`] failed.
@@ -123,14 +126,12 @@ pub(crate) fn clone_spawn(
     cwd: Option<&CString>,
     fds: ChildFds,
 ) -> Result<i32, CloneFailure> {
-    let reset = non_default_signals();
     let mut child = Child {
         path: path.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd: cwd.map_or(std::ptr::null(), |c| c.as_ptr()),
         fds,
-        reset: &reset,
         errno: 0,
     };
     // SAFETY: every signal is blocked around the clone, so no handler of ours
@@ -156,13 +157,12 @@ pub(crate) fn clone_spawn(
 /// What the child needs, prepared by the parent, and where it reports a
 /// failure: it shares our memory until it executes.
 #[repr(C)]
-struct Child<'a> {
+struct Child {
     path: *const libc::c_char,
     argv: *const *mut libc::c_char,
     envp: *const *mut libc::c_char,
     cwd: *const libc::c_char,
     fds: ChildFds,
-    reset: &'a [libc::c_int],
     /// Set by the child when a step before or at `execve` failed.
     errno: libc::c_int,
 }
@@ -173,7 +173,7 @@ struct Child<'a> {
 /// stack of its own, so it must not return into this function: the assembly
 /// calls [`child_entry`] on that stack right after the system call.
 #[cfg(target_arch = "x86_64")]
-unsafe fn clone_into_cgroup(child: &mut Child<'_>) -> Result<i32, Error> {
+unsafe fn clone_into_cgroup(child: &mut Child) -> Result<i32, Error> {
     const STACK: usize = 64 * 1024;
     // Never read before the child writes it: no need to zero it.
     let mut stack: Vec<u8> = Vec::with_capacity(STACK);
@@ -203,7 +203,7 @@ unsafe fn clone_into_cgroup(child: &mut Child<'_>) -> Result<i32, Error> {
             inlateout("rax") libc::SYS_clone3 => ret,
             in("rdi") &args as *const CloneArgs,
             in("rsi") std::mem::size_of::<CloneArgs>(),
-            in("r12") child as *mut Child<'_>,
+            in("r12") child as *mut Child,
             in("r13") child_entry as *const () as usize,
             lateout("rcx") _,
             lateout("r11") _,
@@ -220,13 +220,13 @@ unsafe fn clone_into_cgroup(child: &mut Child<'_>) -> Result<i32, Error> {
 /// Elsewhere no cgroup is used: the caller falls back to `posix_spawn` and
 /// the subreaper.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn clone_into_cgroup(_child: &mut Child<'_>) -> Result<i32, Error> {
+unsafe fn clone_into_cgroup(_child: &mut Child) -> Result<i32, Error> {
     Err(Error::from_raw_os_error(libc::ENOSYS))
 }
 
 /// The child's first and only frame, on its own stack.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-extern "C" fn child_entry(child: *mut Child<'_>) -> ! {
+extern "C" fn child_entry(child: *mut Child) -> ! {
     // SAFETY: `child` is the parent's Child, alive while the parent waits;
     // only async-signal-safe system calls follow.
     unsafe {
@@ -236,7 +236,7 @@ extern "C" fn child_entry(child: *mut Child<'_>) -> ! {
     }
 }
 
-impl Child<'_> {
+impl Child {
     /// The child's steps, then `execve`; returns only on failure, with errno.
     ///
     /// # Safety
@@ -248,9 +248,7 @@ impl Child<'_> {
             if libc::setpgid(0, 0) != 0 {
                 return errno();
             }
-            for &sig in self.reset {
-                raw_sigaction(sig, Some(&KernelSigaction::default()), None);
-            }
+            reset_signals();
             let f = self.fds;
             if libc::dup2(f.stdin, 0) < 0
                 || libc::dup2(f.stdout, 1) < 0

@@ -19,7 +19,7 @@
 use std::fs;
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 
-use super::procfs::{parse_pids, reread};
+use super::procfs::{parse_pids, reread, reread_small};
 
 /// Makes this process a child subreaper, once. Failure is not fatal: escaped
 /// daemons are then re-parented to init and only group members are found.
@@ -115,14 +115,14 @@ impl MainTask {
         if self.pid != std::process::id() {
             return false;
         }
-        let Ok(text) = reread(&self.stat) else {
-            return false;
-        };
-        let state = text
-            .iter()
-            .rposition(|&b| b == b')')
-            .and_then(|i| text.get(i + 2));
-        !matches!(state, None | Some(b'Z') | Some(b'X'))
+        reread_small(&self.stat, |text| {
+            let state = text
+                .iter()
+                .rposition(|&b| b == b')')
+                .and_then(|i| text.get(i + 2));
+            !matches!(state, None | Some(b'Z') | Some(b'X'))
+        })
+        .unwrap_or(false)
     }
 }
 
