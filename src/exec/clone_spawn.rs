@@ -90,21 +90,35 @@ fn raw_sigaction(
     unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, new, old, 8usize) == 0 }
 }
 
-/// Puts every signal not at its default disposition (ignored, or caught by
-/// a handler of ours) back to it: one query per signal and a reset of the
-/// few that need it, in the child, as `posix_spawn`'s child does it. (Done
-/// in the parent, the 62 queries were the largest part of the runner's own
-/// system calls per call.) Async-signal-safe.
-fn reset_signals() {
-    for sig in 1..65 {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
-        }
-        let mut old = KernelSigaction::default();
-        if raw_sigaction(sig, None, Some(&mut old)) && old.handler != libc::SIG_DFL {
-            raw_sigaction(sig, Some(&KernelSigaction::default()), None);
-        }
+/// The signals not at their default disposition (ignored, or caught by a
+/// handler of ours), for the child to reset. Found here, so that the child,
+/// which holds a copy of every descriptor of ours until it executes (and
+/// keeps a file being written "busy" meanwhile), makes as few calls as it can.
+///
+/// From the masks of ignored and caught signals in our main thread's
+/// `status` (one `pread`, see `process_wide::signal_masks`); where they
+/// cannot be read, by asking for each signal (62 system calls, which were the
+/// largest part of the runner's own system calls per call).
+fn non_default_signals() -> Vec<libc::c_int> {
+    let wanted = |sig: &libc::c_int| *sig != libc::SIGKILL && *sig != libc::SIGSTOP;
+    if let Some(mask) = super::process_wide::signal_masks() {
+        return (1..65)
+            .filter(wanted)
+            .filter(|&sig| mask & (1u64 << (sig - 1)) != 0)
+            .collect();
     }
+    queried_non_default_signals()
+}
+
+/// [`non_default_signals`] the long way: a query per signal.
+fn queried_non_default_signals() -> Vec<libc::c_int> {
+    (1..65)
+        .filter(|&sig| sig != libc::SIGKILL && sig != libc::SIGSTOP)
+        .filter(|&sig| {
+            let mut old = KernelSigaction::default();
+            raw_sigaction(sig, None, Some(&mut old)) && old.handler != libc::SIG_DFL
+        })
+        .collect()
 }
 
 /// Why [`clone_spawn`] failed.
@@ -126,12 +140,14 @@ pub(crate) fn clone_spawn(
     cwd: Option<&CString>,
     fds: ChildFds,
 ) -> Result<i32, CloneFailure> {
+    let reset = non_default_signals();
     let mut child = Child {
         path: path.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd: cwd.map_or(std::ptr::null(), |c| c.as_ptr()),
         fds,
+        reset: &reset,
         errno: 0,
     };
     // SAFETY: every signal is blocked around the clone, so no handler of ours
@@ -157,12 +173,13 @@ pub(crate) fn clone_spawn(
 /// What the child needs, prepared by the parent, and where it reports a
 /// failure: it shares our memory until it executes.
 #[repr(C)]
-struct Child {
+struct Child<'a> {
     path: *const libc::c_char,
     argv: *const *mut libc::c_char,
     envp: *const *mut libc::c_char,
     cwd: *const libc::c_char,
     fds: ChildFds,
+    reset: &'a [libc::c_int],
     /// Set by the child when a step before or at `execve` failed.
     errno: libc::c_int,
 }
@@ -173,7 +190,7 @@ struct Child {
 /// stack of its own, so it must not return into this function: the assembly
 /// calls [`child_entry`] on that stack right after the system call.
 #[cfg(target_arch = "x86_64")]
-unsafe fn clone_into_cgroup(child: &mut Child) -> Result<i32, Error> {
+unsafe fn clone_into_cgroup(child: &mut Child<'_>) -> Result<i32, Error> {
     const STACK: usize = 64 * 1024;
     // Never read before the child writes it: no need to zero it.
     let mut stack: Vec<u8> = Vec::with_capacity(STACK);
@@ -203,7 +220,7 @@ unsafe fn clone_into_cgroup(child: &mut Child) -> Result<i32, Error> {
             inlateout("rax") libc::SYS_clone3 => ret,
             in("rdi") &args as *const CloneArgs,
             in("rsi") std::mem::size_of::<CloneArgs>(),
-            in("r12") child as *mut Child,
+            in("r12") child as *mut Child<'_>,
             in("r13") child_entry as *const () as usize,
             lateout("rcx") _,
             lateout("r11") _,
@@ -220,13 +237,13 @@ unsafe fn clone_into_cgroup(child: &mut Child) -> Result<i32, Error> {
 /// Elsewhere no cgroup is used: the caller falls back to `posix_spawn` and
 /// the subreaper.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn clone_into_cgroup(_child: &mut Child) -> Result<i32, Error> {
+unsafe fn clone_into_cgroup(_child: &mut Child<'_>) -> Result<i32, Error> {
     Err(Error::from_raw_os_error(libc::ENOSYS))
 }
 
 /// The child's first and only frame, on its own stack.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-extern "C" fn child_entry(child: *mut Child) -> ! {
+extern "C" fn child_entry(child: *mut Child<'_>) -> ! {
     // SAFETY: `child` is the parent's Child, alive while the parent waits;
     // only async-signal-safe system calls follow.
     unsafe {
@@ -236,7 +253,7 @@ extern "C" fn child_entry(child: *mut Child) -> ! {
     }
 }
 
-impl Child {
+impl Child<'_> {
     /// The child's steps, then `execve`; returns only on failure, with errno.
     ///
     /// # Safety
@@ -248,7 +265,9 @@ impl Child {
             if libc::setpgid(0, 0) != 0 {
                 return errno();
             }
-            reset_signals();
+            for &sig in self.reset {
+                raw_sigaction(sig, Some(&KernelSigaction::default()), None);
+            }
             let f = self.fds;
             if libc::dup2(f.stdin, 0) < 0
                 || libc::dup2(f.stdout, 1) < 0
@@ -265,5 +284,45 @@ impl Child {
             libc::execve(self.path, self.argv.cast(), self.envp.cast());
             errno()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The masks read from `status` name the same signals as asking for each,
+    /// an ignored one and a caught one included.
+    #[test]
+    fn the_status_masks_name_the_signals_a_query_finds() {
+        extern "C" fn caught(_: libc::c_int) {}
+        // Signals nothing else in the test binary uses.
+        let (ignored, handled) = (libc::SIGURG, libc::SIGWINCH);
+        let ign = KernelSigaction {
+            handler: libc::SIG_IGN,
+            ..KernelSigaction::default()
+        };
+        // The handler never runs: no restorer is needed.
+        let handler = KernelSigaction {
+            handler: caught as *const () as usize,
+            ..KernelSigaction::default()
+        };
+        let (mut old_ign, mut old_handler) =
+            (KernelSigaction::default(), KernelSigaction::default());
+        assert!(raw_sigaction(ignored, Some(&ign), Some(&mut old_ign)));
+        assert!(raw_sigaction(
+            handled,
+            Some(&handler),
+            Some(&mut old_handler)
+        ));
+        let from_status = super::super::process_wide::signal_masks().map(|_| non_default_signals());
+        let queried = queried_non_default_signals();
+        raw_sigaction(ignored, Some(&old_ign), None);
+        raw_sigaction(handled, Some(&old_handler), None);
+        assert!(
+            queried.contains(&ignored) && queried.contains(&handled),
+            "{queried:?}"
+        );
+        assert_eq!(from_status, Some(queried));
     }
 }
