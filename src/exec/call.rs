@@ -23,7 +23,6 @@ struct Started {
     pid: i32,
     call: Tracked,
     start: Instant,
-    inodes: Vec<u64>,
     exit_fd: AsyncFd<std::os::fd::OwnedFd>,
     out: Capture,
     err: Capture,
@@ -85,10 +84,6 @@ impl Call {
             done: false,
             leader_reaped: false,
         };
-        let inodes = [spawned.stdout.as_fd(), spawned.stderr.as_fd()]
-            .into_iter()
-            .filter_map(pipe_inode)
-            .collect();
         let exit_fd = spawn::pidfd(pid).map_err(|e| self.spawn_error(e))?;
         // SAFETY: the AsyncFd owns the OwnedFd, so the descriptor stays open and
         // the same for the AsyncFd's whole life.
@@ -104,7 +99,6 @@ impl Call {
             pid,
             call,
             start,
-            inodes,
             exit_fd,
             out,
             err,
@@ -130,9 +124,26 @@ impl Call {
         let mut kill_pending = false;
         let status = loop {
             tokio::select! {
-                status = &mut exited => break status,
-                ready = out.pipe.readable(), if !out.eof => out.read_ready(ready),
-                ready = err.pipe.readable(), if !err.eof => err.read_ready(ready),
+                status = &mut exited => {
+                    // The leader's descriptors closed before it became a
+                    // zombie: unless something else holds them, the pipes
+                    // are at EOF already, and no wake-up is spent on them.
+                    out.read_now();
+                    err.read_now();
+                    break status;
+                }
+                ready = out.pipe.readable(), if !out.eof => {
+                    out.read_ready(ready);
+                    if let Some(status) = ended_with(out, err, pid) {
+                        break status;
+                    }
+                }
+                ready = err.pipe.readable(), if !err.eof => {
+                    err.read_ready(ready);
+                    if let Some(status) = ended_with(err, out, pid) {
+                        break status;
+                    }
+                }
                 _ = &mut overrun, if deadline.is_some() && !timed_out => {
                     timed_out = true;
                     match self.kill_mode {
@@ -172,15 +183,16 @@ impl Call {
         // follow it.
         let mut held = false;
         if open_after_delay && !self.follow.is_zero() {
+            let inodes = pipe_inodes(out, err);
             held = sweep::member_pids(&call.call)
                 .into_iter()
-                .any(|pid| procfs::holds_pipe(pid, &call.inodes));
+                .any(|pid| procfs::holds_pipe(pid, &inodes));
             drain_until(out, err, self.follow).await;
         }
         let exited_at = call.start + duration;
         let closed_after_exit = (out.eof && err.eof).then(|| exited_at.elapsed());
 
-        let leftovers = sweep::sweep(&call.call, &call.inodes).await;
+        let leftovers = sweep::sweep(&call.call, || pipe_inodes(out, err)).await;
         call.guard.done = true;
         process_wide::forget_leader(call.pid);
         call.guard.supervisor.release(call.pid);
@@ -209,6 +221,27 @@ impl Call {
             pid: call.pid as u32,
         }
     }
+}
+
+/// After a read of `this` pipe: when it reached EOF, the leader is likely
+/// exiting (a process's descriptors close as it exits), so the `other` pipe
+/// is read and the leader reaped if it is done, without waiting for the
+/// event loop to report either: one wake-up for what would take three.
+fn ended_with(this: &Capture, other: &mut Capture, pid: i32) -> Option<ExitReason> {
+    if !this.eof {
+        return None;
+    }
+    other.read_now();
+    spawn::try_reap(pid)
+}
+
+/// The inodes of a call's stdout and stderr pipes, so that leftovers holding
+/// the other ends can be recognised; found only when something is left.
+fn pipe_inodes(out: &Capture, err: &Capture) -> Vec<u64> {
+    [out.pipe.as_fd(), err.pipe.as_fd()]
+        .into_iter()
+        .filter_map(pipe_inode)
+        .collect()
 }
 
 /// Kills everything a call started if its future is dropped before the end.

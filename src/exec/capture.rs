@@ -30,9 +30,18 @@ const DISCARD_BUF: usize = 64 * 1024;
 const READS_PER_WAKE: usize = 16;
 
 impl Capture {
+    /// `pipe` is the read end of a pipe from `pipe2` (blocking, no other
+    /// status flag): it is made non-blocking here with one `fcntl`, instead
+    /// of the checks and two `fcntl`s of [`pipe::Receiver::from_owned_fd`].
     pub fn new(pipe: std::os::fd::OwnedFd, cap: usize) -> std::io::Result<Capture> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: F_SETFL on a descriptor we own; the read end of a fresh
+        // pipe has no status flag but its access mode, which F_SETFL keeps.
+        if unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
         Ok(Capture {
-            pipe: pipe::Receiver::from_owned_fd(pipe)?,
+            pipe: pipe::Receiver::from_owned_fd_unchecked(pipe)?,
             kept: Vec::new(),
             cap,
             truncated: false,
@@ -50,6 +59,34 @@ impl Capture {
             self.eof = true;
             return;
         }
+        self.read_with(|pipe, buf| pipe.try_read(buf));
+    }
+
+    /// Reads what the pipe holds now, without waiting and without asking the
+    /// event loop whether it is readable (a `read` that finds nothing costs
+    /// less than a wake-up): for when the plugin is likely done, so that one
+    /// wake-up takes in the end of both pipes and the exit.
+    pub fn read_now(&mut self) {
+        if self.eof {
+            return;
+        }
+        self.read_with(|pipe, buf| {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a read into a buffer we own, of its length, from a
+            // descriptor the pipe keeps open.
+            let n = unsafe { libc::read(pipe.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        });
+    }
+
+    fn read_with(
+        &mut self,
+        mut read: impl FnMut(&pipe::Receiver, &mut [u8]) -> std::io::Result<usize>,
+    ) {
         let mut chunk = [0u8; READ_CHUNK];
         for _ in 0..READS_PER_WAKE {
             let room = self.cap.saturating_sub(self.kept.len());
@@ -57,14 +94,14 @@ impl Capture {
                 if self.discard.is_empty() {
                     self.discard = vec![0; DISCARD_BUF];
                 }
-                let read = self.pipe.try_read(&mut self.discard);
+                let read = read(&self.pipe, &mut self.discard);
                 self.truncated |= matches!(read, Ok(n) if n > 0);
                 read
             } else {
                 // Through the stack: most plugins print a line or nothing, and
                 // then an empty stream allocates nothing and a line allocates
                 // just its own length.
-                let read = self.pipe.try_read(&mut chunk[..room.min(READ_CHUNK)]);
+                let read = read(&self.pipe, &mut chunk[..room.min(READ_CHUNK)]);
                 if let Ok(n) = read {
                     self.kept.extend_from_slice(&chunk[..n]);
                 }

@@ -113,14 +113,16 @@ extern "C" fn remove_run_at_exit() {
 /// Set once the kernel refused [`CallCgroup`]s (see [`CallCgroup::refused`]).
 static REFUSED: AtomicBool = AtomicBool::new(false);
 
-/// One call cgroup, open: its directory (for `CLONE_INTO_CGROUP`) and its
-/// `cgroup.events`.
+/// One call cgroup, open: its directory (for `CLONE_INTO_CGROUP`), its
+/// `cgroup.events` and its `cpu.pressure` (read twice a call: kept open, a
+/// `pread` regenerates it).
 #[derive(Debug)]
 struct Slot {
     n: u64,
     dir: PathBuf,
     fd: OwnedFd,
     events: fs::File,
+    pressure: Option<fs::File>,
 }
 
 impl Slot {
@@ -138,7 +140,16 @@ impl Slot {
             Ok((fd.into(), fs::File::open(dir.join("cgroup.events"))?))
         };
         match open() {
-            Ok((fd, events)) => Some(Slot { n, dir, fd, events }),
+            Ok((fd, events)) => {
+                let pressure = fs::File::open(dir.join("cpu.pressure")).ok();
+                Some(Slot {
+                    n,
+                    dir,
+                    fd,
+                    events,
+                    pressure,
+                })
+            }
             Err(_) => {
                 let _ = fs::remove_dir(&dir);
                 None
@@ -148,12 +159,47 @@ impl Slot {
 
     /// Nothing in it or below it, no child cgroup, not frozen: as new.
     fn is_clean(&self) -> bool {
-        let text = super::procfs::reread(&self.events).unwrap_or_default();
-        let text = String::from_utf8_lossy(&text);
-        // A cgroup directory's link count is 2 plus its child cgroups.
-        let childless = nix::sys::stat::fstat(&self.fd).is_ok_and(|m| m.st_nlink == 2);
-        text.contains("populated 0") && text.contains("frozen 0") && childless
+        self.events() == Events::Empty && self.childless()
     }
+
+    /// What `cgroup.events` says now (one `pread`).
+    fn events(&self) -> Events {
+        use super::procfs::holds;
+        super::procfs::reread_small(&self.events, |text| {
+            if !holds(text, b"populated 0") {
+                Events::Populated
+            } else if holds(text, b"frozen 0") {
+                Events::Empty
+            } else {
+                Events::EmptyFrozen
+            }
+        })
+        // Unreadable counts as populated.
+        .unwrap_or(Events::Populated)
+    }
+
+    /// No child cgroup: a cgroup directory's link count is 2 plus its child
+    /// cgroups.
+    fn childless(&self) -> bool {
+        nix::sys::stat::fstat(&self.fd).is_ok_and(|m| m.st_nlink == 2)
+    }
+
+    /// `cpu.pressure`'s `some total`.
+    fn pressure_total(&self) -> Option<std::time::Duration> {
+        let file = self.pressure.as_ref()?;
+        super::procfs::reread_small(file, parse_pressure_total).ok()?
+    }
+}
+
+/// A call cgroup's `cgroup.events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Events {
+    /// A process is in it or below it (or the file could not be read).
+    Populated,
+    /// Nothing in it or below it, not frozen.
+    Empty,
+    /// Nothing in it, but frozen (by someone else: we never freeze one).
+    EmptyFrozen,
 }
 
 /// Emptied call cgroups, ready for the next call.
@@ -167,14 +213,17 @@ static LIVE: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 pub(crate) struct CallCgroup {
     slot: Option<Slot>,
     cleared: AtomicBool,
+    /// The last look at `cgroup.events` ([`CallCgroup::pids`]) found it
+    /// empty and not frozen: [`CallCgroup::clear`] need not read it again.
+    seen_empty: AtomicBool,
     killed: AtomicBool,
     /// `cpu.pressure`'s total when the call took the cgroup.
     pressure_at_start: Option<std::time::Duration>,
 }
 
-/// `cpu.pressure`'s `some total` of the cgroup at `dir`.
-fn pressure_total(dir: &std::path::Path) -> Option<std::time::Duration> {
-    let text = std::fs::read_to_string(dir.join("cpu.pressure")).ok()?;
+/// The `some total` of a `cpu.pressure` file's text.
+fn parse_pressure_total(text: &[u8]) -> Option<std::time::Duration> {
+    let text = std::str::from_utf8(text).ok()?;
     let some = text.lines().find(|l| l.starts_with("some "))?;
     let total = some
         .split_whitespace()
@@ -201,10 +250,11 @@ impl CallCgroup {
             None => Slot::new()?,
         };
         lock(&LIVE).push(slot.n);
-        let pressure_at_start = pressure_total(&slot.dir);
+        let pressure_at_start = slot.pressure_total();
         Some(CallCgroup {
             slot: Some(slot),
             cleared: AtomicBool::new(false),
+            seen_empty: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             pressure_at_start,
         })
@@ -232,10 +282,17 @@ impl CallCgroup {
     /// One read of `cgroup.events` when it is empty: the usual case.
     pub fn pids(&self) -> Vec<i32> {
         let slot = self.slot();
-        if !tree::populated(&slot.events) {
-            return Vec::new();
+        match slot.events() {
+            Events::Empty => {
+                self.seen_empty.store(true, Ordering::Relaxed);
+                Vec::new()
+            }
+            Events::EmptyFrozen => Vec::new(),
+            Events::Populated => {
+                self.seen_empty.store(false, Ordering::Relaxed);
+                tree::tree_pids(&slot.dir)
+            }
         }
-        tree::tree_pids(&slot.dir)
     }
 
     /// SIGKILLs everything in the cgroup and below it at once. A cgroup
@@ -253,7 +310,7 @@ impl CallCgroup {
     /// calls' totals): the host's share of the call's duration, not the
     /// plugin's. `None` without pressure stall information.
     pub fn cpu_wait(&self) -> Option<std::time::Duration> {
-        let now = pressure_total(&self.slot().dir)?;
+        let now = self.slot().pressure_total()?;
         Some(now.saturating_sub(self.pressure_at_start?))
     }
 
@@ -265,7 +322,13 @@ impl CallCgroup {
             return true;
         }
         let slot = self.slot();
-        let clean = slot.is_clean() || (tree::remove_below(&slot.dir) && slot.is_clean());
+        // Right after a look that found it empty (the sweep's first, cheap
+        // test), only the child cgroups are left to check. Reuse is safe
+        // either way: a pooled cgroup is checked again when it is taken.
+        let seen_empty = self.seen_empty.swap(false, Ordering::Relaxed);
+        let clean = (seen_empty && slot.childless())
+            || slot.is_clean()
+            || (tree::remove_below(&slot.dir) && slot.is_clean());
         self.cleared.store(clean, Ordering::Relaxed);
         clean
     }

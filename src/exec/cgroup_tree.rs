@@ -118,10 +118,8 @@ pub(crate) fn kill_tree(dir: &Path) {
 /// Whether `events` (an open `cgroup.events`) says a process is still in its
 /// cgroup or below it; unreadable counts as populated.
 pub(crate) fn populated(events: &fs::File) -> bool {
-    match super::procfs::reread(events) {
-        Ok(text) => !String::from_utf8_lossy(&text).contains("populated 0"),
-        Err(_) => true,
-    }
+    super::procfs::reread_small(events, |text| !super::procfs::holds(text, b"populated 0"))
+        .unwrap_or(true)
 }
 
 /// Waits, at most until `deadline`, for `events` to say the cgroup is empty,

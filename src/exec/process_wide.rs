@@ -19,7 +19,7 @@
 use std::fs;
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 
-use super::procfs::{parse_pids, reread};
+use super::procfs::{parse_pids, reread, reread_small};
 
 /// Makes this process a child subreaper, once. Failure is not fatal: escaped
 /// daemons are then re-parented to init and only group members are found.
@@ -98,13 +98,39 @@ pub(crate) fn unexpected_children() -> Vec<i32> {
     pids
 }
 
-/// The main thread's `children` and `stat` files, opened once: they belong to
-/// the process, and the sweep reads both after every call.
+/// The signals this process ignores or catches (bit `n - 1` for signal `n`),
+/// from the `SigIgn` and `SigCgt` masks of the main thread's `status` (the
+/// dispositions every thread shares): one `pread` where asking for each
+/// signal takes 62 system calls. (`stat` has them too, but only signals 1 to
+/// 31.) `None` where they cannot be read, or the main thread has ended (its
+/// masks then read zero).
+pub(crate) fn signal_masks() -> Option<u64> {
+    let main = main_task().filter(|m| m.pid == std::process::id())?;
+    reread_small(&main.status, |text| {
+        let text = std::str::from_utf8(text).ok()?;
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
+        };
+        if field("State:")?.starts_with(['Z', 'X']) {
+            return None;
+        }
+        let mask = |name| u64::from_str_radix(field(name)?, 16).ok();
+        Some(mask("SigIgn:")? | mask("SigCgt:")?)
+    })
+    .ok()?
+}
+
+/// The main thread's `children`, `stat` and `status` files, opened once: they
+/// belong to the process; the sweep reads the first two after every call.
 struct MainTask {
     /// Whose files they are: a forked child must not read its parent's.
     pid: u32,
     children: fs::File,
     stat: fs::File,
+    /// Read for the signal dispositions at every spawn.
+    status: fs::File,
 }
 
 impl MainTask {
@@ -115,14 +141,14 @@ impl MainTask {
         if self.pid != std::process::id() {
             return false;
         }
-        let Ok(text) = reread(&self.stat) else {
-            return false;
-        };
-        let state = text
-            .iter()
-            .rposition(|&b| b == b')')
-            .and_then(|i| text.get(i + 2));
-        !matches!(state, None | Some(b'Z') | Some(b'X'))
+        reread_small(&self.stat, |text| {
+            let state = text
+                .iter()
+                .rposition(|&b| b == b')')
+                .and_then(|i| text.get(i + 2));
+            !matches!(state, None | Some(b'Z') | Some(b'X'))
+        })
+        .unwrap_or(false)
     }
 }
 
@@ -135,6 +161,7 @@ fn main_task() -> Option<&'static MainTask> {
             pid,
             children: fs::File::open(format!("{dir}/children")).ok()?,
             stat: fs::File::open(format!("{dir}/stat")).ok()?,
+            status: fs::File::open(format!("{dir}/status")).ok()?,
         })
     })
     .as_ref()

@@ -68,6 +68,31 @@ pub(crate) fn reread(file: &fs::File) -> std::io::Result<Vec<u8>> {
     Ok(text)
 }
 
+/// `f` over the current content of an open procfs or cgroupfs file that the
+/// kernel generates as one record (`stat`, `status`, `cgroup.events`,
+/// `cpu.pressure`):
+/// one `pread` into a stack buffer, no allocation. Such a file is produced
+/// whole by the first read, so a read shorter than the buffer is all of it;
+/// one that fills the buffer is read again the long way.
+pub(crate) fn reread_small<R>(file: &fs::File, f: impl FnOnce(&[u8]) -> R) -> std::io::Result<R> {
+    use std::os::unix::fs::FileExt;
+    // `status` is the longest read this way: about 1.5 KiB.
+    let mut buf = [0u8; 4096];
+    loop {
+        match file.read_at(&mut buf, 0) {
+            Ok(n) if n < buf.len() => return Ok(f(&buf[..n])),
+            Ok(_) => return reread(file).map(|text| f(&text)),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether `text` holds `needle`.
+pub(crate) fn holds(text: &[u8], needle: &[u8]) -> bool {
+    text.windows(needle.len()).any(|w| w == needle)
+}
+
 /// The pids listed, white space separated, in `text` (a `children` or
 /// `cgroup.procs` file).
 pub(crate) fn parse_pids(text: &[u8], pids: &mut Vec<i32>) {

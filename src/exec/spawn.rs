@@ -98,15 +98,13 @@ pub(crate) fn spawn(
 
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
+    // Above 2 for the clone's child (a no-op unless our own stdio is closed);
+    // the same ends serve `posix_spawn`'s `dup2`s.
+    let (out_w, err_w) = (above_stdio(out_w)?, above_stdio(err_w)?);
     let cloned = match cgroup {
         Some(cgroup) => {
-            let (out_w, err_w) = (
-                above_stdio(out_w.try_clone()?)?,
-                above_stdio(err_w.try_clone()?)?,
-            );
-            let devnull = above_stdio(std::fs::File::open("/dev/null")?.into())?;
             let fds = ChildFds {
-                stdin: devnull.as_raw_fd(),
+                stdin: dev_null()?,
                 stdout: out_w.as_raw_fd(),
                 stderr: err_w.as_raw_fd(),
                 cgroup: cgroup.as_raw_fd(),
@@ -140,6 +138,19 @@ pub(crate) fn spawn(
         stdout: out_r,
         stderr: err_r,
     })
+}
+
+/// `/dev/null`, open for reading above 2 and close-on-exec, opened once for
+/// every leader's stdin (each `dup2`s it onto its 0): reading it never blocks
+/// nor depends on an offset, so the leaders may share it.
+fn dev_null() -> std::io::Result<libc::c_int> {
+    static DEV_NULL: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+    if let Some(fd) = DEV_NULL.get() {
+        return Ok(fd.as_raw_fd());
+    }
+    let fd = above_stdio(std::fs::File::open("/dev/null")?.into())?;
+    // A racing first call may have set it: its descriptor is used, ours closed.
+    Ok(DEV_NULL.get_or_init(|| fd).as_raw_fd())
 }
 
 /// Whether `clone3` failed because it, or starting in a cgroup, is not
@@ -283,10 +294,9 @@ pub(crate) fn pidfd(pid: i32) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// Waits for our child `pid` to exit and reaps it, without blocking a thread.
-pub(crate) async fn wait_exit(pid: i32, pidfd: &tokio::io::unix::AsyncFd<OwnedFd>) -> ExitReason {
-    // Not ours any more: nothing to report but a kill.
-    let gone = ExitReason::Signal(libc::SIGKILL);
+/// Reaps our child `pid` if it has ended, without waiting: `None` while it
+/// runs. One that is not ours any more has nothing to report but a kill.
+pub(crate) fn try_reap(pid: i32) -> Option<ExitReason> {
     loop {
         let mut status: libc::c_int = 0;
         // SAFETY: waitpid writes the status of our own child into `status`.
@@ -295,13 +305,21 @@ pub(crate) async fn wait_exit(pid: i32, pidfd: &tokio::io::unix::AsyncFd<OwnedFd
             if Errno::last() == Errno::EINTR {
                 continue;
             }
-            return gone;
+            return Some(ExitReason::Signal(libc::SIGKILL));
         }
         // 0: still running; a status that is no ending (a stop): wait on.
-        if let Some(reason) = (reaped == pid)
+        return (reaped == pid)
             .then(|| wait_status::exit_reason(status))
-            .flatten()
-        {
+            .flatten();
+    }
+}
+
+/// Waits for our child `pid` to exit and reaps it, without blocking a thread.
+pub(crate) async fn wait_exit(pid: i32, pidfd: &tokio::io::unix::AsyncFd<OwnedFd>) -> ExitReason {
+    // Not ours any more: nothing to report but a kill.
+    let gone = ExitReason::Signal(libc::SIGKILL);
+    loop {
+        if let Some(reason) = try_reap(pid) {
             return reason;
         }
         match pidfd.readable().await {

@@ -190,9 +190,9 @@ pub(crate) fn member_pids(call: &Tracked) -> Vec<i32> {
 }
 
 /// Finds, records, kills and reaps everything `call` left behind, and removes
-/// its cgroup. `inodes` are the call's stdout/stderr pipe inodes, to tell who
-/// held them.
-pub(crate) async fn sweep(call: &Tracked, inodes: &[u64]) -> Vec<Leftover> {
+/// its cgroup. `inodes` gives the call's stdout/stderr pipe inodes, to tell
+/// who held them (asked only when something is left).
+pub(crate) async fn sweep(call: &Tracked, inodes: impl FnOnce() -> Vec<u64>) -> Vec<Leftover> {
     // Cheap test first, on this thread: usually nothing is left at all.
     if Remains::of(call).nothing() && call.cgroup.as_ref().is_none_or(|c| c.clear()) {
         return Vec::new();
@@ -200,7 +200,7 @@ pub(crate) async fn sweep(call: &Tracked, inodes: &[u64]) -> Vec<Leftover> {
     let pgid = call.pgid;
     // Walking /proc blocks: keep it off the async workers, which are timing
     // other plugins' calls.
-    let (tracked, inodes) = (call.clone(), inodes.to_vec());
+    let (tracked, inodes) = (call.clone(), inodes());
     let found = tokio::task::spawn_blocking(move || {
         let procs = members_stopped(&tracked);
         let leftovers: Vec<Leftover> = procs
