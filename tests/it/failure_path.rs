@@ -73,18 +73,20 @@ fn a_plugin_that_never_fails_by_itself_is_made_to() {
     );
 }
 
-/// Printing nothing is allowed, but the message says what Nomad then shows:
-/// the exit status alone, no reason.
+/// Printing nothing on failure is a warning, and the message says what Nomad
+/// then shows: the exit status alone, no reason.
 #[test]
 fn a_silent_failure_is_shown_as_nomad_shows_it() {
     let scratch = util::Scratch::new();
     let p = plugin(&scratch, "silent", ":", "exit 1");
     let report = checks(&scratch, &p);
+    // A failure that exits and says nothing leaves the user with only the
+    // exit status: a should-level finding, which quotes what Nomad shows.
     let (status, message) = check(&report, "failure.error-json");
-    assert_eq!(status, "pass", "{message}");
+    assert_eq!(status, "warn", "{message}");
     assert!(
-        message.contains(r#"gave no reason, so Nomad shows only: `error creating volume ""#)
-            && message.ends_with(r#"with plugin "silent": exit status 1`"#),
+        message.contains(r#"nothing on stdout, so Nomad shows only: `error creating volume ""#)
+            && message.contains(r#"with plugin "silent": exit status 1`"#),
         "{message}"
     );
     assert!(!message.contains("can show"), "{message}");

@@ -16,8 +16,8 @@ meta="$DHV_VOLUMES_DIR/../.meta"
 case ${1-} in
 fingerprint) echo '{"version": "1.0.0"}' ;;
 create)
-	mkdir -p -- "$p" "$meta" || exit 1
-	echo '{}' > "$meta/$DHV_VOLUME_ID.json" || exit 1
+	mkdir -p -- "$p" "$meta" || { echo '{"error": "cannot make the volume"}'; exit 1; }
+	echo '{}' > "$meta/$DHV_VOLUME_ID.json" || { echo '{"error": "cannot write its metadata"}'; exit 1; }
 	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
 delete) rm -rf -- "$p" ;;
 *) exit 1 ;;
@@ -66,7 +66,7 @@ p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
 case ${1-} in
 fingerprint) echo '{"version": "1.0.0"}' ;;
 create)
-	mkdir -p -- "$p" || exit 1
+	mkdir -p -- "$p" || { echo '{"error": "cannot make the volume"}'; exit 1; }
 	case $DHV_VOLUME_NAME in
 	*[\$\`\;\'\"]*) echo '{"error": "unsupported volume name"}'; exit 1 ;;
 	esac

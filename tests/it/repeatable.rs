@@ -16,7 +16,7 @@ case $1 in
 fingerprint) echo '{"version": "1.0.0"}' ;;
 create)
     p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
-    mkdir -p "$p" || exit 1
+    mkdir -p "$p" || { echo '{"error": "cannot make the volume"}'; exit 1; }
     printf '{"path": "%s"}\n' "$p" ;;
 delete)
     p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
@@ -25,8 +25,8 @@ delete)
         echo '{"error": "cannot tell whether it is mounted"}'
         exit 1
     fi
-    rm -rf "$p" "$p.failed-once" || exit 1 ;;
-*) exit 1 ;;
+    rm -rf "$p" "$p.failed-once" || { echo '{"error": "cannot remove the volume"}'; exit 1; } ;;
+*) echo '{"error": "unknown operation"}'; exit 1 ;;
 esac
 "#;
 

@@ -142,7 +142,7 @@ pub(crate) const ERROR_JSON: CheckSpec = CheckSpec {
 };
 
 /// Every failing create and delete of the run prints `{"error": "..."}` on
-/// stdout, or nothing; the message quotes what Nomad shows the user.
+/// stdout, with a reason; the message quotes what Nomad shows the user.
 fn error_json(log: &RunLog) -> CheckResult {
     log.require_process()?;
     // A call that hung is the deadline checks' finding, one that could not

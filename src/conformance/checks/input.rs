@@ -298,31 +298,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     };
     // What the plugin writes into its working dir under any name but the
     // split path's second word is process.cwd-independent's finding.
-    let ours = |entry: &String| {
-        !entry.starts_with("cwd/") || entry == "cwd/volumes" || entry.starts_with("cwd/volumes/")
-    };
-    let before: BTreeSet<String> = around.outside(&volumes).into_iter().filter(ours).collect();
-    let changed = |around: &Surroundings, what: &str| -> Result<(), Finding> {
-        let now: BTreeSet<String> = around.outside(&volumes).into_iter().filter(ours).collect();
-        let added: Vec<_> = now.difference(&before).cloned().collect();
-        let removed: Vec<_> = before.difference(&now).cloned().collect();
-        let overwritten = around.canaries.iter().any(|c| !canary_intact(c));
-        if added.is_empty() && removed.is_empty() && !overwritten {
-            return Ok(());
-        }
-        Err(Finding::Fail(format!(
-            "{what} in the volumes dir {volumes:?}: expected nothing to change outside it; created: [{}], \
-             removed: [{}]{} (relative to the check's dir; the plugin ran in `cwd`) — an unquoted path \
-             is split at the space",
-            added.join(", "),
-            removed.join(", "),
-            if overwritten {
-                ", and the file `space/host` beside it was changed"
-            } else {
-                ""
-            }
-        )))
-    };
+    let before = space_outside(&around, &volumes);
     let req = ctx.request_in(&volumes);
     let created = create_settled(
         &there,
@@ -330,7 +306,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
         "create in a volumes dir whose path holds a space",
     )
     .await?;
-    changed(&around, "create")?;
+    outside_unchanged(ctx, &around, &volumes, &before, "create").await?;
     let resp = match created.result {
         Ok(resp) => resp,
         Err(e) => {
@@ -367,7 +343,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
         "create again in a volumes dir whose path holds a space",
     )
     .await?;
-    changed(&around, "create again")?;
+    outside_unchanged(ctx, &around, &volumes, &before, "create again").await?;
     let lost = canary.as_ref().is_some_and(|c| !canary_intact(c));
     // A create again that misbehaves in the default volumes dir too is
     // create.idempotent's finding.
@@ -417,7 +393,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
         "delete in a volumes dir whose path holds a space",
     )
     .await?;
-    changed(&around, "delete")?;
+    outside_unchanged(ctx, &around, &volumes, &before, "delete").await?;
     if let Err(e) = deleted.result {
         // Failing everywhere is delete.succeeds's finding.
         if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Delete).await {
@@ -437,6 +413,57 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     Ok(Finding::Pass(format!(
         "created, created again and deleted in {:?}, nothing outside it changed",
         volumes.file_name().unwrap_or_default()
+    )))
+}
+
+/// What lies outside the volumes dir of input.volumes-dir-space that the
+/// check judges: what the plugin writes into its working dir under any name
+/// but the split path's second word (`volumes`) is process.cwd-independent's.
+fn space_outside(around: &Surroundings, volumes: &Path) -> BTreeSet<String> {
+    around
+        .outside(volumes)
+        .into_iter()
+        .filter(|e| !e.starts_with("cwd/") || e == "cwd/volumes" || e.starts_with("cwd/volumes/"))
+        .collect()
+}
+
+/// `Ok` when nothing outside the volumes dir changed since `before` but what
+/// every volume adds beside the volumes dir (delete.no-residue's finding,
+/// cited); else the finding.
+async fn outside_unchanged(
+    ctx: &Ctx,
+    around: &Surroundings,
+    volumes: &Path,
+    before: &BTreeSet<String>,
+    what: &str,
+) -> Result<(), Finding> {
+    let now = space_outside(around, volumes);
+    // `space/x` lies beside the volumes dir `space/host volumes`: `../x` to it.
+    let beside = |e: &String| match e.strip_prefix("space/") {
+        Some(rest) if !rest.starts_with("host volumes") => format!("../{rest}"),
+        _ => e.clone(),
+    };
+    let added = ctx
+        .probes()
+        .leftovers(now.difference(before).map(beside))
+        .await
+        .own;
+    let removed: Vec<_> = before.difference(&now).cloned().collect();
+    let overwritten = around.canaries.iter().any(|c| !canary_intact(c));
+    if added.is_empty() && removed.is_empty() && !overwritten {
+        return Ok(());
+    }
+    Err(Finding::Fail(format!(
+        "{what} in the volumes dir {volumes:?}: expected nothing to change outside it; created: [{}], \
+         removed: [{}]{} (relative to the check's dir, `..` to the volumes dir; the plugin ran in `cwd`) \
+         — an unquoted path is split at the space",
+        added.join(", "),
+        removed.join(", "),
+        if overwritten {
+            ", and the file `space/host` beside it was changed"
+        } else {
+            ""
+        }
     )))
 }
 
