@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use super::{CheckResult, CheckSpec, Level, needs};
 use crate::conformance::context::{
-    Ctx, Expect, Finding, Holds, Variant, VolumeAt, canary_intact, listing, plant_in_volume,
+    Ctx, Expect, Finding, Holds, VolumeAt, canary_intact, listing, plant_in_volume,
 };
-use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
+use crate::contract::{DeleteRequest, Operation};
 use crate::plugin::PluginCall;
 
 /// Canary files planted around (not in) the volumes dir, and what else is there.
@@ -300,12 +300,13 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     // split path's second word is process.cwd-independent's finding.
     let before = space_outside(&around, &volumes);
     let req = ctx.request_in(&volumes);
-    let created = create_settled(
-        &there,
-        &req,
-        "create in a volumes dir whose path holds a space",
-    )
-    .await?;
+    let created = {
+        let step = "create in a volumes dir whose path holds a space";
+        not_hung(
+            there.create_unloaded(&req, Expect::Either, step).await,
+            step,
+        )?
+    };
     outside_unchanged(ctx, &around, &volumes, &before, "create").await?;
     let resp = match created.result {
         Ok(resp) => resp,
@@ -337,12 +338,13 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
         )?),
     };
     // Create again (an agent restart): the same path, and the file kept.
-    let again = create_settled(
-        &there,
-        &req,
-        "create again in a volumes dir whose path holds a space",
-    )
-    .await?;
+    let again = {
+        let step = "create again in a volumes dir whose path holds a space";
+        not_hung(
+            there.create_unloaded(&req, Expect::Either, step).await,
+            step,
+        )?
+    };
     outside_unchanged(ctx, &around, &volumes, &before, "create again").await?;
     let lost = canary.as_ref().is_some_and(|c| !canary_intact(c));
     // A create again that misbehaves in the default volumes dir too is
@@ -387,12 +389,13 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
         Ok(_) => {}
     }
     let delete = DeleteRequest::for_created(&req, &resp.path);
-    let deleted = delete_settled(
-        &there,
-        &delete,
-        "delete in a volumes dir whose path holds a space",
-    )
-    .await?;
+    let deleted = {
+        let step = "delete in a volumes dir whose path holds a space";
+        not_hung(
+            there.delete_unloaded(&delete, Expect::Either, step).await,
+            step,
+        )?
+    };
     outside_unchanged(ctx, &around, &volumes, &before, "delete").await?;
     if let Err(e) = deleted.result {
         // Failing everywhere is delete.succeeds's finding.
@@ -479,35 +482,4 @@ fn not_hung<T>(call: PluginCall<T>, step: &str) -> Result<PluginCall<T>, Finding
         ))),
         false => Ok(call),
     }
-}
-
-/// Creates through `plugin`; a create that timed out under the run's load is
-/// made again alone and judged by that ([`not_hung`]).
-async fn create_settled(
-    plugin: &Variant<'_>,
-    req: &CreateRequest,
-    step: &str,
-) -> Result<PluginCall<CreateResponse>, Finding> {
-    let first = plugin.create(req, Expect::Either, step).await;
-    if !first.timed_out() {
-        return Ok(first);
-    }
-    let again = format!("{step}, re-run alone after a timeout");
-    let call = plugin.alone().create(req, Expect::Either, &again).await;
-    not_hung(call, step)
-}
-
-/// Deletes through `plugin`, as [`create_settled`] creates.
-async fn delete_settled(
-    plugin: &Variant<'_>,
-    req: &DeleteRequest,
-    step: &str,
-) -> Result<PluginCall<()>, Finding> {
-    let first = plugin.delete(req, Expect::Either, step).await;
-    if !first.timed_out() {
-        return Ok(first);
-    }
-    let again = format!("{step}, re-run alone after a timeout");
-    let call = plugin.alone().delete(req, Expect::Either, &again).await;
-    not_hung(call, step)
 }

@@ -23,8 +23,9 @@ struct TakenAway {
     tmpfs: Vec<String>,
 }
 
-/// How long a detached loop device may take to be cleared by the kernel.
-const DETACH_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a detached loop device may take to be cleared by the kernel (the
+/// bound every check that waits for a detach uses).
+use crate::conformance::context::LOOP_RELEASE as DETACH_BOUND;
 
 /// Takes away what a reboot takes away below the check's sandbox: every
 /// mount (deepest first), then every loop device backed by a file there.

@@ -44,7 +44,7 @@ pub(crate) use probes::{Prereqs, Probes};
 pub(crate) use repeat::Repeat;
 pub(crate) use residue::{Residue, around};
 pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
-pub(crate) use steps::{Holds, VolumeAt, plant_in_volume};
+pub(crate) use steps::{Holds, LOOP_RELEASE, VolumeAt, plant_in_volume};
 pub(crate) use timing::{Phase, is_provoked, overran};
 pub(crate) use variant::Variant;
 

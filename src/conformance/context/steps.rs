@@ -107,7 +107,7 @@ impl VolumeAt {
 /// marks it, and the kernel clears it on the last close, from a work queue:
 /// on a loaded host that can take seconds. Only a delete that really left the
 /// device attached waits this long.
-const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What [`Calls::create_cleanly`] holds a successful create to, besides a
 /// delete that succeeds.

@@ -15,7 +15,7 @@ use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{Fingerprint, PluginCall};
 
 /// The step name of a re-run alone.
-fn again(step: &str) -> String {
+pub(super) fn again(step: &str) -> String {
     format!("{step}, re-run alone after a timeout")
 }
 

@@ -122,4 +122,36 @@ impl<'a> Variant<'a> {
         self.calls.delete_ended(req, &call);
         call
     }
+
+    /// Creates; a create that timed out under the run's load is made again
+    /// alone, and that call is returned (the caller judges one that timed
+    /// out alone too).
+    pub async fn create_unloaded(
+        &self,
+        req: &CreateRequest,
+        expect: Expect,
+        step: &str,
+    ) -> PluginCall<CreateResponse> {
+        let first = self.create(req, expect, step).await;
+        if !first.timed_out() {
+            return first;
+        }
+        let again = super::unloaded::again(step);
+        self.alone().create(req, expect, &again).await
+    }
+
+    /// Deletes, as [`create_unloaded`](Self::create_unloaded) creates.
+    pub async fn delete_unloaded(
+        &self,
+        req: &DeleteRequest,
+        expect: Expect,
+        step: &str,
+    ) -> PluginCall<()> {
+        let first = self.delete(req, expect, step).await;
+        if !first.timed_out() {
+            return first;
+        }
+        let again = super::unloaded::again(step);
+        self.alone().delete(req, expect, &again).await
+    }
 }
