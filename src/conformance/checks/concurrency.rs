@@ -14,7 +14,7 @@ use std::path::Path;
 use tokio::sync::Barrier;
 
 use super::{CheckResult, CheckSpec, Level, join_all};
-use crate::conformance::context::{Ctx, Expect, Finding, VolumeAt};
+use crate::conformance::context::{Ctx, Expect, Finding, Start, VolumeAt};
 use crate::contract::DeleteRequest;
 
 /// Rounds of distinct creates (`concurrency.create`) and of deletes racing
@@ -78,8 +78,12 @@ async fn create_round(ctx: &Ctx, problems: &mut Vec<String>, collisions_only: &m
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
     let start = Barrier::new(reqs.len());
     let calls = join_all(reqs.iter().map(|r| {
-        ctx.calls()
-            .create_aligned(r, Expect::Success, "one of 8 concurrent creates", &start)
+        ctx.calls().create_with(
+            r,
+            Expect::Success,
+            "one of 8 concurrent creates",
+            Start::Aligned(&start),
+        )
     }))
     .await;
     let mut paths = BTreeSet::new();
@@ -163,7 +167,7 @@ async fn delete_round(ctx: &Ctx, problems: &mut Vec<String>) -> Result<bool, Fin
     let mut made = Vec::new();
     for req in &reqs {
         made.push(
-            ctx.calls()
+            ctx.steps()
                 .create_ok(req, "create before the concurrent deletes")
                 .await?
                 .path,
@@ -177,13 +181,17 @@ async fn delete_round(ctx: &Ctx, problems: &mut Vec<String>) -> Result<bool, Fin
         async move {
             let step = "one of 8 concurrent deletes";
             ctx.calls()
-                .delete_aligned(&req, Expect::Success, step, start)
+                .delete_with(&req, Expect::Success, step, Start::Aligned(start))
                 .await
         }
     });
     let creates = new.iter().map(|r| {
-        ctx.calls()
-            .create_aligned(r, Expect::Success, "a create racing the deletes", start)
+        ctx.calls().create_with(
+            r,
+            Expect::Success,
+            "a create racing the deletes",
+            Start::Aligned(start),
+        )
     });
     let (calls, created) = futures_pair(join_all(deletes), join_all(creates)).await;
     for (i, (call, at)) in calls.iter().zip(&volumes).enumerate() {
@@ -248,11 +256,11 @@ async fn same_volume(ctx: &Ctx) -> CheckResult {
         let start = Barrier::new(SAME_VOLUME_BURST);
         // Either: the rule judges each outcome below.
         let calls = join_all((0..SAME_VOLUME_BURST).map(|_| {
-            ctx.calls().create_aligned(
+            ctx.calls().create_with(
                 &req,
                 Expect::Either,
                 "one of the identical concurrent creates",
-                &start,
+                Start::Aligned(&start),
             )
         }))
         .await;

@@ -294,7 +294,7 @@ async fn idempotent(ctx: &Ctx) -> CheckResult {
             canary.display()
         )));
     }
-    ctx.calls()
+    ctx.steps()
         .delete_ok(req, &first.path, "delete after the second create")
         .await?;
     if again.bytes != first.bytes {
@@ -368,7 +368,7 @@ pub(crate) const UPDATE: CheckSpec = CheckSpec {
 async fn update(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let req = ctx.request();
-    let first = ctx.calls().create_ok(&req, "first create").await?;
+    let first = ctx.steps().create_ok(&req, "first create").await?;
     let mut bigger = req.clone();
     // A user asking for more raises both bounds: doubling only the min
     // could leave min = max, a range a block-granular plugin cannot meet.
@@ -444,7 +444,7 @@ async fn parameters(ctx: &Ctx) -> CheckResult {
         let mut req = ctx.request();
         req.parameters = Some(params);
         let outcome = ctx
-            .calls()
+            .steps()
             .create_cleanly(&req, label, Holds::DELETES)
             .await?;
         notes.push(outcome);

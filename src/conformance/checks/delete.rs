@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{CheckResult, CheckSpec, Level, needs};
 use crate::conformance::context::{
-    Ctx, Expect, Finding, RunLog, VolumeAt, around, canary_intact, listing, plant_in_volume,
+    Ctx, Expect, Finding, RunLog, Start, VolumeAt, around, canary_intact, listing, plant_in_volume,
 };
 use crate::contract::{DeleteRequest, Operation};
 
@@ -82,9 +82,9 @@ pub(crate) const REMOVES: CheckSpec = CheckSpec {
 };
 
 async fn removes(ctx: &Ctx) -> CheckResult {
-    let (req, path) = ctx.calls().one_volume("create before delete").await?;
+    let (req, path) = ctx.steps().one_volume("create before delete").await?;
     let at = VolumeAt::before_delete(&path);
-    ctx.calls().delete_ok(&req, &path, "delete").await?;
+    ctx.steps().delete_ok(&req, &path, "delete").await?;
     if !at.gone().await && at.is_block() {
         Err(Finding::Fail(format!(
             "expected the volume to be gone after delete; {}",
@@ -115,8 +115,8 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
 };
 
 async fn idempotent(ctx: &Ctx) -> CheckResult {
-    let (req, path) = ctx.calls().one_volume("create before delete").await?;
-    ctx.calls().delete_ok(&req, &path, "first delete").await?;
+    let (req, path) = ctx.steps().one_volume("create before delete").await?;
+    ctx.steps().delete_ok(&req, &path, "first delete").await?;
     // Either: the rule judges the second delete itself, below.
     let again = ctx
         .calls()
@@ -165,7 +165,7 @@ async fn never_created(ctx: &Ctx) -> CheckResult {
     let path = missing.join(&req.volume_id);
     let step = "delete of a never-created volume, with no volumes dir";
     let call = ctx
-        .calls()
+        .steps()
         .delete_unloaded(
             &DeleteRequest::for_created(&req, &path.to_string_lossy()),
             Expect::Either,
@@ -196,8 +196,8 @@ pub(crate) const ISOLATED: CheckSpec = CheckSpec {
 async fn isolated(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let (a_req, b_req) = (ctx.request(), ctx.request());
-    let a = ctx.calls().create_ok(&a_req, "create of volume A").await?;
-    let b = ctx.calls().create_ok(&b_req, "create of volume B").await?;
+    let a = ctx.steps().create_ok(&a_req, "create of volume A").await?;
+    let b = ctx.steps().create_ok(&b_req, "create of volume B").await?;
     if a.path == b.path {
         // One path for two volumes: deleting one must take the other.
         if let Some(needs) = ctx.probes().paths_not_distinct().await {
@@ -208,7 +208,7 @@ async fn isolated(ctx: &Ctx) -> CheckResult {
         }
     }
     let canary = plant_in_volume(ctx, &b.path, "create of volume B")?;
-    ctx.calls()
+    ctx.steps()
         .delete_ok(&a_req, &a.path, "delete of volume A")
         .await?;
     let result = if !Path::new(&b.path).exists() || !canary_intact(&canary) {
@@ -246,11 +246,11 @@ async fn no_residue(ctx: &Ctx) -> CheckResult {
     let reqs = [ctx.request(), ctx.request()];
     let mut made = Vec::new();
     for req in &reqs {
-        made.push(ctx.calls().create_ok(req, "create").await?.path);
+        made.push(ctx.steps().create_ok(req, "create").await?.path);
     }
     let volumes: Vec<VolumeAt> = made.iter().map(|p| VolumeAt::before_delete(p)).collect();
     for (req, path) in reqs.iter().zip(&made) {
-        ctx.calls().delete_ok(req, path, "delete").await?;
+        ctx.steps().delete_ok(req, path, "delete").await?;
     }
     // A loop device a delete detached is released once its last opener lets
     // go: waited for here. One still backing its volume is delete.removes'
@@ -310,12 +310,12 @@ async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let (other_req, new_req) = (ctx.request(), ctx.request());
     let other = ctx
-        .calls()
+        .steps()
         .create_ok(&other_req, "create of an unrelated volume")
         .await?;
     let canary = plant_in_volume(ctx, &other.path, "create of an unrelated volume")?;
     let new = ctx
-        .calls()
+        .steps()
         .create_ok(&new_req, "create of the volume whose state write 'failed'")
         .await?;
     if new.path == other.path {
@@ -342,10 +342,11 @@ async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
     // Either: refusing this delete is as safe as doing it carefully.
     let call = ctx
         .calls()
-        .delete_raw(
+        .delete_with(
             &nomads,
             Expect::Either,
             "Nomad's delete after a failed state write",
+            Start::Now,
         )
         .await;
     let dir_ok = ctx.dirs().volumes().is_dir();

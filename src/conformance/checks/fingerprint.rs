@@ -199,13 +199,13 @@ async fn stable(ctx: &Ctx) -> CheckResult {
     let mut seen = Vec::new();
     for _ in 0..3 {
         seen.push(
-            ctx.calls()
+            ctx.steps()
                 .fingerprint_unloaded(Expect::Success, "repeated fingerprint")
                 .await,
         );
     }
     let burst = join_all((0..8).map(|_| {
-        ctx.calls()
+        ctx.steps()
             .fingerprint_unloaded(Expect::Success, "concurrent fingerprint")
     }))
     .await;

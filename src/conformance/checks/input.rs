@@ -99,7 +99,7 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
         // Either: refusing such a name is as good as treating it as data. A
         // create or delete that timed out is judged by its re-run alone.
         let call = ctx
-            .calls()
+            .steps()
             .create_unloaded(
                 &req,
                 Expect::Either,
@@ -110,7 +110,7 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
         let step = format!("delete of volume {name:?}");
         let deleted = match &call.result {
             Ok(resp) => Some(
-                ctx.calls()
+                ctx.steps()
                     .delete_unloaded(
                         &DeleteRequest::for_created(&req, &resp.path),
                         Expect::Success,
@@ -145,7 +145,7 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
             )));
         }
         if let Some(deleted) = deleted {
-            ctx.calls().need(deleted?, &step).await?;
+            ctx.steps().need(deleted?, &step).await?;
         }
         notes.push(match &call.result {
             Ok(_) => format!("name {name:?}: created and deleted inside the volumes dir"),
@@ -187,7 +187,7 @@ async fn name_injection(ctx: &Ctx) -> CheckResult {
         let mut req = ctx.request();
         req.volume_name = name.clone();
         notes.push(
-            ctx.calls()
+            ctx.steps()
                 .create_cleanly(&req, &format!("name {name:?}"), Holds::DELETES)
                 .await?,
         );
@@ -256,7 +256,7 @@ async fn capacity_edge(ctx: &Ctx) -> CheckResult {
         let mut req = ctx.request();
         req.capacity_min_bytes = min;
         req.capacity_max_bytes = max;
-        notes.push(ctx.calls().create_cleanly(&req, label, holds).await?);
+        notes.push(ctx.steps().create_cleanly(&req, label, holds).await?);
     }
     if !default_in_range {
         notes.push(format!(
@@ -291,7 +291,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
         .make_dirs(Path::new("space/host volumes"))
         .map_err(prepare)?;
     let cwd = ctx.dirs().make_dirs(Path::new("cwd")).map_err(prepare)?;
-    let there = ctx.calls().variant(|o| o.cwd = Some(cwd.clone()));
+    let there = ctx.variant(|o| o.cwd = Some(cwd.clone()));
     let around = Surroundings {
         root: ctx.dirs().dir().to_path_buf(),
         canaries: vec![decoy],

@@ -37,35 +37,35 @@ pub(crate) const RESTORE: CheckSpec = CheckSpec {
 async fn restore(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let manager = ctx
-        .calls()
+        .managed()
         .manager()
         .map_err(|e| Finding::Skip(format!("cannot open the manager's state dir: {e}")))?;
     let mut made = Vec::new();
     for _ in 0..4 {
         // A request of its own for each volume: its own name, as Nomad requires.
         let template = ctx.request();
-        let spec = VolumeSpec::new(ctx.calls().plugin().id(), template.volume_name.clone())
+        let spec = VolumeSpec::new(ctx.managed().plugin().id(), template.volume_name.clone())
             .with_namespace(template.namespace.clone())
             .with_capacity(template.capacity_min_bytes, template.capacity_max_bytes);
         let spec = match &template.parameters {
             Some(p) => spec.with_parameters(p.clone()),
             None => spec,
         };
-        let before = ctx.calls().recorded();
+        let before = ctx.managed().recorded();
         let volume = manager.create(spec).await;
-        ctx.calls().log_runs_from(before);
+        ctx.managed().log_runs_from(before);
         let volume = volume.map_err(|e| {
             Finding::Fail(format!(
                 "create before the restart: expected it to succeed; got: {e}"
             ))
         })?;
-        ctx.calls().track(&volume);
+        ctx.managed().track(&volume);
         let canary = plant_in_volume(ctx, &volume.host_path, "create before the restart")?;
         made.push((volume, canary));
     }
-    let before_restore = ctx.calls().recorded();
+    let before_restore = ctx.managed().recorded();
     let restored = manager.restore().await;
-    ctx.calls().log_runs_from(before_restore);
+    ctx.managed().log_runs_from(before_restore);
     let restored =
         restored.map_err(|e| Finding::Fail(format!("restore failed as a whole: {e}")))?;
     let mut problems = Vec::new();
@@ -93,12 +93,12 @@ async fn restore(ctx: &Ctx) -> CheckResult {
         failed_only = false;
         problems.push(problem);
     }
-    let before_delete = ctx.calls().recorded();
+    let before_delete = ctx.managed().recorded();
     // At once: a plugin whose deletes hang costs one delete limit here.
     let deletes = super::join_all(made.iter().map(|(volume, _)| manager.delete(&volume.id))).await;
     for ((volume, _), deleted) in made.iter().zip(deletes) {
         if deleted.is_ok() {
-            ctx.calls().untrack(&volume.id);
+            ctx.managed().untrack(&volume.id);
         }
         let error = deleted.err().map(|e| e.to_string());
         ctx.calls().note(
@@ -108,7 +108,7 @@ async fn restore(ctx: &Ctx) -> CheckResult {
             error,
         );
     }
-    ctx.calls().log_runs_from(before_delete);
+    ctx.managed().log_runs_from(before_delete);
     if problems.is_empty() {
         Ok(Finding::Pass(
             "4 volumes restored at once from the manager's state: same paths, files kept".into(),
@@ -141,12 +141,12 @@ pub(crate) const RECREATE: CheckSpec = CheckSpec {
 async fn recreate(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let req = ctx.request();
-    let first = ctx.calls().create_ok(&req, "first create").await?;
+    let first = ctx.steps().create_ok(&req, "first create").await?;
     let canary = plant_in_volume(ctx, &first.path, "first create")?;
-    ctx.calls()
+    ctx.steps()
         .delete_ok(&req, &first.path, "delete between the creates")
         .await?;
-    let second = ctx.calls().create_ok(&req, "create after delete").await?;
+    let second = ctx.steps().create_ok(&req, "create after delete").await?;
     // A block-device volume may come back on another device: the new
     // volume is empty when its device does not hold the old one's canary.
     let stale = if crate::safe_fs::is_block_device(&canary) {
@@ -194,12 +194,12 @@ async fn crash_create(ctx: &Ctx) -> CheckResult {
     let probe = ctx.request();
     // Timed out under the run's load: measured again alone.
     let call = ctx
-        .calls()
+        .steps()
         .create_unloaded(&probe, Expect::Success, "measuring create")
         .await?;
     let normal = call.duration;
-    let resp = ctx.calls().need(call, "measuring create").await?;
-    ctx.calls()
+    let resp = ctx.steps().need(call, "measuring create").await?;
+    ctx.steps()
         .delete_ok(&probe, &resp.path, "delete after measuring create")
         .await?;
     let mut notes = Vec::new();
@@ -211,11 +211,11 @@ async fn crash_create(ctx: &Ctx) -> CheckResult {
             point * 100.0,
             at.as_secs_f64() * 1e3
         );
-        ctx.calls().crash_create(&req, at, &label).await;
+        ctx.crasher(at).create(&req, Expect::Either, &label).await;
         // Either: the rule judges create again itself, below; re-run alone
         // if it timed out, as the load may have made it overrun.
         let again = ctx
-            .calls()
+            .steps()
             .create_unloaded(&req, Expect::Either, &format!("{label}: create again"))
             .await?;
         let resp = match again.result {
@@ -237,7 +237,7 @@ async fn crash_create(ctx: &Ctx) -> CheckResult {
                 resp.path
             )));
         }
-        ctx.calls()
+        ctx.steps()
             .delete_ok(&req, &resp.path, &format!("{label}: delete afterwards"))
             .await?;
         notes.push(format!("{:.0}%", point * 100.0));
@@ -277,11 +277,11 @@ async fn crash_delete(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let probe = ctx.request();
     let resp = ctx
-        .calls()
+        .steps()
         .create_ok(&probe, "create before measuring delete")
         .await?;
     let call = ctx
-        .calls()
+        .steps()
         .delete_unloaded(
             &DeleteRequest::for_created(&probe, &resp.path),
             Expect::Success,
@@ -289,12 +289,12 @@ async fn crash_delete(ctx: &Ctx) -> CheckResult {
         )
         .await?;
     let normal = call.duration;
-    ctx.calls().need(call, "measuring delete").await?;
+    ctx.steps().need(call, "measuring delete").await?;
     let mut notes = Vec::new();
     for point in KILL_POINTS {
         let req: CreateRequest = ctx.request();
         let resp = ctx
-            .calls()
+            .steps()
             .create_ok(&req, "create before the crashed delete")
             .await?;
         let at = normal.mul_f64(point);
@@ -304,13 +304,14 @@ async fn crash_delete(ctx: &Ctx) -> CheckResult {
             at.as_secs_f64() * 1e3
         );
         let volume = VolumeAt::before_delete(&resp.path);
-        ctx.calls()
-            .crash_delete(&DeleteRequest::for_created(&req, &resp.path), at, &label)
+        let delete = DeleteRequest::for_created(&req, &resp.path);
+        ctx.crasher(at)
+            .delete(&delete, Expect::Either, &label)
             .await;
         // Either: the rule judges delete again itself, below (re-run alone
         // if it timed out).
         let again = ctx
-            .calls()
+            .steps()
             .delete_unloaded(
                 &DeleteRequest::for_created(&req, &resp.path),
                 Expect::Either,
@@ -356,11 +357,11 @@ async fn crash_delete(ctx: &Ctx) -> CheckResult {
 /// whatever the crash did.
 async fn second_delete_fails(ctx: &Ctx) -> bool {
     const STEP: &str = "to tell a crash from a second delete";
-    let Ok((req, path)) = ctx.calls().one_volume(&format!("create {STEP}")).await else {
+    let Ok((req, path)) = ctx.steps().one_volume(&format!("create {STEP}")).await else {
         return false;
     };
     if ctx
-        .calls()
+        .steps()
         .delete_ok(&req, &path, &format!("delete {STEP}"))
         .await
         .is_err()

@@ -83,7 +83,7 @@ async fn reboot(ctx: &Ctx) -> CheckResult {
     for i in 0..VOLUMES {
         let req = ctx.request();
         let step = format!("create of volume #{} before the reboot", i + 1);
-        let resp = ctx.calls().create_ok(&req, &step).await?;
+        let resp = ctx.steps().create_ok(&req, &step).await?;
         let canary = plant_in_volume(ctx, &resp.path, &step)?;
         made.push((req, resp.path, canary));
     }
@@ -201,7 +201,7 @@ async fn stale_loop(ctx: &Ctx) -> CheckResult {
     let dir = ctx.dirs().dir().to_path_buf();
     let before = crate::safe_fs::loops_backed_under(&dir);
     let (req, path) = ctx
-        .calls()
+        .steps()
         .one_volume("create of the volume a loop device is left on")
         .await?;
     let made: Vec<_> = crate::safe_fs::loops_backed_under(&dir)
@@ -234,7 +234,7 @@ async fn stale_loop(ctx: &Ctx) -> CheckResult {
         }
     };
     let step = "delete with a stale loop device on the image";
-    ctx.calls().delete_ok(&req, &path, step).await?;
+    ctx.steps().delete_ok(&req, &path, step).await?;
     // A detach while another process holds the device is finished later by
     // the kernel: give it the time a delete's detach may take.
     let deadline = std::time::Instant::now() + DETACH_BOUND;

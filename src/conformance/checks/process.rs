@@ -141,7 +141,7 @@ pub(crate) const ENV_SELF_CONTAINED: CheckSpec = CheckSpec {
 /// silently depends on.
 async fn env_self_contained(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
-    let nomads = ctx.calls().variant(|_| {});
+    let nomads = ctx.variant(|_| {});
     let mut dependent = Vec::new();
     let mut broken: Vec<&str> = Vec::new();
     let mut unmade: Vec<&str> = Vec::new();
@@ -162,7 +162,7 @@ async fn env_self_contained(ctx: &Ctx) -> CheckResult {
             Tried::Fails => {}
         }
         let full = harness_env();
-        let with_all = ctx.calls().variant(|o| o.extra_env = full.clone());
+        let with_all = ctx.variant(|o| o.extra_env = full.clone());
         let tried = try_settled(ctx, &with_all, op, "with PATH, HOME and LANG").await?;
         if tried == Tried::Unmade {
             unmade.push(op_name);
@@ -174,7 +174,7 @@ async fn env_self_contained(ctx: &Ctx) -> CheckResult {
         }
         let mut needed = Vec::new();
         for var in &full {
-            let with_one = ctx.calls().variant(|o| o.extra_env = vec![var.clone()]);
+            let with_one = ctx.variant(|o| o.extra_env = vec![var.clone()]);
             let how = format!("with {}", var.0);
             if try_settled(ctx, &with_one, op, &how).await? == Tried::Works {
                 needed.push(var.0.clone());
@@ -244,8 +244,8 @@ async fn cwd_independent(ctx: &Ctx) -> CheckResult {
         .make_dirs(std::path::Path::new("unrelated-cwd"))
         .map_err(|e| Finding::Skip(format!("cannot make a working dir: {e}")))?;
     let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o555));
-    let elsewhere = ctx.calls().variant(|o| o.cwd = Some(cwd.clone()));
-    let here = ctx.calls().variant(|_| {});
+    let elsewhere = ctx.variant(|o| o.cwd = Some(cwd.clone()));
+    let here = ctx.variant(|_| {});
     let mut problems = Vec::new();
     let mut excused = Vec::new();
     for op in Operation::ALL {

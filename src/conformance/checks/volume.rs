@@ -188,7 +188,7 @@ async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let req = ctx.request();
     let resp = ctx
-        .calls()
+        .steps()
         .create_ok(&req, "create a volume to fill")
         .await?;
     let limit = match resp.bytes {
@@ -250,7 +250,7 @@ async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
             "after the refused write was removed, the volume takes no new file: {e}"
         )));
     }
-    ctx.calls()
+    ctx.steps()
         .delete_ok(&req, &resp.path, "delete the filled volume")
         .await?;
     Ok(Finding::Pass(format!(
@@ -303,7 +303,7 @@ async fn block_device(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let req = ctx.request();
     let resp = ctx
-        .calls()
+        .steps()
         .create_ok(&req, "create a block-device volume")
         .await?;
     let path = Path::new(&resp.path);
@@ -330,7 +330,7 @@ async fn block_device(ctx: &Ctx) -> CheckResult {
         ))
     })?;
     let again = ctx
-        .calls()
+        .steps()
         .create_ok(&req, "create the block-device volume again")
         .await?;
     let same = VolumeFacts::measure(Path::new(&again.path))
@@ -345,7 +345,7 @@ async fn block_device(ctx: &Ctx) -> CheckResult {
             resp.path, again.path
         )));
     }
-    ctx.calls()
+    ctx.steps()
         .delete_ok(&req, &resp.path, "delete the block-device volume")
         .await?;
     Ok(Finding::Pass(format!(

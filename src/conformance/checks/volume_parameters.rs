@@ -125,11 +125,11 @@ async fn one_parameter(ctx: &Ctx, claim: &ParameterClaim, value: &str) -> Result
     params.insert(claim.key.clone(), value.to_owned());
     req.parameters = Some(params.into_iter().collect());
     let step = format!("create with {} = {value:?}", claim.key);
-    let resp = ctx.calls().create_ok(&req, &step).await?;
+    let resp = ctx.steps().create_ok(&req, &step).await?;
     let facts = VolumeFacts::measure(Path::new(&resp.path))
         .map_err(|e| Finding::Fail(format!("{step}: cannot measure {:?}: {e}", resp.path)))?;
     let holds = effect_holds(&facts, claim.effect, value);
-    ctx.calls()
+    ctx.steps()
         .delete_ok(&req, &resp.path, &format!("delete after {step}"))
         .await?;
     holds

@@ -1,7 +1,7 @@
 //! A check's own record of its calls ([`Ledger`]): what each was expected to
 //! do, which volumes it made and has not deleted, and which calls are under
 //! way; and the run's gate every call passes ([`Gate`]). The calls themselves
-//! are [`calls`](super::calls)'.
+//! take the one path of [`route`](super::route).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;

@@ -1,60 +1,80 @@
 //! The checks that drive the manager (restore, reboot), as a Nomad client
 //! drives plugins: a manager over the check's sandbox that calls the plugin
 //! under test, the volumes it makes tracked for the check's clean-up, and its
-//! calls logged for the run-wide checks.
+//! calls logged for the run-wide checks ([`Managed`], reached as
+//! [`Ctx::managed`](super::Ctx::managed)).
 
 use std::sync::Arc;
 
 use super::{Calls, LoggedCall};
 use crate::contract::Operation;
 use crate::manager::{HostVolumeManager, ManagerError, Volume};
+use crate::plugin::HostVolumePlugin;
 
-impl Calls {
+/// The check's calls as the manager makes them on its behalf.
+#[derive(Clone, Copy)]
+pub(crate) struct Managed<'a> {
+    pub(super) calls: &'a Calls,
+}
+
+impl Managed<'_> {
+    /// The plugin under test, as Nomad runs it, for the manager to drive.
+    pub fn plugin(&self) -> &Arc<dyn HostVolumePlugin> {
+        &self.calls.plugin
+    }
+
+    /// How many raw calls the check made so far (see [`log_runs_from`](Self::log_runs_from)).
+    pub fn recorded(&self) -> usize {
+        self.calls.recorder.len()
+    }
+
     /// A manager over this sandbox (state in `<dir>/state`) that drives the
     /// plugin under test, for the checks that exercise what a Nomad client does
     /// around plugins (restore).
     pub fn manager(&self) -> Result<HostVolumeManager, ManagerError> {
-        let template = self.request();
-        let mut manager = HostVolumeManager::open(self.dir.join("state"))?
-            .with_volumes_dir(&self.volumes)
+        let calls = self.calls;
+        let template = calls.request();
+        let mut manager = HostVolumeManager::open(calls.dir.join("state"))?
+            .with_volumes_dir(&calls.volumes)
             .with_node_id(template.node_id)
             .with_node_pool(template.node_pool)
-            .with_timeouts(self.shared.settings.timeouts())
+            .with_timeouts(calls.shared.settings.timeouts())
             .with_restore_timeout(
-                crate::contract::RESTORE_TIMEOUT.mul_f64(self.shared.settings.timeout_scale),
+                crate::contract::RESTORE_TIMEOUT.mul_f64(calls.shared.settings.timeout_scale),
             )
-            .with_plugin(self.plugin.clone());
-        if let Some(dir) = self.plugin.plugin_dir() {
+            .with_plugin(calls.plugin.clone());
+        if let Some(dir) = calls.plugin.plugin_dir() {
             manager = manager.with_plugin_dir(dir);
         }
         Ok(manager)
     }
 
-    /// Remembers a volume made through the manager, for [`cleanup`](Self::cleanup).
+    /// Remembers a volume made through the manager, for the check's clean-up.
     pub fn track(&self, volume: &Volume) {
         if let Some(req) = &volume.create_request {
-            self.ledger.created(req, &volume.host_path);
-            self.shared.live.created(req, &volume.host_path);
+            self.calls.ledger.created(req, &volume.host_path);
+            self.calls.shared.live.created(req, &volume.host_path);
         }
     }
 
     /// Forgets a volume deleted through the manager.
     pub fn untrack(&self, id: &str) {
-        if let Some(req) = self.ledger.deleted(id) {
-            self.shared.live.deleted(&req.volumes_dir, id);
+        if let Some(req) = self.calls.ledger.deleted(id) {
+            self.calls.shared.live.deleted(&req.volumes_dir, id);
         }
     }
 
     /// Logs, for the run-wide checks, the raw calls recorded since the
     /// recorder held `start` calls (calls the manager made on our behalf).
     pub fn log_runs_from(&self, start: usize) {
-        let timeouts = self.shared.settings.timeouts();
-        for run in self.recorder.runs().into_iter().skip(start) {
+        let calls = self.calls;
+        let timeouts = calls.shared.settings.timeouts();
+        for run in calls.recorder.runs().into_iter().skip(start) {
             let Ok(op) = run.operation.parse::<Operation>() else {
                 continue;
             };
-            self.shared.log.push(LoggedCall {
-                check: self.check,
+            calls.shared.log.push(LoggedCall {
+                check: calls.check,
                 op,
                 duration: run.duration(),
                 limit: timeouts.limit(op),
@@ -62,7 +82,7 @@ impl Calls {
                 residue: None,
                 error: None,
                 run: Some(Arc::new(run)),
-                phase: self.phase,
+                phase: calls.phase,
                 // Calls the manager made; not counted as they ran.
                 in_flight: 0,
             });

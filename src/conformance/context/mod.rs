@@ -4,20 +4,24 @@
 //! - [`calls`]: the calls a check makes, each with its stated expectation
 //!   ([`Expect`]), kept in the check's [`ledger`]; [`variant`]: the same
 //!   plugin with other call options; [`managed`]: the manager some checks
-//!   drive it through;
+//!   drive it through; every one of them takes the one path of [`route`]
+//!   (admitted through the run's gate, ended in the ledger, logged when it
+//!   is a call Nomad makes);
 //! - [`log`]: the run's call log ([`CallLog`]) that the run-wide checks read
 //!   (and nothing else);
 //! - [`probes`]: the run's shared first calls and the prerequisites checks
 //!   derive from them ("needs create.succeeds");
-//! - [`steps`]: the scenario steps several checks share (create cleanly,
-//!   plant a canary in a volume);
+//! - [`steps`]: the scenario steps several checks share, made of those calls
+//!   ([`Steps`]: a call that must succeed, create cleanly; plant a canary in
+//!   a volume);
 //! - [`residue`]: what every create and delete leaves (one root cause, one
 //!   finding: `delete.no-residue`'s), for other checks to cite;
 //! - [`unloaded`]: calls re-run alone when they timed out under the run's
 //!   own load, for the checks that compare or diagnose.
 //!
 //! [`Ctx`] is what one check sees of them (a few small types, each with one
-//! owner); [`ScenarioRun`] is the engine's handle on a check's run; [`Shared`]
+//! owner: [`Ctx::calls`], [`Ctx::steps`], [`Ctx::variant`], [`Ctx::managed`],
+//! [`Ctx::dirs`], [`Ctx::probes`]); [`ScenarioRun`] is the engine's handle on a check's run; [`Shared`]
 //! holds what the checks of one run share, and no check reaches it.
 
 mod calls;
@@ -28,6 +32,7 @@ mod managed;
 mod probes;
 mod repeat;
 mod residue;
+mod route;
 mod sandbox;
 mod steps;
 mod timing;
@@ -40,11 +45,13 @@ use std::sync::{Arc, Mutex};
 pub(crate) use calls::{Calls, Expect};
 pub(crate) use dirs::Dirs;
 pub(crate) use log::{CallLog, LoggedCall, RunLog};
+pub(crate) use managed::Managed;
 pub(crate) use probes::{Prereqs, Probes};
 pub(crate) use repeat::Repeat;
 pub(crate) use residue::{Residue, around};
+pub(crate) use route::Start;
 pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
-pub(crate) use steps::{Holds, LOOP_RELEASE, VolumeAt, plant_in_volume};
+pub(crate) use steps::{Holds, LOOP_RELEASE, Steps, VolumeAt, plant_in_volume};
 pub(crate) use timing::{Phase, is_provoked, overran};
 pub(crate) use variant::Variant;
 
@@ -241,7 +248,8 @@ impl Shared {
 }
 
 /// What a check sees of the run: its volume requests, the plugin's calls
-/// ([`Calls`]), its dirs ([`Dirs`]), the run's probes and the prerequisites
+/// ([`Calls`]) and the steps made of them ([`Steps`]), the same plugin with
+/// other options ([`Variant`]) or driven by the manager ([`Managed`]), its dirs ([`Dirs`]), the run's probes and the prerequisites
 /// derived from them ([`Prereqs`]), and the citations of its evidence. The
 /// run's bookkeeping (the gate, the live volumes, the call log, the timing
 /// phase, the residue accounting) stays with the engine: [`ScenarioRun`]
@@ -266,9 +274,34 @@ impl Ctx {
         })
     }
 
-    /// The plugin under test: every call a check makes of it.
+    /// The plugin under test: every call a check makes of it, as Nomad makes it.
     pub fn calls(&self) -> &Calls {
         &self.calls
+    }
+
+    /// The steps several checks share, made of those calls.
+    pub fn steps(&self) -> Steps<'_> {
+        Steps { calls: &self.calls }
+    }
+
+    /// The same plugin with other call options (a working dir, extra
+    /// variables), sharing this check's recorder and ledger. Its calls are
+    /// not what Nomad makes, so they are not logged for the run-wide checks.
+    pub fn variant(&self, adjust: impl FnOnce(&mut CallOptions)) -> Variant<'_> {
+        Variant::new(&self.calls, adjust)
+    }
+
+    /// The same plugin, each create or delete killed (SIGKILL to its whole
+    /// group) `after` it starts: the crash checks'. Killed on purpose, so
+    /// make its calls expecting either outcome (`Expect::Either`).
+    pub fn crasher(&self, after: std::time::Duration) -> Variant<'_> {
+        Variant::crasher(&self.calls, after)
+    }
+
+    /// The manager over this check's sandbox, and the calls it makes on the
+    /// check's behalf.
+    pub fn managed(&self) -> Managed<'_> {
+        Managed { calls: &self.calls }
     }
 
     /// The check's own dirs (its volumes dir among them) and its files.

@@ -151,7 +151,7 @@ impl<'a> Prereqs<'a> {
                 // what the checks judge must not depend on the host's load.
                 let probe = probe_ctx(shared, "fingerprint.runs");
                 probe
-                    .calls
+                    .steps()
                     .fingerprint_unloaded(Expect::Success, "fingerprint")
                     .await
             })

@@ -9,6 +9,7 @@
 use crate::contract::{CreateRequest, DeleteRequest, Operation};
 use crate::plugin::PluginRun;
 
+use super::route::Start;
 use super::{Calls, Expect, Shared};
 
 /// The request of a call, kept to make it again.
@@ -80,17 +81,33 @@ impl Shared {
     }
 }
 
+/// Whether a failed call of `op` made in `check` is a bystander's: the check
+/// is about another operation.
+fn is_bystander(check: &str, op: Operation) -> bool {
+    subject(check).is_some_and(|s| s != op)
+}
+
 impl Calls {
-    /// Whether a failed call of `op` made here is a bystander's: the check
-    /// is about another operation.
-    pub(super) fn is_bystander(&self, op: Operation) -> bool {
-        subject(self.check).is_some_and(|s| s != op)
+    /// Whether the failed call of `step` is a bystander's race: made again
+    /// alone, it succeeded. Calls made again alone are not made again once
+    /// more. Its value is the call's made again alone.
+    pub(super) async fn raced(
+        &self,
+        step: &str,
+        op: Operation,
+    ) -> Option<Box<dyn std::any::Any + Send>> {
+        if !is_bystander(self.check, op) || step.ends_with(&again_alone("")) {
+            return None;
+        }
+        let (redo, error, run) = self.ledger.failed(step)?;
+        self.repeat_alone(step, &redo, &error, run).await
     }
 
-    /// Makes the failed call of `step` again, alone. Its value when it
+    /// Makes the failed call of `step` again, alone, by Nomad's route (only
+    /// its calls are kept to be made again). Its value when it
     /// succeeded alone (a race, recorded, and the failure taken back): the
     /// create's response or the delete's `()`; `None` when it failed alone too.
-    pub(super) async fn repeat_alone(
+    async fn repeat_alone(
         &self,
         step: &str,
         redo: &Redo,
@@ -100,12 +117,18 @@ impl Calls {
         let again = again_alone(step);
         let (op, second, value): (_, _, Option<Box<dyn std::any::Any + Send>>) = match redo {
             Redo::Create(req) => {
-                let call = self.create_as(req, Expect::Either, &again, true).await;
+                let call = self
+                    .nomads()
+                    .create(req, Expect::Either, &again, Start::Alone)
+                    .await;
                 let value = call.result.as_ref().ok().map(|r| Box::new(r.clone()) as _);
                 (Operation::Create, call.run.clone(), value)
             }
             Redo::Delete(req) => {
-                let call = self.delete_as(req, Expect::Either, &again, true).await;
+                let call = self
+                    .nomads()
+                    .delete(req, Expect::Either, &again, Start::Alone)
+                    .await;
                 let value = call.ok().then(|| Box::new(()) as _);
                 (Operation::Delete, call.run.clone(), value)
             }

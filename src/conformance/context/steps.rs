@@ -1,12 +1,16 @@
-//! Scenario steps several checks share: plant a canary in a volume, create a
-//! volume that must then be deleted cleanly, create a volume to delete.
+//! Scenario steps several checks share ([`Steps`], reached as
+//! [`Ctx::steps`]): a call that must succeed ([`Steps::need`]), create a
+//! volume to delete, create a volume that must then be deleted cleanly, plant
+//! a canary in a volume; and the calls re-run alone after a timeout
+//! ([`unloaded`](super::unloaded)). Each is made of [`Calls`]' own calls.
 
 use std::path::{Path, PathBuf};
 
 use std::collections::BTreeSet;
 
 use super::{Calls, Ctx, Expect, Finding, Prereqs, Residue, listing};
-use crate::contract::{CreateRequest, DeleteRequest};
+use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
+use crate::plugin::PluginCall;
 
 /// Writes a canary into a volume, or fails the check saying the path is
 /// unusable. A path that resolves outside the run's sandbox gets nothing
@@ -109,7 +113,7 @@ impl VolumeAt {
 /// device attached waits this long.
 pub(crate) const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// What [`Calls::create_cleanly`] holds a successful create to, besides a
+/// What [`Steps::create_cleanly`] holds a successful create to, besides a
 /// delete that succeeds.
 #[derive(Clone, Copy)]
 pub(crate) struct Holds {
@@ -140,11 +144,69 @@ impl Holds {
     };
 }
 
-impl Calls {
+/// The steps a check composes of its calls ([`Ctx::steps`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Steps<'a> {
+    pub(super) calls: &'a Calls,
+}
+
+impl<'a> Steps<'a> {
+    /// Creates, expecting success: the response, or the finding for this
+    /// step (see [`need`](Self::need)).
+    pub async fn create_ok(
+        self,
+        req: &CreateRequest,
+        step: &str,
+    ) -> Result<CreateResponse, Finding> {
+        let call = self.calls.create(req, Expect::Success, step).await;
+        self.need(call, step).await
+    }
+
+    /// Deletes, expecting success; `Err` is the finding for this step.
+    pub async fn delete_ok(
+        self,
+        req: &CreateRequest,
+        path: &str,
+        step: &str,
+    ) -> Result<(), Finding> {
+        let call = self.calls.delete(req, path, Expect::Success, step).await;
+        self.need(call, step).await
+    }
+
+    /// A call's value, or the finding its failure makes: a skip naming the
+    /// prerequisite when that prerequisite itself did not pass, else this
+    /// check's failure (unless it failed by chance in a bystander, see
+    /// [`repeat`](super::repeat)).
+    pub async fn need<T: 'static>(self, call: PluginCall<T>, step: &str) -> Result<T, Finding> {
+        match call.result {
+            Ok(value) => Ok(value),
+            Err(e) => match self.prereqs().failed_prerequisite(call.operation).await {
+                Some(needs) => Err(Finding::Skip(needs)),
+                None => match self.calls.raced(step, call.operation).await {
+                    // It failed by chance: the check goes on from the call
+                    // made again alone.
+                    Some(value) => match value.downcast::<T>() {
+                        Ok(value) => Ok(*value),
+                        Err(_) => Err(Finding::Skip("needs process.repeatable".into())),
+                    },
+                    None => Err(Finding::Fail(format!(
+                        "{step}: expected {} to succeed; got: {e}",
+                        call.operation
+                    ))),
+                },
+            },
+        }
+    }
+
+    /// The run's probes and prerequisites.
+    fn prereqs(self) -> Prereqs<'a> {
+        self.calls.prereqs()
+    }
+
     /// Creates one volume for a check that deletes it: its request and path.
-    pub async fn one_volume(&self, step: &str) -> Result<(CreateRequest, String), Finding> {
+    pub async fn one_volume(self, step: &str) -> Result<(CreateRequest, String), Finding> {
         self.prereqs().require_create().await?;
-        let req = self.request();
+        let req = self.calls.request();
         let resp = self.create_ok(&req, step).await?;
         Ok((req, resp.path))
     }
@@ -154,7 +216,7 @@ impl Calls {
     /// process left). A call that timed out is judged by its re-run alone
     /// (inconclusive when that times out too). Returns a note on what happened.
     pub async fn create_cleanly(
-        &self,
+        self,
         req: &CreateRequest,
         label: &str,
         holds: Holds,
@@ -223,9 +285,9 @@ impl Calls {
                 // What a failed create left is failure.clean's finding, not
                 // this check's (its input caused no command, no escape): it
                 // is handed over, and this check names the owner.
-                self.shared.hand_to_failure_clean(format!(
+                self.calls.shared.hand_to_failure_clean(format!(
                     "{} ({label}): failed ({e}) and left{files}{procs}",
-                    self.check
+                    self.calls.check
                 ));
                 Ok(format!(
                     "{label}: refused (what the failed create left is failure.clean's finding){}",

@@ -148,10 +148,11 @@ async fn one_call(ctx: &super::Ctx, op: Operation) -> LoggedCall {
                     .into_owned()
             });
             ctx.calls
-                .delete_raw(
+                .delete_with(
                     &DeleteRequest::for_created(&req, &path),
                     Expect::Either,
                     &step,
+                    super::Start::Now,
                 )
                 .await;
         }

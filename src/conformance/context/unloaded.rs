@@ -10,7 +10,8 @@
 
 use std::future::Future;
 
-use super::{Calls, Expect, Finding};
+use super::route::Start;
+use super::{Expect, Finding, Steps};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{Fingerprint, PluginCall};
 
@@ -19,19 +20,20 @@ pub(super) fn again(step: &str) -> String {
     format!("{step}, re-run alone after a timeout")
 }
 
-impl Calls {
+impl Steps<'_> {
     /// Creates; a create that timed out is re-run alone (see the module).
     /// `Err(skip)` when it times out alone too, or when its prerequisite did
     /// not pass (that check reports the cause).
     pub async fn create_unloaded(
-        &self,
+        self,
         req: &CreateRequest,
         expect: Expect,
         step: &str,
     ) -> Result<PluginCall<CreateResponse>, Finding> {
-        let first = self.create(req, expect, step).await;
+        let first = self.calls.create(req, expect, step).await;
         self.settle_timeout(step, first, |again| async move {
-            self.create_as(req, expect, &again, true).await
+            let nomads = self.calls.nomads();
+            nomads.create(req, expect, &again, Start::Alone).await
         })
         .await
     }
@@ -39,14 +41,15 @@ impl Calls {
     /// Deletes; a delete that timed out is re-run alone, as for
     /// [`create_unloaded`](Self::create_unloaded).
     pub async fn delete_unloaded(
-        &self,
+        self,
         req: &DeleteRequest,
         expect: Expect,
         step: &str,
     ) -> Result<PluginCall<()>, Finding> {
-        let first = self.delete_raw(req, expect, step).await;
+        let first = self.calls.delete_with(req, expect, step, Start::Now).await;
         self.settle_timeout(step, first, |again| async move {
-            self.delete_as(req, expect, &again, true).await
+            let nomads = self.calls.nomads();
+            nomads.delete(req, expect, &again, Start::Alone).await
         })
         .await
     }
@@ -55,25 +58,22 @@ impl Calls {
     /// alone, and that one is the answer (it has no side effect to undo).
     /// One that overruns alone too is returned as it is: the deadline check
     /// reports it, and a check that needs an answer skips for it.
-    pub async fn fingerprint_unloaded(
-        &self,
-        expect: Expect,
-        step: &str,
-    ) -> PluginCall<Fingerprint> {
-        let first = self.fingerprint(expect, step).await;
-        let limit = self.shared.settings.timeouts().fingerprint;
+    pub async fn fingerprint_unloaded(self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
+        let first = self.calls.fingerprint(expect, step).await;
+        let limit = self.calls.shared.settings.timeouts().fingerprint;
         if !(first.timed_out() || first.duration > limit) {
             return first;
         }
-        self.ledger.excuse(step);
-        self.fingerprint_as(expect, &again(step), true).await
+        self.calls.ledger.excuse(step);
+        let nomads = self.calls.nomads();
+        nomads.fingerprint(expect, &again(step), Start::Alone).await
     }
 
     /// `first`, when it did not time out; else the re-run alone that `rerun`
     /// makes (given its step name). The calls that timed out are evidence in
     /// the run's log, not unmet expectations of the check.
     async fn settle_timeout<T, F, Fut>(
-        &self,
+        self,
         step: &str,
         first: PluginCall<T>,
         rerun: F,
@@ -85,14 +85,15 @@ impl Calls {
         if !first.timed_out() {
             return Ok(first);
         }
-        if let Some(needs) = self.prereqs().failed_prerequisite(first.operation).await {
+        let prereqs = self.calls.prereqs();
+        if let Some(needs) = prereqs.failed_prerequisite(first.operation).await {
             return Err(Finding::Skip(needs));
         }
-        self.ledger.excuse(step);
+        self.calls.ledger.excuse(step);
         let again = again(step);
         let call = rerun(again.clone()).await;
         if call.timed_out() {
-            self.ledger.excuse(&again);
+            self.calls.ledger.excuse(&again);
             return Err(Finding::Skip(format!(
                 "inconclusive: {step} timed out alone too"
             )));

@@ -1,54 +1,21 @@
 //! The plugin under test with other call options than Nomad's ([`Variant`]):
 //! a working dir, extra variables, a kill part way (the crash checks), or
-//! calls made alone. Its calls count in the check's ledger, and as the run's
-//! calls in flight, but are not logged for the run-wide checks: they are not
-//! what Nomad makes.
+//! calls made alone. Its calls take the same path as Nomad's
+//! ([`route`](super::route)): they count in the check's ledger, and as calls
+//! in flight in the check and the run, but are not logged for the run-wide
+//! checks (they are not what Nomad makes), nor made again alone when one
+//! fails in a bystander check.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::ledger::Gate;
+use super::route::{Route, Start};
 use super::{Calls, Expect};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::exec::KillMode;
 use crate::plugin::{CallOptions, Fingerprint, HostVolumePlugin, PluginCall};
 
-impl Calls {
-    /// The same plugin with other call options (a working dir, extra
-    /// variables), sharing this check's recorder and ledger. Its calls are
-    /// not what Nomad makes, so they are not logged for the run-wide checks.
-    pub fn variant(&self, adjust: impl FnOnce(&mut CallOptions)) -> Variant<'_> {
-        let mut opts = self.shared.call_options(&self.recorder);
-        adjust(&mut opts);
-        Variant {
-            calls: self,
-            plugin: self.shared.settings.target.open(&opts),
-            alone: false,
-        }
-    }
-
-    /// Runs `create` and kills it (SIGKILL to its whole group) after `after`.
-    /// Killed on purpose, so either outcome is expected.
-    pub async fn crash_create(&self, req: &CreateRequest, after: Duration, step: &str) {
-        self.crasher(after).create(req, Expect::Either, step).await;
-    }
-
-    /// Runs `delete` and kills it after `after` (see [`crash_create`](Self::crash_create)).
-    pub async fn crash_delete(&self, req: &DeleteRequest, after: Duration, step: &str) {
-        self.crasher(after).delete(req, Expect::Either, step).await;
-    }
-
-    fn crasher(&self, after: Duration) -> Variant<'_> {
-        self.variant(|o| {
-            o.kill_mode = Some(KillMode::GroupKill);
-            o.timeouts.create = after;
-            o.timeouts.delete = after;
-        })
-    }
-}
-
-/// The plugin under test with other call options ([`Calls::variant`]).
+/// The plugin under test with other call options ([`Ctx::variant`](super::Ctx::variant)).
 pub(crate) struct Variant<'a> {
     calls: &'a Calls,
     plugin: Arc<dyn HostVolumePlugin>,
@@ -57,23 +24,30 @@ pub(crate) struct Variant<'a> {
     alone: bool,
 }
 
-/// A call of the run under way that is not logged (it still counts as in flight).
-struct Counted<'a>(&'a AtomicUsize);
-
-impl<'a> Counted<'a> {
-    fn enter(counter: &'a AtomicUsize) -> Counted<'a> {
-        counter.fetch_add(1, Ordering::SeqCst);
-        Counted(counter)
-    }
-}
-
-impl Drop for Counted<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 impl<'a> Variant<'a> {
+    /// The same plugin as `calls`' with other call options (a working dir,
+    /// extra variables), sharing that check's recorder and ledger.
+    pub(super) fn new(calls: &'a Calls, adjust: impl FnOnce(&mut CallOptions)) -> Variant<'a> {
+        let mut opts = calls.shared.call_options(&calls.recorder);
+        adjust(&mut opts);
+        Variant {
+            calls,
+            plugin: calls.shared.settings.target.open(&opts),
+            alone: false,
+        }
+    }
+
+    /// The same plugin killed (SIGKILL to its whole group) `after` a create
+    /// or delete starts: the crash checks' calls. Killed on purpose, so make
+    /// its calls expecting either outcome.
+    pub(super) fn crasher(calls: &'a Calls, after: Duration) -> Variant<'a> {
+        Variant::new(calls, |o| {
+            o.kill_mode = Some(KillMode::GroupKill);
+            o.timeouts.create = after;
+            o.timeouts.delete = after;
+        })
+    }
+
     /// The same, making its calls alone: a re-run that tells a call that
     /// timed out under the run's own load from one that hangs.
     pub fn alone(&self) -> Variant<'a> {
@@ -84,19 +58,21 @@ impl<'a> Variant<'a> {
         }
     }
 
-    /// Lets a call in: through the run's gate (shared, or exclusive when
-    /// alone), counted as one of the run's calls in flight.
-    async fn admit(&self) -> (Gate<'_>, Counted<'_>) {
-        let gate = Gate::hold(&self.calls.shared, self.alone).await;
-        (gate, Counted::enter(&self.calls.shared.in_flight))
+    /// The path its calls take (the one every call takes), through this
+    /// handle, not logged; and when they start.
+    fn route(&self) -> (Route<'_>, Start<'static>) {
+        let route = Route {
+            calls: self.calls,
+            plugin: &*self.plugin,
+            nomads: false,
+        };
+        (route, if self.alone { Start::Alone } else { Start::Now })
     }
 
     /// Fingerprints.
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
-        let (_gate, _in_flight) = self.admit().await;
-        let call = self.plugin.fingerprint().await;
-        self.calls.account(step, expect, &call);
-        call
+        let (route, start) = self.route();
+        route.fingerprint(expect, step, start).await
     }
 
     /// Creates.
@@ -106,21 +82,14 @@ impl<'a> Variant<'a> {
         expect: Expect,
         step: &str,
     ) -> PluginCall<CreateResponse> {
-        self.calls.shared.live.creating(req);
-        let (_gate, _in_flight) = self.admit().await;
-        let call = self.plugin.create(req).await;
-        self.calls.account(step, expect, &call);
-        self.calls.create_ended(req, &call);
-        call
+        let (route, start) = self.route();
+        route.create(req, expect, step, start).await
     }
 
     /// Deletes.
     pub async fn delete(&self, req: &DeleteRequest, expect: Expect, step: &str) -> PluginCall<()> {
-        let (_gate, _in_flight) = self.admit().await;
-        let call = self.plugin.delete(req).await;
-        self.calls.account(step, expect, &call);
-        self.calls.delete_ended(req, &call);
-        call
+        let (route, start) = self.route();
+        route.delete(req, expect, step, start).await
     }
 
     /// Creates; a create that timed out under the run's load is made again

@@ -1,0 +1,184 @@
+//! The one path every plugin call of a check takes, whoever makes it
+//! ([`Route`]): [`Calls`](super::Calls) for the calls Nomad makes, and a
+//! [`Variant`](super::Variant) for the same plugin with other call options.
+//! A call is let in (aligned with its burst, through the run's gate, counted
+//! as under way in the check and the run), made, then ended: accounted in the
+//! check's ledger with what was expected of it, its volume's life recorded,
+//! and, for Nomad's calls only, logged for the run-wide checks and kept to be
+//! made again alone.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::ledger::{Gate, Solo};
+use super::repeat::Redo;
+use super::{Calls, Expect, LoggedCall, listing};
+use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
+use crate::plugin::{Fingerprint, HostVolumePlugin, PluginCall};
+
+/// When a call starts.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) enum Start<'b> {
+    /// As soon as the run's gate lets it in (shared with the other calls).
+    #[default]
+    Now,
+    /// With no other call of the run in flight (see [`Gate`]): a re-run that
+    /// tells a call that failed or timed out under the run's own load from
+    /// one that fails anyway.
+    Alone,
+    /// As one call of a burst: once every call of the burst has reached the
+    /// barrier, so their starts are aligned (a race between them is met by
+    /// design, not by chance).
+    Aligned(&'b tokio::sync::Barrier),
+}
+
+/// Which handle of the plugin under test a call goes through, and whether it
+/// is one Nomad makes.
+#[derive(Clone, Copy)]
+pub(super) struct Route<'a> {
+    /// The check's calls: its ledger, recorder and run.
+    pub calls: &'a Calls,
+    /// The plugin, opened with the options of this route.
+    pub plugin: &'a dyn HostVolumePlugin,
+    /// Nomad's calls (the plugin as Nomad runs it) are logged for the
+    /// run-wide checks and, when one fails in a bystander check, made again
+    /// alone through the same handle (see [`repeat`](super::repeat)). A
+    /// variant's are neither: they are not what Nomad makes.
+    pub nomads: bool,
+}
+
+impl Route<'_> {
+    /// Creates. A failed create made alone (by Nomad's route) is logged with
+    /// what it left in the volumes dir, for `failure.clean`.
+    pub async fn create(
+        &self,
+        req: &CreateRequest,
+        expect: Expect,
+        step: &str,
+        start: Start<'_>,
+    ) -> PluginCall<CreateResponse> {
+        let (_gate, solo) = self.admit(start).await;
+        let dir = Path::new(&req.volumes_dir);
+        let before = (self.nomads && solo.started_alone).then(|| listing(dir));
+        self.calls.shared.live.creating(req);
+        let call = self.plugin.create(req).await;
+        let residue = match (&call.result, before, solo.alone()) {
+            (Err(_), Some(before), true) => {
+                Some(listing(dir).difference(&before).cloned().collect())
+            }
+            _ => None,
+        };
+        self.ended(solo, &call, residue, step, expect);
+        self.keep_redo(step, &call, || Redo::Create(req.clone()));
+        let ledger = &self.calls.ledger;
+        if let Ok(resp) = &call.result {
+            ledger.created(req, &resp.path);
+        }
+        let path = call.result.as_ref().ok().map(|r| r.path.as_str());
+        self.calls.shared.live.create_ended(req, path);
+        call
+    }
+
+    /// Sends exactly this delete request. A volume deleted is gone from the
+    /// check and the run; one whose delete timed out is left to the run's
+    /// teardown.
+    pub async fn delete(
+        &self,
+        req: &DeleteRequest,
+        expect: Expect,
+        step: &str,
+        start: Start<'_>,
+    ) -> PluginCall<()> {
+        let (_gate, solo) = self.admit(start).await;
+        let call = self.plugin.delete(req).await;
+        self.ended(solo, &call, None, step, expect);
+        self.keep_redo(step, &call, || Redo::Delete(req.clone()));
+        if call.ok() {
+            self.calls.ledger.deleted(&req.volume_id);
+            self.calls
+                .shared
+                .live
+                .deleted(&req.volumes_dir, &req.volume_id);
+        } else if call.timed_out() {
+            self.calls.ledger.hung(&req.volume_id);
+        }
+        call
+    }
+
+    /// Fingerprints.
+    pub async fn fingerprint(
+        &self,
+        expect: Expect,
+        step: &str,
+        start: Start<'_>,
+    ) -> PluginCall<Fingerprint> {
+        let (_gate, solo) = self.admit(start).await;
+        let call = self.plugin.fingerprint().await;
+        self.ended(solo, &call, None, step, expect);
+        call
+    }
+
+    /// Lets a call in: once every call of its burst has reached the barrier
+    /// (when aligned), through the run's gate (exclusively when alone),
+    /// counted as under way in the check and the run.
+    async fn admit(&self, start: Start<'_>) -> (Gate<'_>, Solo<'_>) {
+        // Aligned before the gate: a burst call holding the gate while it
+        // waits for the others could deadlock behind a call made alone.
+        if let Start::Aligned(barrier) = start {
+            barrier.wait().await;
+        }
+        let shared = &self.calls.shared;
+        let gate = Gate::hold(shared, matches!(start, Start::Alone)).await;
+        (gate, self.calls.ledger.enter(&shared.in_flight))
+    }
+
+    /// A call let in by [`admit`](Self::admit) ended: it no longer counts as
+    /// under way, it is logged for the run-wide checks when it is Nomad's
+    /// (with what its failed create left, `residue`), and accounted in the
+    /// ledger.
+    fn ended<T>(
+        &self,
+        solo: Solo<'_>,
+        call: &PluginCall<T>,
+        residue: Option<Vec<String>>,
+        step: &str,
+        expect: Expect,
+    ) {
+        let in_flight = solo.run_in_flight;
+        drop(solo);
+        if self.nomads {
+            self.log(call, in_flight, residue);
+        }
+        let error = call.result.as_ref().err().map(|e| e.to_string());
+        self.calls
+            .ledger
+            .note(step, call.operation.as_str(), expect, error);
+    }
+
+    /// Keeps what a failed call of Nomad's needs to be made again alone.
+    fn keep_redo<T>(&self, step: &str, call: &PluginCall<T>, redo: impl FnOnce() -> Redo) {
+        // A call that timed out is not made again here: the deadline checks
+        // own that, and a call made again alone would cost its whole limit.
+        if !self.nomads || call.result.is_ok() || call.timed_out() {
+            return;
+        }
+        self.calls.ledger.keep_redo(step, redo(), call.run.clone());
+    }
+
+    /// Logs a call; `in_flight`: the run's calls in flight when it started.
+    fn log<T>(&self, call: &PluginCall<T>, in_flight: usize, residue: Option<Vec<String>>) {
+        let shared = &self.calls.shared;
+        shared.log.push(LoggedCall {
+            check: self.calls.check,
+            op: call.operation,
+            duration: call.duration,
+            limit: shared.settings.timeouts().limit(call.operation),
+            phase: self.calls.phase,
+            in_flight,
+            plugin_failed: !call.exited_zero(),
+            run: call.run.clone().map(Arc::new),
+            residue,
+            error: call.result.as_ref().err().map(ToString::to_string),
+        });
+    }
+}
