@@ -3,19 +3,16 @@
 //! same loop), the wait-delay, then the sweep of whatever is left.
 
 use std::os::fd::AsFd;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use tokio::io::unix::AsyncFd;
 
 use super::capture::{Capture, drain_until};
-use super::cgroup::CallCgroup;
+use super::os::{self, Tracked};
 use super::signal::{signal_group, signal_one};
-use super::spawn::{self, EnvBlock, pipe_inode};
 use super::supervisor::Supervisor;
-use super::sweep::Tracked;
-use super::{Call, ExitReason, KillMode, Outcome, SpawnError, process_wide, procfs, sweep};
+use super::{Call, ExitReason, KillMode, Outcome, SpawnError};
 
 /// A started call: the leader, its pipes, and the guard that cleans up after
 /// it whatever happens to the future running it.
@@ -37,7 +34,7 @@ impl Call {
         let mut call = self.start(supervisor)?;
         let (exit, timed_out) = self.wait_leader(&mut call).await;
         let duration = call.start.elapsed();
-        let cpu_wait = call.call.cgroup.as_ref().and_then(|c| c.cpu_wait());
+        let cpu_wait = call.call.cpu_wait();
         call.guard.leader_reaped = true;
         let mut outcome = self.finish(call, exit, timed_out, duration).await;
         outcome.cpu_wait = cpu_wait;
@@ -54,27 +51,13 @@ impl Call {
     /// Spawns the leader and registers it with the supervisor and as a child
     /// of this process, atomically with respect to a cancel and to a reap.
     fn start(&self, supervisor: Supervisor) -> Result<Started, SpawnError> {
-        process_wide::ensure_subreaper();
-        let env = spawn::env_block(&self.env).map_err(|e| self.spawn_error(e))?;
+        os::ensure_subreaper();
+        let env = os::env_block(&self.env).map_err(|e| self.spawn_error(e))?;
         let (call, (spawned, start)) = supervisor
             .admit(|| {
-                let cgroup = CallCgroup::create();
-                let mut leaders = process_wide::leaders();
-                let start = Instant::now();
-                let started = procfs::boot_ticks();
-                let procs = cgroup.as_ref().map(CallCgroup::fd);
-                let cwd = self.cwd.as_deref();
                 let argv0 = self.arg0.as_deref().unwrap_or(&self.program);
                 let program = (self.program.as_path(), argv0);
-                let spawned = spawn::spawn(program, &self.args, &env, cwd, procs)?;
-                leaders.insert(spawned.pid, started);
-                let call = Tracked {
-                    pgid: spawned.pid,
-                    env: EnvBlock::clone(&env),
-                    cgroup: cgroup.filter(|_| spawned.in_cgroup).map(Arc::new),
-                    started,
-                };
-                Ok((call, (spawned, start)))
+                os::start_leader(program, &self.args, &env, self.cwd.as_deref())
             })
             .map_err(|e| self.spawn_error(e))?;
         let pid = call.pgid;
@@ -84,7 +67,7 @@ impl Call {
             done: false,
             leader_reaped: false,
         };
-        let exit_fd = spawn::pidfd(pid).map_err(|e| self.spawn_error(e))?;
+        let exit_fd = os::pidfd(pid).map_err(|e| self.spawn_error(e))?;
         // SAFETY: the AsyncFd owns the OwnedFd, so the descriptor stays open and
         // the same for the AsyncFd's whole life.
         let exit_fd =
@@ -110,7 +93,7 @@ impl Call {
     /// its wait status and whether it timed out.
     async fn wait_leader(&self, call: &mut Started) -> (ExitReason, bool) {
         let pid = call.pid;
-        let exited = spawn::wait_exit(pid, &call.exit_fd);
+        let exited = os::wait_exit(pid, &call.exit_fd);
         tokio::pin!(exited);
         let deadline = self
             .timeout
@@ -184,17 +167,15 @@ impl Call {
         let mut held = false;
         if open_after_delay && !self.follow.is_zero() {
             let inodes = pipe_inodes(out, err);
-            held = sweep::member_pids(&call.call)
-                .into_iter()
-                .any(|pid| procfs::holds_pipe(pid, &inodes));
+            held = os::pipe_held(&call.call, &inodes);
             drain_until(out, err, self.follow).await;
         }
         let exited_at = call.start + duration;
         let closed_after_exit = (out.eof && err.eof).then(|| exited_at.elapsed());
 
-        let leftovers = sweep::sweep(&call.call, || pipe_inodes(out, err)).await;
+        let leftovers = os::sweep(&call.call, || pipe_inodes(out, err)).await;
         call.guard.done = true;
-        process_wide::forget_leader(call.pid);
+        os::forget_leader(call.pid);
         call.guard.supervisor.release(call.pid);
         // With the holders dead the pipes close; a holder we could not attribute
         // must not hang us, so this wait is bounded too.
@@ -232,7 +213,7 @@ fn ended_with(this: &Capture, other: &mut Capture, pid: i32) -> Option<ExitReaso
         return None;
     }
     other.read_now();
-    spawn::try_reap(pid)
+    os::try_reap(pid)
 }
 
 /// The inodes of a call's stdout and stderr pipes, so that leftovers holding
@@ -240,7 +221,7 @@ fn ended_with(this: &Capture, other: &mut Capture, pid: i32) -> Option<ExitReaso
 fn pipe_inodes(out: &Capture, err: &Capture) -> Vec<u64> {
     [out.pipe.as_fd(), err.pipe.as_fd()]
         .into_iter()
-        .filter_map(pipe_inode)
+        .filter_map(os::pipe_inode)
         .collect()
 }
 
@@ -257,7 +238,7 @@ impl Drop for CallGuard {
     fn drop(&mut self) {
         if !self.done {
             let (supervisor, pgid) = (self.supervisor.clone(), self.call.pgid);
-            sweep::sweep_detached(self.call.clone(), self.leader_reaped, move || {
+            os::sweep_detached(self.call.clone(), self.leader_reaped, move || {
                 supervisor.release(pgid)
             });
         }

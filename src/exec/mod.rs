@@ -16,33 +16,43 @@
 //!   is dropped part way.
 //!
 //! Every call runs under a [`Supervisor`], the handle that owns a run's live
-//! calls and can cancel them all at once. The only process-wide state (the
-//! child subreaper and the set of leaders this process spawned) lives in
-//! `process_wide.rs`; the Linux specifics are split by concern: `spawn.rs`
-//! starts a leader, `procfs.rs` reads the process table, `sweep.rs` finds and
-//! kills what a call left.
+//! calls and can cancel them all at once.
+//!
+//! The OS seam: what is in this dir is portable POSIX (`call.rs`, one call's
+//! lifecycle; `capture.rs`, the pipes; `supervisor.rs`; `signal.rs`;
+//! `wait_status.rs`); everything Linux-only (`clone3` into a cgroup, cgroup
+//! v2, `/proc`, pidfds, the child subreaper, the sweeps built on them) is in
+//! `linux/`, mounted as the module `os` and reached only through its facade
+//! (`linux/mod.rs`, whose docs list what another OS would have to provide;
+//! its parts are private to it). There is no other port: a build for another
+//! target stops with a `compile_error!` naming that facade.
 
 mod call;
 mod capture;
-mod cgroup;
-mod cgroup_tree;
-mod clone_spawn;
-pub use cgroup::{NO_CGROUP_VAR, remove_dead_run_cgroups};
-mod process_wide;
-mod procfs;
+/// The OS side of the runner: Linux's, the only one (see its docs).
+#[cfg(target_os = "linux")]
+#[path = "linux/mod.rs"]
+mod os;
 mod signal;
-mod spawn;
 mod supervisor;
-mod sweep;
 mod wait_status;
+
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "dhv-conform runs plugins on Linux only: another OS must provide the facade of \
+     src/exec/linux/mod.rs (start_leader, pidfd, wait_exit, try_reap, Tracked, sweep, \
+     sweep_detached, ...) as a module of its own"
+);
+
+pub use os::{NO_CGROUP_VAR, remove_dead_run_cgroups};
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use crate::contract::ExitReason;
+pub use os::Leftover;
 pub use supervisor::Supervisor;
-pub use sweep::Leftover;
 
 /// Default cap on captured stdout and on captured stderr: 1 MiB each.
 pub const DEFAULT_OUTPUT_CAP: usize = 1 << 20;
@@ -58,9 +68,7 @@ pub const MAX_ARG_STRLEN: usize = 32 * 4096;
 /// gone (a zombie counts as gone): with the pid, this tells a process from a
 /// later one that reuses its pid.
 pub fn process_start_time(pid: i32) -> Option<u64> {
-    procfs::read_stat(pid)
-        .filter(|p| !p.zombie)
-        .map(|p| p.started)
+    os::process_start_time(pid)
 }
 
 /// Why `env` cannot be handed to a program at all (the kernel would refuse

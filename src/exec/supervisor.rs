@@ -4,10 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nix::sys::signal::Signal;
-
-use super::signal::{signal_group, signal_one};
-use super::sweep::{self, Tracked};
+use super::os::Tracked;
 
 /// Owns the calls run through it: the registry of live calls and a cancel
 /// flag. Cheap to clone; clones share both.
@@ -63,13 +60,7 @@ impl Supervisor {
             state.calls.values().cloned().collect()
         };
         for call in &calls {
-            signal_group(call.pgid, Signal::SIGKILL);
-            if let Some(cgroup) = &call.cgroup {
-                cgroup.kill();
-            }
-            for pid in sweep::member_pids(call) {
-                signal_one(pid, Signal::SIGKILL);
-            }
+            call.kill_all();
         }
     }
 

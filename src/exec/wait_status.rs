@@ -5,7 +5,7 @@
 //! killed by one could not be reported at all, and nix drops the core-dump bit
 //! on the floor for the callers that ignore it. Go (and so Nomad) keeps both.
 
-use super::ExitReason;
+use crate::contract::ExitReason;
 
 /// How a process ended, from its raw wait status; `None` for a status that is
 /// no ending (stopped, continued).

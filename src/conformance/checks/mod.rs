@@ -35,6 +35,7 @@ pub(crate) mod timing;
 pub(crate) mod volume;
 mod volume_parameters;
 
+pub(crate) use super::context::shown;
 use super::context::{Ctx, Finding, RunLog};
 pub(crate) use crate::conformance::catalogue::CheckSpec;
 use crate::plugin::BoxFuture;
@@ -83,8 +84,6 @@ pub(crate) fn needs(check: &CheckSpec) -> String {
 /// (a skip because a prerequisite failed, or the first failed step).
 pub(crate) type CheckResult = Result<Finding, Finding>;
 
-/// Text of a plugin's output for a message: trimmed, capped, control characters
-/// escaped, `(empty)` when there is none.
 /// What the plugin printed, diagnosed ("text before the JSON on stdout — logs
 /// belong on stderr (first line: …)"), ready to lead a message; empty when the
 /// shape of the output is not the problem.
@@ -92,25 +91,6 @@ pub(crate) fn hint_prefix(stdout: &[u8]) -> String {
     crate::contract::stdout_hint(stdout)
         .map(|hint| format!("{hint}; "))
         .unwrap_or_default()
-}
-
-pub(crate) fn shown(bytes: &[u8]) -> String {
-    const CAP: usize = 300;
-    let text = String::from_utf8_lossy(bytes);
-    let text = text.trim();
-    if text.is_empty() {
-        return "(empty)".into();
-    }
-    let mut out: String = text
-        .chars()
-        .take(CAP)
-        .collect::<String>()
-        .escape_debug()
-        .to_string();
-    if text.chars().count() > CAP {
-        out.push('…');
-    }
-    format!("\"{out}\"")
 }
 
 /// Awaits futures concurrently, keeping their order (no extra dependency for it).

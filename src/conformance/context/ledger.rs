@@ -8,10 +8,16 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::Expect;
-use super::repeat::Redo;
 use crate::contract::{CreateRequest, DeleteRequest, Operation};
 use crate::lock;
 use crate::plugin::PluginRun;
+
+/// The request of a call, kept to make it again alone (see [`repeat`](super::repeat)).
+#[derive(Debug, Clone)]
+pub(super) enum Redo {
+    Create(CreateRequest),
+    Delete(DeleteRequest),
+}
 
 /// One call in a check's ledger.
 #[derive(Debug, Clone)]

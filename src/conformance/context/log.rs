@@ -143,3 +143,24 @@ impl RunLog {
         self.calls.iter().filter(|c| c.op == op).collect()
     }
 }
+
+/// Text of a plugin's output for a message: trimmed, capped, control characters
+/// escaped, `(empty)` when there is none.
+pub(crate) fn shown(bytes: &[u8]) -> String {
+    const CAP: usize = 300;
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    if text.is_empty() {
+        return "(empty)".into();
+    }
+    let mut out: String = text
+        .chars()
+        .take(CAP)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
+    if text.chars().count() > CAP {
+        out.push('…');
+    }
+    format!("\"{out}\"")
+}

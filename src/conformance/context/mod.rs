@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex};
 
 pub(crate) use calls::{Calls, Expect};
 pub(crate) use dirs::Dirs;
-pub(crate) use log::{CallLog, LoggedCall, RunLog};
+pub(crate) use log::{CallLog, LoggedCall, RunLog, shown};
 pub(crate) use managed::Managed;
 pub(crate) use probes::{Prereqs, Probes};
 pub(crate) use repeat::Repeat;

@@ -6,18 +6,12 @@
 //! fails by chance is a volume stuck for good), and the bystander does not
 //! fail for it. If it fails alone too, the failure stands, and says so.
 
-use crate::contract::{CreateRequest, DeleteRequest, Operation};
+use crate::contract::Operation;
 use crate::plugin::PluginRun;
 
+use super::ledger::Redo;
 use super::route::Start;
 use super::{Calls, Expect, Shared};
-
-/// The request of a call, kept to make it again.
-#[derive(Debug, Clone)]
-pub(super) enum Redo {
-    Create(CreateRequest),
-    Delete(DeleteRequest),
-}
 
 /// A call that failed where it was made and succeeded made again alone.
 #[derive(Debug, Clone)]
@@ -39,7 +33,7 @@ impl Repeat {
         let stderr = |run: &Option<PluginRun>| {
             run.as_ref()
                 .and_then(|r| r.result.as_ref().ok())
-                .map(|o| super::super::checks::shown(&o.stderr))
+                .map(|o| super::log::shown(&o.stderr))
                 .unwrap_or_else(|| "(none)".into())
         };
         format!(

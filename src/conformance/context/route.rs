@@ -10,8 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::ledger::{Gate, Solo};
-use super::repeat::Redo;
+use super::ledger::{Gate, Redo, Solo};
 use super::{Calls, Expect, LoggedCall, listing};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{Fingerprint, HostVolumePlugin, PluginCall};

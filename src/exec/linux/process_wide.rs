@@ -2,7 +2,7 @@
 //! set of children this process spawned as call leaders.
 //!
 //! Both are facts about the *process*, not about a run, which is why they live
-//! here and nowhere else: whatever [`Supervisor`](super::Supervisor) started a
+//! here and nowhere else: whatever [`Supervisor`](crate::exec::Supervisor) started a
 //! call, its leader is a child of this process, and an orphan re-parented to us
 //! is a child of this process too. Telling the two apart (and never reaping a
 //! leader some call is about to wait for) needs the one set of every leader,
@@ -36,7 +36,7 @@ static LEADERS: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
 
 /// The set of live leaders, locked. Held across a spawn and the registration
 /// of its leader, so that a reap never takes a leader some call is about to
-/// wait for (see [`reap_if_ours`](super::sweep)).
+/// wait for (see [`reap_if_ours`](mod@super::sweep)).
 pub(crate) struct Leaders(MutexGuard<'static, Vec<(i32, u64)>>);
 
 impl Leaders {

@@ -110,7 +110,7 @@ pub(crate) fn kill_tree(dir: &Path) {
         .and_then(|mut f| f.write_all(b"1"));
     if killed.is_err() {
         for pid in tree_pids(dir) {
-            super::signal::signal_one(pid, nix::sys::signal::Signal::SIGKILL);
+            crate::exec::signal::signal_one(pid, nix::sys::signal::Signal::SIGKILL);
         }
     }
 }

@@ -24,8 +24,8 @@ use super::process_wide::{self, unexpected_children};
 use super::procfs::{
     Proc, cgroup_path, cmdline, environ_matches, holds_pipe, process_table, read_stat,
 };
-use super::signal::{reap_blocking, signal_group, signal_one};
 use super::spawn::EnvBlock;
+use crate::exec::signal::{reap_blocking, signal_group, signal_one};
 
 /// A process the plugin left behind, as seen in `/proc` when it was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +49,26 @@ pub(crate) struct Tracked {
     pub cgroup: Option<Arc<CallCgroup>>,
     /// When the call started, in clock ticks since boot.
     pub started: u64,
+}
+
+impl Tracked {
+    /// The time the call's processes waited for a CPU, from its cgroup's
+    /// `cpu.pressure`; `None` without a cgroup or pressure information.
+    pub fn cpu_wait(&self) -> Option<Duration> {
+        self.cgroup.as_ref().and_then(|c| c.cpu_wait())
+    }
+
+    /// SIGKILL to every process of the call at once: its group, its cgroup,
+    /// and every member found (a cancel; the sweep reaps them).
+    pub fn kill_all(&self) {
+        signal_group(self.pgid, Signal::SIGKILL);
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.kill();
+        }
+        for pid in member_pids(self) {
+            signal_one(pid, Signal::SIGKILL);
+        }
+    }
 }
 
 /// The first, cheap look after a call: whether its process group still has a

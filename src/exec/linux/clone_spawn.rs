@@ -164,7 +164,7 @@ pub(crate) fn clone_spawn(
     };
     let pid = pid.map_err(CloneFailure::Clone)?;
     if errno != 0 {
-        super::signal::reap_blocking(pid);
+        crate::exec::signal::reap_blocking(pid);
         return Err(CloneFailure::Child(Error::from_raw_os_error(errno)));
     }
     Ok(pid)

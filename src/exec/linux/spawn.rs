@@ -11,7 +11,8 @@ use nix::errno::Errno;
 
 use super::cgroup::CallCgroup;
 use super::clone_spawn::{ChildFds, CloneFailure, above_stdio, clone_spawn};
-use super::{ExitReason, wait_status};
+use crate::contract::ExitReason;
+use crate::exec::wait_status;
 
 /// A call's environment as handed to `execve`, `KEY=value` each, in order;
 /// shared by the spawn, the live-call table and the sweeps without copying.

@@ -1,0 +1,94 @@
+//! The Linux side of the runner (mounted as `exec::os`), behind one facade:
+//! everything here is
+//! Linux-only (`clone3` with `CLONE_INTO_CGROUP`, cgroup v2, `/proc`,
+//! pidfds, `PR_SET_CHILD_SUBREAPER`); what is outside it in `exec`
+//! (`call.rs`, `capture.rs`, `supervisor.rs`, `signal.rs`,
+//! `wait_status.rs`) is plain POSIX and uses only the items re-exported
+//! below.
+//!
+//! What another OS would have to provide, the whole facade:
+//! - [`start_leader`]: start a leader in a process group of its own, with
+//!   exactly the given environment (in order), stdin `/dev/null` and the
+//!   parent's ends of its stdout and stderr pipes, and say how to find its
+//!   processes again ([`Tracked`]); [`ensure_subreaper`] once before;
+//! - [`pidfd`], [`wait_exit`], [`try_reap`]: wait for the leader without
+//!   blocking a thread, and reap it;
+//! - [`Tracked::cpu_wait`], [`Tracked::kill_all`]: the time the call waited
+//!   for a CPU (or `None`), and a kill of every process of the call at once;
+//! - [`pipe_inode`], [`pipe_held`]: tell whether a process of the call still
+//!   holds its pipes;
+//! - [`sweep`](fn@sweep), [`sweep_detached`]: find, record ([`Leftover`]), kill and
+//!   reap whatever the call left behind, awaited or from a dropped future;
+//!   [`forget_leader`] once the leader is reaped;
+//! - [`process_start_time`], [`env_block`], [`remove_dead_run_cgroups`],
+//!   [`NO_CGROUP_VAR`]: the crate-wide helpers `exec` exports.
+//!
+//! There is no port: `exec/mod.rs` stops a build for any other target with
+//! a `compile_error!` naming this facade, rather than a stub that would run
+//! plugins without the guarantees the module docs promise. A port is a
+//! module of its own with the same items, mounted as `os` under its own
+//! `#[cfg(target_os = …)]` beside this one's. (`safe_fs`, with
+//! its loop devices and `mountinfo`, is Linux-only too, on its own.)
+
+mod cgroup;
+mod cgroup_tree;
+mod clone_spawn;
+mod process_wide;
+mod procfs;
+mod spawn;
+mod sweep;
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub use cgroup::{NO_CGROUP_VAR, remove_dead_run_cgroups};
+pub(crate) use process_wide::{ensure_subreaper, forget_leader};
+pub(crate) use spawn::{EnvBlock, Spawned, env_block, pidfd, pipe_inode, try_reap, wait_exit};
+pub use sweep::Leftover;
+pub(crate) use sweep::{Tracked, sweep, sweep_detached};
+
+use cgroup::CallCgroup;
+
+/// When process `pid` started (clock ticks since boot), or `None` when it is
+/// gone (a zombie counts as gone).
+pub(crate) fn process_start_time(pid: i32) -> Option<u64> {
+    procfs::read_stat(pid)
+        .filter(|p| !p.zombie)
+        .map(|p| p.started)
+}
+
+/// Starts a leader running `program` (told it is `argv0`) with `args`, `env`
+/// and `cwd`, born in a cgroup of its own where the machine gives one, and
+/// registers it as a leader of this process: how to track the call, the
+/// leader with its pipes, and when it started. Call under the supervisor's
+/// lock ([`Supervisor::admit`](super::Supervisor::admit)).
+pub(crate) fn start_leader(
+    (program, argv0): (&Path, &Path),
+    args: &[OsString],
+    env: &EnvBlock,
+    cwd: Option<&Path>,
+) -> std::io::Result<(Tracked, (Spawned, Instant))> {
+    let cgroup = CallCgroup::create();
+    let mut leaders = process_wide::leaders();
+    let start = Instant::now();
+    let started = procfs::boot_ticks();
+    let procs = cgroup.as_ref().map(CallCgroup::fd);
+    let spawned = spawn::spawn((program, argv0), args, env, cwd, procs)?;
+    leaders.insert(spawned.pid, started);
+    let call = Tracked {
+        pgid: spawned.pid,
+        env: EnvBlock::clone(env),
+        cgroup: cgroup.filter(|_| spawned.in_cgroup).map(Arc::new),
+        started,
+    };
+    Ok((call, (spawned, start)))
+}
+
+/// Whether any process of `call` holds a pipe of one of these `inodes`.
+pub(crate) fn pipe_held(call: &Tracked, inodes: &[u64]) -> bool {
+    sweep::member_pids(call)
+        .into_iter()
+        .any(|pid| procfs::holds_pipe(pid, inodes))
+}
