@@ -4,8 +4,11 @@
 //! SIGINT handling still works, then panics in the middle of a second run. It must
 //! print only its own lines, and leave nothing behind.
 //!
-//! The project and its build live in `target/scratch-program/` (kept, so a second
-//! run of this test only relinks).
+//! The project lives in `target/scratch-program/`; it builds into the crate's own
+//! target dir with the crate's dev profile, so the dependencies this test run's
+//! build compiled are reused, as an integrator's workspace would share them (a
+//! separate target dir built the whole dependency tree again: the suite's
+//! longest test). Cargo holds no lock on the target dir while tests run.
 
 use crate::util;
 
@@ -81,8 +84,9 @@ fn a_program_depending_on_the_crate_runs_the_suite_and_survives_a_panic() {
             "[package]\nname = \"scratch-program\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n\
              [dependencies]\ndhv-conform = {{ path = {:?} }}\n\
              tokio = {{ version = \"1\", features = [\"macros\", \"rt-multi-thread\", \"signal\", \"time\"] }}\n\n\
-             [workspace]\n",
-            repo.display().to_string()
+             [workspace]\n\n{}",
+            repo.display().to_string(),
+            dev_profile(repo)
         ),
     )
     .unwrap();
@@ -95,7 +99,7 @@ fn a_program_depending_on_the_crate_runs_the_suite_and_survives_a_panic() {
     let build = Command::new(cargo)
         .args(["build", "--offline", "--quiet"])
         .current_dir(&project)
-        .env("CARGO_TARGET_DIR", project.join("target"))
+        .env("CARGO_TARGET_DIR", target_dir())
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -103,7 +107,7 @@ fn a_program_depending_on_the_crate_runs_the_suite_and_survives_a_panic() {
     assert!(status.success(), "the scratch program did not build");
 
     let work = util::Scratch::new();
-    let run = Command::new(project.join("target/debug/scratch-program"))
+    let run = Command::new(target_dir().join("debug/scratch-program"))
         .arg(repo.join("sample-plugins/reference"))
         .arg(work.path())
         .stdout(Stdio::piped())
@@ -138,6 +142,30 @@ fn a_program_depending_on_the_crate_runs_the_suite_and_survives_a_panic() {
     assert!(left.is_empty(), "the program left {left:?}");
     let needle = work.path().display().to_string();
     assert!(util::processes_with_env_containing(&needle).is_empty());
+}
+
+/// The target dir this test was built in (its `CARGO_TARGET_TMPDIR` is `tmp/` in it).
+fn target_dir() -> std::path::PathBuf {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent()
+        .expect("CARGO_TARGET_TMPDIR is below the target dir")
+        .to_path_buf()
+}
+
+/// The crate's own `[profile.dev]` (with its per-package parts), for the
+/// scratch manifest: the same profile is what lets the build reuse the
+/// dependencies compiled for this test run.
+fn dev_profile(repo: &Path) -> String {
+    let manifest = std::fs::read_to_string(repo.join("Cargo.toml")).unwrap();
+    let manifest: toml::Table = manifest.parse().expect("Cargo.toml parses");
+    let Some(dev) = manifest.get("profile").and_then(|p| p.get("dev")) else {
+        return String::new();
+    };
+    let mut profile = toml::Table::new();
+    profile.insert("dev".into(), dev.clone());
+    let mut table = toml::Table::new();
+    table.insert("profile".into(), toml::Value::Table(profile));
+    table.to_string()
 }
 
 /// The child's output, killing it past `limit`.

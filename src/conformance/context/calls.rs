@@ -62,8 +62,7 @@ impl Calls {
         volumes: &Path,
     ) -> Calls {
         let recorder = Recorder::new();
-        let mut opts = shared.call_options(&recorder);
-        opts.timeouts.fingerprint = opts.timeouts.create;
+        let opts = shared.call_options(&recorder);
         Calls {
             plugin: shared.settings.target.open(&opts),
             shared,

@@ -231,10 +231,17 @@ impl Shared {
         crate::lock(&self.failed_leftovers).clone()
     }
 
-    /// How a check's calls are made: under the run's limits and supervisor,
-    /// every raw call kept in the check's `recorder`.
+    /// How a check's calls are made, Nomad's and a variant's alike: under the
+    /// run's limits and supervisor, every raw call kept in the check's
+    /// `recorder`. A fingerprint is judged against Nomad's fingerprint limit
+    /// (the deadline checks) but only killed at the create limit: whether it
+    /// works (from another dir, with Nomad's bare environment) and whether it
+    /// is quick are separate checks, and a loaded host must not turn the one
+    /// into the other.
     pub fn call_options(&self, recorder: &Recorder) -> CallOptions {
-        CallOptions::new(self.settings.timeouts())
+        let mut timeouts = self.settings.timeouts();
+        timeouts.fingerprint = timeouts.create;
+        CallOptions::new(timeouts)
             .under(self.supervisor.clone())
             .recorded_in(recorder)
     }
