@@ -38,9 +38,9 @@ pub(crate) struct Calls {
     /// The id of the check it is for (its catalogue entry stays with the
     /// engine: the context knows no check table).
     pub(super) check: &'static str,
-    /// The plugin under test, as Nomad runs it (fingerprint is logged against
-    /// Nomad's 1 s limit but only killed at the create limit: whether it works
-    /// and whether it is quick are separate checks).
+    /// The plugin under test, as Nomad runs it, opened with the checks' call
+    /// options ([`Shared::call_options`]: a fingerprint is killed only at the
+    /// create limit).
     pub(super) plugin: Arc<dyn HostVolumePlugin>,
     /// Every raw call this check made, for its evidence.
     pub(super) recorder: Recorder,

@@ -19,9 +19,10 @@ use crate::plugin::{CallOptions, Fingerprint, HostVolumePlugin, PluginCall};
 pub(crate) struct Variant<'a> {
     calls: &'a Calls,
     plugin: Arc<dyn HostVolumePlugin>,
-    /// Its calls wait until no other call of the run is in flight, and hold
-    /// new ones back until they end.
-    alone: bool,
+    /// When its calls start: [`Start::Now`], or [`Start::Alone`] (they wait
+    /// until no other call of the run is in flight, and hold new ones back
+    /// until they end).
+    start: Start<'static>,
 }
 
 impl<'a> Variant<'a> {
@@ -33,7 +34,7 @@ impl<'a> Variant<'a> {
         Variant {
             calls,
             plugin: calls.shared.settings.target.open(&opts),
-            alone: false,
+            start: Start::Now,
         }
     }
 
@@ -54,25 +55,23 @@ impl<'a> Variant<'a> {
         Variant {
             calls: self.calls,
             plugin: self.plugin.clone(),
-            alone: true,
+            start: Start::Alone,
         }
     }
 
     /// The path its calls take (the one every call takes), through this
-    /// handle, not logged; and when they start.
-    fn route(&self) -> (Route<'_>, Start<'static>) {
-        let route = Route {
+    /// handle, not logged.
+    fn route(&self) -> Route<'_> {
+        Route {
             calls: self.calls,
             plugin: &*self.plugin,
             nomads: false,
-        };
-        (route, if self.alone { Start::Alone } else { Start::Now })
+        }
     }
 
     /// Fingerprints.
     pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
-        let (route, start) = self.route();
-        route.fingerprint(expect, step, start).await
+        self.route().fingerprint(expect, step, self.start).await
     }
 
     /// Creates.
@@ -82,14 +81,12 @@ impl<'a> Variant<'a> {
         expect: Expect,
         step: &str,
     ) -> PluginCall<CreateResponse> {
-        let (route, start) = self.route();
-        route.create(req, expect, step, start).await
+        self.route().create(req, expect, step, self.start).await
     }
 
     /// Deletes.
     pub async fn delete(&self, req: &DeleteRequest, expect: Expect, step: &str) -> PluginCall<()> {
-        let (route, start) = self.route();
-        route.delete(req, expect, step, start).await
+        self.route().delete(req, expect, step, self.start).await
     }
 
     /// Creates; a create that timed out under the run's load is made again
