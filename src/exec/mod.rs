@@ -52,6 +52,7 @@ use std::time::Duration;
 
 pub use crate::contract::ExitReason;
 pub use os::Leftover;
+pub use os::can_refuse_mounts;
 pub use supervisor::Supervisor;
 
 /// Default cap on captured stdout and on captured stderr: 1 MiB each.
@@ -126,6 +127,7 @@ pub struct Call {
     follow: Duration,
     term_grace: Duration,
     supervisor: Option<Supervisor>,
+    refuse_mounts: bool,
 }
 
 /// What happened to one call.
@@ -202,6 +204,7 @@ impl Call {
             follow: Duration::ZERO,
             term_grace: DEFAULT_TERM_GRACE,
             supervisor: None,
+            refuse_mounts: false,
         }
     }
 
@@ -281,6 +284,17 @@ impl Call {
     /// Time between SIGTERM and SIGKILL on timeout.
     pub fn term_grace(mut self, grace: Duration) -> Self {
         self.term_grace = grace;
+        self
+    }
+
+    /// Refuses the call's processes every way of mounting a filesystem:
+    /// `mount(2)` and the new mount API fail with `EPERM`, as on a host that
+    /// does not give the agent `CAP_SYS_ADMIN`. For fault injection: what a
+    /// plugin does when a mount fails. Only where the leader is born in a
+    /// cgroup of its own (x86-64, cgroup v2); elsewhere the call fails to
+    /// start, with [`std::io::ErrorKind::Unsupported`].
+    pub fn refuse_mounts(mut self, refuse: bool) -> Self {
+        self.refuse_mounts = refuse;
         self
     }
 

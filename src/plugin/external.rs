@@ -40,6 +40,7 @@ pub struct ExternalPlugin {
     follow: Duration,
     extra_env: Vec<(String, String)>,
     cwd: Option<PathBuf>,
+    refuse_mounts: bool,
     recorder: Option<Recorder>,
     supervisor: Supervisor,
     /// Where its process runs (a local process unless told otherwise).
@@ -121,6 +122,7 @@ impl ExternalPlugin {
             follow: Duration::ZERO,
             extra_env: Vec::new(),
             cwd: None,
+            refuse_mounts: false,
             recorder: None,
             supervisor: Supervisor::new(),
             transport: std::sync::Arc::new(LocalProcess),
@@ -172,6 +174,14 @@ impl ExternalPlugin {
     /// Runs calls in `dir` instead of our working directory.
     pub fn with_cwd(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Refuses its calls every mount (`mount(2)` fails with `EPERM`), as a
+    /// host without `CAP_SYS_ADMIN` does. Not what Nomad does: the
+    /// conformance checks use it to see a plugin's failure path.
+    pub fn with_refused_mounts(mut self, refuse: bool) -> Self {
+        self.refuse_mounts = refuse;
         self
     }
 
@@ -252,6 +262,7 @@ impl ExternalPlugin {
             output_cap: self.output_cap,
             stdout_cap: self.output_cap.max(DECODE_LIMIT),
             follow: self.follow,
+            refuse_mounts: self.refuse_mounts,
         };
         let started_at = Instant::now();
         let result = self.transport.run(&launch, &self.supervisor).await;
@@ -269,6 +280,7 @@ impl ExternalPlugin {
             operation: op.to_string(),
             env,
             cwd: self.cwd.clone(),
+            refused_mounts: self.refuse_mounts,
             timeout,
             result,
             started_at,

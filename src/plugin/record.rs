@@ -50,6 +50,8 @@ pub struct PluginRun {
     pub env: Vec<(String, String)>,
     /// The working directory, when not inherited.
     pub cwd: Option<PathBuf>,
+    /// Its processes were refused every mount (fault injection).
+    pub refused_mounts: bool,
     /// The time limit it ran under.
     pub timeout: Duration,
     /// What happened, or why it could not start.
@@ -152,6 +154,11 @@ impl PluginRun {
         cmd.push(' ');
         cmd.push_str(&shell_quote(&self.operation));
         cmd.push_str(" </dev/null");
+        if self.refused_mounts {
+            cmd.push_str(
+                " # it ran refused every mount (EPERM), which this command does not repeat",
+            );
+        }
         cmd
     }
 }

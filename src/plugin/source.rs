@@ -48,6 +48,9 @@ pub struct CallOptions {
     /// Keeps reading a pipe held open after the plugin exits for up to this
     /// long (see [`ExternalPlugin::with_follow`]); default: not at all.
     pub follow: std::time::Duration,
+    /// Refuses every call every mount (see
+    /// [`ExternalPlugin::with_refused_mounts`]); default: no.
+    pub refuse_mounts: bool,
 }
 
 impl CallOptions {
@@ -133,7 +136,8 @@ impl PluginSource {
         let mut plugin = plugin
             .with_timeouts(opts.timeouts)
             .with_follow(opts.follow)
-            .with_extra_env(opts.extra_env.clone());
+            .with_extra_env(opts.extra_env.clone())
+            .with_refused_mounts(opts.refuse_mounts);
         if let Some(mode) = opts.kill_mode {
             plugin = plugin.with_kill_mode(mode);
         }

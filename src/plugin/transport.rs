@@ -35,6 +35,9 @@ pub struct Launch {
     pub stdout_cap: usize,
     /// How long the pipes are followed after the leader exits.
     pub follow: Duration,
+    /// Its processes are refused every mount (fault injection, see
+    /// [`Call::refuse_mounts`]).
+    pub refuse_mounts: bool,
 }
 
 /// Runs a [`Launch`]: starts the process, enforces its limit, captures its
@@ -67,6 +70,7 @@ impl Transport for LocalProcess {
             .output_cap(launch.output_cap)
             .stdout_cap(launch.stdout_cap)
             .follow(launch.follow)
+            .refuse_mounts(launch.refuse_mounts)
             .supervised_by(supervisor);
         for arg in &launch.args {
             call = call.arg(arg.clone());

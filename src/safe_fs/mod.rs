@@ -44,7 +44,7 @@ pub use loopdev::{
     loops_backed_under, write_marker,
 };
 pub use mountinfo::{Mount, mounts_under};
-pub use read::{Links, ReadError, open_regular, read_bounded, read_text_bounded};
+pub use read::{Links, ReadError, list_dir, open_regular, read_bounded, read_text_bounded};
 pub use remove::{Removal, remove_held, remove_tree};
 pub use unmount::{Unmounted, unmount_under, unmount_under_held};
 pub use write::{WriteError, WriteOptions, check_target, replace_file, write_file};

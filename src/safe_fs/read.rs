@@ -181,6 +181,18 @@ fn not_regular(path: &Path, kind: &'static str) -> ReadError {
     }
 }
 
+/// A directory's permission bits and entry names (sorted, without `.` and
+/// `..`), opened never through a symlink at its last component: what a
+/// plugin made at a path it named, looked at without following it elsewhere.
+pub fn list_dir(path: &Path) -> std::io::Result<(u32, Vec<std::ffi::OsString>)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = super::fd::open_dir(path)?;
+    let mut names = super::fd::entries(std::os::fd::AsFd::as_fd(&dir))?;
+    let mode = File::from(dir).metadata()?.permissions().mode() & 0o7777;
+    names.sort();
+    Ok((mode, names))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

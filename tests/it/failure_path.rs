@@ -136,3 +136,38 @@ fn a_plugin_that_cannot_be_made_to_fail_is_skipped_with_that_reason() {
         );
     }
 }
+
+/// Max 0 is no maximum: a plugin that reads it as a limit, and so refuses a
+/// volume spec with `capacity_min` alone (cleanly), is warned by
+/// input.capacity-edge, though it meets the default request's range.
+#[test]
+fn max_zero_read_as_a_limit_is_a_warning() {
+    let scratch = util::Scratch::new();
+    let body = r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	if [ "$DHV_CAPACITY_MIN_BYTES" -gt "$DHV_CAPACITY_MAX_BYTES" ]; then
+		echo '{"error": "capacity min is greater than capacity max"}'; exit 1
+	fi
+	mkdir -p -- "$p" || { echo '{"error": "mkdir failed"}'; exit 1; }
+	echo "{\"path\": \"$p\", \"bytes\": $DHV_CAPACITY_MIN_BYTES}" ;;
+delete) rm -rf -- "$p" ;;
+*) exit 1 ;;
+esac
+"#;
+    let p = scratch.plugin("max-as-limit", body);
+    let report = checks(&scratch, &p.to_string_lossy());
+    let (status, message) = check(&report, "input.capacity-edge");
+    assert_eq!(status, "warn", "{message}");
+    assert!(
+        message.contains("min 20 MiB + 1 byte alone: expected create to succeed")
+            && message.contains("capacity min is greater than capacity max"),
+        "{message}"
+    );
+    // The default request (min 50 MB, max 100 MB) is met.
+    let (status, message) = check(&report, "create.bytes-in-range");
+    assert_eq!(status, "pass", "{message}");
+}

@@ -117,3 +117,52 @@ fn a_symlink_to_a_mount_outside_is_not_followed() {
     let done = safe_fs::unmount_under(elsewhere.path()).unwrap();
     assert_eq!(done.unmounted.len(), 1, "{done:?}");
 }
+
+/// A call refused mounts (`Call::refuse_mounts`) cannot mount, by
+/// `mount(2)` or the new mount API, nor can anything it starts; the same
+/// call without the refusal mounts (so the refusal is what stopped it).
+#[test]
+fn a_call_refused_mounts_cannot_mount() {
+    if !util::in_private_mount_ns("a_call_refused_mounts_cannot_mount") {
+        return;
+    }
+    use dhv_conform::exec::Call;
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("m");
+    fs::create_dir(&target).unwrap();
+    // `mount` from a child shell: what the plugin starts inherits the filter.
+    let script = format!(
+        "sh -c 'mount -t tmpfs dhv-refused {0}'; echo \"status $?\"",
+        target.display()
+    );
+    let call = |refuse: bool| {
+        util::runtime()
+            .block_on(
+                Call::new("/bin/sh")
+                    .arg("-c")
+                    .arg(&script)
+                    .env(vec![(
+                        "PATH".into(),
+                        "/usr/sbin:/usr/bin:/sbin:/bin".into(),
+                    )])
+                    .refuse_mounts(refuse)
+                    .run(),
+            )
+            .unwrap()
+    };
+    let refused = call(true);
+    let out = String::from_utf8_lossy(&refused.stdout);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        out.contains("status ") && !out.contains("status 0"),
+        "{out} {err}"
+    );
+    assert!(err.to_lowercase().contains("permission denied"), "{err}");
+    assert!(util::mounts_below(dir.path()).is_empty());
+    let allowed = call(false);
+    let out = String::from_utf8_lossy(&allowed.stdout);
+    assert!(out.contains("status 0"), "{out}");
+    assert_eq!(util::mounts_below(dir.path()), vec![target.clone()]);
+    let unmounted = dhv_conform::safe_fs::unmount_under(dir.path()).unwrap();
+    assert!(util::mounts_below(dir.path()).is_empty(), "{unmounted:?}");
+}

@@ -46,13 +46,14 @@ pub(crate) use calls::{Calls, Expect};
 pub(crate) use dirs::Dirs;
 pub(crate) use log::{CallLog, LoggedCall, RunLog, shown};
 pub(crate) use managed::Managed;
-pub(crate) use probes::{Prereqs, Probes};
+pub(crate) use probes::{FreshVolume, Prereqs, Probes, is_mount_point};
 pub(crate) use repeat::Repeat;
 pub(crate) use residue::{Residue, around};
 pub(crate) use route::Start;
 pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
 pub(crate) use steps::{Holds, LOOP_RELEASE, Steps, VolumeAt, plant_in_volume};
 pub(crate) use timing::{Phase, is_provoked, overran};
+pub(crate) use unloaded::Settled;
 pub(crate) use variant::Variant;
 
 use crate::contract::{CreateRequest, Parameters};

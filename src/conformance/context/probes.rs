@@ -20,6 +20,50 @@ pub(crate) struct CreateProbe {
     pub call: PluginCall<CreateResponse>,
     /// Whether the path existed right after create.
     pub path_existed: bool,
+    /// What the new volume held right after create, when it is a directory.
+    pub fresh: Option<FreshVolume>,
+    /// Something was mounted at its path right after create.
+    pub mounted: bool,
+}
+
+/// Whether something is mounted at `path` (by our mount table).
+pub(crate) fn is_mount_point(path: &Path) -> bool {
+    crate::safe_fs::mountinfo::read()
+        .is_ok_and(|mounts| mounts.iter().any(|m| m.mount_point == path))
+}
+
+/// A volume directory as a create leaves it, before anyone writes into it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FreshVolume {
+    /// The names in it, sorted.
+    pub entries: Vec<String>,
+    /// Its permission bits.
+    pub mode: u32,
+}
+
+impl FreshVolume {
+    /// The directory at `path` (never through a symlink at its last
+    /// component), or `None` when it is no directory or cannot be read.
+    pub fn at(path: &Path) -> Option<FreshVolume> {
+        let (mode, names) = crate::safe_fs::list_dir(path).ok()?;
+        let entries = names
+            .into_iter()
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        Some(FreshVolume { entries, mode })
+    }
+
+    /// How it reads in a finding: its mode and what it holds.
+    pub fn describe(&self) -> String {
+        match self.entries.is_empty() {
+            true => format!("mode {:04o}, empty", self.mode),
+            false => format!(
+                "mode {:04o}, holding [{}]",
+                self.mode,
+                self.entries.join(", ")
+            ),
+        }
+    }
 }
 
 /// The first delete of a created volume (in a sandbox of its own).
@@ -175,11 +219,21 @@ impl<'a> Prereqs<'a> {
                     Ok(resp) => !resp.path.is_empty() && Path::new(&resp.path).exists(),
                     Err(_) => false,
                 };
+                let fresh = match &call.result {
+                    Ok(resp) if path_existed => FreshVolume::at(Path::new(&resp.path)),
+                    _ => None,
+                };
+                let mounted = match &call.result {
+                    Ok(resp) if path_existed => is_mount_point(Path::new(&resp.path)),
+                    _ => false,
+                };
                 shared.probes.keep(probe);
                 CreateProbe {
                     request,
                     call,
                     path_existed,
+                    fresh,
+                    mounted,
                 }
             })
             .await

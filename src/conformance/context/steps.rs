@@ -123,6 +123,10 @@ pub(crate) struct Holds {
     /// range: for the checks whose subject is the capacity (for the default
     /// request that is `create.bytes-in-range`'s finding).
     pub bytes_in_range: bool,
+    /// The create must succeed: a clean refusal is a warning, not a pass
+    /// (for a request the plugin has no reason to refuse once it made the
+    /// default volume).
+    pub succeeds: bool,
 }
 
 impl Holds {
@@ -130,18 +134,29 @@ impl Holds {
     pub const DELETES: Holds = Holds {
         no_residue: false,
         bytes_in_range: false,
+        succeeds: false,
     };
     /// And nothing of the volume left after its delete.
     pub const NO_RESIDUE: Holds = Holds {
         no_residue: true,
         bytes_in_range: false,
+        succeeds: false,
     };
     /// And nothing of the volume left after its delete, and its `bytes`
     /// within the capacity asked for.
     pub const CAPACITY: Holds = Holds {
         no_residue: true,
         bytes_in_range: true,
+        succeeds: false,
     };
+
+    /// The same, and the create must succeed.
+    pub const fn and_succeeds(self) -> Holds {
+        Holds {
+            succeeds: true,
+            ..self
+        }
+    }
 }
 
 /// The steps a check composes of its calls ([`Ctx::steps`]).
@@ -270,6 +285,12 @@ impl<'a> Steps<'a> {
                     .flat_map(|r| r.leftovers().iter().map(|l| l.cmdline.clone()))
                     .collect();
                 if left.own.is_empty() && procs.is_empty() {
+                    if holds.succeeds {
+                        return Err(Finding::Warn(format!(
+                            "{label}: expected create to succeed, as it does for the default \
+                             request; it failed: {e}"
+                        )));
+                    }
                     return Ok(format!("{label}: refused cleanly{}", left.citation()));
                 }
                 let files = if left.own.is_empty() {
@@ -289,6 +310,12 @@ impl<'a> Steps<'a> {
                     "{} ({label}): failed ({e}) and left{files}{procs}",
                     self.calls.check
                 ));
+                if holds.succeeds {
+                    return Err(Finding::Warn(format!(
+                        "{label}: expected create to succeed, as it does for the default \
+                         request; it failed: {e} (what it left is failure.clean's finding)"
+                    )));
+                }
                 Ok(format!(
                     "{label}: refused (what the failed create left is failure.clean's finding){}",
                     left.citation()

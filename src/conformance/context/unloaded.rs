@@ -35,7 +35,8 @@ impl Steps<'_> {
             let nomads = self.calls.nomads();
             nomads.create(req, expect, &again, Start::Alone).await
         })
-        .await
+        .await?
+        .ended(step)
     }
 
     /// Deletes; a delete that timed out is re-run alone, as for
@@ -46,6 +47,18 @@ impl Steps<'_> {
         expect: Expect,
         step: &str,
     ) -> Result<PluginCall<()>, Finding> {
+        self.delete_settled(req, expect, step).await?.ended(step)
+    }
+
+    /// Deletes, as [`delete_unloaded`](Self::delete_unloaded), for a check
+    /// whose subject is whether the delete ends at all: one that overran its
+    /// limit alone too is [`Settled::Hung`], not an inconclusive skip.
+    pub async fn delete_settled(
+        self,
+        req: &DeleteRequest,
+        expect: Expect,
+        step: &str,
+    ) -> Result<Settled<()>, Finding> {
         let first = self.calls.delete_with(req, expect, step, Start::Now).await;
         self.settle_timeout(step, first, |again| async move {
             let nomads = self.calls.nomads();
@@ -77,13 +90,13 @@ impl Steps<'_> {
         step: &str,
         first: PluginCall<T>,
         rerun: F,
-    ) -> Result<PluginCall<T>, Finding>
+    ) -> Result<Settled<T>, Finding>
     where
         F: FnOnce(String) -> Fut,
         Fut: Future<Output = PluginCall<T>>,
     {
         if !first.timed_out() {
-            return Ok(first);
+            return Ok(Settled::Ended(first));
         }
         let prereqs = self.calls.prereqs();
         if let Some(needs) = prereqs.failed_prerequisite(first.operation).await {
@@ -94,10 +107,29 @@ impl Steps<'_> {
         let call = rerun(again.clone()).await;
         if call.timed_out() {
             self.calls.ledger.excuse(&again);
-            return Err(Finding::Skip(format!(
-                "inconclusive: {step} timed out alone too"
-            )));
+            return Ok(Settled::Hung(call));
         }
-        Ok(call)
+        Ok(Settled::Ended(call))
+    }
+}
+
+/// How a call that may overrun its limit under the run's load ended.
+pub(crate) enum Settled<T> {
+    /// Within its limit, at once or re-run alone.
+    Ended(PluginCall<T>),
+    /// Over its limit, and again alone: the plugin's doing, not the load's.
+    Hung(PluginCall<T>),
+}
+
+impl<T> Settled<T> {
+    /// The call that ended; one that hung alone too makes the check
+    /// inconclusive (a skip), where hanging is not its subject.
+    pub fn ended(self, step: &str) -> Result<PluginCall<T>, Finding> {
+        match self {
+            Settled::Ended(call) => Ok(call),
+            Settled::Hung(_) => Err(Finding::Skip(format!(
+                "inconclusive: {step} timed out alone too"
+            ))),
+        }
     }
 }

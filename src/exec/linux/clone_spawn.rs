@@ -132,13 +132,15 @@ pub(crate) enum CloneFailure {
 }
 
 /// Starts `path` in the cgroup `fds.cgroup`, in a new process group, with the
-/// given stdio and working dir, every signal at its default and none blocked.
+/// given stdio and working dir, every signal at its default and none blocked,
+/// under the seccomp `filter` when one is given (see `seccomp`).
 pub(crate) fn clone_spawn(
     path: &CString,
     argv: &[*mut libc::c_char],
     envp: &[*mut libc::c_char],
     cwd: Option<&CString>,
     fds: ChildFds,
+    filter: Option<&libc::sock_fprog>,
 ) -> Result<i32, CloneFailure> {
     let reset = non_default_signals();
     let mut child = Child {
@@ -148,6 +150,7 @@ pub(crate) fn clone_spawn(
         cwd: cwd.map_or(std::ptr::null(), |c| c.as_ptr()),
         fds,
         reset: &reset,
+        filter: filter.map_or(std::ptr::null(), |f| f as *const libc::sock_fprog),
         errno: 0,
     };
     // SAFETY: every signal is blocked around the clone, so no handler of ours
@@ -180,6 +183,8 @@ struct Child<'a> {
     cwd: *const libc::c_char,
     fds: ChildFds,
     reset: &'a [libc::c_int],
+    /// A seccomp filter to install before executing, or null.
+    filter: *const libc::sock_fprog,
     /// Set by the child when a step before or at `execve` failed.
     errno: libc::c_int,
 }
@@ -277,6 +282,12 @@ impl Child<'_> {
             }
             if !self.cwd.is_null() && libc::chdir(self.cwd) != 0 {
                 return errno();
+            }
+            if !self.filter.is_null() {
+                let failed = super::seccomp::install(self.filter);
+                if failed != 0 {
+                    return failed;
+                }
             }
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);

@@ -35,6 +35,7 @@ mod cgroup_tree;
 mod clone_spawn;
 mod process_wide;
 mod procfs;
+mod seccomp;
 mod spawn;
 mod sweep;
 
@@ -64,18 +65,21 @@ pub(crate) fn process_start_time(pid: i32) -> Option<u64> {
 /// registers it as a leader of this process: how to track the call, the
 /// leader with its pipes, and when it started. Call under the supervisor's
 /// lock ([`Supervisor::admit`](super::Supervisor::admit)).
+/// With `refuse_mounts`, the call's processes are refused every mount
+/// ([`Call::refuse_mounts`](super::Call::refuse_mounts)).
 pub(crate) fn start_leader(
     (program, argv0): (&Path, &Path),
     args: &[OsString],
     env: &EnvBlock,
     cwd: Option<&Path>,
+    refuse_mounts: bool,
 ) -> std::io::Result<(Tracked, (Spawned, Instant))> {
     let cgroup = CallCgroup::create();
     let mut leaders = process_wide::leaders();
     let start = Instant::now();
     let started = procfs::boot_ticks();
     let procs = cgroup.as_ref().map(CallCgroup::fd);
-    let spawned = spawn::spawn((program, argv0), args, env, cwd, procs)?;
+    let spawned = spawn::spawn((program, argv0), args, env, cwd, procs, refuse_mounts)?;
     leaders.insert(spawned.pid, started);
     let call = Tracked {
         pgid: spawned.pid,
@@ -84,6 +88,12 @@ pub(crate) fn start_leader(
         started,
     };
     Ok((call, (spawned, start)))
+}
+
+/// Whether a call can be refused mounts here ([`Call::refuse_mounts`](super::Call::refuse_mounts)):
+/// its leader must be born in a cgroup of its own, on x86-64.
+pub fn can_refuse_mounts() -> bool {
+    seccomp::refuse_mounts().is_some() && CallCgroup::create().is_some()
 }
 
 /// Whether any process of `call` holds a pipe of one of these `inodes`.

@@ -54,6 +54,14 @@ pub(crate) struct Spawned {
     pub stderr: OwnedFd,
 }
 
+/// Why a call that was to be refused mounts cannot start.
+fn no_refusal() -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        "mounts can be refused to a plugin only where its leader is born in a cgroup of its own (x86-64, cgroup v2)",
+    )
+}
+
 fn cstr(bytes: &[u8]) -> std::io::Result<CString> {
     CString::new(bytes).map_err(|_| Error::new(ErrorKind::InvalidInput, "NUL byte in argument"))
 }
@@ -75,6 +83,10 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// With `cgroup` (the call's cgroup directory, open), the leader is born in
 /// that cgroup (see [`clone_spawn`]).
 ///
+/// With `refuse_mounts`, the leader and all it starts are refused every
+/// mount (see `seccomp`): only by the clone, so where the leader cannot be
+/// born in a cgroup the call fails with [`ErrorKind::Unsupported`].
+///
 /// `posix_spawn` rather than `std::process::Command`: std sorts the environment
 /// (Nomad does not), and its `execvp` falls back to `/bin/sh` for a script without
 /// a shebang (Nomad gets `exec format error`). Caller holds the leaders lock.
@@ -84,7 +96,15 @@ pub(crate) fn spawn(
     env: &[CString],
     cwd: Option<&Path>,
     cgroup: Option<&OwnedFd>,
+    refuse_mounts: bool,
 ) -> std::io::Result<Spawned> {
+    let filter = match refuse_mounts {
+        true => Some(super::seccomp::refuse_mounts().ok_or_else(no_refusal)?),
+        false => None,
+    };
+    if filter.is_some() && cgroup.is_none() {
+        return Err(no_refusal());
+    }
     let path = cstr(program.as_os_str().as_bytes())?;
     let mut argv_owned = vec![cstr(arg0.as_os_str().as_bytes())?];
     for a in args {
@@ -110,11 +130,14 @@ pub(crate) fn spawn(
                 stderr: err_w.as_raw_fd(),
                 cgroup: cgroup.as_raw_fd(),
             };
-            match clone_spawn(&path, &argv, &envp, cwd.as_ref(), fds) {
+            match clone_spawn(&path, &argv, &envp, cwd.as_ref(), fds, filter.as_ref()) {
                 Ok(pid) => Some(pid),
                 Err(CloneFailure::Child(e)) => return Err(e),
                 Err(CloneFailure::Clone(e)) if cgroup_refused(&e) => {
                     CallCgroup::refused();
+                    if filter.is_some() {
+                        return Err(no_refusal());
+                    }
                     None
                 }
                 Err(CloneFailure::Clone(e)) => return Err(e),

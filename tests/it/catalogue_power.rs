@@ -1,0 +1,200 @@
+//! Checks made from the mutation campaign's survivors (docs/catalogue-power.md)
+//! catch the slip each was made for, in a plugin that makes it, and the
+//! correct plugin passes them: a volume made in a volumes dir with a space
+//! that differs from one made in the default dir (input.volumes-dir-space),
+//! a delete that retries a busy unmount forever (delete.in-use), a create
+//! that reports success though its mount was refused (failure.mount-refused).
+//! The loop-ext4 ones need root and loop devices; where the machine has
+//! neither, they say why and do not run.
+
+use crate::util;
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// The status and message of check `id` in `report`.
+fn verdict<'a>(report: &'a Value, id: &str) -> (&'a str, &'a str) {
+    let c = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id} in {report}"));
+    (
+        c["status"].as_str().unwrap(),
+        c["message"].as_str().unwrap(),
+    )
+}
+
+/// A directory plugin that sets its volume's mode through an unquoted path:
+/// in a volumes dir with a space the `chmod` misses (quietly), and the
+/// volume keeps the umask's mode, unlike one made in the default dir.
+#[test]
+fn a_step_an_unquoted_path_skips_shows_in_the_volume() {
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin(
+        "unquoted-chmod",
+        r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" || exit 1
+	chmod 0700 $p 2>/dev/null
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete) rm -rf -- "$p" ;;
+*) exit 1 ;;
+esac
+"#,
+    );
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(
+        &scratch,
+        &[&plugin, "input.volumes-dir-space", "--exact"],
+        Duration::from_secs(120),
+    );
+    let (status, message) = verdict(&report, "input.volumes-dir-space");
+    assert_eq!(status, "warn", "{message}");
+    assert!(
+        message.contains("(mode 0700, empty); it is mode 0755, empty"),
+        "{message}"
+    );
+    // The reference quotes every path: the same check passes.
+    let report = util::check::json_report(
+        &scratch,
+        &[
+            &util::sample("reference"),
+            "input.volumes-dir-space",
+            "--exact",
+        ],
+        Duration::from_secs(120),
+    );
+    let (status, message) = verdict(&report, "input.volumes-dir-space");
+    assert_eq!(status, "pass", "{message}");
+}
+
+/// loop-ext4 with one line changed (`from` → `to`), in `scratch`.
+fn loop_ext4_with(scratch: &util::Scratch, name: &str, from: &str, to: &str) -> String {
+    let text = std::fs::read_to_string(util::sample("loop-ext4")).unwrap();
+    assert_eq!(text.matches(from).count(), 1, "{from:?} in loop-ext4");
+    let p = scratch.plugin(name, &text.replace(from, to));
+    p.to_string_lossy().into_owned()
+}
+
+/// Runs the checks `ids` (whole ids) on `plugin`, every limit scaled by
+/// `scale`, and asserts the run left no mount, loop device or process.
+fn loop_report(scratch: &util::Scratch, plugin: &str, ids: &str, scale: &str) -> Value {
+    let report = util::check::json_report(
+        scratch,
+        &[plugin, ids, "--exact", "--timeout-scale", scale],
+        Duration::from_secs(300),
+    );
+    let needle = scratch.path().to_string_lossy().into_owned();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&needle), "mounts left: {mounts}");
+    let loops = std::process::Command::new("losetup")
+        .arg("-a")
+        .output()
+        .unwrap();
+    let loops = String::from_utf8_lossy(&loops.stdout);
+    assert!(!loops.contains(&needle), "loop devices left: {loops}");
+    report
+}
+
+/// A delete that answers a busy unmount by trying again forever hangs until
+/// its limit, and again alone: delete.in-use warns; loop-ext4 itself fails
+/// that delete cleanly, keeps the volume, and deletes it once the file is
+/// closed. The limits are scaled down (a delete has 3 s), so the hang ends soon.
+#[test]
+fn a_delete_that_retries_a_busy_unmount_forever_is_warned() {
+    if let Some(why) = util::loop_devices_unusable() {
+        util::skip(
+            "a_delete_that_retries_a_busy_unmount_forever_is_warned",
+            &why,
+        );
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let plugin = loop_ext4_with(
+        &scratch,
+        "retries-unmount",
+        r#"fail "cannot unmount the volume (is it in use?)""#,
+        ":",
+    );
+    let report = loop_report(&scratch, &plugin, "delete.in-use", "0.05");
+    let (status, message) = verdict(&report, "delete.in-use");
+    assert_eq!(status, "warn", "{message}");
+    assert!(
+        message.contains("expected it to end within its limit; it overran it, and again alone"),
+        "{message}"
+    );
+    let report = loop_report(&scratch, &util::sample("loop-ext4"), "delete.in-use", "1");
+    let (status, message) = verdict(&report, "delete.in-use");
+    assert_eq!(status, "pass", "{message}");
+    assert!(
+        message.contains("(a mount point), delete failed and kept it whole")
+            && message.contains("with it closed, delete removed it"),
+        "{message}"
+    );
+}
+
+/// With every mount refused, a create that ignores the failed mount reports
+/// a plain directory as the volume, and one that forgets to remove its
+/// image leaves it: failure.mount-refused warns both; loop-ext4 fails
+/// cleanly and then creates the volume mounted.
+#[test]
+fn a_create_that_ignores_a_refused_mount_is_warned() {
+    if let Some(why) = util::loop_devices_unusable() {
+        util::skip("a_create_that_ignores_a_refused_mount_is_warned", &why);
+        return;
+    }
+    if !dhv_conform::exec::can_refuse_mounts() {
+        util::skip(
+            "a_create_that_ignores_a_refused_mount_is_warned",
+            "mounts cannot be refused to a call here (no cgroup per call)",
+        );
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let ignores = loop_ext4_with(
+        &scratch,
+        "ignores-mount",
+        r#"create_failed "cannot mount the image""#,
+        ":",
+    );
+    let report = loop_report(&scratch, &ignores, "failure.mount-refused", "1");
+    let (status, message) = verdict(&report, "failure.mount-refused");
+    assert_eq!(status, "warn", "{message}");
+    assert!(
+        message.contains("it reported success with path") && message.contains("not a mount point"),
+        "{message}"
+    );
+    let keeps_image = loop_ext4_with(
+        &scratch,
+        "keeps-image",
+        "\t\trm -f -- \"$img\" \"$tmpimg\"\n\tfi\n\tif [ \"$path_existed\" = no ]",
+        "\t\t:\n\tfi\n\tif [ \"$path_existed\" = no ]",
+    );
+    let report = loop_report(&scratch, &keeps_image, "failure.mount-refused", "1");
+    let (status, message) = verdict(&report, "failure.mount-refused");
+    assert_eq!(status, "warn", "{message}");
+    assert!(
+        message.contains("cannot mount the image), and left in the volumes dir: .")
+            && message.contains(".img"),
+        "{message}"
+    );
+    let report = loop_report(
+        &scratch,
+        &util::sample("loop-ext4"),
+        "failure.mount-refused",
+        "1",
+    );
+    let (status, message) = verdict(&report, "failure.mount-refused");
+    assert_eq!(status, "pass", "{message}");
+    assert!(
+        message.contains("then create made the volume, mounted"),
+        "{message}"
+    );
+}
