@@ -125,7 +125,24 @@ fn a_failed_create_anywhere_in_the_run_is_judged() {
 #[test]
 fn a_plugin_that_cannot_be_made_to_fail_is_skipped_with_that_reason() {
     let scratch = util::Scratch::new();
-    let p = plugin(&scratch, "elsewhere", ":", ":");
+    let home = scratch.path().join("its-own-volumes");
+    let body = format!(
+        r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="{}/$DHV_VOLUME_ID"
+case ${{1-}} in
+fingerprint) echo '{{"version": "1.0.0"}}' ;;
+create) mkdir -p -- "$p" && echo "{{\"path\": \"$p\", \"bytes\": 0}}" ;;
+delete) rm -rf -- "$p" ;;
+*) exit 1 ;;
+esac
+"#,
+        home.display()
+    );
+    let p = scratch
+        .plugin("elsewhere", &body)
+        .to_string_lossy()
+        .into_owned();
     let report = checks(&scratch, &p);
     for id in ["failure.clean", "failure.error-json"] {
         let (status, message) = check(&report, id);
@@ -135,6 +152,26 @@ fn a_plugin_that_cannot_be_made_to_fail_is_skipped_with_that_reason() {
             "{id}: {message}"
         );
     }
+}
+
+/// A plugin that goes past a failed `mkdir` answers the create provoked to
+/// fail with a path under a regular file, which cannot exist: failure.clean
+/// fails it, naming the path (its default volume does exist, so this is no
+/// create.path-exists finding).
+#[test]
+fn a_failure_reported_as_success_fails_failure_clean() {
+    let scratch = util::Scratch::new();
+    let p = plugin(&scratch, "goes-past", ":", ":");
+    let report = checks(&scratch, &p);
+    let (status, message) = check(&report, "failure.clean");
+    assert_eq!(status, "fail", "{message}");
+    assert!(
+        message.contains("the create provoked to fail (its volumes dir lies under a regular file) exited 0 with path")
+            && message.contains("which cannot exist"),
+        "{message}"
+    );
+    let (status, message) = check(&report, "create.path-exists");
+    assert_eq!(status, "pass", "{message}");
 }
 
 /// Max 0 is no maximum: a plugin that reads it as a limit, and so refuses a

@@ -66,7 +66,7 @@ async fn unknown_operation(ctx: &Ctx) -> CheckResult {
 pub(crate) const CLEAN: CheckSpec = CheckSpec {
     id: "failure.clean",
     level: Level::Must,
-    rule: "every failed create of the run, and one the suite provokes on purpose, leaves nothing new in the volumes dir and no process behind",
+    rule: "every failed create of the run, and one the suite provokes on purpose, leaves nothing new in the volumes dir and no process behind; the provoked one does not report success with a path that cannot exist",
     why: "A failed create is not recorded by Nomad, so nothing will ever delete what it left behind: half-made directories and processes stay on the node.",
     fix: "On any error, undo what the create did before exiting non-zero (a `trap` in sh), and leave no process running.",
     samples: &[],
@@ -84,6 +84,14 @@ fn clean(log: &RunLog) -> CheckResult {
         .into_iter()
         .filter(|c| c.plugin_failed)
         .collect();
+    if let Some(what) = &log.false_success {
+        if let Some(c) = provoked(log) {
+            log.cite(c);
+        }
+        return Err(Finding::Fail(format!(
+            "expected a create that cannot work to fail; {what}"
+        )));
+    }
     if failed.is_empty() && log.failed_leftovers.is_empty() {
         return Err(Finding::Skip(cannot_fail(log)));
     }

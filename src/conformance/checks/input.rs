@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use super::{CheckResult, CheckSpec, Level, needs};
 use crate::conformance::context::{
-    Ctx, Expect, Finding, FreshVolume, Holds, VolumeAt, canary_intact, listing, plant_in_volume,
+    Ctx, Expect, Finding, FreshVolume, Holds, Variant, VolumeAt, canary_intact, listing,
+    plant_in_volume,
 };
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
 use crate::plugin::PluginCall;
@@ -423,10 +424,43 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
             volume.still_there()
         )));
     }
+    gone_dir_as_plain(ctx, &there).await?;
     Ok(Finding::Pass(format!(
         "created, created again and deleted in {:?}, nothing outside it changed",
         volumes.file_name().unwrap_or_default()
     )))
+}
+
+/// `Ok` when a delete of a volume in a volumes dir with a space that does not
+/// exist ends as one in a missing dir without a space does (Nomad sends a
+/// delete for a volume whose dir is gone after a reboot on tmpfs, say). How
+/// the plain one ends is delete.never-created's finding.
+async fn gone_dir_as_plain(ctx: &Ctx, there: &Variant<'_>) -> Result<(), Finding> {
+    let delete_in = |dir: &str| {
+        let req = ctx.request_in(&ctx.dirs().dir().join(dir));
+        let path = Path::new(&req.volumes_dir).join(&req.volume_id);
+        DeleteRequest::for_created(&req, &path.to_string_lossy())
+    };
+    let step = "delete of a never-created volume, no volumes dir (`space/gone-volumes`)";
+    let plain = not_hung(
+        there
+            .delete_unloaded(&delete_in("space/gone-volumes"), Expect::Either, step)
+            .await,
+        step,
+    )?;
+    let step = "delete of a never-created volume, no volumes dir (`space/gone volumes`)";
+    let spaced = not_hung(
+        there
+            .delete_unloaded(&delete_in("space/gone volumes"), Expect::Either, step)
+            .await,
+        step,
+    )?;
+    match (plain.result, spaced.result) {
+        (Ok(()), Err(e)) => Err(Finding::Warn(format!(
+            "{step}: expected exit 0, as without the space; got: {e}"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// `Ok` when the volume made in the volumes dir with a space is as the run's

@@ -82,6 +82,8 @@ pub(crate) struct RunLog {
     pub repeats: Vec<super::Repeat>,
     /// What failed creates left, as the checks that made them saw it.
     pub failed_leftovers: Vec<String>,
+    /// A create that could not have worked and reported success.
+    pub false_success: Option<String>,
     /// Calls a verdict cites as its evidence.
     cited: Mutex<Vec<PluginRun>>,
     /// Why the verdict is not pinned in a snapshot, if it is not.
@@ -96,6 +98,7 @@ impl RunLog {
             in_process,
             repeats: shared.repeats(),
             failed_leftovers: shared.failed_leftovers(),
+            false_success: crate::lock(&shared.false_success).clone(),
             cited: Mutex::new(Vec::new()),
             unpinned: Mutex::new(None),
         }

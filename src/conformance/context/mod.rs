@@ -185,6 +185,8 @@ pub(crate) struct Shared {
     repeats: Mutex<Vec<Repeat>>,
     /// What failed creates of other checks left, for `failure.clean`.
     failed_leftovers: Mutex<Vec<String>>,
+    /// A create that cannot work and reported success, for `failure.clean`.
+    false_success: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -206,6 +208,7 @@ impl Shared {
             gate: tokio::sync::RwLock::new(()),
             repeats: Mutex::new(Vec::new()),
             failed_leftovers: Mutex::new(Vec::new()),
+            false_success: Mutex::new(None),
         }
     }
 
@@ -225,6 +228,12 @@ impl Shared {
     /// `failure.clean`, which owns that finding.
     pub fn hand_to_failure_clean(&self, what: String) {
         crate::lock(&self.failed_leftovers).push(what);
+    }
+
+    /// Hands a create that could not have worked but reported success (its
+    /// path cannot exist) to `failure.clean`: a failure hidden as a success.
+    pub fn hand_false_success(&self, what: String) {
+        *crate::lock(&self.false_success) = Some(what);
     }
 
     /// What failed creates left, as other checks saw it.

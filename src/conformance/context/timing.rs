@@ -9,6 +9,7 @@
 //! that, without the wait, it was within its limit) is made once more alone:
 //! the deadline fails only on one that repeats.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use super::probes::probe_ctx;
@@ -104,13 +105,27 @@ async fn provoke_failure(ctx: &super::Ctx) {
     let req = ctx.request_in(&blocker.join("volumes"));
     // Either: expected to fail, but a plugin that ignores DHV_VOLUMES_DIR may
     // not; how it fails is what the failure checks judge.
-    ctx.calls
+    let call = ctx
+        .calls
         .create(
             &req,
             Expect::Either,
             "create whose volumes dir cannot exist (a failure provoked on purpose)",
         )
         .await;
+    // A success whose path lies under the file cannot be true: a failed step
+    // the plugin went past. A plugin whose default volume does not exist
+    // either is create.path-exists's finding (one cause, one finding).
+    if let Ok(resp) = &call.result
+        && Path::new(&resp.path).starts_with(&blocker)
+        && ctx.probes().create_probe().await.path_existed
+    {
+        ctx.calls.shared.hand_false_success(format!(
+            "the create provoked to fail (its volumes dir lies under a regular file) exited 0 \
+             with path {:?}, which cannot exist: a failed step the plugin went past",
+            resp.path
+        ));
+    }
 }
 
 /// One call of `op`, alone; returns its log entry. A delete deletes a volume
