@@ -18,6 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::context::LOOP_RELEASE;
 use super::interrupt::Signals;
 use super::live::{LiveVolumes, join_all};
 use crate::contract::DeleteRequest;
@@ -364,12 +365,24 @@ fn record_unmounts(result: std::io::Result<crate::safe_fs::Unmounted>, out: &mut
     }
 }
 
-/// After the unmounts, which let go of the devices they used.
+/// After the unmounts, which let go of the devices they used. A device that
+/// another process holds open at that moment (a `losetup -a` anywhere reads
+/// every device through its node) is only marked to detach: the run waits,
+/// bounded, until the kernel has let each one go, so that what the report
+/// calls detached is detached.
 fn detach_loops(root: &Path, out: &mut Teardown) {
+    let mut detached = Vec::new();
     for dev in crate::safe_fs::loops_backed_under(root) {
         out.loops_found.push(dev.to_string());
-        if let Err(e) = crate::safe_fs::detach(&dev) {
-            out.errors.push(format!("{dev} still attached ({e})"));
+        match crate::safe_fs::detach(&dev) {
+            Ok(()) => detached.push(dev),
+            Err(e) => out.errors.push(format!("{dev} still attached ({e})")),
+        }
+    }
+    let deadline = std::time::Instant::now() + LOOP_RELEASE;
+    for dev in detached {
+        if let Err(e) = crate::safe_fs::wait_detached(&dev, deadline) {
+            out.errors.push(format!("{dev} {e}"));
         }
     }
 }

@@ -153,11 +153,25 @@ pub fn detach(dev: &LoopDevice) -> io::Result<()> {
 /// not scheduled: a `losetup -j` made in between still names the device.
 pub fn detach_and_wait(dev: &LoopDevice, bound: std::time::Duration) -> io::Result<()> {
     detach(dev)?;
+    wait_detached(dev, std::time::Instant::now() + bound)
+}
+
+/// Waits, until `deadline`, for the kernel to show `dev` detached (see
+/// [`detach_and_wait`]): for a caller that detaches several devices first,
+/// then waits for all of them under one bound.
+pub fn wait_detached(dev: &LoopDevice, deadline: std::time::Instant) -> io::Result<()> {
     let name = dev.device.file_name().unwrap_or_default().to_owned();
     let backing = Path::new("/sys/block").join(name).join("loop/backing_file");
     let started = std::time::Instant::now();
-    while backing.exists() {
-        if started.elapsed() >= bound {
+    let bound = deadline.saturating_duration_since(started);
+    // Detached once the kernel names no backing file, or another one (the
+    // freed device attached anew by someone else).
+    let still = || {
+        std::fs::read_to_string(&backing)
+            .is_ok_and(|text| Path::new(backing_path(&text)) == dev.backing_file)
+    };
+    while still() {
+        if std::time::Instant::now() >= deadline {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(

@@ -3,7 +3,9 @@
 //! correct plugin passes them: a volume made in a volumes dir with a space
 //! that differs from one made in the default dir (input.volumes-dir-space),
 //! a delete that retries a busy unmount forever (delete.in-use), a create
-//! that reports success though its mount was refused (failure.mount-refused).
+//! that reports success though its mount was refused (failure.mount-refused),
+//! a compensating delete that exits 0 but leaves the files it found by the
+//! volume's name (delete.auto-delete-safe).
 //! The loop-ext4 ones need root and loop devices; where the machine has
 //! neither, they say why and do not run.
 
@@ -72,6 +74,54 @@ esac
         Duration::from_secs(120),
     );
     let (status, message) = verdict(&report, "input.volumes-dir-space");
+    assert_eq!(status, "pass", "{message}");
+}
+
+/// A plugin that keeps a note beside each volume named by the volume's
+/// name: Nomad's compensating delete (empty name) exits 0 and leaves the
+/// note for good. The check names it; the reference, which names all by the
+/// id, passes.
+#[test]
+fn a_compensating_delete_that_leaves_a_file_named_by_the_name_warns() {
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin(
+        "note-by-name",
+        r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+note="$DHV_VOLUMES_DIR/note-$DHV_VOLUME_NAME"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" && echo "$DHV_VOLUME_ID" > "$note" || exit 1
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete) rm -rf -- "$p" "$note" ;;
+*) exit 1 ;;
+esac
+"#,
+    );
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(
+        &scratch,
+        &[&plugin, "delete.auto-delete-safe", "--exact"],
+        Duration::from_secs(120),
+    );
+    let (status, message) = verdict(&report, "delete.auto-delete-safe");
+    assert_eq!(status, "warn", "{message}");
+    assert!(
+        message.contains("left the new volume's note-conformance-"),
+        "{message}"
+    );
+    let report = util::check::json_report(
+        &scratch,
+        &[
+            &util::sample("reference"),
+            "delete.auto-delete-safe",
+            "--exact",
+        ],
+        Duration::from_secs(120),
+    );
+    let (status, message) = verdict(&report, "delete.auto-delete-safe");
     assert_eq!(status, "pass", "{message}");
 }
 

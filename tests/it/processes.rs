@@ -540,7 +540,7 @@ fn a_plugin_nesting_cgroups_leaves_neither_daemon_nor_cgroup() {
 
 /// The cgroups a killed run left (named for a pid and start time that no
 /// live process has) are removed by the next run, with the process still in
-/// them; those of a live run (ours, here) stay.
+/// them; those of a live run (a sleeping process's, here) stay.
 #[test]
 fn the_next_run_removes_the_cgroups_of_dead_runs_only() {
     let test = "the_next_run_removes_the_cgroups_of_dead_runs_only";
@@ -549,19 +549,40 @@ fn the_next_run_removes_the_cgroups_of_dead_runs_only() {
     };
     let tag = "1019.82";
     let _guard = KillTagged(tag);
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // The live run's owner is a process of its own: this test process's
+    // pid names the real run cgroup of the library tests beside this one,
+    // which remove it when their run ends.
+    let mut owner = std::process::Command::new("sleep")
+        .arg(tag)
+        .spawn()
+        .unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", owner.id())).unwrap();
     let start = stat.rsplit_once(')').unwrap().1.split(' ').nth(20).unwrap();
-    // Our pid with another start time is a dead run whose pid was reused.
-    let dead = base.join(format!("dhv-conform-run-{}-1{start}", std::process::id()));
-    let live = base.join(format!("dhv-conform-run-{}-{start}", std::process::id()));
+    // The owner's pid with another start time is a dead run whose pid was reused.
+    let dead = base.join(format!("dhv-conform-run-{}-1{start}", owner.id()));
+    let live = base.join(format!("dhv-conform-run-{}-{start}", owner.id()));
     let inner = dead.join("c0").join("nested");
-    std::fs::create_dir_all(&inner).unwrap();
     std::fs::create_dir_all(live.join("c0")).unwrap();
     let mut daemon = std::process::Command::new("sleep")
         .arg(tag)
         .spawn()
         .unwrap();
-    std::fs::write(inner.join("cgroup.procs"), daemon.id().to_string()).unwrap();
+    // The runs of the tests beside this one sweep dead runs' cgroups too, and
+    // one may remove the dead run's tree between its making and the move of
+    // the process into it (cgroup2 cannot rename a cgroup into place): make
+    // it again. Once the process is in, whichever run sweeps first kills it.
+    let mut placed = Err(std::io::Error::other("never tried"));
+    for _ in 0..20 {
+        placed = std::fs::create_dir_all(&inner)
+            .and_then(|()| std::fs::write(inner.join("cgroup.procs"), daemon.id().to_string()));
+        if placed.is_ok() {
+            break;
+        }
+    }
+    if let Err(e) = placed {
+        let _ = (daemon.kill(), owner.kill());
+        panic!("cannot move the process into the dead run's cgroup: {e}");
+    }
     let s = Scratch::new();
     let plugin = s.plugin("fp", "#!/bin/sh\necho '{\"version\":\"1.0.0\"}'\n");
     let out = Command::new(bin())
@@ -574,6 +595,8 @@ fn the_next_run_removes_the_cgroups_of_dead_runs_only() {
     let _ = daemon.kill();
     let killed = daemon.wait().unwrap();
     let left = (dead.exists(), live.exists());
+    let _ = owner.kill();
+    let _ = owner.wait();
     for dir in [&inner, &dead.join("c0"), &dead, &live.join("c0"), &live] {
         let _ = std::fs::remove_dir(dir);
     }

@@ -303,9 +303,13 @@ fn sigint_of_loop_ext4_with_mounted_volumes_leaves_nothing() {
 
 /// A plugin whose every delete hangs: the cleanup deletes run in parallel,
 /// so the run ends within a few delete limits, not one per volume. At a
-/// tenth of Nomad's limits (6 s per delete) it must end within 30 s (the
-/// 5 minutes of the real limits, scaled; measured: 25 s); before, it took
-/// 66 s (and 1,029 s at the real limits).
+/// tenth of Nomad's limits (6 s per delete) the run makes about 120 deletes,
+/// 59 of them in the teardown; idle, it ends after five limits in a row
+/// (31 s: the checks' deletes in two waves, two re-run alone, the
+/// teardown's), and on a loaded machine a few more re-runs alone come in
+/// (measured in CI: 42.5 s). It must end within ten limits: one delete per
+/// volume would take six minutes, and the run before the parallel teardown
+/// took 66 s (1,029 s at the real limits).
 #[test]
 fn a_plugin_whose_deletes_all_hang_ends_in_bounded_time() {
     let area = Area::new();
@@ -342,9 +346,7 @@ esac
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // One delete limit more than the teardown's own: the timing phase
-    // confirms, alone, that a delete hangs (measured: 31 s).
-    assert!(took < Duration::from_secs(40), "took {took:?}");
+    assert!(took < Duration::from_secs(60), "took {took:?}");
     area.assert_clean("hanging deletes");
 }
 

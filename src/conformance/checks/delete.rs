@@ -298,9 +298,9 @@ async fn no_residue(ctx: &Ctx) -> CheckResult {
 pub(crate) const AUTO_DELETE_SAFE: CheckSpec = CheckSpec {
     id: "delete.auto-delete-safe",
     level: Level::Should,
-    rule: "Nomad's compensating delete (DHV_CREATED_PATH = the volumes dir, empty name and namespace) removes no other volume",
-    why: "When Nomad fails to save a new volume's state it deletes the volume with `DHV_CREATED_PATH` set to the volumes dir itself and an empty name and namespace: a plugin that runs `rm -rf \"$DHV_CREATED_PATH\"` wipes every volume on the node.",
-    fix: "Derive what to remove from `DHV_VOLUME_ID`, or refuse a `DHV_CREATED_PATH` equal to `DHV_VOLUMES_DIR`.",
+    rule: "Nomad's compensating delete (DHV_CREATED_PATH = the volumes dir, empty name and namespace) removes no other volume; when it exits 0, nothing of the new volume is left",
+    why: "When Nomad fails to save a new volume's state it deletes the volume with `DHV_CREATED_PATH` set to the volumes dir itself and an empty name and namespace: a plugin that runs `rm -rf \"$DHV_CREATED_PATH\"` wipes every volume on the node. A delete that exits 0 there but finds the volume's files by its name (empty in this call) leaves them behind for good: Nomad forgets the volume, and nothing will ever remove them.",
+    fix: "Derive what to remove from `DHV_VOLUME_ID` alone (never the name or `DHV_CREATED_PATH`), or refuse a `DHV_CREATED_PATH` equal to `DHV_VOLUMES_DIR`.",
     samples: &["blind-delete"],
     run: scenario!(auto_delete_safe),
 };
@@ -316,6 +316,7 @@ async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
         .create_ok(&other_req, "create of an unrelated volume")
         .await?;
     let canary = plant_in_volume(ctx, &other.path, "create of an unrelated volume")?;
+    let before_new = listing(ctx.dirs().volumes());
     let new = ctx
         .steps()
         .create_ok(&new_req, "create of the volume whose state write 'failed'")
@@ -368,6 +369,16 @@ async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
         })
         .collect();
     let other_ok = canary_intact(&canary) && lost.is_empty();
+    // What of the new volume a delete that exited 0 left (Nomad forgets the
+    // volume then): named by its id alone, it must go whole.
+    let left = match call.ok() && dir_ok && other_ok {
+        true => {
+            ctx.probes()
+                .left_since(ctx.dirs().volumes(), &before_new)
+                .await
+        }
+        false => Default::default(),
+    };
     // Either: Nomad's delete may have removed it already, and whether a
     // second delete exits 0 is delete.idempotent's business.
     tokio::join!(
@@ -384,6 +395,15 @@ async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
             "delete of the unrelated volume",
         ),
     );
+    if dir_ok && other_ok && !left.own.is_empty() {
+        return Err(Finding::Warn(format!(
+            "Nomad's delete after a failed state write (DHV_CREATED_PATH = the volumes dir, an empty \
+             name and namespace) exited 0, but left the new volume's {}{}: Nomad forgets the volume, so \
+             nothing will remove them; name every file of a volume by DHV_VOLUME_ID alone",
+            left.own.join(", "),
+            left.citation()
+        )));
+    }
     if dir_ok && other_ok {
         Ok(Finding::Pass(format!(
             "the volumes dir and other volumes survived (the delete {})",
