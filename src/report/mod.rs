@@ -48,4 +48,6 @@ pub use model::{
 pub use redact::Redactions;
 pub use requests::{RequestOutcome, merge_requests};
 pub use sandbox::SandboxOutcome;
-pub use snapshot::{SnapshotError, SnapshotOutcome, bless, compare, diff, harness_of, normalise};
+pub use snapshot::{
+    SnapshotError, SnapshotOutcome, bless, compare, diff, harness_of, normalise, pin_as_stored,
+};

@@ -165,6 +165,7 @@ pub fn compare(path: &Path, normalised: &str) -> Result<SnapshotOutcome, Snapsho
         }
     };
     let stored = stored.replace("\r\n", "\n");
+    let normalised = &pin_as_stored(&stored, normalised);
     if without_harness(&stored) == without_harness(normalised) {
         return Ok(SnapshotOutcome::Matched);
     }
@@ -179,6 +180,78 @@ pub fn compare(path: &Path, normalised: &str) -> Result<SnapshotOutcome, Snapsho
         diff: diff(&stored, normalised, &old_name, &new_name),
         other_harness,
     })
+}
+
+/// The marker of a check's line whose measurement lay near a bound.
+const UNPINNED: &str = "[not pinned: ";
+
+/// `run` (a normalised report) with every check that is not pinned on either
+/// side (`<id> <level> [not pinned: …]`: a measurement near its bound, which
+/// the host's load can move across it) given its block from `stored`: such a
+/// check is not compared, so neither a quiet nor a busy machine makes a
+/// difference of it. A check that is pinned on both sides is compared as it is.
+pub fn pin_as_stored(stored: &str, run: &str) -> String {
+    let stored_blocks = check_blocks(stored);
+    let run_blocks = check_blocks(run);
+    let unpinned: std::collections::HashSet<&str> = stored_blocks
+        .iter()
+        .chain(&run_blocks)
+        .filter(|(_, block)| block.lines().next().is_some_and(|l| l.contains(UNPINNED)))
+        .map(|(key, _)| *key)
+        .collect();
+    if unpinned.is_empty() {
+        return run.to_owned();
+    }
+    let stored_of = |key: &str| {
+        stored_blocks
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, b)| *b)
+    };
+    let mut out = String::with_capacity(run.len());
+    for (key, block) in run_blocks {
+        match stored_of(key).filter(|_| unpinned.contains(key)) {
+            // The stored block, with the run's line end (the last block may lack one).
+            Some(stored) if block.ends_with('\n') && !stored.ends_with('\n') => {
+                out.push_str(stored);
+                out.push('\n');
+            }
+            Some(stored) if !block.ends_with('\n') => out.push_str(stored.trim_end_matches('\n')),
+            Some(stored) => out.push_str(stored),
+            None => out.push_str(block),
+        }
+    }
+    out
+}
+
+/// A normalised text cut into blocks: each line that does not start with the
+/// continuation indent, with the indented lines below it, keyed by its first
+/// two words (`<id> <level>` for a check; a header line keys itself).
+fn check_blocks(text: &str) -> Vec<(&str, &str)> {
+    let mut blocks = Vec::new();
+    let mut start = 0;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        if at > start && !line.starts_with(CONTINUATION) {
+            blocks.push(&text[start..at]);
+            start = at;
+        }
+        at += line.len();
+    }
+    if at > start {
+        blocks.push(&text[start..at]);
+    }
+    blocks
+        .into_iter()
+        .map(|b| {
+            let head = b.lines().next().unwrap_or_default();
+            let key_end = head
+                .match_indices(' ')
+                .nth(1)
+                .map_or(head.len(), |(i, _)| i);
+            (&head[..key_end], b)
+        })
+        .collect()
 }
 
 /// The harness named in a snapshot's header (`dhv-conform 0.1.0`), if any.
@@ -244,6 +317,41 @@ pub fn bless(path: &Path, normalised: &str) -> Result<(), SnapshotError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_check_not_pinned_on_either_side_is_not_compared() {
+        let stored = "schema: x\n\na.b must pass: ok\nt.m should pass: fast\n    detail\nz.z must pass: ok\n";
+        let near =
+            "schema: x\n\na.b must pass: ok\nt.m should [not pinned: near]\nz.z must pass: ok\n";
+        // The run near its bound matches the stored pass, and the other way round.
+        assert_eq!(pin_as_stored(stored, near), stored);
+        assert_eq!(pin_as_stored(near, stored), near);
+        // A pinned check that changed still differs, beside an unpinned one.
+        let changed =
+            "schema: x\n\na.b must warn: slow\nt.m should [not pinned: near]\nz.z must pass: ok\n";
+        assert_eq!(
+            pin_as_stored(stored, changed),
+            "schema: x\n\na.b must warn: slow\nt.m should pass: fast\n    detail\nz.z must pass: ok\n"
+        );
+        // And `check --snapshot` compares so.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plugin.snap");
+        fs::write(&path, stored).unwrap();
+        assert_eq!(compare(&path, near).unwrap(), SnapshotOutcome::Matched);
+        assert!(matches!(
+            compare(&path, changed).unwrap(),
+            SnapshotOutcome::Differs { .. }
+        ));
+        // Nothing unpinned: the run as it is; no trailing line end kept as it was.
+        assert_eq!(
+            pin_as_stored(stored, "a.b must pass: ok"),
+            "a.b must pass: ok"
+        );
+        assert_eq!(
+            pin_as_stored(stored, "t.m should [not pinned: near]"),
+            "t.m should pass: fast\n    detail"
+        );
+    }
     use crate::report::sample;
     use crate::report::{CheckResult, Level, Status};
     use std::fs;

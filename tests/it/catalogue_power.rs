@@ -5,7 +5,8 @@
 //! a delete that retries a busy unmount forever (delete.in-use), a create
 //! that reports success though its mount was refused (failure.mount-refused),
 //! a compensating delete that exits 0 but leaves the files it found by the
-//! volume's name (delete.auto-delete-safe).
+//! volume's name (delete.auto-delete-safe), a delete that leaves the image
+//! it named by a split path (input.volumes-dir-space).
 //! The loop-ext4 ones need root and loop devices; where the machine has
 //! neither, they say why and do not run.
 
@@ -188,6 +189,41 @@ fn a_delete_that_retries_a_busy_unmount_forever_is_warned() {
             && message.contains("with it closed, delete removed it"),
         "{message}"
     );
+}
+
+/// A delete that removes the image through an unquoted path, in a volumes
+/// dir with a space, removes two other names and leaves the image:
+/// input.volumes-dir-space names it; loop-ext4 itself leaves nothing.
+#[test]
+fn a_delete_that_splits_the_image_path_is_warned() {
+    if let Some(why) = util::loop_devices_unusable() {
+        util::skip("a_delete_that_splits_the_image_path_is_warned", &why);
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let plugin = loop_ext4_with(
+        &scratch,
+        "unquoted-image",
+        r#"if ! rm -f -- "$img" "$tmpimg"; then"#,
+        r#"if ! rm -f -- $img "$tmpimg"; then"#,
+    );
+    let report = loop_report(&scratch, &plugin, "input.volumes-dir-space", "1");
+    let (status, message) = verdict(&report, "input.volumes-dir-space");
+    assert_eq!(status, "warn", "{message}");
+    assert!(
+        message.contains(
+            "to leave nothing of the volume, as it does in the default volumes dir; it left ."
+        ) && message.contains(".img"),
+        "{message}"
+    );
+    let report = loop_report(
+        &scratch,
+        &util::sample("loop-ext4"),
+        "input.volumes-dir-space",
+        "1",
+    );
+    let (status, message) = verdict(&report, "input.volumes-dir-space");
+    assert_eq!(status, "pass", "{message}");
 }
 
 /// With every mount refused, a create that ignores the failed mount reports

@@ -279,7 +279,7 @@ async fn capacity_edge(ctx: &Ctx) -> CheckResult {
 pub(crate) const VOLUMES_DIR_SPACE: CheckSpec = CheckSpec {
     id: "input.volumes-dir-space",
     level: Level::Must,
-    rule: "in a volumes dir whose path holds a space (`.../host volumes`), create and delete work, the new volume is as one made in the default volumes dir (its mode, what it holds, bytes in range), and nothing outside it changes",
+    rule: "in a volumes dir whose path holds a space (`.../host volumes`), create and delete work, the new volume is as one made in the default volumes dir (its mode, what it holds, bytes in range), delete leaves nothing of it (beyond what it leaves in the default dir), and nothing outside the dir changes",
     why: "The volumes dir is the operator's `host_volumes_dir` (or under the agent's `data_dir`), and a path with a space is a valid one. A plugin that leaves a path unquoted splits it in two: it makes or removes `.../host` and `volumes` in its working directory, not the volume.",
     fix: "Quote every expansion of a path in sh (`\"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\"`, `rm -rf -- \"$path\"`), and pass paths as single arguments in other languages (no shell strings).",
     samples: &[],
@@ -422,6 +422,19 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
         return Err(Finding::Warn(format!(
             "expected delete in a volumes dir whose path holds a space to remove the volume; {}",
             volume.still_there()
+        )));
+    }
+    // The dir was made empty for this check: all in it now is the volume's.
+    // What every delete leaves, here and in the default dir, is
+    // delete.no-residue's finding.
+    let left = ctx.probes().left_since(&volumes, &BTreeSet::new()).await;
+    if !left.own.is_empty() {
+        return Err(Finding::Warn(format!(
+            "expected delete in a volumes dir whose path holds a space to leave nothing of the \
+             volume, as it does in the default volumes dir; it left {}{} (a removal given the \
+             path unquoted removes `.../host` and a name in its working directory instead)",
+            left.own.join(", "),
+            left.citation()
         )));
     }
     gone_dir_as_plain(ctx, &there).await?;
