@@ -30,6 +30,20 @@ fn verdict<'a>(report: &'a Value, id: &str) -> (&'a str, &'a str) {
     )
 }
 
+/// Asserts that check `id` alone warns `plugin` with a message holding
+/// `needle`, and passes the reference (which makes none of the slips).
+fn warns_where_the_reference_passes(scratch: &util::Scratch, plugin: &str, id: &str, needle: &str) {
+    let limit = Duration::from_secs(120);
+    let report = util::check::json_report(scratch, &[plugin, id, "--exact"], limit);
+    let (status, message) = verdict(&report, id);
+    assert_eq!(status, "warn", "{message}");
+    assert!(message.contains(needle), "{message}");
+    let reference = util::sample("reference");
+    let report = util::check::json_report(scratch, &[&reference, id, "--exact"], limit);
+    let (status, message) = verdict(&report, id);
+    assert_eq!(status, "pass", "{message}");
+}
+
 /// A directory plugin that sets its volume's mode through an unquoted path:
 /// in a volumes dir with a space the `chmod` misses (quietly), and the
 /// volume keeps the umask's mode, unlike one made in the default dir.
@@ -52,30 +66,12 @@ delete) rm -rf -- "$p" ;;
 esac
 "#,
     );
-    let plugin = plugin.to_string_lossy();
-    let report = util::check::json_report(
+    warns_where_the_reference_passes(
         &scratch,
-        &[&plugin, "input.volumes-dir-space", "--exact"],
-        Duration::from_secs(120),
+        &plugin.to_string_lossy(),
+        "input.volumes-dir-space",
+        "(mode 0700, empty); it is mode 0755, empty",
     );
-    let (status, message) = verdict(&report, "input.volumes-dir-space");
-    assert_eq!(status, "warn", "{message}");
-    assert!(
-        message.contains("(mode 0700, empty); it is mode 0755, empty"),
-        "{message}"
-    );
-    // The reference quotes every path: the same check passes.
-    let report = util::check::json_report(
-        &scratch,
-        &[
-            &util::sample("reference"),
-            "input.volumes-dir-space",
-            "--exact",
-        ],
-        Duration::from_secs(120),
-    );
-    let (status, message) = verdict(&report, "input.volumes-dir-space");
-    assert_eq!(status, "pass", "{message}");
 }
 
 /// A plugin that keeps a note beside each volume named by the volume's
@@ -101,29 +97,12 @@ delete) rm -rf -- "$p" "$note" ;;
 esac
 "#,
     );
-    let plugin = plugin.to_string_lossy();
-    let report = util::check::json_report(
+    warns_where_the_reference_passes(
         &scratch,
-        &[&plugin, "delete.auto-delete-safe", "--exact"],
-        Duration::from_secs(120),
+        &plugin.to_string_lossy(),
+        "delete.auto-delete-safe",
+        "left the new volume's note-conformance-",
     );
-    let (status, message) = verdict(&report, "delete.auto-delete-safe");
-    assert_eq!(status, "warn", "{message}");
-    assert!(
-        message.contains("left the new volume's note-conformance-"),
-        "{message}"
-    );
-    let report = util::check::json_report(
-        &scratch,
-        &[
-            &util::sample("reference"),
-            "delete.auto-delete-safe",
-            "--exact",
-        ],
-        Duration::from_secs(120),
-    );
-    let (status, message) = verdict(&report, "delete.auto-delete-safe");
-    assert_eq!(status, "pass", "{message}");
 }
 
 /// loop-ext4 with one line changed (`from` → `to`), in `scratch`.
