@@ -24,6 +24,9 @@ const CONTINUATION: &str = "    ";
 /// The header line naming the harness that wrote a snapshot.
 const HARNESS_KEY: &str = "harness: ";
 
+/// What follows `<id> <level> ` on the line of a check that is not pinned.
+const UNPINNED: &str = "[not pinned: ";
+
 /// The normalised text of a report: a header (schema, spec, the harness that wrote it,
 /// plugin version, verdict), a blank line, then one line per check sorted by id,
 /// `<id> <level> <status>: <message>`, with the message redacted and any further lines of
@@ -52,7 +55,7 @@ pub fn normalise(report: &Report, redactions: &Redactions) -> String {
         if let Some(why) = &check.unpinned {
             // Reported in full elsewhere; pinned here is only that it is not.
             out.push_str(&format!(
-                "{} {} [not pinned: {}]\n",
+                "{} {} {UNPINNED}{}]\n",
                 check.id,
                 check.level,
                 redactions.apply(why)
@@ -182,9 +185,6 @@ pub fn compare(path: &Path, normalised: &str) -> Result<SnapshotOutcome, Snapsho
     })
 }
 
-/// The marker of a check's line whose measurement lay near a bound.
-const UNPINNED: &str = "[not pinned: ";
-
 /// `run` (a normalised report) with every check that is not pinned on either
 /// side (`<id> <level> [not pinned: …]`: a measurement near its bound, which
 /// the host's load can move across it) given its block from `stored`: such a
@@ -196,7 +196,7 @@ pub fn pin_as_stored(stored: &str, run: &str) -> String {
     let unpinned: std::collections::HashSet<&str> = stored_blocks
         .iter()
         .chain(&run_blocks)
-        .filter(|(_, block)| block.lines().next().is_some_and(|l| l.contains(UNPINNED)))
+        .filter(|(key, block)| block[key.len()..].starts_with(&format!(" {UNPINNED}")))
         .map(|(key, _)| *key)
         .collect();
     if unpinned.is_empty() {
@@ -212,12 +212,12 @@ pub fn pin_as_stored(stored: &str, run: &str) -> String {
     for (key, block) in run_blocks {
         match stored_of(key).filter(|_| unpinned.contains(key)) {
             // The stored block, with the run's line end (the last block may lack one).
-            Some(stored) if block.ends_with('\n') && !stored.ends_with('\n') => {
-                out.push_str(stored);
-                out.push('\n');
+            Some(stored) => {
+                out.push_str(stored.strip_suffix('\n').unwrap_or(stored));
+                if block.ends_with('\n') {
+                    out.push('\n');
+                }
             }
-            Some(stored) if !block.ends_with('\n') => out.push_str(stored.trim_end_matches('\n')),
-            Some(stored) => out.push_str(stored),
             None => out.push_str(block),
         }
     }

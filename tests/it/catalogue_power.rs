@@ -33,15 +33,28 @@ fn verdict<'a>(report: &'a Value, id: &str) -> (&'a str, &'a str) {
 /// Asserts that check `id` alone warns `plugin` with a message holding
 /// `needle`, and passes the reference (which makes none of the slips).
 fn warns_where_the_reference_passes(scratch: &util::Scratch, plugin: &str, id: &str, needle: &str) {
-    let limit = Duration::from_secs(120);
-    let report = util::check::json_report(scratch, &[plugin, id, "--exact"], limit);
+    let run =
+        |p: &str| util::check::json_report(scratch, &[p, id, "--exact"], Duration::from_secs(120));
+    let message = warns_where_correct_passes(run, plugin, &util::sample("reference"), id);
+    assert!(message.contains(needle), "{message}");
+}
+
+/// Asserts that check `id`, in reports that `run` makes, warns `plugin` and
+/// passes `correct`; the warning's message.
+fn warns_where_correct_passes(
+    run: impl Fn(&str) -> Value,
+    plugin: &str,
+    correct: &str,
+    id: &str,
+) -> String {
+    let report = run(plugin);
     let (status, message) = verdict(&report, id);
     assert_eq!(status, "warn", "{message}");
-    assert!(message.contains(needle), "{message}");
-    let reference = util::sample("reference");
-    let report = util::check::json_report(scratch, &[&reference, id, "--exact"], limit);
-    let (status, message) = verdict(&report, id);
-    assert_eq!(status, "pass", "{message}");
+    let message = message.to_owned();
+    let report = run(correct);
+    let (status, passed) = verdict(&report, id);
+    assert_eq!(status, "pass", "{passed}");
+    message
 }
 
 /// A directory plugin that sets its volume's mode through an unquoted path:
@@ -186,23 +199,15 @@ fn a_delete_that_splits_the_image_path_is_warned() {
         r#"if ! rm -f -- "$img" "$tmpimg"; then"#,
         r#"if ! rm -f -- $img "$tmpimg"; then"#,
     );
-    let report = loop_report(&scratch, &plugin, "input.volumes-dir-space", "1");
-    let (status, message) = verdict(&report, "input.volumes-dir-space");
-    assert_eq!(status, "warn", "{message}");
+    let id = "input.volumes-dir-space";
+    let run = |p: &str| loop_report(&scratch, p, id, "1");
+    let message = warns_where_correct_passes(run, &plugin, &util::sample("loop-ext4"), id);
     assert!(
         message.contains(
             "to leave nothing of the volume, as it does in the default volumes dir; it left ."
         ) && message.contains(".img"),
         "{message}"
     );
-    let report = loop_report(
-        &scratch,
-        &util::sample("loop-ext4"),
-        "input.volumes-dir-space",
-        "1",
-    );
-    let (status, message) = verdict(&report, "input.volumes-dir-space");
-    assert_eq!(status, "pass", "{message}");
 }
 
 /// With every mount refused, a create that ignores the failed mount reports

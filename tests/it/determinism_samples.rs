@@ -60,9 +60,6 @@ struct Tally {
 /// The start of a unified diff of `got` against the stored `want`, or `None`
 /// when they are the same (trailing blank lines aside, as insta stores them).
 fn difference(want: &str, got: &str) -> Option<String> {
-    // A check near its bound on either side is not compared (as `check
-    // --snapshot` does): its line is taken from the stored snapshot.
-    let got = dhv_conform::report::pin_as_stored(want, got.trim_end());
     let got = got.trim_end();
     if got == want {
         return None;
@@ -101,7 +98,7 @@ fn sweep(name: &str, idle: usize, loaded: usize) -> Tally {
     };
     let one = |tally: &mut Tally, under_load: bool| {
         let run = samples::run_sample(name, samples::scale(name));
-        let diff = difference(&expected, &samples::snapshot_text(name, &run));
+        let diff = difference(&expected, &samples::compared_snapshot_text(name, &run));
         let (slot, phase) = match under_load {
             true => (&mut tally.loaded, "loaded"),
             false => (&mut tally.idle, "idle"),

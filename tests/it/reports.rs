@@ -148,20 +148,10 @@ fn always_usable() -> Option<String> {
 fn check_sample(name: &str) {
     let run = run_sample(name, samples::scale(name));
     assert_verdicts(name, &run.report);
-    // A check whose measurement lay near its bound, in this run or the
-    // stored one, is not compared (as `check --snapshot` does).
-    let text = snapshot_text(name, &run);
-    let stored = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("snapshots")
-        .join(format!("sample-{name}.snap"));
-    let text = match stored.exists() {
-        true => report::pin_as_stored(&samples::stored_snapshot(name), &text),
-        false => text,
-    };
     assert_snapshot(
         &format!("sample-{name}"),
         &format!("dhv-conform check sample-plugins/{name}: the normalised report"),
-        &text,
+        &samples::compared_snapshot_text(name, &run),
     );
     if RENDERED.contains(&name) {
         let report = canonical(name, &run);

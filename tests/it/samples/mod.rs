@@ -240,11 +240,26 @@ pub fn snapshot_text(name: &str, run: &SampleRun) -> String {
 /// those samples' snapshots is still held to the byte. `determinism_samples.rs` holds it empty.
 pub const RACES: &[(&str, &str)] = &[];
 
+/// The snapshot text of a sample as it is compared with the stored one: a
+/// check not pinned on either side (a measurement near its bound) takes its
+/// stored block, as `check --snapshot` compares.
+pub fn compared_snapshot_text(name: &str, run: &SampleRun) -> String {
+    let text = snapshot_text(name, run);
+    match stored_snapshot_path(name).exists() {
+        true => dhv_conform::report::pin_as_stored(&stored_snapshot(name), &text),
+        false => text,
+    }
+}
+
+fn stored_snapshot_path(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("snapshots")
+        .join(format!("sample-{name}.snap"))
+}
+
 /// The snapshot of a sample as stored in `snapshots/` (its body, after insta's header).
 pub fn stored_snapshot(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("snapshots")
-        .join(format!("sample-{name}.snap"));
+    let path = stored_snapshot_path(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let body = text
         .strip_prefix("---\n")
