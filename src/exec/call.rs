@@ -57,13 +57,7 @@ impl Call {
             .admit(|| {
                 let argv0 = self.arg0.as_deref().unwrap_or(&self.program);
                 let program = (self.program.as_path(), argv0);
-                os::start_leader(
-                    program,
-                    &self.args,
-                    &env,
-                    self.cwd.as_deref(),
-                    self.refuse_mounts,
-                )
+                os::start_leader(program, &self.args, &env, self.cwd.as_deref(), self.refuse)
             })
             .map_err(|e| self.spawn_error(e))?;
         let pid = call.pgid;

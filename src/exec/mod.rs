@@ -52,7 +52,7 @@ use std::time::Duration;
 
 pub use crate::contract::ExitReason;
 pub use os::Leftover;
-pub use os::can_refuse_mounts;
+pub use os::can_refuse;
 pub use supervisor::Supervisor;
 
 /// Default cap on captured stdout and on captured stderr: 1 MiB each.
@@ -127,7 +127,46 @@ pub struct Call {
     follow: Duration,
     term_grace: Duration,
     supervisor: Option<Supervisor>,
-    refuse_mounts: bool,
+    refuse: Option<Refusal>,
+}
+
+/// A family of system calls a call's processes can be refused (they fail
+/// with `EPERM`), so a check can see what a plugin does when a step fails
+/// as it does on some hosts ([`Call::refuse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// `mount(2)` and the new mount API: a host that does not give the agent
+    /// `CAP_SYS_ADMIN` (a Nomad client in an unprivileged container).
+    Mounts,
+    /// `chmod(2)` and its kin: a filesystem that keeps no modes (vfat, some
+    /// FUSE and NFS exports).
+    ModeChanges,
+    /// Removing anything but a directory (`unlink(2)`, `unlinkat(2)`
+    /// without `AT_REMOVEDIR`): a file marked immutable.
+    FileRemovals,
+    /// Removing a directory (`rmdir(2)`, `unlinkat(2)` with
+    /// `AT_REMOVEDIR`): a directory marked immutable.
+    DirRemovals,
+}
+
+impl Refusal {
+    /// Every refusal.
+    pub const ALL: [Refusal; 4] = [
+        Refusal::Mounts,
+        Refusal::ModeChanges,
+        Refusal::FileRemovals,
+        Refusal::DirRemovals,
+    ];
+
+    /// What the refused calls are, in a report's words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Refusal::Mounts => "every mount",
+            Refusal::ModeChanges => "every mode change (chmod)",
+            Refusal::FileRemovals => "every removal of a file",
+            Refusal::DirRemovals => "every removal of a directory",
+        }
+    }
 }
 
 /// What happened to one call.
@@ -204,7 +243,7 @@ impl Call {
             follow: Duration::ZERO,
             term_grace: DEFAULT_TERM_GRACE,
             supervisor: None,
-            refuse_mounts: false,
+            refuse: None,
         }
     }
 
@@ -287,15 +326,20 @@ impl Call {
         self
     }
 
-    /// Refuses the call's processes every way of mounting a filesystem:
-    /// `mount(2)` and the new mount API fail with `EPERM`, as on a host that
-    /// does not give the agent `CAP_SYS_ADMIN`. For fault injection: what a
-    /// plugin does when a mount fails. Only where the leader is born in a
-    /// cgroup of its own (x86-64, cgroup v2); elsewhere the call fails to
-    /// start, with [`std::io::ErrorKind::Unsupported`].
-    pub fn refuse_mounts(mut self, refuse: bool) -> Self {
-        self.refuse_mounts = refuse;
+    /// Refuses the call's processes a family of system calls (see
+    /// [`Refusal`]): they fail with `EPERM`. For fault injection: what a
+    /// plugin does when a step fails. Only where the leader is born in a
+    /// cgroup of its own (x86-64, cgroup v2, see [`can_refuse`]); elsewhere
+    /// the call fails to start, with [`std::io::ErrorKind::Unsupported`].
+    pub fn refuse(mut self, refusal: Option<Refusal>) -> Self {
+        self.refuse = refusal;
         self
+    }
+
+    /// Refuses the call's processes every way of mounting a filesystem
+    /// ([`Refusal::Mounts`]), or not.
+    pub fn refuse_mounts(self, refuse: bool) -> Self {
+        self.refuse(refuse.then_some(Refusal::Mounts))
     }
 
     /// The program this call runs.

@@ -11,7 +11,7 @@ use super::{
     BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure, go_quote,
 };
 use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, Operation};
-use crate::exec::{KillMode, Supervisor};
+use crate::exec::{KillMode, Refusal, Supervisor};
 use crate::version::VersionInfo;
 
 /// The most stdout a call may print and still be decoded exactly as Nomad
@@ -40,7 +40,7 @@ pub struct ExternalPlugin {
     follow: Duration,
     extra_env: Vec<(String, String)>,
     cwd: Option<PathBuf>,
-    refuse_mounts: bool,
+    refuse: Option<Refusal>,
     recorder: Option<Recorder>,
     supervisor: Supervisor,
     /// Where its process runs (a local process unless told otherwise).
@@ -122,7 +122,7 @@ impl ExternalPlugin {
             follow: Duration::ZERO,
             extra_env: Vec::new(),
             cwd: None,
-            refuse_mounts: false,
+            refuse: None,
             recorder: None,
             supervisor: Supervisor::new(),
             transport: std::sync::Arc::new(LocalProcess),
@@ -177,11 +177,12 @@ impl ExternalPlugin {
         self
     }
 
-    /// Refuses its calls every mount (`mount(2)` fails with `EPERM`), as a
-    /// host without `CAP_SYS_ADMIN` does. Not what Nomad does: the
-    /// conformance checks use it to see a plugin's failure path.
-    pub fn with_refused_mounts(mut self, refuse: bool) -> Self {
-        self.refuse_mounts = refuse;
+    /// Refuses its calls a family of system calls (they fail with `EPERM`,
+    /// see [`Refusal`]), as some hosts do: every mount without
+    /// `CAP_SYS_ADMIN`, say. Not what Nomad does: the conformance checks use
+    /// it to see a plugin's failure paths.
+    pub fn with_refusal(mut self, refusal: Option<Refusal>) -> Self {
+        self.refuse = refusal;
         self
     }
 
@@ -262,7 +263,7 @@ impl ExternalPlugin {
             output_cap: self.output_cap,
             stdout_cap: self.output_cap.max(DECODE_LIMIT),
             follow: self.follow,
-            refuse_mounts: self.refuse_mounts,
+            refuse: self.refuse,
         };
         let started_at = Instant::now();
         let result = self.transport.run(&launch, &self.supervisor).await;
@@ -280,7 +281,7 @@ impl ExternalPlugin {
             operation: op.to_string(),
             env,
             cwd: self.cwd.clone(),
-            refused_mounts: self.refuse_mounts,
+            refused: self.refuse,
             timeout,
             result,
             started_at,

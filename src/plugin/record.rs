@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::external::DECODE_LIMIT;
 use crate::contract::ExitReason;
-use crate::exec::{Leftover, Outcome};
+use crate::exec::{Leftover, Outcome, Refusal};
 
 /// Every raw call an [`ExternalPlugin`](super::ExternalPlugin) makes, in order. Clones share the log.
 #[derive(Debug, Clone, Default)]
@@ -50,8 +50,8 @@ pub struct PluginRun {
     pub env: Vec<(String, String)>,
     /// The working directory, when not inherited.
     pub cwd: Option<PathBuf>,
-    /// Its processes were refused every mount (fault injection).
-    pub refused_mounts: bool,
+    /// System calls its processes were refused (fault injection).
+    pub refused: Option<Refusal>,
     /// The time limit it ran under.
     pub timeout: Duration,
     /// What happened, or why it could not start.
@@ -154,10 +154,11 @@ impl PluginRun {
         cmd.push(' ');
         cmd.push_str(&shell_quote(&self.operation));
         cmd.push_str(" </dev/null");
-        if self.refused_mounts {
-            cmd.push_str(
-                " # it ran refused every mount (EPERM), which this command does not repeat",
-            );
+        if let Some(refusal) = self.refused {
+            cmd.push_str(&format!(
+                " # it ran refused {} (EPERM), which this command does not repeat",
+                refusal.describe()
+            ));
         }
         cmd
     }

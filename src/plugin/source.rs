@@ -48,9 +48,9 @@ pub struct CallOptions {
     /// Keeps reading a pipe held open after the plugin exits for up to this
     /// long (see [`ExternalPlugin::with_follow`]); default: not at all.
     pub follow: std::time::Duration,
-    /// Refuses every call every mount (see
-    /// [`ExternalPlugin::with_refused_mounts`]); default: no.
-    pub refuse_mounts: bool,
+    /// Refuses every call these system calls (see
+    /// [`ExternalPlugin::with_refusal`]); default: none.
+    pub refuse: Option<crate::exec::Refusal>,
 }
 
 impl CallOptions {
@@ -137,7 +137,7 @@ impl PluginSource {
             .with_timeouts(opts.timeouts)
             .with_follow(opts.follow)
             .with_extra_env(opts.extra_env.clone())
-            .with_refused_mounts(opts.refuse_mounts);
+            .with_refusal(opts.refuse);
         if let Some(mode) = opts.kill_mode {
             plugin = plugin.with_kill_mode(mode);
         }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::BoxFuture;
-use crate::exec::{Call, KillMode, Outcome, SpawnError, Supervisor};
+use crate::exec::{Call, KillMode, Outcome, Refusal, SpawnError, Supervisor};
 
 /// One run of the plugin's executable, as the plugin call decided it.
 #[derive(Debug, Clone)]
@@ -35,9 +35,9 @@ pub struct Launch {
     pub stdout_cap: usize,
     /// How long the pipes are followed after the leader exits.
     pub follow: Duration,
-    /// Its processes are refused every mount (fault injection, see
-    /// [`Call::refuse_mounts`]).
-    pub refuse_mounts: bool,
+    /// System calls its processes are refused (fault injection, see
+    /// [`Call::refuse`]).
+    pub refuse: Option<Refusal>,
 }
 
 /// Runs a [`Launch`]: starts the process, enforces its limit, captures its
@@ -70,7 +70,7 @@ impl Transport for LocalProcess {
             .output_cap(launch.output_cap)
             .stdout_cap(launch.stdout_cap)
             .follow(launch.follow)
-            .refuse_mounts(launch.refuse_mounts)
+            .refuse(launch.refuse)
             .supervised_by(supervisor);
         for arg in &launch.args {
             call = call.arg(arg.clone());

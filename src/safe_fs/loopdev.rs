@@ -160,17 +160,9 @@ pub fn detach_and_wait(dev: &LoopDevice, bound: std::time::Duration) -> io::Resu
 /// [`detach_and_wait`]): for a caller that detaches several devices first,
 /// then waits for all of them under one bound.
 pub fn wait_detached(dev: &LoopDevice, deadline: std::time::Instant) -> io::Result<()> {
-    let name = dev.device.file_name().unwrap_or_default().to_owned();
-    let backing = Path::new("/sys/block").join(name).join("loop/backing_file");
     let started = std::time::Instant::now();
     let bound = deadline.saturating_duration_since(started);
-    // Detached once the kernel names no backing file, or another one (the
-    // freed device attached anew by someone else).
-    let still = || {
-        std::fs::read_to_string(&backing)
-            .is_ok_and(|text| Path::new(backing_path(&text)) == dev.backing_file)
-    };
-    while still() {
+    while is_attached(dev) {
         if std::time::Instant::now() >= deadline {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -184,6 +176,51 @@ pub fn wait_detached(dev: &LoopDevice, deadline: std::time::Instant) -> io::Resu
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     Ok(())
+}
+
+/// Whether `dev` is still attached to its backing file: detached once the
+/// kernel names no backing file, or another one (the freed device attached
+/// anew by someone else).
+pub fn is_attached(dev: &LoopDevice) -> bool {
+    let name = dev.device.file_name().unwrap_or_default();
+    let backing = Path::new("/sys/block").join(name).join("loop/backing_file");
+    std::fs::read_to_string(&backing)
+        .is_ok_and(|text| Path::new(backing_path(&text)) == dev.backing_file)
+}
+
+/// Opens the loop device `dev` read-only and keeps it open for as long as
+/// the file lives, as a probe or a backup reading the device does: the
+/// kernel then defers its detach until the file is closed. Nothing is read
+/// or written. Refused unless the node opened is a loop device still
+/// attached to `dev`'s backing file (a device freed and reused by someone
+/// else since it was listed is not held).
+pub fn hold(dev: &LoopDevice) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+    /// The block major of loop devices (linux/major.h).
+    const LOOP_MAJOR: u64 = 7;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NOFOLLOW)
+        .open(&dev.device)?;
+    let meta = file.metadata()?;
+    let major = libc::major(meta.rdev()) as u64;
+    if !meta.file_type().is_block_device() || major != LOOP_MAJOR {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a loop device", dev.device.display()),
+        ));
+    }
+    if !is_attached(dev) {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "{} is no longer attached to {}",
+                dev.device.display(),
+                dev.backing_file.display()
+            ),
+        ));
+    }
+    Ok(file)
 }
 
 /// Whether `path` is a block device node (symlinks followed, as a mount of
@@ -323,6 +360,23 @@ mod tests {
         assert!(has_marker(&file, &[7u8; 5000]));
         assert!(!has_marker(&file, &[8u8; 16]));
         assert!(!has_marker(&dir.path().join("missing"), b"x"));
+    }
+
+    #[test]
+    fn only_an_attached_loop_device_is_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        // A device that is not a loop device, and a regular file.
+        for device in [Path::new("/dev/null"), &file] {
+            let dev = LoopDevice {
+                device: device.to_path_buf(),
+                backing_file: dir.path().join("img"),
+            };
+            let e = hold(&dev).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{device:?}: {e}");
+            assert!(!is_attached(&dev));
+        }
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! that reports success though its mount was refused (failure.mount-refused),
 //! a compensating delete that exits 0 but leaves the files it found by the
 //! volume's name (delete.auto-delete-safe), a delete that leaves the image
-//! it named by a split path (input.volumes-dir-space).
+//! it named by a split path (input.volumes-dir-space), a delete that exits 0
+//! though its removal was refused (failure.remove-refused), a create that
+//! carries on, or gives up without undoing its mount, after a refused `chmod`
+//! (failure.chmod-refused).
 //! The loop-ext4 ones need root and loop devices; where the machine has
 //! neither, they say why and do not run.
 
@@ -220,7 +223,7 @@ fn a_create_that_ignores_a_refused_mount_is_warned() {
         util::skip("a_create_that_ignores_a_refused_mount_is_warned", &why);
         return;
     }
-    if !dhv_conform::exec::can_refuse_mounts() {
+    if !dhv_conform::exec::can_refuse() {
         util::skip(
             "a_create_that_ignores_a_refused_mount_is_warned",
             "mounts cannot be refused to a call here (no cgroup per call)",
@@ -238,7 +241,7 @@ fn a_create_that_ignores_a_refused_mount_is_warned() {
     let (status, message) = verdict(&report, "failure.mount-refused");
     assert_eq!(status, "warn", "{message}");
     assert!(
-        message.contains("it reported success with path") && message.contains("not a mount point"),
+        message.contains("it reported success with a volume that is not a mount point at"),
         "{message}"
     );
     let keeps_image = loop_ext4_with(
@@ -264,7 +267,244 @@ fn a_create_that_ignores_a_refused_mount_is_warned() {
     let (status, message) = verdict(&report, "failure.mount-refused");
     assert_eq!(status, "pass", "{message}");
     assert!(
-        message.contains("then create made the volume, mounted"),
+        message.contains("left nothing; then create made the volume as the default"),
+        "{message}"
+    );
+}
+
+/// `Some(why)` when a plugin's calls cannot be refused system calls here
+/// (no cgroup per call): the refusal tests say so and do not run.
+fn refusals_unusable() -> Option<&'static str> {
+    (!dhv_conform::exec::can_refuse())
+        .then_some("system calls cannot be refused to a call here (no cgroup per call)")
+}
+
+/// The reference with one line changed (`from` → `to`), in `scratch`.
+fn reference_with(scratch: &util::Scratch, name: &str, from: &str, to: &str) -> String {
+    let text = std::fs::read_to_string(util::sample("reference")).unwrap();
+    assert_eq!(text.matches(from).count(), 1, "{from:?} in the reference");
+    let p = scratch.plugin(name, &text.replace(from, to));
+    p.to_string_lossy().into_owned()
+}
+
+/// A delete that does not check its `rm` exits 0 when the removal is
+/// refused, and the volume stays for good: failure.remove-refused warns; the
+/// reference fails that delete and removes the volume with the next.
+#[test]
+fn a_delete_that_ignores_a_refused_removal_is_warned() {
+    if let Some(why) = refusals_unusable() {
+        util::skip("a_delete_that_ignores_a_refused_removal_is_warned", why);
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let plugin = reference_with(
+        &scratch,
+        "ignores-rm",
+        r#"fail "cannot remove the volume directory""#,
+        ":",
+    );
+    warns_where_the_reference_passes(
+        &scratch,
+        &plugin,
+        "failure.remove-refused",
+        "delete with every removal of a file refused: expected it to fail, as the volume cannot \
+         be removed, or to leave nothing of it; it exited 0, and ",
+    );
+}
+
+/// A directory plugin that sets its volume's mode with a `chmod` whose
+/// failure it ignores reports success with a volume open to every user when
+/// mode changes are refused: failure.chmod-refused warns, naming both modes;
+/// the reference (`mkdir -m 0700`, no `chmod`) passes.
+#[test]
+fn a_create_that_ignores_a_refused_chmod_is_warned() {
+    if let Some(why) = refusals_unusable() {
+        util::skip("a_create_that_ignores_a_refused_chmod_is_warned", why);
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin(
+        "chmod-unchecked",
+        r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+umask 022
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" || exit 1
+	chmod 0700 -- "$p" 2>/dev/null
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete) rm -rf -- "$p" || exit 1 ;;
+*) exit 1 ;;
+esac
+"#,
+    );
+    warns_where_the_reference_passes(
+        &scratch,
+        &plugin.to_string_lossy(),
+        "failure.chmod-refused",
+        "it reported success with a volume that is mode 0755, empty, where the default create's \
+         is mode 0700, empty",
+    );
+}
+
+/// loop-ext4 with its failure path after the mount broken two ways, and
+/// mode changes refused: carrying on after the refused `chmod` leaves the
+/// filesystem's root mode, and forgetting that it mounted leaves the mount
+/// and its loop device; failure.chmod-refused warns both. loop-ext4 itself
+/// fails cleanly, then makes the volume.
+#[test]
+fn a_create_that_mishandles_a_refused_chmod_after_its_mount_is_warned() {
+    let name = "a_create_that_mishandles_a_refused_chmod_after_its_mount_is_warned";
+    if let Some(why) = util::loop_devices_unusable() {
+        util::skip(name, &why);
+        return;
+    }
+    if let Some(why) = refusals_unusable() {
+        util::skip(name, why);
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let id = "failure.chmod-refused";
+    let carries_on = loop_ext4_with(
+        &scratch,
+        "chmod-ignored",
+        r#"create_failed "cannot set the mode of the volume""#,
+        ":",
+    );
+    let report = loop_report(&scratch, &carries_on, id, "1");
+    let (status, message) = verdict(&report, id);
+    assert_eq!(status, "warn", "{message}");
+    assert!(
+        message.contains("is mode 0755, empty, where the default create's is mode 0700, empty"),
+        "{message}"
+    );
+    let forgets_mount = loop_ext4_with(&scratch, "forgets-mount", "\tmounted_here=yes\n", "");
+    let report = loop_report(&scratch, &forgets_mount, id, "1");
+    let (status, message) = verdict(&report, id);
+    assert_eq!(status, "warn", "{message}");
+    assert!(
+        message.contains("(mounted); loop devices attached: /dev/loop"),
+        "{message}"
+    );
+    let report = loop_report(&scratch, &util::sample("loop-ext4"), id, "1");
+    let (status, message) = verdict(&report, id);
+    assert_eq!(status, "pass", "{message}");
+    assert!(
+        message.contains("create failed (") && message.contains("left nothing; then create made"),
+        "{message}"
+    );
+}
+
+/// A create that clears a leftover of its own through an unquoted path
+/// removes the file named by the split path's first word, beside a volumes
+/// dir with a space: input.volumes-dir-space fails it (an operator's file is
+/// lost); the reference passes.
+#[test]
+fn an_unquoted_removal_that_takes_a_neighbour_fails() {
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin(
+        "unquoted-rm-tmp",
+        r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	rm -f -- $DHV_VOLUMES_DIR/.tmp-$DHV_VOLUME_ID
+	mkdir -p -m 0700 -- "$p" || exit 1
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete) rm -rf -- "$p" || exit 1 ;;
+*) exit 1 ;;
+esac
+"#,
+    );
+    let id = "input.volumes-dir-space";
+    let run =
+        |p: &str| util::check::json_report(&scratch, &[p, id, "--exact"], Duration::from_secs(120));
+    let report = run(&plugin.to_string_lossy());
+    let (status, message) = verdict(&report, id);
+    assert_eq!(status, "fail", "{message}");
+    assert!(
+        message.contains("space/host\" beside the volumes dir to stay as it was; it is gone"),
+        "{message}"
+    );
+    let report = run(&util::sample("reference"));
+    let (status, message) = verdict(&report, id);
+    assert_eq!(status, "pass", "{message}");
+    assert!(
+        message.contains("also beside a file named by its first word"),
+        "{message}"
+    );
+}
+
+/// loop-ext4 whose failed create removes its image through an unquoted
+/// path leaves the image when a create fails (every mount refused) in a
+/// volumes dir with a space, though not in one without: input.volumes-dir-space
+/// warns; loop-ext4 leaves nothing in either.
+#[test]
+fn a_failed_create_that_splits_its_clean_up_is_warned() {
+    let name = "a_failed_create_that_splits_its_clean_up_is_warned";
+    if let Some(why) = util::loop_devices_unusable() {
+        util::skip(name, &why);
+        return;
+    }
+    if let Some(why) = refusals_unusable() {
+        util::skip(name, why);
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let plugin = loop_ext4_with(
+        &scratch,
+        "unquoted-clean-up",
+        "\t\trm -f -- \"$img\" \"$tmpimg\"\n\tfi\n\tif [ \"$path_existed\" = no ]",
+        "\t\trm -f -- $img \"$tmpimg\"\n\tfi\n\tif [ \"$path_existed\" = no ]",
+    );
+    let id = "input.volumes-dir-space";
+    let run = |p: &str| loop_report(&scratch, p, id, "1");
+    let message = warns_where_correct_passes(run, &plugin, &util::sample("loop-ext4"), id);
+    assert!(
+        message.contains("with every mount refused failed, and left .")
+            && message
+                .contains(".img; in a volumes dir without a space the same create leaves nothing"),
+        "{message}"
+    );
+}
+
+/// A delete that waits for its loop device to go without a bound hangs
+/// while another process holds the device: delete.device-held warns (limits
+/// scaled down, a delete has 6 s); loop-ext4 gives up after 10 s, fails
+/// cleanly, and deletes the volume once the device is let go.
+#[test]
+fn a_delete_that_waits_for_a_held_loop_device_forever_is_warned() {
+    let name = "a_delete_that_waits_for_a_held_loop_device_forever_is_warned";
+    if let Some(why) = util::loop_devices_unusable() {
+        util::skip(name, &why);
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let id = "delete.device-held";
+    let waits = loop_ext4_with(
+        &scratch,
+        "waits-for-detach",
+        "\t\t\treturn 1\n\t\tfi\n\t\tif [ \"$tries\" -ge 2 ]",
+        "\t\t\t:\n\t\tfi\n\t\tif [ \"$tries\" -ge 2 ]",
+    );
+    let report = loop_report(&scratch, &waits, id, "0.1");
+    let (status, message) = verdict(&report, id);
+    assert_eq!(status, "warn", "{message}");
+    assert!(
+        message.contains("is held open: expected it to end within its limit; it overran it"),
+        "{message}"
+    );
+    let report = loop_report(&scratch, &util::sample("loop-ext4"), id, "1");
+    let (status, message) = verdict(&report, id);
+    assert_eq!(status, "pass", "{message}");
+    assert!(
+        message.contains("held open, delete failed (")
+            && message.contains("cannot detach the loop device of the volume")
+            && message.contains("once let go, the device was released"),
         "{message}"
     );
 }

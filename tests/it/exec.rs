@@ -480,3 +480,60 @@ fn each_call_runs_in_a_cgroup_of_its_own_where_the_machine_allows() {
     assert_ne!(first, second);
     assert!(later == first || later == second, "{later}: not reused");
 }
+
+/// Each removal and mode refusal (`Call::refuse`) refuses exactly its calls,
+/// to the leader and to what it starts, on this kernel: with files refused a
+/// file stays and an empty directory goes; with directories refused, the
+/// other way round; with mode changes refused, `chmod` fails and `mkdir -m`
+/// (which needs none here) works. Without a refusal, everything works.
+#[test]
+fn a_refusal_refuses_its_calls_and_only_them() {
+    use dhv_conform::exec::Refusal;
+    if !dhv_conform::exec::can_refuse() {
+        util::skip(
+            "a_refusal_refuses_its_calls_and_only_them",
+            "system calls cannot be refused to a call here (no cgroup per call)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"cd "$1" || exit 9
+mkdir d && : > f && : > g || exit 9
+sh -c 'rm -f f'; echo "rm-file $?"
+sh -c 'rmdir d'; echo "rmdir $?"
+chmod 0600 g; echo "chmod $?"
+mkdir -m 0700 m; echo "mkdir-m $?"
+"#;
+    let run = |refusal: Option<Refusal>| {
+        let work = dir.path().join(format!("{refusal:?}"));
+        std::fs::create_dir(&work).unwrap();
+        let out = rt()
+            .block_on(
+                Call::new("/bin/sh")
+                    .arg("-c")
+                    .arg(script)
+                    .arg("sh")
+                    .arg(&work)
+                    .env(vec![("PATH".into(), "/usr/bin:/bin".into())])
+                    .refuse(refusal)
+                    .run(),
+            )
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let all_work = "rm-file 0\nrmdir 0\nchmod 0\nmkdir-m 0\n";
+    assert_eq!(run(None), all_work);
+    assert_eq!(
+        run(Some(Refusal::FileRemovals)),
+        "rm-file 1\nrmdir 0\nchmod 0\nmkdir-m 0\n"
+    );
+    assert_eq!(
+        run(Some(Refusal::DirRemovals)),
+        "rm-file 0\nrmdir 1\nchmod 0\nmkdir-m 0\n"
+    );
+    assert_eq!(
+        run(Some(Refusal::ModeChanges)),
+        "rm-file 0\nrmdir 0\nchmod 1\nmkdir-m 0\n"
+    );
+    assert_eq!(run(Some(Refusal::Mounts)), all_work);
+}

@@ -61,13 +61,21 @@ func volumePath() string {
 func create() {
 	path := volumePath()
 	if info, err := os.Stat(path); err != nil || !info.IsDir() {
-		// MkdirAll succeeds when a concurrent create made it a moment ago.
-		if err := os.MkdirAll(path, 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			fail(fmt.Sprintf("cannot create the volumes directory: %v", err))
+		}
+		// A concurrent create of the same volume may have made it a moment ago:
+		// then it is that call's to finish.
+		err := os.Mkdir(path, 0o700)
+		if err != nil && !os.IsExist(err) {
 			fail(fmt.Sprintf("cannot create the volume directory: %v", err))
 		}
-		// The umask does not matter.
-		if err := os.Chmod(path, 0o700); err != nil {
-			fail(fmt.Sprintf("cannot set the volume directory's mode: %v", err))
+		if err == nil {
+			// The umask does not matter; a failure removes the (empty) new directory.
+			if err := os.Chmod(path, 0o700); err != nil {
+				os.Remove(path)
+				fail(fmt.Sprintf("cannot set the volume directory's mode: %v", err))
+			}
 		}
 	}
 	logf("volume ready at %s", path)

@@ -47,15 +47,28 @@ def volume_path():
 
 def create():
     path = volume_path()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass  # made before (a restore, an update), or by a concurrent create of it
+    except OSError as e:
+        fail(f"cannot create the volume directory: {e.strerror}")
+    else:
+        make_private(path)
     if not os.path.isdir(path):
-        try:
-            # exist_ok: a concurrent create of the same volume may have made it.
-            os.makedirs(path, mode=0o700, exist_ok=True)
-            os.chmod(path, 0o700)  # the umask does not matter
-        except OSError as e:
-            fail(f"cannot create the volume directory: {e.strerror}")
+        fail(f"{path} exists and is not a directory")
     log(f"volume ready at {path}")
     print(json.dumps({"path": path, "bytes": 0}))
+
+
+# Mode 0700 whatever the umask; when that fails, the new (empty) directory goes.
+def make_private(path):
+    try:
+        os.chmod(path, 0o700)
+    except OSError as e:
+        os.rmdir(path)
+        fail(f"cannot set the mode of the volume directory: {e.strerror}")
 
 
 def delete():

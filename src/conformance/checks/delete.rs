@@ -20,6 +20,7 @@ pub(crate) const CHECKS: &[CheckSpec] = &[
     NO_RESIDUE,
     AUTO_DELETE_SAFE,
     IN_USE,
+    super::delete_held::DEVICE_HELD,
     DEADLINE,
 ];
 

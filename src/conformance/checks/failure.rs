@@ -2,15 +2,14 @@
 //! add operations; a plugin must refuse what it does not know, and change
 //! nothing) is a scenario; `failure.clean` and `failure.error-json` judge
 //! every failed call of the run, including a failure the suite provokes on
-//! purpose, so every plugin's failure path is judged.
+//! purpose, so every plugin's failure path is judged. The checks that make
+//! a step fail on purpose by refusing it (`failure.*-refused`) are in
+//! `refused`.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use super::{CheckResult, CheckSpec, Level, shown};
-use crate::conformance::context::{
-    Ctx, Expect, Finding, LoggedCall, RunLog, is_mount_point, is_provoked, listing,
-};
+use crate::conformance::context::{Ctx, Expect, Finding, LoggedCall, RunLog, is_provoked, listing};
 
 /// What the failure provoked on purpose is (made in the timing phase, when
 /// create works and does not hang), in the words of the messages.
@@ -21,7 +20,14 @@ use crate::contract::{self, Operation, var};
 const UNKNOWN_OP: &str = "dhv-conform-unknown-operation";
 
 /// The `failure.*` checks, in catalogue order.
-pub(crate) const CHECKS: &[CheckSpec] = &[CLEAN, ERROR_JSON, UNKNOWN_OPERATION, MOUNT_REFUSED];
+pub(crate) const CHECKS: &[CheckSpec] = &[
+    CLEAN,
+    ERROR_JSON,
+    UNKNOWN_OPERATION,
+    super::refused::MOUNT_REFUSED,
+    super::refused::CHMOD_REFUSED,
+    super::refused::REMOVE_REFUSED,
+];
 
 pub(crate) const UNKNOWN_OPERATION: CheckSpec = CheckSpec {
     id: "failure.unknown-operation",
@@ -276,107 +282,4 @@ fn nomad_shows(c: &LoggedCall) -> String {
             c.run.as_ref().map(|r| r.exit_error()).unwrap_or_default()
         ),
     }
-}
-
-pub(crate) const MOUNT_REFUSED: CheckSpec = CheckSpec {
-    id: "failure.mount-refused",
-    level: Level::Should,
-    rule: "for a plugin whose volumes are mounts: when the host refuses every mount (`mount(2)` fails with EPERM), create fails, leaves nothing new in the volumes dir and no loop device attached, and a create after that makes the volume, mounted",
-    why: "A mount fails on real hosts: an agent in a container without CAP_SYS_ADMIN, a security module, no free loop device. Every step the create made before it (an image, a mount point, a lock file, a loop device) is then the plugin's to undo, since Nomad records no volume it could delete later; a create that reports success anyway hands Nomad a plain directory in the volumes dir's filesystem as the volume, without its size limit, and the data written there is not in the volume.",
-    fix: "Check `mount`'s status and take the failure path (`{\"error\": \"...\"}`, exit 1) after undoing what this call made: remove the image and the mount point it created, detach its loop device.",
-    samples: &[],
-    run: scenario!(mount_refused),
-};
-
-/// A create made with every mount refused (a seccomp filter on the plugin's
-/// processes), judged against the run's first create, which mounted its
-/// volume; then a create with mounts allowed, which must work.
-async fn mount_refused(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
-    if !ctx.probes().create_probe().await.mounted {
-        return Err(Finding::Skip(
-            "not applicable: the plugin's volumes are not mounts (the default create mounted nothing at its path)"
-                .into(),
-        ));
-    }
-    if !crate::exec::can_refuse_mounts() {
-        return Err(Finding::Skip(
-            "mounts cannot be refused to a plugin here (its calls need a cgroup of their own, on x86-64)"
-                .into(),
-        ));
-    }
-    let volumes = ctx.dirs().volumes().to_path_buf();
-    let before = listing(&volumes);
-    let loops_before = crate::safe_fs::loops_backed_under(ctx.dirs().dir());
-    let req = ctx.request();
-    let refused = ctx.variant(|o| o.refuse_mounts = true);
-    let step = "create with every mount refused";
-    let call = refused.create_unloaded(&req, Expect::Either, step).await;
-    if call.timed_out() {
-        return Err(Finding::Warn(format!(
-            "{step}: expected it to fail within its limit; it overran it, and again alone (a \
-             create that retries a mount that cannot work)"
-        )));
-    }
-    match &call.result {
-        Ok(resp) => {
-            let mounted = is_mount_point(Path::new(&resp.path));
-            // Whatever it made is removed as Nomad would: by a delete.
-            let delete = contract::DeleteRequest::for_created(&req, &resp.path);
-            ctx.steps()
-                .delete_unloaded(&delete, Expect::Either, "delete of what it made")
-                .await?;
-            if !mounted {
-                return Err(Finding::Warn(format!(
-                    "{step}: expected it to fail, as its mount cannot be made; it reported success \
-                     with path {:?}, which is not a mount point (the default create's is): Nomad \
-                     would hand out a plain directory as the volume",
-                    resp.path
-                )));
-            }
-        }
-        Err(e) => {
-            let left = ctx.probes().left_since(&volumes, &before).await;
-            let loops: Vec<String> = crate::safe_fs::loops_backed_under(ctx.dirs().dir())
-                .into_iter()
-                .filter(|l| !loops_before.contains(l))
-                .map(|l| format!("{} ({})", l.device.display(), l.backing_file.display()))
-                .collect();
-            if !left.own.is_empty() || !loops.is_empty() {
-                return Err(Finding::Warn(format!(
-                    "{step}: it failed ({e}), and left{}{}{}",
-                    match left.own.is_empty() {
-                        true => String::new(),
-                        false => format!(" in the volumes dir: {}", left.own.join(", ")),
-                    },
-                    match (left.own.is_empty(), loops.is_empty()) {
-                        (false, false) => ";",
-                        _ => "",
-                    },
-                    match loops.is_empty() {
-                        true => String::new(),
-                        false => format!(" loop devices attached: {}", loops.join(", ")),
-                    },
-                )));
-            }
-        }
-    }
-    let failed = call.result.as_ref().err().map(ToString::to_string);
-    let step = "create after the refused one, mounts allowed";
-    let resp = ctx.steps().create_ok(&req, step).await?;
-    let mounted = is_mount_point(Path::new(&resp.path));
-    ctx.steps().delete_ok(&req, &resp.path, "delete").await?;
-    if !mounted {
-        return Err(Finding::Warn(format!(
-            "{step}: expected the volume mounted at {:?}, as the default create mounts it; nothing \
-             is mounted there (the refused create left something a new create trusts)",
-            resp.path
-        )));
-    }
-    Ok(Finding::Pass(match failed {
-        Some(e) => format!(
-            "with mounts refused, create failed ({e}) and left nothing; then create made the volume, mounted"
-        ),
-        None => "with mounts refused, create made the volume mounted all the same".into(),
-    }))
 }

@@ -1,21 +1,16 @@
 //! `input.*`: hostile volume names and capacities. The name and parameters come
 //! from whoever may submit a volume spec: a plugin must treat them as data.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::{CheckResult, CheckSpec, Level, needs};
-use crate::conformance::context::{
-    Ctx, Expect, Finding, FreshVolume, Holds, Variant, VolumeAt, canary_intact, listing,
-    plant_in_volume,
-};
-use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
-use crate::plugin::PluginCall;
+use super::{CheckResult, CheckSpec, Level};
+use crate::conformance::context::{Ctx, Expect, Finding, Holds, canary_intact, listing};
+use crate::contract::DeleteRequest;
 
 /// Canary files planted around (not in) the volumes dir, and what else is there.
-struct Surroundings {
-    root: PathBuf,
-    canaries: Vec<PathBuf>,
+pub(super) struct Surroundings {
+    pub(super) root: PathBuf,
+    pub(super) canaries: Vec<PathBuf>,
 }
 
 impl Surroundings {
@@ -35,7 +30,7 @@ impl Surroundings {
     }
 
     /// Everything below the check's dir, outside the volumes dir.
-    fn outside(&self, volumes: &Path) -> std::collections::BTreeSet<String> {
+    pub(super) fn outside(&self, volumes: &Path) -> std::collections::BTreeSet<String> {
         let rel = volumes
             .strip_prefix(&self.root)
             .unwrap_or(volumes)
@@ -63,7 +58,7 @@ pub(crate) const CHECKS: &[CheckSpec] = &[
     NAME_TRAVERSAL,
     NAME_INJECTION,
     CAPACITY_EDGE,
-    VOLUMES_DIR_SPACE,
+    super::input_space::VOLUMES_DIR_SPACE,
 ];
 
 pub(crate) const NAME_TRAVERSAL: CheckSpec = CheckSpec {
@@ -274,298 +269,4 @@ async fn capacity_edge(ctx: &Ctx) -> CheckResult {
         ));
     }
     Ok(Finding::Pass(notes.join("; ")))
-}
-
-pub(crate) const VOLUMES_DIR_SPACE: CheckSpec = CheckSpec {
-    id: "input.volumes-dir-space",
-    level: Level::Must,
-    rule: "in a volumes dir whose path holds a space (`.../host volumes`), create and delete work, the new volume is as one made in the default volumes dir (its mode, what it holds, bytes in range), delete leaves nothing of it (beyond what it leaves in the default dir), and nothing outside the dir changes",
-    why: "The volumes dir is the operator's `host_volumes_dir` (or under the agent's `data_dir`), and a path with a space is a valid one. A plugin that leaves a path unquoted splits it in two: it makes or removes `.../host` and `volumes` in its working directory, not the volume.",
-    fix: "Quote every expansion of a path in sh (`\"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\"`, `rm -rf -- \"$path\"`), and pass paths as single arguments in other languages (no shell strings).",
-    samples: &[],
-    run: scenario!(volumes_dir_space),
-};
-
-/// Creates and deletes in `check/space/host volumes`, run from a working dir
-/// of the check's own (where the second word of the split path lands): both
-/// must work, the new volume must be as the run's first (in the default
-/// volumes dir) was, and nothing outside the volumes dir may change. Nothing
-/// is named `check/space/host`, the split path's first word: a command given
-/// the split path then fails (`df`, `stat` of a missing file) instead of
-/// reading a neighbour, and what it makes there shows as made outside.
-async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
-    let prepare = |e: std::io::Error| Finding::Skip(format!("cannot prepare the test area: {e}"));
-    let volumes = ctx
-        .dirs()
-        .make_dirs(Path::new("space/host volumes"))
-        .map_err(prepare)?;
-    let cwd = ctx.dirs().make_dirs(Path::new("cwd")).map_err(prepare)?;
-    let there = ctx.variant(|o| o.cwd = Some(cwd.clone()));
-    let around = Surroundings {
-        root: ctx.dirs().dir().to_path_buf(),
-        canaries: Vec::new(),
-    };
-    // What the plugin writes into its working dir under any name but the
-    // split path's second word is process.cwd-independent's finding.
-    let before = space_outside(&around, &volumes);
-    let req = ctx.request_in(&volumes);
-    let created = {
-        let step = "create in a volumes dir whose path holds a space";
-        not_hung(
-            there.create_unloaded(&req, Expect::Either, step).await,
-            step,
-        )?
-    };
-    outside_unchanged(ctx, &around, &volumes, &before, "create").await?;
-    let resp = match created.result {
-        Ok(resp) => resp,
-        Err(e) => {
-            // Failing everywhere is create.succeeds's finding.
-            if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Create).await {
-                return Err(Finding::Skip(needs));
-            }
-            return Err(Finding::Warn(format!(
-                "expected create to work in a volumes dir whose path holds a space ({volumes:?}); \
-                 it failed: {e} (it works in the default volumes dir: quote every path)"
-            )));
-        }
-    };
-    let volume = VolumeAt::before_delete(&resp.path);
-    if !volume.is_block() && !Path::new(&resp.path).is_dir() {
-        return Err(Finding::Warn(format!(
-            "expected create in a volumes dir whose path holds a space to make its volume; \
-             it answered path {:?}, which is not a directory",
-            resp.path
-        )));
-    }
-    as_in_the_default_dir(ctx, &req, &resp).await?;
-    let canary = match volume.is_block() {
-        true => None,
-        false => Some(plant_in_volume(
-            ctx,
-            &resp.path,
-            "create in a volumes dir whose path holds a space",
-        )?),
-    };
-    // Create again (an agent restart): the same path, and the file kept.
-    let again = {
-        let step = "create again in a volumes dir whose path holds a space";
-        not_hung(
-            there.create_unloaded(&req, Expect::Either, step).await,
-            step,
-        )?
-    };
-    outside_unchanged(ctx, &around, &volumes, &before, "create again").await?;
-    let lost = canary.as_ref().is_some_and(|c| !canary_intact(c));
-    // A create again that misbehaves in the default volumes dir too is
-    // create.idempotent's finding.
-    let probe = ctx.probes().again_probe().await;
-    let moves_there_too = match (&probe.first.result, probe.again.as_ref().map(|a| &a.result)) {
-        (Ok(first), Some(Ok(again))) => first.path != again.path,
-        _ => false,
-    };
-    if again.result.is_err() || moves_there_too {
-        if let Some(needs) = ctx.probes().create_again_fails().await {
-            return Err(Finding::Skip(needs));
-        }
-    }
-    if moves_there_too && again.result.as_ref().is_ok_and(|r| r.path != resp.path) {
-        return Err(Finding::Skip(needs(&super::create::IDEMPOTENT)));
-    }
-    match &again.result {
-        Err(e) => {
-            if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Create).await {
-                return Err(Finding::Skip(needs));
-            }
-            return Err(Finding::Warn(format!(
-                "expected create again to work in a volumes dir whose path holds a space \
-                 ({volumes:?}), as it does in the default one; it failed: {e}"
-            )));
-        }
-        Ok(r) if r.path != resp.path || lost => {
-            return Err(Finding::Warn(format!(
-                "expected create again in a volumes dir whose path holds a space to return the \
-                 same volume with its files, as it does in the default one; it answered {:?} \
-                 (first {:?}){}",
-                r.path,
-                resp.path,
-                if lost {
-                    ", and the file written into the volume is gone"
-                } else {
-                    ""
-                }
-            )));
-        }
-        Ok(_) => {}
-    }
-    let delete = DeleteRequest::for_created(&req, &resp.path);
-    let deleted = {
-        let step = "delete in a volumes dir whose path holds a space";
-        not_hung(
-            there.delete_unloaded(&delete, Expect::Either, step).await,
-            step,
-        )?
-    };
-    outside_unchanged(ctx, &around, &volumes, &before, "delete").await?;
-    if let Err(e) = deleted.result {
-        // Failing everywhere is delete.succeeds's finding.
-        if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Delete).await {
-            return Err(Finding::Skip(needs));
-        }
-        return Err(Finding::Warn(format!(
-            "expected delete to work in a volumes dir whose path holds a space ({volumes:?}); \
-             it failed: {e}"
-        )));
-    }
-    if !volume.gone().await {
-        return Err(Finding::Warn(format!(
-            "expected delete in a volumes dir whose path holds a space to remove the volume; {}",
-            volume.still_there()
-        )));
-    }
-    // The dir was made empty for this check: all in it now is the volume's.
-    // What every delete leaves, here and in the default dir, is
-    // delete.no-residue's finding.
-    let left = ctx.probes().left_since(&volumes, &BTreeSet::new()).await;
-    if !left.own.is_empty() {
-        return Err(Finding::Warn(format!(
-            "expected delete in a volumes dir whose path holds a space to leave nothing of the \
-             volume, as it does in the default volumes dir; it left {}{} (a removal given the \
-             path unquoted removes `.../host` and a name in its working directory instead)",
-            left.own.join(", "),
-            left.citation()
-        )));
-    }
-    gone_dir_as_plain(ctx, &there).await?;
-    Ok(Finding::Pass(format!(
-        "created, created again and deleted in {:?}, nothing outside it changed",
-        volumes.file_name().unwrap_or_default()
-    )))
-}
-
-/// `Ok` when a delete of a volume in a volumes dir with a space that does not
-/// exist ends as one in a missing dir without a space does (Nomad sends a
-/// delete for a volume whose dir is gone after a reboot on tmpfs, say). How
-/// the plain one ends is delete.never-created's finding.
-async fn gone_dir_as_plain(ctx: &Ctx, there: &Variant<'_>) -> Result<(), Finding> {
-    let delete_in = |dir: &str| {
-        let req = ctx.request_in(&ctx.dirs().dir().join(dir));
-        let path = Path::new(&req.volumes_dir).join(&req.volume_id);
-        DeleteRequest::for_created(&req, &path.to_string_lossy())
-    };
-    let step = "delete of a never-created volume, no volumes dir (`space/gone-volumes`)";
-    let plain = not_hung(
-        there
-            .delete_unloaded(&delete_in("space/gone-volumes"), Expect::Either, step)
-            .await,
-        step,
-    )?;
-    let step = "delete of a never-created volume, no volumes dir (`space/gone volumes`)";
-    let spaced = not_hung(
-        there
-            .delete_unloaded(&delete_in("space/gone volumes"), Expect::Either, step)
-            .await,
-        step,
-    )?;
-    match (plain.result, spaced.result) {
-        (Ok(()), Err(e)) => Err(Finding::Warn(format!(
-            "{step}: expected exit 0, as without the space; got: {e}"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// `Ok` when the volume made in the volumes dir with a space is as the run's
-/// first, made with the same request in the default volumes dir: the same
-/// mode and entries right after create, and bytes in range if those were.
-/// A plugin that splits a path can skip a step (a `chmod`, a clean-up of the
-/// new filesystem) or measure a neighbour instead of its image.
-async fn as_in_the_default_dir(
-    ctx: &Ctx,
-    req: &CreateRequest,
-    resp: &CreateResponse,
-) -> Result<(), Finding> {
-    let probe = ctx.probes().create_probe().await;
-    let Ok(first) = &probe.call.result else {
-        return Ok(());
-    };
-    if probe.request.admits_bytes(first.bytes) && !req.admits_bytes(resp.bytes) {
-        return Err(Finding::Warn(format!(
-            "expected create in a volumes dir whose path holds a space to report bytes within \
-             the capacity asked for, as it does in the default volumes dir ({}); it reported {}",
-            first.bytes, resp.bytes
-        )));
-    }
-    let (Some(default), Some(here)) = (&probe.fresh, FreshVolume::at(Path::new(&resp.path))) else {
-        return Ok(());
-    };
-    if *default != here {
-        return Err(Finding::Warn(format!(
-            "expected the new volume in a volumes dir whose path holds a space to be as one made \
-             in the default volumes dir ({}); it is {}",
-            default.describe(),
-            here.describe()
-        )));
-    }
-    Ok(())
-}
-
-/// What lies outside the volumes dir of input.volumes-dir-space that the
-/// check judges: what the plugin writes into its working dir under any name
-/// but the split path's second word (`volumes`) is process.cwd-independent's.
-fn space_outside(around: &Surroundings, volumes: &Path) -> BTreeSet<String> {
-    around
-        .outside(volumes)
-        .into_iter()
-        .filter(|e| !e.starts_with("cwd/") || e == "cwd/volumes" || e.starts_with("cwd/volumes/"))
-        .collect()
-}
-
-/// `Ok` when nothing outside the volumes dir changed since `before` but what
-/// every volume adds beside the volumes dir (delete.no-residue's finding,
-/// cited); else the finding.
-async fn outside_unchanged(
-    ctx: &Ctx,
-    around: &Surroundings,
-    volumes: &Path,
-    before: &BTreeSet<String>,
-    what: &str,
-) -> Result<(), Finding> {
-    let now = space_outside(around, volumes);
-    // `space/x` lies beside the volumes dir `space/host volumes`: `../x` to it.
-    let beside = |e: &String| match e.strip_prefix("space/") {
-        Some(rest) if !rest.starts_with("host volumes") => format!("../{rest}"),
-        _ => e.clone(),
-    };
-    let added = ctx
-        .probes()
-        .leftovers(now.difference(before).map(beside))
-        .await
-        .own;
-    let removed: Vec<_> = before.difference(&now).cloned().collect();
-    if added.is_empty() && removed.is_empty() {
-        return Ok(());
-    }
-    Err(Finding::Fail(format!(
-        "{what} in the volumes dir {volumes:?}: expected nothing to change outside it; created: [{}], \
-         removed: [{}] (relative to the check's dir, `..` to the volumes dir; the plugin ran in `cwd`) \
-         — an unquoted path is split at the space",
-        added.join(", "),
-        removed.join(", "),
-    )))
-}
-
-/// The call made again alone, unless it overran its limit again: the same
-/// call works in the default volumes dir (the check needs it to), so hanging
-/// here is the space's doing.
-fn not_hung<T>(call: PluginCall<T>, step: &str) -> Result<PluginCall<T>, Finding> {
-    match call.timed_out() {
-        true => Err(Finding::Warn(format!(
-            "{step}: expected it to finish, as it does in the default volumes dir; it overran its \
-             time limit, and again alone (an unquoted path split at the space can loop or wait \
-             forever)"
-        ))),
-        false => Ok(call),
-    }
 }

@@ -65,21 +65,21 @@ pub(crate) fn process_start_time(pid: i32) -> Option<u64> {
 /// registers it as a leader of this process: how to track the call, the
 /// leader with its pipes, and when it started. Call under the supervisor's
 /// lock ([`Supervisor::admit`](super::Supervisor::admit)).
-/// With `refuse_mounts`, the call's processes are refused every mount
-/// ([`Call::refuse_mounts`](super::Call::refuse_mounts)).
+/// With `refuse`, the call's processes are refused those system calls
+/// ([`Call::refuse`](super::Call::refuse)).
 pub(crate) fn start_leader(
     (program, argv0): (&Path, &Path),
     args: &[OsString],
     env: &EnvBlock,
     cwd: Option<&Path>,
-    refuse_mounts: bool,
+    refuse: Option<super::Refusal>,
 ) -> std::io::Result<(Tracked, (Spawned, Instant))> {
     let cgroup = CallCgroup::create();
     let mut leaders = process_wide::leaders();
     let start = Instant::now();
     let started = procfs::boot_ticks();
     let procs = cgroup.as_ref().map(CallCgroup::fd);
-    let spawned = spawn::spawn((program, argv0), args, env, cwd, procs, refuse_mounts)?;
+    let spawned = spawn::spawn((program, argv0), args, env, cwd, procs, refuse)?;
     leaders.insert(spawned.pid, started);
     let call = Tracked {
         pgid: spawned.pid,
@@ -90,10 +90,10 @@ pub(crate) fn start_leader(
     Ok((call, (spawned, start)))
 }
 
-/// Whether a call can be refused mounts here ([`Call::refuse_mounts`](super::Call::refuse_mounts)):
+/// Whether a call can be refused system calls here ([`Call::refuse`](super::Call::refuse)):
 /// its leader must be born in a cgroup of its own, on x86-64.
-pub fn can_refuse_mounts() -> bool {
-    seccomp::refuse_mounts().is_some() && CallCgroup::create().is_some()
+pub fn can_refuse() -> bool {
+    seccomp::filter(super::Refusal::Mounts).is_some() && CallCgroup::create().is_some()
 }
 
 /// Whether any process of `call` holds a pipe of one of these `inodes`.

@@ -58,7 +58,7 @@ pub(crate) struct Spawned {
 fn no_refusal() -> Error {
     Error::new(
         ErrorKind::Unsupported,
-        "mounts can be refused to a plugin only where its leader is born in a cgroup of its own (x86-64, cgroup v2)",
+        "system calls can be refused to a plugin only where its leader is born in a cgroup of its own (x86-64, cgroup v2)",
     )
 }
 
@@ -83,8 +83,8 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// With `cgroup` (the call's cgroup directory, open), the leader is born in
 /// that cgroup (see [`clone_spawn`]).
 ///
-/// With `refuse_mounts`, the leader and all it starts are refused every
-/// mount (see `seccomp`): only by the clone, so where the leader cannot be
+/// With `refuse`, the leader and all it starts are refused those system
+/// calls (see `seccomp`): only by the clone, so where the leader cannot be
 /// born in a cgroup the call fails with [`ErrorKind::Unsupported`].
 ///
 /// `posix_spawn` rather than `std::process::Command`: std sorts the environment
@@ -96,11 +96,11 @@ pub(crate) fn spawn(
     env: &[CString],
     cwd: Option<&Path>,
     cgroup: Option<&OwnedFd>,
-    refuse_mounts: bool,
+    refuse: Option<crate::exec::Refusal>,
 ) -> std::io::Result<Spawned> {
-    let filter = match refuse_mounts {
-        true => Some(super::seccomp::refuse_mounts().ok_or_else(no_refusal)?),
-        false => None,
+    let filter = match refuse {
+        Some(r) => Some(super::seccomp::filter(r).ok_or_else(no_refusal)?),
+        None => None,
     };
     if filter.is_some() && cgroup.is_none() {
         return Err(no_refusal());

@@ -1,0 +1,129 @@
+//! `delete.device-held`: a delete while another process holds the volume's
+//! loop device open. Its own file: it is the one check that holds a device,
+//! and the kernel's deferred detach it meets needs explaining.
+
+use std::time::Instant;
+
+use super::{CheckResult, CheckSpec, Level};
+use crate::conformance::context::{Ctx, Expect, Finding, LOOP_RELEASE, Settled, VolumeAt};
+use crate::contract::DeleteRequest;
+use crate::safe_fs::LoopDevice;
+
+pub(crate) const DEVICE_HELD: CheckSpec = CheckSpec {
+    id: "delete.device-held",
+    level: Level::Should,
+    rule: "for a plugin whose volumes use loop devices: with the volume's loop devices held open by another process for the whole delete, delete ends within its limit; once they are let go, none of them stays attached and a delete (again, if the first failed) removes the volume",
+    why: "Other processes open a loop device for moments or for long: udev's `blkid` probe after every change, a backup or `dd` reading the device, a monitoring agent. The kernel then only marks a detach, and clears the device on the last close. A delete that waits for the device to go without a bound hangs until Nomad kills it, and the volume is stuck half deleted; one that removes the image without asking for the detach leaves a device attached to a deleted file, holding its space, for good.",
+    fix: "After `umount`, detach the volume's loop devices (`losetup -d`: a busy one is then cleared on its last close) and wait a bounded time, well within the 60 s a delete has, for them to go; if one stays, print `{\"error\": \"...\"}` and exit 1 (Nomad keeps the volume, and a later delete finishes it), or exit 0 once its detach is asked for.",
+    samples: &[],
+    run: scenario!(device_held),
+};
+
+/// Creates a volume, holds every loop device its create attached open while
+/// delete runs, lets them go, then judges what is left (deleting again
+/// after a failed delete).
+async fn device_held(ctx: &Ctx) -> CheckResult {
+    ctx.require_process()?;
+    ctx.probes().require_create().await?;
+    ctx.probes().require_delete().await?;
+    let dir = ctx.dirs().dir().to_path_buf();
+    let before = crate::safe_fs::loops_backed_under(&dir);
+    let (req, path) = ctx.steps().one_volume("create").await?;
+    let devices: Vec<LoopDevice> = crate::safe_fs::loops_backed_under(&dir)
+        .into_iter()
+        .filter(|l| !before.contains(l))
+        .collect();
+    let delete = DeleteRequest::for_created(&req, &path);
+    if devices.is_empty() {
+        ctx.steps().delete_ok(&req, &path, "delete").await?;
+        return Err(Finding::Skip(
+            "not applicable: the create attached no loop device (to a file of the check's)".into(),
+        ));
+    }
+    let held = devices
+        .iter()
+        .map(crate::safe_fs::hold)
+        .collect::<std::io::Result<Vec<_>>>();
+    let held = match held {
+        Ok(held) => held,
+        Err(e) => {
+            ctx.steps().delete_ok(&req, &path, "delete").await?;
+            return Err(Finding::Skip(format!(
+                "cannot hold the volume's loop device open: {e}"
+            )));
+        }
+    };
+    let names = devices
+        .iter()
+        .map(|d| d.device.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let at = VolumeAt::before_delete(&path);
+    let step = format!("delete while {names} is held open");
+    let settled = ctx
+        .steps()
+        .delete_settled(&delete, Expect::Either, &step)
+        .await?;
+    drop(held);
+    let call = match settled {
+        Settled::Hung(_) => {
+            return Err(Finding::Warn(format!(
+                "{step}: expected it to end within its limit; it overran it, and again alone (a \
+                 delete that waits without a bound for a loop device another process holds)"
+            )));
+        }
+        Settled::Ended(call) => call,
+    };
+    let outcome = match &call.result {
+        Ok(()) => {
+            if !at.gone().await {
+                return Err(Finding::Warn(format!(
+                    "{step}: exit 0, but {}",
+                    at.still_there()
+                )));
+            }
+            "exited 0 and removed the volume".to_string()
+        }
+        Err(e) => {
+            let again = format!("delete again, {names} let go");
+            ctx.steps().delete_ok(&req, &path, &again).await?;
+            if !at.gone().await {
+                return Err(Finding::Warn(format!(
+                    "{again}: exit 0, but {}",
+                    at.still_there()
+                )));
+            }
+            format!("failed ({e}), and a delete after it removed the volume")
+        }
+    };
+    let stayed = attached_after(&devices).await;
+    if !stayed.is_empty() {
+        return Err(Finding::Warn(format!(
+            "{step}: it {outcome}, but once {names} was let go, {} stayed attached (deleted or \
+             not, the image's space is held until someone detaches it): a busy device must be \
+             detached (`losetup -d`), which the kernel finishes on its last close",
+            stayed.join(", ")
+        )));
+    }
+    Ok(Finding::Pass(format!(
+        "with {names} held open, delete {outcome}; once let go, the device was released"
+    )))
+}
+
+/// The devices of `devices` still attached to their files once each had
+/// [`LOOP_RELEASE`] to be cleared (the kernel clears a deferred detach from
+/// a work queue, on a loaded host seconds after the last close).
+async fn attached_after(devices: &[LoopDevice]) -> Vec<String> {
+    let deadline = Instant::now() + LOOP_RELEASE;
+    loop {
+        let still: Vec<String> = devices
+            .iter()
+            .filter(|d| crate::safe_fs::is_attached(d))
+            .map(ToString::to_string)
+            .collect();
+        if still.is_empty() || Instant::now() >= deadline {
+            return still;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

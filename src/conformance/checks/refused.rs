@@ -1,0 +1,308 @@
+//! `failure.*-refused`: a plugin's failure paths when the host refuses a step
+//! on the way (a mount, a mode change, a removal). Each check makes its calls
+//! with one family of system calls refused (`EPERM`, by a seccomp filter on
+//! the plugin's processes: [`Refusal`]), as some hosts refuse them, so the
+//! plugin's own error handling runs: what it does when a step fails, and what
+//! it leaves. Then the same call with nothing refused must still work, as a
+//! retry by Nomad would.
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::{CheckResult, CheckSpec, Level};
+use crate::conformance::context::{
+    Ctx, Expect, Finding, FreshVolume, LOOP_RELEASE, VolumeAt, is_mount_point, listing,
+    plant_in_volume,
+};
+use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
+use crate::exec::Refusal;
+
+pub(crate) const MOUNT_REFUSED: CheckSpec = CheckSpec {
+    id: "failure.mount-refused",
+    level: Level::Should,
+    rule: "for a plugin whose volumes are mounts: when the host refuses every mount (`mount(2)` fails with EPERM), create either fails, leaving nothing new in the volumes dir and no loop device attached, or makes the volume as the default create does (mounted); a create after that makes the volume as the default",
+    why: "A mount fails on real hosts: an agent in a container without CAP_SYS_ADMIN, a security module, no free loop device. Every step the create made before it (an image, a mount point, a lock file, a loop device) is then the plugin's to undo, since Nomad records no volume it could delete later; a create that reports success anyway hands Nomad a plain directory in the volumes dir's filesystem as the volume, without its size limit, and the data written there is not in the volume.",
+    fix: "Check `mount`'s status and take the failure path (`{\"error\": \"...\"}`, exit 1) after undoing what this call made: remove the image and the mount point it created, detach its loop device.",
+    samples: &[],
+    run: scenario!(mount_refused),
+};
+
+/// A create made with every mount refused, judged against the run's first
+/// create, which mounted its volume (see [`create_refused`]).
+async fn mount_refused(ctx: &Ctx) -> CheckResult {
+    ctx.probes().require_create().await?;
+    if !ctx.probes().create_probe().await.mounted {
+        return Err(Finding::Skip(
+            "not applicable: the plugin's volumes are not mounts (the default create mounted nothing at its path)"
+                .into(),
+        ));
+    }
+    require_refusal()?;
+    create_refused(ctx, Refusal::Mounts, "mounts").await
+}
+
+pub(crate) const CHMOD_REFUSED: CheckSpec = CheckSpec {
+    id: "failure.chmod-refused",
+    level: Level::Should,
+    rule: "when the host refuses every mode change (`chmod(2)` and its kin fail with EPERM), create either fails, leaving nothing new in the volumes dir, no mount and no loop device, or makes a volume as the default create makes it (its mode, what it holds, mounted or not); a create after that makes the volume as the default",
+    why: "A mode change fails on real hosts: a volumes dir on a filesystem that keeps no modes (vfat, some FUSE and NFS exports), a security module. A plugin that carries on after a failed `chmod` reports success for a volume it did not finish (its root left open to every user, say); one that gives up without undoing what it made leaves a mounted filesystem or a half-made directory that nothing will remove, as Nomad records no volume for a failed create.",
+    fix: "Check every step's status. When one fails, undo what this call made (unmount what it mounted, remove what it created, detach its loop device) and print `{\"error\": \"...\"}` with exit 1; or make the step unnecessary (`mkdir -m 0700` needs no `chmod`).",
+    samples: &[],
+    run: scenario!(chmod_refused),
+};
+
+/// A create made with every mode change refused (see [`create_refused`]).
+async fn chmod_refused(ctx: &Ctx) -> CheckResult {
+    ctx.require_process()?;
+    ctx.probes().require_create().await?;
+    require_refusal()?;
+    create_refused(ctx, Refusal::ModeChanges, "mode changes").await
+}
+
+pub(crate) const REMOVE_REFUSED: CheckSpec = CheckSpec {
+    id: "failure.remove-refused",
+    level: Level::Should,
+    rule: "delete of a volume holding a file, once with every removal of a file refused and once with every removal of a directory refused (`unlink(2)`, `rmdir(2)` fail with EPERM), ends within its limit and either fails or leaves nothing of the volume; a delete after each, removals allowed, removes the volume",
+    why: "A removal fails on real hosts: a file or directory marked immutable (`chattr +i`), a read-only remount, a security module. Nomad forgets a volume whose delete exits 0, so a delete that reports success without checking its `rm` leaves the volume's data on the node for good, where nothing will remove it and the next volume with its name may find it.",
+    fix: "Check the status of every removal (`rm -rf -- \"$path\" || fail ...`; in Python, let the error reach your handler) and fail with `{\"error\": \"...\"}`, exit 1: Nomad keeps the volume and a later delete can finish the job.",
+    samples: &[],
+    run: scenario!(remove_refused),
+};
+
+/// For each removal refusal: a volume made and given a file, deleted with
+/// the refusal (a success must leave nothing of it), then deleted without.
+async fn remove_refused(ctx: &Ctx) -> CheckResult {
+    ctx.require_process()?;
+    ctx.probes().require_create().await?;
+    ctx.probes().require_delete().await?;
+    require_refusal()?;
+    let volumes = ctx.dirs().volumes().to_path_buf();
+    let mut outcomes = Vec::new();
+    for refusal in [Refusal::FileRemovals, Refusal::DirRemovals] {
+        let before = listing(&volumes);
+        let made = format!("create, for a delete with {} refused", refusal.describe());
+        let (req, path) = ctx.steps().one_volume(&made).await?;
+        let at = VolumeAt::before_delete(&path);
+        if !at.is_block() {
+            plant_in_volume(ctx, &path, &made)?;
+        }
+        let step = format!("delete with {} refused", refusal.describe());
+        let delete = DeleteRequest::for_created(&req, &path);
+        let refused = ctx.variant(|o| o.refuse = Some(refusal));
+        let call = refused
+            .delete_unloaded(&delete, Expect::Either, &step)
+            .await;
+        if call.timed_out() {
+            return Err(Finding::Warn(format!(
+                "{step}: expected it to end within its limit; it overran it, and again alone (a \
+                 delete that retries a removal that cannot work)"
+            )));
+        }
+        match &call.result {
+            Ok(()) => {
+                let left = ctx.probes().left_since(&volumes, &before).await;
+                if !at.gone().await || !left.own.is_empty() {
+                    let what = match left.own.is_empty() {
+                        true => at.still_there(),
+                        false => format!("it left {}{}", left.own.join(", "), left.citation()),
+                    };
+                    return Err(Finding::Warn(format!(
+                        "{step}: expected it to fail, as the volume cannot be removed, or to \
+                         leave nothing of it; it exited 0, and {what}: Nomad forgets the volume, \
+                         and nothing will remove what is left"
+                    )));
+                }
+                outcomes.push(format!("with {} refused it removed it", refusal.describe()));
+            }
+            Err(e) => {
+                let again = format!(
+                    "delete after the one with {} refused, nothing refused",
+                    refusal.describe()
+                );
+                ctx.steps().delete_ok(&req, &path, &again).await?;
+                if !at.gone().await {
+                    return Err(Finding::Warn(format!(
+                        "{again}: exit 0, but {}: a delete after a failed one must finish it",
+                        at.still_there()
+                    )));
+                }
+                outcomes.push(format!(
+                    "with {} refused it failed ({e}), and a delete after it removed the volume",
+                    refusal.describe()
+                ));
+            }
+        }
+    }
+    Ok(Finding::Pass(format!(
+        "delete of a volume holding a file: {}",
+        outcomes.join("; ")
+    )))
+}
+
+/// A create with `refusal` (of `what`, in words): a failure must leave
+/// nothing, a success must make the volume as the default create does;
+/// then a create with nothing refused must make the default volume.
+async fn create_refused(ctx: &Ctx, refusal: Refusal, what: &str) -> CheckResult {
+    let step = format!("create with {} refused", refusal.describe());
+    let failed = match refused_create(ctx, refusal, &step).await? {
+        Ok(resp) => {
+            let differs = differs_from_default(ctx, &resp).await;
+            delete_what_it_made(ctx, &resp).await?;
+            if let Some(how) = differs {
+                return Err(Finding::Warn(format!(
+                    "{step}: expected it to fail, or to make the volume as the default create \
+                     does; it reported success with a volume that {how}"
+                )));
+            }
+            None
+        }
+        Err(e) => Some(e),
+    };
+    let lifted = format!("create after the refused one, {what} allowed");
+    create_as_default(ctx, &lifted).await?;
+    Ok(Finding::Pass(match failed {
+        Some(e) => format!(
+            "with {what} refused, create failed ({e}) and left nothing; then create made the \
+             volume as the default"
+        ),
+        None => format!("with {what} refused, create made the volume as the default all the same"),
+    }))
+}
+
+/// `Err(skip)` where a plugin's calls cannot be refused system calls.
+fn require_refusal() -> Result<(), Finding> {
+    match crate::exec::can_refuse() {
+        true => Ok(()),
+        false => Err(Finding::Skip(
+            "system calls cannot be refused to a plugin here (its calls need a cgroup of their own, on x86-64)"
+                .into(),
+        )),
+    }
+}
+
+/// A create of the default request with `refusal`: its answer when it
+/// succeeded (the caller judges the volume, then deletes it), or why it
+/// failed, once it is known to have left nothing (no file in the volumes
+/// dir, no loop device attached to a file of the check's, waited for within
+/// [`LOOP_RELEASE`], as the kernel may defer a detach). A create that overran
+/// its limit alone too is the finding.
+async fn refused_create(
+    ctx: &Ctx,
+    refusal: Refusal,
+    step: &str,
+) -> Result<Result<CreateResponse, String>, Finding> {
+    let volumes = ctx.dirs().volumes().to_path_buf();
+    let before = listing(&volumes);
+    let loops_before = crate::safe_fs::loops_backed_under(ctx.dirs().dir());
+    let req = ctx.request();
+    let refused = ctx.variant(|o| o.refuse = Some(refusal));
+    let call = refused.create_unloaded(&req, Expect::Either, step).await;
+    if call.timed_out() {
+        return Err(Finding::Warn(format!(
+            "{step}: expected it to end within its limit; it overran it, and again alone (a \
+             create that retries a step that cannot work)"
+        )));
+    }
+    let e = match call.result {
+        Ok(resp) => return Ok(Ok(resp)),
+        Err(e) => e.to_string(),
+    };
+    let left = ctx.probes().left_since(&volumes, &before).await;
+    let loops = loops_left(ctx, &loops_before).await;
+    if left.own.is_empty() && loops.is_empty() {
+        return Ok(Err(e));
+    }
+    let mut what = Vec::new();
+    if !left.own.is_empty() {
+        let named: Vec<String> = left
+            .own
+            .iter()
+            .map(|entry| match is_mount_point(&volumes.join(entry)) {
+                true => format!("{entry} (mounted)"),
+                false => entry.clone(),
+            })
+            .collect();
+        what.push(format!("in the volumes dir: {}", named.join(", ")));
+    }
+    if !loops.is_empty() {
+        what.push(format!("loop devices attached: {}", loops.join(", ")));
+    }
+    Err(Finding::Warn(format!(
+        "{step}: it failed ({e}), and left {}",
+        what.join("; ")
+    )))
+}
+
+/// The loop devices attached to files under the check's dir that were not
+/// attached `before`, once each had [`LOOP_RELEASE`] to be let go.
+async fn loops_left(ctx: &Ctx, before: &[crate::safe_fs::LoopDevice]) -> Vec<String> {
+    let deadline = Instant::now() + LOOP_RELEASE;
+    loop {
+        let new: Vec<String> = crate::safe_fs::loops_backed_under(ctx.dirs().dir())
+            .into_iter()
+            .filter(|l| !before.contains(l))
+            .map(|l| format!("{} ({})", l.device.display(), l.backing_file.display()))
+            .collect();
+        if new.is_empty() || Instant::now() >= deadline {
+            return new;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// How the volume `resp` made differs from the run's first default create's
+/// (a mount where that was one, its mode and what it held), or `None`.
+async fn differs_from_default(ctx: &Ctx, resp: &CreateResponse) -> Option<String> {
+    let probe = ctx.probes().create_probe().await;
+    let path = Path::new(&resp.path);
+    if !path.exists() {
+        return Some(format!(
+            "does not exist at {:?}: Nomad would hand out a path with no volume",
+            resp.path
+        ));
+    }
+    if probe.mounted && !is_mount_point(path) {
+        return Some(format!(
+            "is not a mount point at {:?} (the default create's is): Nomad would hand out a plain \
+             directory as the volume",
+            resp.path
+        ));
+    }
+    let (Some(default), Some(here)) = (&probe.fresh, FreshVolume::at(path)) else {
+        return None;
+    };
+    (*default != here).then(|| {
+        format!(
+            "is {}, where the default create's is {}",
+            here.describe(),
+            default.describe()
+        )
+    })
+}
+
+/// Removes a volume a refused create made, as Nomad would: by a delete.
+async fn delete_what_it_made(ctx: &Ctx, resp: &CreateResponse) -> Result<(), Finding> {
+    let req = ctx.request();
+    let delete = DeleteRequest::for_created(&req, &resp.path);
+    ctx.steps()
+        .delete_unloaded(&delete, Expect::Either, "delete of what it made")
+        .await
+        .map(drop)
+}
+
+/// A create of the default request, nothing refused, after a refused one:
+/// it must make the volume as the run's first create did (a refused create
+/// may leave something a new one trusts); then it is deleted.
+async fn create_as_default(ctx: &Ctx, step: &str) -> Result<(), Finding> {
+    let req: CreateRequest = ctx.request();
+    let resp = ctx.steps().create_ok(&req, step).await?;
+    let differs = differs_from_default(ctx, &resp).await;
+    ctx.steps().delete_ok(&req, &resp.path, "delete").await?;
+    match differs {
+        None => Ok(()),
+        Some(how) => Err(Finding::Warn(format!(
+            "{step}: expected the volume as the default create makes it; it made one that {how} \
+             (the refused create left something a new create trusts)"
+        ))),
+    }
+}
