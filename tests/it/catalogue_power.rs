@@ -508,3 +508,32 @@ fn a_delete_that_waits_for_a_held_loop_device_forever_is_warned() {
         "{message}"
     );
 }
+
+/// A plugin whose create makes only the volume's own directory fails on a
+/// new node, where Nomad has not made the volumes dir:
+/// create.volumes-dir-missing warns; the reference (`mkdir -p`) passes.
+#[test]
+fn a_create_that_needs_the_volumes_dir_made_is_warned() {
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin(
+        "mkdir-without-p",
+        r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	[ -d "$p" ] || mkdir -m 0700 -- "$p" || { echo '{"error": "cannot make the volume"}'; exit 1; }
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete) rm -rf -- "$p" || exit 1 ;;
+*) exit 1 ;;
+esac
+"#,
+    );
+    warns_where_the_reference_passes(
+        &scratch,
+        &plugin.to_string_lossy(),
+        "create.volumes-dir-missing",
+        "create with no volumes dir yet: expected it to make the volumes dir",
+    );
+}

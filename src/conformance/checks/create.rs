@@ -20,6 +20,7 @@ pub(crate) const CHECKS: &[CheckSpec] = &[
     DISTINCT,
     UPDATE,
     PARAMETERS,
+    VOLUMES_DIR_MISSING,
     DEADLINE,
 ];
 
@@ -457,6 +458,65 @@ async fn parameters(ctx: &Ctx) -> CheckResult {
         )));
     }
     Ok(Finding::Pass(notes.join("; ")))
+}
+
+pub(crate) const VOLUMES_DIR_MISSING: CheckSpec = CheckSpec {
+    id: "create.volumes-dir-missing",
+    level: Level::Should,
+    rule: "create in a volumes dir that does not exist yet (a new node's: Nomad does not make it) succeeds and makes the volume as the default create makes it; delete then removes it",
+    why: "Nomad passes its `host_volumes_dir` (by default `<data_dir>/host_volumes`) without making it, so on a new node the first create of an external plugin finds no volumes dir. A plugin that counts on it fails every first create there.",
+    fix: "Make the volumes dir as part of create, before the volume (`mkdir -p -- \"$DHV_VOLUMES_DIR\"`, `os.makedirs(volumes_dir, exist_ok=True)`).",
+    samples: &[],
+    run: scenario!(volumes_dir_missing),
+};
+
+/// Creates in `fresh/host_volumes`, of which only `fresh` exists (a data
+/// dir), then deletes.
+async fn volumes_dir_missing(ctx: &Ctx) -> CheckResult {
+    ctx.probes().require_create().await?;
+    let data = ctx
+        .dirs()
+        .make_dirs(Path::new("fresh"))
+        .map_err(|e| Finding::Skip(format!("cannot prepare the test area: {e}")))?;
+    let volumes = data.join("host_volumes");
+    let req = ctx.request_in(&volumes);
+    let step = "create with no volumes dir yet";
+    let call = ctx
+        .steps()
+        .create_unloaded(&req, Expect::Either, step)
+        .await?;
+    let resp = match call.result {
+        Ok(resp) => resp,
+        Err(e) => {
+            return Err(Finding::Warn(format!(
+                "{step}: expected it to make the volumes dir {volumes:?} and the volume, as on a \
+                 new node; it failed: {e}"
+            )));
+        }
+    };
+    let probe = ctx.probes().create_probe().await;
+    let here = crate::conformance::context::FreshVolume::at(Path::new(&resp.path));
+    let differs = match (&probe.fresh, &here) {
+        (Some(default), Some(here)) if default != here => Some(format!(
+            "it is {}, where the default create's is {}",
+            here.describe(),
+            default.describe()
+        )),
+        (Some(_), None) => Some(format!(
+            "its path {:?} is no directory (the default create's is one)",
+            resp.path
+        )),
+        _ => None,
+    };
+    ctx.steps().delete_ok(&req, &resp.path, "delete").await?;
+    if let Some(how) = differs {
+        return Err(Finding::Warn(format!(
+            "{step}: expected the volume as the default create makes it; {how}"
+        )));
+    }
+    Ok(Finding::Pass(
+        "with no volumes dir yet, create made it and the volume; delete removed the volume".into(),
+    ))
 }
 
 pub(crate) const DEADLINE: CheckSpec = CheckSpec {

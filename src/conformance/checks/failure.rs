@@ -151,7 +151,7 @@ fn clean(log: &RunLog) -> CheckResult {
 pub(crate) const ERROR_JSON: CheckSpec = CheckSpec {
     id: "failure.error-json",
     level: Level::Should,
-    rule: "every failing create or delete of the run (and the provoked one) that exits prints `{\"error\": \"<why>\"}` on stdout, with a reason",
+    rule: "every failing create or delete of the run (the provoked one, and those made with a step refused, included) that exits prints `{\"error\": \"<why>\"}` on stdout, with a reason",
     why: "When a call fails Nomad decodes `{\"error\": \"...\"}` from stdout and shows that text to the user; plain text is dropped, and the user sees only `exit status 1`.",
     fix: "On failure, print `{\"error\": \"what went wrong\"}` on stdout and the details on stderr; a failure that prints nothing (or an empty reason) leaves the user with only `exit status 1`.",
     samples: &["text-error"],
@@ -164,9 +164,11 @@ fn error_json(log: &RunLog) -> CheckResult {
     log.require_process()?;
     // A call that hung is the deadline checks' finding, one that could not
     // start fingerprint.runs's: neither printed an answer to judge.
+    // The calls made on a host that refused a step are answered as any.
     let failed: Vec<&LoggedCall> = log
         .calls
         .iter()
+        .chain(&log.refused)
         .filter(|c| c.op != Operation::Fingerprint && c.plugin_failed)
         .filter(|c| {
             c.run

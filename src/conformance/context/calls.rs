@@ -114,6 +114,7 @@ impl Calls {
             calls: self,
             plugin: &*self.plugin,
             nomads: true,
+            refused: false,
         }
     }
 

@@ -76,6 +76,10 @@ impl CallLog {
 pub(crate) struct RunLog {
     /// Every call of the run, in the order logged.
     pub calls: Vec<LoggedCall>,
+    /// The calls made on a host that refused a step
+    /// ([`Shared::refused_log`](super::Shared::refused_log)): for the checks
+    /// that judge answers only.
+    pub refused: Vec<LoggedCall>,
     /// The plugin runs in-process (the built-in).
     pub in_process: bool,
     /// Calls that failed in a bystander check and succeeded made again alone.
@@ -95,6 +99,7 @@ impl RunLog {
     pub fn new(calls: Vec<LoggedCall>, in_process: bool, shared: &super::Shared) -> RunLog {
         RunLog {
             calls,
+            refused: shared.refused_log.calls(),
             in_process,
             repeats: shared.repeats(),
             failed_leftovers: shared.failed_leftovers(),

@@ -168,6 +168,12 @@ pub(crate) struct Shared {
     pub node_id: String,
     pub probes: Probes,
     pub log: CallLog,
+    /// Calls made as Nomad makes them on a host that refuses a step (the
+    /// `failure.*-refused` checks): Nomad reads their answers as it reads
+    /// any, so `failure.error-json` judges them; no other run-wide check sees
+    /// them (what they leave, and how long they take, are their own checks'
+    /// findings).
+    pub refused_log: CallLog,
     /// Plugin calls of the run under way right now.
     in_flight: std::sync::atomic::AtomicUsize,
     /// The timing phase, run once after the parallel checks.
@@ -200,6 +206,7 @@ impl Shared {
             node_id: uuid::Uuid::new_v4().to_string(),
             probes: Probes::default(),
             log: CallLog::default(),
+            refused_log: CallLog::default(),
             names: std::sync::atomic::AtomicUsize::new(0),
             live: super::live::LiveVolumes::new(supervisor.clone()),
             supervisor,

@@ -44,6 +44,10 @@ pub(super) struct Route<'a> {
     /// alone through the same handle (see [`repeat`](super::repeat)). A
     /// variant's are neither: they are not what Nomad makes.
     pub nomads: bool,
+    /// A variant's calls that differ from Nomad's only in a step the host
+    /// refuses: logged apart, for the checks that judge answers
+    /// ([`Shared::refused_log`](super::Shared::refused_log)).
+    pub refused: bool,
 }
 
 impl Route<'_> {
@@ -146,7 +150,9 @@ impl Route<'_> {
         let in_flight = solo.run_in_flight;
         drop(solo);
         if self.nomads {
-            self.log(call, in_flight, residue);
+            self.log(&self.calls.shared.log, call, in_flight, residue);
+        } else if self.refused {
+            self.log(&self.calls.shared.refused_log, call, in_flight, residue);
         }
         let error = call.result.as_ref().err().map(|e| e.to_string());
         self.calls
@@ -164,10 +170,16 @@ impl Route<'_> {
         self.calls.ledger.keep_redo(step, redo(), call.run.clone());
     }
 
-    /// Logs a call; `in_flight`: the run's calls in flight when it started.
-    fn log<T>(&self, call: &PluginCall<T>, in_flight: usize, residue: Option<Vec<String>>) {
+    /// Logs a call into `log`; `in_flight`: the run's calls in flight when it started.
+    fn log<T>(
+        &self,
+        log: &super::CallLog,
+        call: &PluginCall<T>,
+        in_flight: usize,
+        residue: Option<Vec<String>>,
+    ) {
         let shared = &self.calls.shared;
-        shared.log.push(LoggedCall {
+        log.push(LoggedCall {
             check: self.calls.check,
             op: call.operation,
             duration: call.duration,

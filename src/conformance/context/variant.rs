@@ -23,6 +23,8 @@ pub(crate) struct Variant<'a> {
     /// until no other call of the run is in flight, and hold new ones back
     /// until they end).
     start: Start<'static>,
+    /// Its calls are refused a step by the host (see [`Route::refused`]).
+    refused: bool,
 }
 
 impl<'a> Variant<'a> {
@@ -35,6 +37,7 @@ impl<'a> Variant<'a> {
             calls,
             plugin: calls.shared.settings.target.open(&opts),
             start: Start::Now,
+            refused: opts.refuse.is_some(),
         }
     }
 
@@ -56,6 +59,7 @@ impl<'a> Variant<'a> {
             calls: self.calls,
             plugin: self.plugin.clone(),
             start: Start::Alone,
+            refused: self.refused,
         }
     }
 
@@ -66,6 +70,7 @@ impl<'a> Variant<'a> {
             calls: self.calls,
             plugin: &*self.plugin,
             nomads: false,
+            refused: self.refused,
         }
     }
 
