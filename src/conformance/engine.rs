@@ -360,8 +360,7 @@ impl RunState {
                     Err(e) => return Err(e),
                 };
                 let finding = body(run.ctx()).await.unwrap_or_else(|f| f);
-                let (finding, evidence) = run.finish(finding).await;
-                Ok((finding, evidence, None))
+                Ok(run.finish(finding).await)
             }
         }
     }

@@ -97,8 +97,10 @@ pub fn attach(image: &Path, root: &Path) -> io::Result<LoopDevice> {
         ));
     }
     let control = std::fs::File::open("/dev/loop-control")?;
-    // Another process may take the free device between the two calls: ask again.
-    for _ in 0..10 {
+    // Another process may take the free device between the two calls: ask
+    // again (on a host attaching many at once, as a test run of loop plugins
+    // does, ten tries were seen to lose every race).
+    for _ in 0..100 {
         // SAFETY: LOOP_CTL_GET_FREE takes no argument and reads no memory of ours.
         let n = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE as _, 0) };
         if n < 0 {

@@ -24,7 +24,7 @@ create)
 	fi
 	mkdir -p -- "$p" 2>/dev/null || {{ {on_error}; }}
 	echo "{{\"path\": \"$p\", \"bytes\": 0}}" ;;
-delete) rm -rf -- "$p" ;;
+delete) rm -rf -- "$p" || {{ echo '{{"error": "cannot remove the volume"}}'; exit 1; }} ;;
 *) exit 1 ;;
 esac
 "#
@@ -133,7 +133,7 @@ p="{}/$DHV_VOLUME_ID"
 case ${{1-}} in
 fingerprint) echo '{{"version": "1.0.0"}}' ;;
 create) mkdir -p -- "$p" && echo "{{\"path\": \"$p\", \"bytes\": 0}}" ;;
-delete) rm -rf -- "$p" ;;
+delete) rm -rf -- "$p" || {{ echo '{{"error": "cannot remove the volume"}}'; exit 1; }} ;;
 *) exit 1 ;;
 esac
 "#,
@@ -191,7 +191,7 @@ create)
 	fi
 	mkdir -p -- "$p" || { echo '{"error": "mkdir failed"}'; exit 1; }
 	echo "{\"path\": \"$p\", \"bytes\": $DHV_CAPACITY_MIN_BYTES}" ;;
-delete) rm -rf -- "$p" ;;
+delete) rm -rf -- "$p" || { echo '{"error": "cannot remove the volume"}'; exit 1; } ;;
 *) exit 1 ;;
 esac
 "#;

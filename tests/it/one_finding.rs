@@ -19,7 +19,7 @@ create)
 	mkdir -p -- "$p" "$meta" || { echo '{"error": "cannot make the volume"}'; exit 1; }
 	echo '{}' > "$meta/$DHV_VOLUME_ID.json" || { echo '{"error": "cannot write its metadata"}'; exit 1; }
 	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
-delete) rm -rf -- "$p" ;;
+delete) rm -rf -- "$p" || { echo '{"error": "cannot remove the volume"}'; exit 1; } ;;
 *) exit 1 ;;
 esac
 "#;
@@ -71,7 +71,7 @@ create)
 	*[\$\`\;\'\"]*) echo '{"error": "unsupported volume name"}'; exit 1 ;;
 	esac
 	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
-delete) rm -rf -- "$p" ;;
+delete) rm -rf -- "$p" || { echo '{"error": "cannot remove the volume"}'; exit 1; } ;;
 *) exit 1 ;;
 esac
 "#;

@@ -266,7 +266,12 @@ async fn failed_there_leaves_nothing(
     cwd: &Path,
     volumes: &Path,
 ) -> Result<Option<String>, Finding> {
-    if !ctx.probes().create_probe().await.mounted || !crate::exec::can_refuse() {
+    if !ctx.probes().create_probe().await.mounted {
+        return Ok(None);
+    }
+    if !crate::exec::can_refuse() {
+        // The pass then says less than where the host can refuse mounts.
+        ctx.unpin(super::refused::CANNOT_REFUSE);
         return Ok(None);
     }
     let refused = ctx.variant(|o| {

@@ -37,7 +37,7 @@ async fn mount_refused(ctx: &Ctx) -> CheckResult {
                 .into(),
         ));
     }
-    require_refusal()?;
+    require_refusal(ctx)?;
     create_refused(ctx, Refusal::Mounts, "mounts").await
 }
 
@@ -55,7 +55,7 @@ pub(crate) const CHMOD_REFUSED: CheckSpec = CheckSpec {
 async fn chmod_refused(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     ctx.probes().require_create().await?;
-    require_refusal()?;
+    require_refusal(ctx)?;
     create_refused(ctx, Refusal::ModeChanges, "mode changes").await
 }
 
@@ -75,7 +75,7 @@ async fn remove_refused(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     ctx.probes().require_create().await?;
     ctx.probes().require_delete().await?;
-    require_refusal()?;
+    require_refusal(ctx)?;
     let volumes = ctx.dirs().volumes().to_path_buf();
     let mut outcomes = Vec::new();
     for refusal in [Refusal::FileRemovals, Refusal::DirRemovals] {
@@ -169,14 +169,18 @@ async fn create_refused(ctx: &Ctx, refusal: Refusal, what: &str) -> CheckResult 
     }))
 }
 
-/// `Err(skip)` where a plugin's calls cannot be refused system calls.
-fn require_refusal() -> Result<(), Finding> {
+/// Why a check that needs a refusal cannot judge on this host.
+pub(super) const CANNOT_REFUSE: &str = "system calls cannot be refused to a plugin here (its calls need a cgroup of their own, on x86-64)";
+
+/// `Err(skip)` where a plugin's calls cannot be refused system calls; the
+/// verdict is then the host's, not the plugin's, and is not pinned.
+fn require_refusal(ctx: &Ctx) -> Result<(), Finding> {
     match crate::exec::can_refuse() {
         true => Ok(()),
-        false => Err(Finding::Skip(
-            "system calls cannot be refused to a plugin here (its calls need a cgroup of their own, on x86-64)"
-                .into(),
-        )),
+        false => {
+            ctx.unpin(CANNOT_REFUSE);
+            Err(Finding::Skip(CANNOT_REFUSE.into()))
+        }
     }
 }
 

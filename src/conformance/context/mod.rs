@@ -285,6 +285,8 @@ pub(crate) struct Ctx {
     dirs: Dirs,
     /// Probe calls a check's verdict rests on, shown as its evidence.
     cited: Mutex<Vec<PluginRun>>,
+    /// Why the check's verdict is not pinned in a snapshot, if it is not.
+    unpinned: Mutex<Option<String>>,
 }
 
 impl Ctx {
@@ -295,7 +297,15 @@ impl Ctx {
             calls: Calls::new(shared, check, dirs.dir(), dirs.volumes()),
             dirs,
             cited: Mutex::new(Vec::new()),
+            unpinned: Mutex::new(None),
         })
+    }
+
+    /// The verdict depends on what this host can do, not only on the plugin
+    /// (a refusal it cannot impose, say): a snapshot does not pin it, so one
+    /// blessed on another host still matches (see `report::pin_as_stored`).
+    pub fn unpin(&self, why: impl Into<String>) {
+        *crate::lock(&self.unpinned) = Some(why.into());
     }
 
     /// The plugin under test: every call a check makes of it, as Nomad makes it.
@@ -416,11 +426,13 @@ impl ScenarioRun {
     }
 
     /// The check's finding once every call is accounted for (see
-    /// [`Calls::settle`]), and its evidence, after its clean-up.
-    pub async fn finish(self, finding: Finding) -> (Finding, Vec<PluginRun>) {
+    /// [`Calls::settle`]), its evidence, after its clean-up, and why it is
+    /// not pinned, if it is not ([`Ctx::unpin`]).
+    pub async fn finish(self, finding: Finding) -> (Finding, Vec<PluginRun>, Option<String>) {
         let finding = self.ctx.calls.settle(finding).await;
         self.ctx.cleanup().await;
-        (finding, self.ctx.evidence())
+        let unpinned = crate::lock(&self.ctx.unpinned).clone();
+        (finding, self.ctx.evidence(), unpinned)
     }
 }
 
