@@ -466,7 +466,7 @@ pub(crate) const VOLUMES_DIR_MISSING: CheckSpec = CheckSpec {
     rule: "create in a volumes dir that does not exist yet (a new node's: Nomad does not make it) succeeds and makes the volume as the default create makes it; delete then removes it",
     why: "Nomad passes its `host_volumes_dir` (by default `<data_dir>/host_volumes`) without making it, so on a new node the first create of an external plugin finds no volumes dir. A plugin that counts on it fails every first create there.",
     fix: "Make the volumes dir as part of create, before the volume (`mkdir -p -- \"$DHV_VOLUMES_DIR\"`, `os.makedirs(volumes_dir, exist_ok=True)`).",
-    samples: &[],
+    samples: &["check-then-mkdir", "fails-on-existing-dir"],
     run: scenario!(volumes_dir_missing),
 };
 
