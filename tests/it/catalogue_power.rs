@@ -60,31 +60,39 @@ fn warns_where_correct_passes(
     message
 }
 
+/// A directory plugin in sh: each volume is `$p`, `$DHV_VOLUMES_DIR/$DHV_VOLUME_ID`;
+/// create runs `create` (its lines, tab-indented) and answers `$p` with bytes 0,
+/// delete runs `delete`; any other operation exits 1.
+fn dir_plugin(scratch: &util::Scratch, name: &str, create: &str, delete: &str) -> String {
+    let head = r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+"#;
+    let answer = r#"	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+"#;
+    let body = format!("{head}{create}\n{answer}delete) {delete} ;;\n*) exit 1 ;;\nesac\n");
+    scratch.plugin(name, &body).to_string_lossy().into_owned()
+}
+
 /// A directory plugin that sets its volume's mode through an unquoted path:
 /// in a volumes dir with a space the `chmod` misses (quietly), and the
 /// volume keeps the umask's mode, unlike one made in the default dir.
 #[test]
 fn a_step_an_unquoted_path_skips_shows_in_the_volume() {
     let scratch = util::Scratch::new();
-    let plugin = scratch.plugin(
+    let plugin = dir_plugin(
+        &scratch,
         "unquoted-chmod",
-        r#"#!/bin/sh
-PATH=/usr/sbin:/usr/bin:/sbin:/bin
-p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
-case ${1-} in
-fingerprint) echo '{"version": "1.0.0"}' ;;
-create)
-	mkdir -p -- "$p" || exit 1
-	chmod 0700 $p 2>/dev/null
-	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
-delete) rm -rf -- "$p" ;;
-*) exit 1 ;;
-esac
-"#,
+        r#"	mkdir -p -- "$p" || exit 1
+	chmod 0700 $p 2>/dev/null"#,
+        r#"rm -rf -- "$p""#,
     );
     warns_where_the_reference_passes(
         &scratch,
-        &plugin.to_string_lossy(),
+        &plugin,
         "input.volumes-dir-space",
         "(mode 0700, empty); it is mode 0755, empty",
     );
@@ -97,25 +105,16 @@ esac
 #[test]
 fn a_compensating_delete_that_leaves_a_file_named_by_the_name_warns() {
     let scratch = util::Scratch::new();
-    let plugin = scratch.plugin(
+    let plugin = dir_plugin(
+        &scratch,
         "note-by-name",
-        r#"#!/bin/sh
-PATH=/usr/sbin:/usr/bin:/sbin:/bin
-p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
-note="$DHV_VOLUMES_DIR/note-$DHV_VOLUME_NAME"
-case ${1-} in
-fingerprint) echo '{"version": "1.0.0"}' ;;
-create)
-	mkdir -p -- "$p" && echo "$DHV_VOLUME_ID" > "$note" || exit 1
-	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
-delete) rm -rf -- "$p" "$note" ;;
-*) exit 1 ;;
-esac
-"#,
+        r#"	note="$DHV_VOLUMES_DIR/note-$DHV_VOLUME_NAME"
+	mkdir -p -- "$p" && echo "$DHV_VOLUME_ID" > "$note" || exit 1"#,
+        r#"note="$DHV_VOLUMES_DIR/note-$DHV_VOLUME_NAME"; rm -rf -- "$p" "$note""#,
     );
     warns_where_the_reference_passes(
         &scratch,
-        &plugin.to_string_lossy(),
+        &plugin,
         "delete.auto-delete-safe",
         "left the new volume's note-conformance-",
     );
@@ -323,26 +322,17 @@ fn a_create_that_ignores_a_refused_chmod_is_warned() {
         return;
     }
     let scratch = util::Scratch::new();
-    let plugin = scratch.plugin(
+    let plugin = dir_plugin(
+        &scratch,
         "chmod-unchecked",
-        r#"#!/bin/sh
-PATH=/usr/sbin:/usr/bin:/sbin:/bin
-umask 022
-p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
-case ${1-} in
-fingerprint) echo '{"version": "1.0.0"}' ;;
-create)
+        r#"	umask 022
 	mkdir -p -- "$p" || exit 1
-	chmod 0700 -- "$p" 2>/dev/null
-	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
-delete) rm -rf -- "$p" || exit 1 ;;
-*) exit 1 ;;
-esac
-"#,
+	chmod 0700 -- "$p" 2>/dev/null"#,
+        r#"rm -rf -- "$p" || exit 1"#,
     );
     warns_where_the_reference_passes(
         &scratch,
-        &plugin.to_string_lossy(),
+        &plugin,
         "failure.chmod-refused",
         "it reported success with a volume that is mode 0755, empty, where the default create's \
          is mode 0700, empty",
@@ -404,26 +394,17 @@ fn a_create_that_mishandles_a_refused_chmod_after_its_mount_is_warned() {
 #[test]
 fn an_unquoted_removal_that_takes_a_neighbour_fails() {
     let scratch = util::Scratch::new();
-    let plugin = scratch.plugin(
+    let plugin = dir_plugin(
+        &scratch,
         "unquoted-rm-tmp",
-        r#"#!/bin/sh
-PATH=/usr/sbin:/usr/bin:/sbin:/bin
-p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
-case ${1-} in
-fingerprint) echo '{"version": "1.0.0"}' ;;
-create)
-	rm -f -- $DHV_VOLUMES_DIR/.tmp-$DHV_VOLUME_ID
-	mkdir -p -m 0700 -- "$p" || exit 1
-	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
-delete) rm -rf -- "$p" || exit 1 ;;
-*) exit 1 ;;
-esac
-"#,
+        r#"	rm -f -- $DHV_VOLUMES_DIR/.tmp-$DHV_VOLUME_ID
+	mkdir -p -m 0700 -- "$p" || exit 1"#,
+        r#"rm -rf -- "$p" || exit 1"#,
     );
     let id = "input.volumes-dir-space";
     let run =
         |p: &str| util::check::json_report(&scratch, &[p, id, "--exact"], Duration::from_secs(120));
-    let report = run(&plugin.to_string_lossy());
+    let report = run(&plugin);
     let (status, message) = verdict(&report, id);
     assert_eq!(status, "fail", "{message}");
     assert!(
@@ -515,24 +496,15 @@ fn a_delete_that_waits_for_a_held_loop_device_forever_is_warned() {
 #[test]
 fn a_create_that_needs_the_volumes_dir_made_is_warned() {
     let scratch = util::Scratch::new();
-    let plugin = scratch.plugin(
+    let plugin = dir_plugin(
+        &scratch,
         "mkdir-without-p",
-        r#"#!/bin/sh
-PATH=/usr/sbin:/usr/bin:/sbin:/bin
-p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
-case ${1-} in
-fingerprint) echo '{"version": "1.0.0"}' ;;
-create)
-	[ -d "$p" ] || mkdir -m 0700 -- "$p" || { echo '{"error": "cannot make the volume"}'; exit 1; }
-	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
-delete) rm -rf -- "$p" || exit 1 ;;
-*) exit 1 ;;
-esac
-"#,
+        r#"	[ -d "$p" ] || mkdir -m 0700 -- "$p" || { echo '{"error": "cannot make the volume"}'; exit 1; }"#,
+        r#"rm -rf -- "$p" || exit 1"#,
     );
     warns_where_the_reference_passes(
         &scratch,
-        &plugin.to_string_lossy(),
+        &plugin,
         "create.volumes-dir-missing",
         "create with no volumes dir yet: expected it to make the volumes dir",
     );
