@@ -6,8 +6,6 @@
 //! a step fail on purpose by refusing it (`failure.*-refused`) are in
 //! `refused`.
 
-use std::collections::BTreeSet;
-
 use super::{CheckResult, CheckSpec, Level, shown};
 use crate::conformance::context::{Ctx, Expect, Finding, LoggedCall, RunLog, is_provoked, listing};
 
@@ -101,7 +99,7 @@ fn clean(log: &RunLog) -> CheckResult {
     if failed.is_empty() && log.failed_leftovers.is_empty() {
         return Err(Finding::Skip(cannot_fail(log)));
     }
-    let mut dirty = BTreeSet::new();
+    let mut dirty = Vec::new();
     for c in &failed {
         let files = c.residue.clone().unwrap_or_default();
         let procs: Vec<String> = c
@@ -120,15 +118,16 @@ fn clean(log: &RunLog) -> CheckResult {
             left.push(format!("processes [{}]", procs.join(", ")));
         }
         log.cite(c);
-        dirty.insert(format!("{}: left {}", who(c), left.join(" and ")));
+        dirty.push(format!("{}: left {}", who(c), left.join(" and ")));
     }
     // Failed creates whose leftovers another check saw (in its own volumes
     // dir, with nothing else of it running): this check owns that finding.
     dirty.extend(log.failed_leftovers.iter().cloned());
+    let dirty = in_stable_order(dirty);
     if !dirty.is_empty() {
         return Err(Finding::Fail(format!(
             "expected a failed create to leave nothing new in the volumes dir and no process; {}",
-            dirty.into_iter().collect::<Vec<_>>().join("; ")
+            dirty.join("; ")
         )));
     }
     // A create made beside others of its check (a burst) shares its volumes
@@ -179,7 +178,7 @@ fn error_json(log: &RunLog) -> CheckResult {
     if failed.is_empty() {
         return Err(Finding::Skip(cannot_fail(log)));
     }
-    let bad: BTreeSet<String> = failed
+    let bad: Vec<String> = failed
         .iter()
         .filter_map(|c| {
             let run = c.run.as_ref()?;
@@ -207,11 +206,12 @@ fn error_json(log: &RunLog) -> CheckResult {
             ))
         })
         .collect();
+    let bad = in_stable_order(bad);
     if !bad.is_empty() {
         return Err(Finding::Fail(format!(
             "expected a failing create or delete to print {{\"error\": \"<why>\"}} on stdout, with a \
              reason, so Nomad can tell the user why; {}",
-            bad.into_iter().collect::<Vec<_>>().join("; ")
+            bad.join("; ")
         )));
     }
     // The example shown: the provoked failure when it failed (every plugin
@@ -238,6 +238,16 @@ fn error_json(log: &RunLog) -> CheckResult {
         },
         nomad_shows(example)
     )))
+}
+
+/// `items` sorted and without repeats, ordered by what stays the same from
+/// run to run (volume ids, names and temp dirs masked as a snapshot masks
+/// them), so that two findings of one check keep their order in a snapshot.
+fn in_stable_order(mut items: Vec<String>) -> Vec<String> {
+    let masks = crate::report::Redactions::new();
+    items.sort_by_cached_key(|s| (masks.apply(s), s.clone()));
+    items.dedup();
+    items
 }
 
 /// The skip of a failure check that found no failure to judge.
@@ -283,5 +293,19 @@ fn nomad_shows(c: &LoggedCall) -> String {
             "`{}` (after the plugin's own words, if any)",
             c.run.as_ref().map(|r| r.exit_error()).unwrap_or_default()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_stable_order;
+
+    #[test]
+    fn findings_are_ordered_by_what_a_snapshot_keeps() {
+        // The volume ids sort one way, the texts the other: the texts decide.
+        let b = "x (delete): stdout \"b\", volume \"00000000-0000-4000-8000-000000000000\"";
+        let a = "x (delete): stdout \"a\", volume \"ffffffff-0000-4000-8000-000000000000\"";
+        let sorted = in_stable_order(vec![b.into(), a.into(), a.into()]);
+        assert_eq!(sorted, vec![a.to_string(), b.to_string()]);
     }
 }
