@@ -120,6 +120,32 @@ fn a_compensating_delete_that_leaves_a_file_named_by_the_name_warns() {
     );
 }
 
+/// What a test needs of the machine besides root.
+enum Needs {
+    /// Free loop devices and the tools that use them.
+    LoopDevices,
+    /// Plugin calls that can be refused system calls (a cgroup per call).
+    Refusals,
+}
+
+/// Whether `test` cannot run here for want of one of `needs`: it then says
+/// why ([`util::skip`]), and does not run.
+fn cannot_run(test: &str, needs: &[Needs]) -> bool {
+    let why = needs.iter().find_map(|need| match need {
+        Needs::LoopDevices => util::loop_devices_unusable(),
+        Needs::Refusals => (!dhv_conform::exec::can_refuse()).then(|| {
+            "system calls cannot be refused to a call here (no cgroup per call)".to_string()
+        }),
+    });
+    match why {
+        Some(why) => {
+            util::skip(test, &why);
+            true
+        }
+        None => false,
+    }
+}
+
 /// loop-ext4 with one line changed (`from` → `to`), in `scratch`.
 fn loop_ext4_with(scratch: &util::Scratch, name: &str, from: &str, to: &str) -> String {
     let text = std::fs::read_to_string(util::sample("loop-ext4")).unwrap();
@@ -154,11 +180,10 @@ fn loop_report(scratch: &util::Scratch, plugin: &str, ids: &str, scale: &str) ->
 /// closed. The limits are scaled down (a delete has 3 s), so the hang ends soon.
 #[test]
 fn a_delete_that_retries_a_busy_unmount_forever_is_warned() {
-    if let Some(why) = util::loop_devices_unusable() {
-        util::skip(
-            "a_delete_that_retries_a_busy_unmount_forever_is_warned",
-            &why,
-        );
+    if cannot_run(
+        "a_delete_that_retries_a_busy_unmount_forever_is_warned",
+        &[Needs::LoopDevices],
+    ) {
         return;
     }
     let scratch = util::Scratch::new();
@@ -190,8 +215,10 @@ fn a_delete_that_retries_a_busy_unmount_forever_is_warned() {
 /// input.volumes-dir-space names it; loop-ext4 itself leaves nothing.
 #[test]
 fn a_delete_that_splits_the_image_path_is_warned() {
-    if let Some(why) = util::loop_devices_unusable() {
-        util::skip("a_delete_that_splits_the_image_path_is_warned", &why);
+    if cannot_run(
+        "a_delete_that_splits_the_image_path_is_warned",
+        &[Needs::LoopDevices],
+    ) {
         return;
     }
     let scratch = util::Scratch::new();
@@ -218,15 +245,10 @@ fn a_delete_that_splits_the_image_path_is_warned() {
 /// cleanly and then creates the volume mounted.
 #[test]
 fn a_create_that_ignores_a_refused_mount_is_warned() {
-    if let Some(why) = util::loop_devices_unusable() {
-        util::skip("a_create_that_ignores_a_refused_mount_is_warned", &why);
-        return;
-    }
-    if !dhv_conform::exec::can_refuse() {
-        util::skip(
-            "a_create_that_ignores_a_refused_mount_is_warned",
-            "mounts cannot be refused to a call here (no cgroup per call)",
-        );
+    if cannot_run(
+        "a_create_that_ignores_a_refused_mount_is_warned",
+        &[Needs::LoopDevices, Needs::Refusals],
+    ) {
         return;
     }
     let scratch = util::Scratch::new();
@@ -271,13 +293,6 @@ fn a_create_that_ignores_a_refused_mount_is_warned() {
     );
 }
 
-/// `Some(why)` when a plugin's calls cannot be refused system calls here
-/// (no cgroup per call): the refusal tests say so and do not run.
-fn refusals_unusable() -> Option<&'static str> {
-    (!dhv_conform::exec::can_refuse())
-        .then_some("system calls cannot be refused to a call here (no cgroup per call)")
-}
-
 /// The reference with one line changed (`from` → `to`), in `scratch`.
 fn reference_with(scratch: &util::Scratch, name: &str, from: &str, to: &str) -> String {
     let text = std::fs::read_to_string(util::sample("reference")).unwrap();
@@ -291,8 +306,10 @@ fn reference_with(scratch: &util::Scratch, name: &str, from: &str, to: &str) -> 
 /// reference fails that delete and removes the volume with the next.
 #[test]
 fn a_delete_that_ignores_a_refused_removal_is_warned() {
-    if let Some(why) = refusals_unusable() {
-        util::skip("a_delete_that_ignores_a_refused_removal_is_warned", why);
+    if cannot_run(
+        "a_delete_that_ignores_a_refused_removal_is_warned",
+        &[Needs::Refusals],
+    ) {
         return;
     }
     let scratch = util::Scratch::new();
@@ -317,8 +334,10 @@ fn a_delete_that_ignores_a_refused_removal_is_warned() {
 /// the reference (`mkdir -m 0700`, no `chmod`) passes.
 #[test]
 fn a_create_that_ignores_a_refused_chmod_is_warned() {
-    if let Some(why) = refusals_unusable() {
-        util::skip("a_create_that_ignores_a_refused_chmod_is_warned", why);
+    if cannot_run(
+        "a_create_that_ignores_a_refused_chmod_is_warned",
+        &[Needs::Refusals],
+    ) {
         return;
     }
     let scratch = util::Scratch::new();
@@ -346,13 +365,10 @@ fn a_create_that_ignores_a_refused_chmod_is_warned() {
 /// fails cleanly, then makes the volume.
 #[test]
 fn a_create_that_mishandles_a_refused_chmod_after_its_mount_is_warned() {
-    let name = "a_create_that_mishandles_a_refused_chmod_after_its_mount_is_warned";
-    if let Some(why) = util::loop_devices_unusable() {
-        util::skip(name, &why);
-        return;
-    }
-    if let Some(why) = refusals_unusable() {
-        util::skip(name, why);
+    if cannot_run(
+        "a_create_that_mishandles_a_refused_chmod_after_its_mount_is_warned",
+        &[Needs::LoopDevices, Needs::Refusals],
+    ) {
         return;
     }
     let scratch = util::Scratch::new();
@@ -426,13 +442,10 @@ fn an_unquoted_removal_that_takes_a_neighbour_fails() {
 /// warns; loop-ext4 leaves nothing in either.
 #[test]
 fn a_failed_create_that_splits_its_clean_up_is_warned() {
-    let name = "a_failed_create_that_splits_its_clean_up_is_warned";
-    if let Some(why) = util::loop_devices_unusable() {
-        util::skip(name, &why);
-        return;
-    }
-    if let Some(why) = refusals_unusable() {
-        util::skip(name, why);
+    if cannot_run(
+        "a_failed_create_that_splits_its_clean_up_is_warned",
+        &[Needs::LoopDevices, Needs::Refusals],
+    ) {
         return;
     }
     let scratch = util::Scratch::new();
@@ -459,9 +472,10 @@ fn a_failed_create_that_splits_its_clean_up_is_warned() {
 /// cleanly, and deletes the volume once the device is let go.
 #[test]
 fn a_delete_that_waits_for_a_held_loop_device_forever_is_warned() {
-    let name = "a_delete_that_waits_for_a_held_loop_device_forever_is_warned";
-    if let Some(why) = util::loop_devices_unusable() {
-        util::skip(name, &why);
+    if cannot_run(
+        "a_delete_that_waits_for_a_held_loop_device_forever_is_warned",
+        &[Needs::LoopDevices],
+    ) {
         return;
     }
     let scratch = util::Scratch::new();

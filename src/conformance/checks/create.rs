@@ -494,24 +494,11 @@ async fn volumes_dir_missing(ctx: &Ctx) -> CheckResult {
             )));
         }
     };
-    let probe = ctx.probes().create_probe().await;
-    let here = crate::conformance::context::FreshVolume::at(Path::new(&resp.path));
-    let differs = match (&probe.fresh, &here) {
-        (Some(default), Some(here)) if default != here => Some(format!(
-            "it is {}, where the default create's is {}",
-            here.describe(),
-            default.describe()
-        )),
-        (Some(_), None) => Some(format!(
-            "its path {:?} is no directory (the default create's is one)",
-            resp.path
-        )),
-        _ => None,
-    };
+    let differs = ctx.probes().unlike_default(&resp).await;
     ctx.steps().delete_ok(&req, &resp.path, "delete").await?;
     if let Some(how) = differs {
         return Err(Finding::Warn(format!(
-            "{step}: expected the volume as the default create makes it; {how}"
+            "{step}: expected the volume as the default create makes it; it made one that {how}"
         )));
     }
     Ok(Finding::Pass(

@@ -2,10 +2,8 @@
 //! loop device open. Its own file: it is the one check that holds a device,
 //! and the kernel's deferred detach it meets needs explaining.
 
-use std::time::Instant;
-
 use super::{CheckResult, CheckSpec, Level};
-use crate::conformance::context::{Ctx, Expect, Finding, LOOP_RELEASE, Settled, VolumeAt};
+use crate::conformance::context::{Ctx, Expect, Finding, Settled, VolumeAt, still_attached};
 use crate::contract::DeleteRequest;
 use crate::safe_fs::LoopDevice;
 
@@ -96,7 +94,11 @@ async fn device_held(ctx: &Ctx) -> CheckResult {
             format!("failed ({e}), and a delete after it removed the volume")
         }
     };
-    let stayed = attached_after(&devices).await;
+    let stayed: Vec<String> = still_attached(&devices)
+        .await
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     if !stayed.is_empty() {
         return Err(Finding::Warn(format!(
             "{step}: it {outcome}, but once {names} was let go, {} stayed attached (deleted or \
@@ -108,22 +110,4 @@ async fn device_held(ctx: &Ctx) -> CheckResult {
     Ok(Finding::Pass(format!(
         "with {names} held open, delete {outcome}; once let go, the device was released"
     )))
-}
-
-/// The devices of `devices` still attached to their files once each had
-/// [`LOOP_RELEASE`] to be cleared (the kernel clears a deferred detach from
-/// a work queue, on a loaded host seconds after the last close).
-async fn attached_after(devices: &[LoopDevice]) -> Vec<String> {
-    let deadline = Instant::now() + LOOP_RELEASE;
-    loop {
-        let still: Vec<String> = devices
-            .iter()
-            .filter(|d| crate::safe_fs::is_attached(d))
-            .map(ToString::to_string)
-            .collect();
-        if still.is_empty() || Instant::now() >= deadline {
-            return still;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
 }

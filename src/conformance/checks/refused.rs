@@ -6,13 +6,9 @@
 //! it leaves. Then the same call with nothing refused must still work, as a
 //! retry by Nomad would.
 
-use std::path::Path;
-use std::time::Instant;
-
 use super::{CheckResult, CheckSpec, Level};
 use crate::conformance::context::{
-    Ctx, Expect, Finding, FreshVolume, LOOP_RELEASE, VolumeAt, is_mount_point, listing,
-    plant_in_volume,
+    Ctx, Expect, Finding, VolumeAt, is_mount_point, listing, plant_in_volume, still_attached,
 };
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::exec::Refusal;
@@ -146,7 +142,7 @@ async fn create_refused(ctx: &Ctx, refusal: Refusal, what: &str) -> CheckResult 
     let step = format!("create with {} refused", refusal.describe());
     let failed = match refused_create(ctx, refusal, &step).await? {
         Ok(resp) => {
-            let differs = differs_from_default(ctx, &resp).await;
+            let differs = ctx.probes().unlike_default(&resp).await;
             delete_what_it_made(ctx, &resp).await?;
             if let Some(how) = differs {
                 return Err(Finding::Warn(format!(
@@ -238,50 +234,18 @@ async fn refused_create(
 }
 
 /// The loop devices attached to files under the check's dir that were not
-/// attached `before`, once each had [`LOOP_RELEASE`] to be let go.
+/// attached `before`, once each had [`LOOP_RELEASE`](crate::conformance::context::LOOP_RELEASE)
+/// to be let go.
 async fn loops_left(ctx: &Ctx, before: &[crate::safe_fs::LoopDevice]) -> Vec<String> {
-    let deadline = Instant::now() + LOOP_RELEASE;
-    loop {
-        let new: Vec<String> = crate::safe_fs::loops_backed_under(ctx.dirs().dir())
-            .into_iter()
-            .filter(|l| !before.contains(l))
-            .map(|l| format!("{} ({})", l.device.display(), l.backing_file.display()))
-            .collect();
-        if new.is_empty() || Instant::now() >= deadline {
-            return new;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
-/// How the volume `resp` made differs from the run's first default create's
-/// (a mount where that was one, its mode and what it held), or `None`.
-async fn differs_from_default(ctx: &Ctx, resp: &CreateResponse) -> Option<String> {
-    let probe = ctx.probes().create_probe().await;
-    let path = Path::new(&resp.path);
-    if !path.exists() {
-        return Some(format!(
-            "does not exist at {:?}: Nomad would hand out a path with no volume",
-            resp.path
-        ));
-    }
-    if probe.mounted && !is_mount_point(path) {
-        return Some(format!(
-            "is not a mount point at {:?} (the default create's is): Nomad would hand out a plain \
-             directory as the volume",
-            resp.path
-        ));
-    }
-    let (Some(default), Some(here)) = (&probe.fresh, FreshVolume::at(path)) else {
-        return None;
-    };
-    (*default != here).then(|| {
-        format!(
-            "is {}, where the default create's is {}",
-            here.describe(),
-            default.describe()
-        )
-    })
+    let new: Vec<_> = crate::safe_fs::loops_backed_under(ctx.dirs().dir())
+        .into_iter()
+        .filter(|l| !before.contains(l))
+        .collect();
+    still_attached(&new)
+        .await
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// Removes a volume a refused create made, as Nomad would: by a delete.
@@ -300,7 +264,7 @@ async fn delete_what_it_made(ctx: &Ctx, resp: &CreateResponse) -> Result<(), Fin
 async fn create_as_default(ctx: &Ctx, step: &str) -> Result<(), Finding> {
     let req: CreateRequest = ctx.request();
     let resp = ctx.steps().create_ok(&req, step).await?;
-    let differs = differs_from_default(ctx, &resp).await;
+    let differs = ctx.probes().unlike_default(&resp).await;
     ctx.steps().delete_ok(&req, &resp.path, "delete").await?;
     match differs {
         None => Ok(()),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::ledger::Ledger;
-use super::route::{Route, Start};
+use super::route::{Caller, Route, Start};
 use super::{Finding, Phase, Prereqs, Shared};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{Fingerprint, HostVolumePlugin, PluginCall, PluginRun, Recorder};
@@ -113,8 +113,7 @@ impl Calls {
         Route {
             calls: self,
             plugin: &*self.plugin,
-            nomads: true,
-            refused: false,
+            caller: Caller::Nomad,
         }
     }
 

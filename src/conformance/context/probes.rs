@@ -405,6 +405,40 @@ impl<'a> Prereqs<'a> {
         }
     }
 
+    /// How the volume a create answered with `resp` differs from the run's
+    /// first default create's (it exists, is a mount where that was one, and
+    /// has its mode and entries), in words that follow "a volume that", or
+    /// `None` when it is as that one.
+    pub async fn unlike_default(&self, resp: &CreateResponse) -> Option<String> {
+        let probe = self.create_probe().await;
+        let path = Path::new(&resp.path);
+        if !path.exists() {
+            return Some(format!(
+                "does not exist at {:?}: Nomad would hand out a path with no volume",
+                resp.path
+            ));
+        }
+        if probe.mounted && !is_mount_point(path) {
+            return Some(format!(
+                "is not a mount point at {:?} (the default create's is): Nomad would hand out a \
+                 plain directory as the volume",
+                resp.path
+            ));
+        }
+        match (&probe.fresh, FreshVolume::at(path)) {
+            (Some(default), Some(here)) if *default != here => Some(format!(
+                "is {}, where the default create's is {}",
+                here.describe(),
+                default.describe()
+            )),
+            (Some(_), None) => Some(format!(
+                "is no directory at {:?} (the default create's is one)",
+                resp.path
+            )),
+            _ => None,
+        }
+    }
+
     /// `Err(skip)` unless a created volume can be deleted (delete.succeeds passed).
     pub async fn require_delete(&self) -> Result<(), Finding> {
         self.require_create().await?;

@@ -39,15 +39,24 @@ pub(super) struct Route<'a> {
     pub calls: &'a Calls,
     /// The plugin, opened with the options of this route.
     pub plugin: &'a dyn HostVolumePlugin,
-    /// Nomad's calls (the plugin as Nomad runs it) are logged for the
-    /// run-wide checks and, when one fails in a bystander check, made again
-    /// alone through the same handle (see [`repeat`](super::repeat)). A
-    /// variant's are neither: they are not what Nomad makes.
-    pub nomads: bool,
-    /// A variant's calls that differ from Nomad's only in a step the host
-    /// refuses: logged apart, for the checks that judge answers
-    /// ([`Shared::refused_log`](super::Shared::refused_log)).
-    pub refused: bool,
+    /// Whose calls these are: where they are logged, and whether one that
+    /// fails is made again alone.
+    pub caller: Caller,
+}
+
+/// Whose calls a [`Route`] makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// Nomad's (the plugin as Nomad runs it): logged for the run-wide checks
+    /// and, when one fails in a bystander check, made again alone through the
+    /// same handle (see [`repeat`](super::repeat)).
+    Nomad,
+    /// Nomad's, on a host that refuses a step: logged apart, for the checks
+    /// that judge answers ([`Shared::refused_log`](super::Shared::refused_log)).
+    RefusingHost,
+    /// A variant's (another working dir, a kill part way, ...): neither
+    /// logged nor made again, as they are not what Nomad makes.
+    Variant,
 }
 
 impl Route<'_> {
@@ -62,7 +71,7 @@ impl Route<'_> {
     ) -> PluginCall<CreateResponse> {
         let (_gate, solo) = self.admit(start).await;
         let dir = Path::new(&req.volumes_dir);
-        let before = (self.nomads && solo.started_alone).then(|| listing(dir));
+        let before = (self.caller == Caller::Nomad && solo.started_alone).then(|| listing(dir));
         self.calls.shared.live.creating(req);
         let call = self.plugin.create(req).await;
         let residue = match (&call.result, before, solo.alone()) {
@@ -149,10 +158,12 @@ impl Route<'_> {
     ) {
         let in_flight = solo.run_in_flight;
         drop(solo);
-        if self.nomads {
-            self.log(&self.calls.shared.log, call, in_flight, residue);
-        } else if self.refused {
-            self.log(&self.calls.shared.refused_log, call, in_flight, residue);
+        match self.caller {
+            Caller::Nomad => self.log(&self.calls.shared.log, call, in_flight, residue),
+            Caller::RefusingHost => {
+                self.log(&self.calls.shared.refused_log, call, in_flight, residue)
+            }
+            Caller::Variant => {}
         }
         let error = call.result.as_ref().err().map(|e| e.to_string());
         self.calls
@@ -164,7 +175,7 @@ impl Route<'_> {
     fn keep_redo<T>(&self, step: &str, call: &PluginCall<T>, redo: impl FnOnce() -> Redo) {
         // A call that timed out is not made again here: the deadline checks
         // own that, and a call made again alone would cost its whole limit.
-        if !self.nomads || call.result.is_ok() || call.timed_out() {
+        if self.caller != Caller::Nomad || call.result.is_ok() || call.timed_out() {
             return;
         }
         self.calls.ledger.keep_redo(step, redo(), call.run.clone());

@@ -113,6 +113,26 @@ impl VolumeAt {
 /// device attached waits this long.
 pub(crate) const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The devices of `devices` still attached to their files once each had
+/// [`LOOP_RELEASE`] to be let go (the kernel clears a deferred detach from a
+/// work queue, on a loaded host seconds after the last close).
+pub(crate) async fn still_attached(
+    devices: &[crate::safe_fs::LoopDevice],
+) -> Vec<crate::safe_fs::LoopDevice> {
+    let deadline = std::time::Instant::now() + LOOP_RELEASE;
+    loop {
+        let still: Vec<_> = devices
+            .iter()
+            .filter(|d| crate::safe_fs::is_attached(d))
+            .cloned()
+            .collect();
+        if still.is_empty() || std::time::Instant::now() >= deadline {
+            return still;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// What [`Steps::create_cleanly`] holds a successful create to, besides a
 /// delete that succeeds.
 #[derive(Clone, Copy)]

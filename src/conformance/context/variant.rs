@@ -3,13 +3,14 @@
 //! calls made alone. Its calls take the same path as Nomad's
 //! ([`route`](super::route)): they count in the check's ledger, and as calls
 //! in flight in the check and the run, but are not logged for the run-wide
-//! checks (they are not what Nomad makes), nor made again alone when one
-//! fails in a bystander check.
+//! checks (they are not what Nomad makes; those made on a host that refuses
+//! a step are logged apart, for the checks that judge answers), nor made
+//! again alone when one fails in a bystander check.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::route::{Route, Start};
+use super::route::{Caller, Route, Start};
 use super::{Calls, Expect};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::exec::KillMode;
@@ -23,8 +24,9 @@ pub(crate) struct Variant<'a> {
     /// until no other call of the run is in flight, and hold new ones back
     /// until they end).
     start: Start<'static>,
-    /// Its calls are refused a step by the host (see [`Route::refused`]).
-    refused: bool,
+    /// Whose calls it makes: a variant's, or Nomad's on a host that
+    /// refuses a step (see [`Caller`]).
+    caller: Caller,
 }
 
 impl<'a> Variant<'a> {
@@ -37,7 +39,10 @@ impl<'a> Variant<'a> {
             calls,
             plugin: calls.shared.settings.target.open(&opts),
             start: Start::Now,
-            refused: opts.refuse.is_some(),
+            caller: match opts.refuse {
+                Some(_) => Caller::RefusingHost,
+                None => Caller::Variant,
+            },
         }
     }
 
@@ -59,7 +64,7 @@ impl<'a> Variant<'a> {
             calls: self.calls,
             plugin: self.plugin.clone(),
             start: Start::Alone,
-            refused: self.refused,
+            caller: self.caller,
         }
     }
 
@@ -69,8 +74,7 @@ impl<'a> Variant<'a> {
         Route {
             calls: self.calls,
             plugin: &*self.plugin,
-            nomads: false,
-            refused: self.refused,
+            caller: self.caller,
         }
     }
 

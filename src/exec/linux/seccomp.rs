@@ -140,26 +140,20 @@ fn program(m: &Matches) -> Vec<libc::sock_filter> {
     p
 }
 
-/// A built program, kept for the life of the process: the clone's child
-/// reads it after the fork, so it must outlive every call.
-struct Program(Vec<libc::sock_filter>);
-
-// SAFETY: the instructions are plain data, never written after they are built.
-unsafe impl Sync for Program {}
-unsafe impl Send for Program {}
-
 /// The filter of `refusal`, in the form `seccomp(2)` takes, or `None` where
 /// the clone's child does not exist to install it.
 pub(crate) fn filter(refusal: Refusal) -> Option<libc::sock_fprog> {
     #[cfg(target_arch = "x86_64")]
     {
-        static BUILT: [OnceLock<Program>; Refusal::ALL.len()] =
+        // Built once and kept for the life of the process: the clone's child
+        // reads a program after the fork, so it must outlive every call.
+        static BUILT: [OnceLock<Vec<libc::sock_filter>>; Refusal::ALL.len()] =
             [const { OnceLock::new() }; Refusal::ALL.len()];
         let index = Refusal::ALL.iter().position(|r| *r == refusal)?;
-        let built = BUILT[index].get_or_init(|| Program(program(&matches(refusal))));
+        let built = BUILT[index].get_or_init(|| program(&matches(refusal)));
         Some(libc::sock_fprog {
-            len: built.0.len() as u16,
-            filter: built.0.as_ptr().cast_mut(),
+            len: built.len() as u16,
+            filter: built.as_ptr().cast_mut(),
         })
     }
     #[cfg(not(target_arch = "x86_64"))]
