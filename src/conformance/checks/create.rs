@@ -477,7 +477,7 @@ async fn volumes_dir_missing(ctx: &Ctx) -> CheckResult {
     let data = ctx
         .dirs()
         .make_dirs(Path::new("fresh"))
-        .map_err(|e| Finding::Skip(format!("cannot prepare the test area: {e}")))?;
+        .map_err(super::unprepared)?;
     let volumes = data.join("host_volumes");
     let req = ctx.request_in(&volumes);
     let step = "create with no volumes dir yet";

@@ -78,7 +78,7 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
     let volumes = ctx
         .dirs()
         .make_dirs(Path::new("area/volumes"))
-        .map_err(|e| Finding::Skip(format!("cannot prepare the test area: {e}")))?;
+        .map_err(super::unprepared)?;
     let around = Surroundings::plant(ctx)
         .map_err(|e| Finding::Skip(format!("cannot plant canaries: {e}")))?;
     let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];

@@ -35,12 +35,14 @@ pub(crate) const VOLUMES_DIR_SPACE: CheckSpec = CheckSpec {
 /// reading a neighbour, and what it makes there shows as made outside.
 async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
-    let prepare = |e: std::io::Error| Finding::Skip(format!("cannot prepare the test area: {e}"));
     let volumes = ctx
         .dirs()
         .make_dirs(Path::new("space/host volumes"))
-        .map_err(prepare)?;
-    let cwd = ctx.dirs().make_dirs(Path::new("cwd")).map_err(prepare)?;
+        .map_err(super::unprepared)?;
+    let cwd = ctx
+        .dirs()
+        .make_dirs(Path::new("cwd"))
+        .map_err(super::unprepared)?;
     let there = ctx.variant(|o| o.cwd = Some(cwd.clone()));
     let around = Surroundings {
         root: ctx.dirs().dir().to_path_buf(),
@@ -201,10 +203,7 @@ async fn neighbour_kept(
     volumes: &Path,
 ) -> Result<(), Finding> {
     let space = volumes.parent().unwrap_or(volumes);
-    let neighbour = ctx
-        .dirs()
-        .plant(space, "host")
-        .map_err(|e| Finding::Skip(format!("cannot prepare the test area: {e}")))?;
+    let neighbour = ctx.dirs().plant(space, "host").map_err(super::unprepared)?;
     let before = space_outside(around, volumes);
     let req = ctx.request_in(volumes);
     let step = "create beside a file named `host`, the split path's first word";
@@ -212,15 +211,14 @@ async fn neighbour_kept(
         there.create_unloaded(&req, Expect::Either, step).await,
         step,
     )?;
-    let resp = match created.result {
-        Ok(resp) => resp,
-        Err(e) => {
-            return Err(Finding::Warn(format!(
-                "{step}: expected it to work, as it does without that file; it failed: {e} (a \
-                 command given the path unquoted met the file)"
-            )));
-        }
+    // The neighbour in the way of a command given the path unquoted.
+    let met_the_file = |step: &str, e| {
+        Finding::Warn(format!(
+            "{step}: expected it to work, as it does without that file; it failed: {e} (a \
+             command given the path unquoted met the file)"
+        ))
     };
+    let resp = created.result.map_err(|e| met_the_file(step, e))?;
     let step = "delete beside a file named `host`";
     let delete = DeleteRequest::for_created(&req, &resp.path);
     let deleted = not_hung(
@@ -243,13 +241,7 @@ async fn neighbour_kept(
     )
     .await?;
     let _ = ctx.dirs().remove_file(&neighbour);
-    if let Err(e) = deleted.result {
-        return Err(Finding::Warn(format!(
-            "{step}: expected it to work, as it does without that file; it failed: {e} (a command \
-             given the path unquoted met the file)"
-        )));
-    }
-    Ok(())
+    deleted.result.map_err(|e| met_the_file(step, e))
 }
 
 /// For a plugin whose volumes are mounts, where calls can be refused system
@@ -311,7 +303,7 @@ async fn failed_there_leaves_nothing(
     let plain = ctx
         .dirs()
         .make_dirs(Path::new("space/plain-volumes"))
-        .map_err(|e| Finding::Skip(format!("cannot prepare the test area: {e}")))?;
+        .map_err(super::unprepared)?;
     let step = "create with every mount refused, in a volumes dir without a space";
     match leaves(plain, step).await {
         Some(there) if there.own.is_empty() => Err(Finding::Warn(format!(

@@ -83,6 +83,11 @@ pub(crate) fn needs(check: &CheckSpec) -> String {
     format!("needs {}", check.id)
 }
 
+/// The skip of a check whose test area (a dir of its sandbox) could not be made.
+pub(crate) fn unprepared(e: std::io::Error) -> Finding {
+    Finding::Skip(format!("cannot prepare the test area: {e}"))
+}
+
 /// A check's body returns its finding, or short-cuts with `?` on a finding
 /// (a skip because a prerequisite failed, or the first failed step).
 pub(crate) type CheckResult = Result<Finding, Finding>;
