@@ -101,10 +101,18 @@ fn a_program_depending_on_the_crate_runs_the_suite_and_survives_a_panic() {
         .current_dir(&project)
         .env("CARGO_TARGET_DIR", target_dir())
         .stdout(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let status = util::wait_bounded(build, Duration::from_secs(1200));
-    assert!(status.success(), "the scratch program did not build");
+    // Its errors in the failure itself: a child's stderr is not captured
+    // with the test's output, and a CI log shows only a part of the run.
+    let build = wait_output(build, "its build", Duration::from_secs(1200));
+    assert!(
+        build.status.success(),
+        "the scratch program did not build ({}):\n{}",
+        build.status,
+        tail(&String::from_utf8_lossy(&build.stderr), 40)
+    );
 
     let work = util::Scratch::new();
     let run = Command::new(target_dir().join("debug/scratch-program"))
@@ -114,7 +122,7 @@ fn a_program_depending_on_the_crate_runs_the_suite_and_survives_a_panic() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = wait_output(run, Duration::from_secs(300));
+    let out = wait_output(run, "its run", Duration::from_secs(300));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = stdout.lines().collect();
@@ -141,7 +149,14 @@ fn a_program_depending_on_the_crate_runs_the_suite_and_survives_a_panic() {
     let left: Vec<_> = std::fs::read_dir(work.path()).unwrap().flatten().collect();
     assert!(left.is_empty(), "the program left {left:?}");
     let needle = work.path().display().to_string();
-    assert!(util::processes_with_env_containing(&needle).is_empty());
+    let running = util::processes_with_env_containing(&needle);
+    assert!(running.is_empty(), "the program left running: {running:?}");
+}
+
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// The target dir this test was built in (its `CARGO_TARGET_TMPDIR` is `tmp/` in it).
@@ -168,8 +183,8 @@ fn dev_profile(repo: &Path) -> String {
     table.to_string()
 }
 
-/// The child's output, killing it past `limit`.
-fn wait_output(child: std::process::Child, limit: Duration) -> std::process::Output {
+/// The child's output, killing it past `limit` (`what` names it then).
+fn wait_output(child: std::process::Child, what: &str, limit: Duration) -> std::process::Output {
     let pid = child.id() as i32;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -182,7 +197,7 @@ fn wait_output(child: std::process::Child, limit: Duration) -> std::process::Out
                 nix::unistd::Pid::from_raw(pid),
                 nix::sys::signal::Signal::SIGKILL,
             );
-            panic!("the scratch program did not finish within {limit:?}");
+            panic!("the scratch program: {what} did not finish within {limit:?}");
         }
     }
 }

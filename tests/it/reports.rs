@@ -334,13 +334,18 @@ fn pinning_touches_only_declared_checks() {
         PluginInfo::default(),
         RunOptions::default(),
         vec![
-            check("create.deadline", Level::Must, Status::Pass, "67 calls"),
+            check(
+                "concurrency.create",
+                Level::Must,
+                Status::Fail,
+                "3 of 8 lost",
+            ),
             check("delete.idempotent", Level::Must, Status::Fail, "exit 1"),
             check(
-                "lifecycle.crash-delete",
+                "concurrency.same-volume",
                 Level::Should,
                 Status::Warn,
-                "killed at 50%",
+                "two paths",
             ),
         ],
         Vec::new(),
@@ -351,7 +356,7 @@ fn pinning_touches_only_declared_checks() {
         scratch: "/nowhere".to_owned(),
     };
     let plain = report::normalise(&run.report, &redactions(&run.report, &run.scratch));
-    let text = snapshot_text("fails-on-missing-dir", &run);
+    let text = snapshot_text("racy-concurrency", &run);
     assert_eq!(plain.lines().count(), text.lines().count());
     let changed: Vec<&str> = plain
         .lines()
@@ -361,11 +366,12 @@ fn pinning_touches_only_declared_checks() {
         .collect();
     assert_eq!(changed.len(), 2, "{text}");
     assert!(
-        changed[0].starts_with("create.deadline must pass: [VARIES: counts the run's calls"),
+        changed[0].starts_with("concurrency.create must fail: [VARIES: lists which"),
         "{text}"
     );
     assert!(
-        changed[1].starts_with("lifecycle.crash-delete should [VARIES]: [VARIES: a kill exposes"),
+        changed[1]
+            .starts_with("concurrency.same-volume should [VARIES]: [VARIES: identical creates"),
         "{text}"
     );
     assert!(

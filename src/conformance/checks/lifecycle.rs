@@ -190,6 +190,12 @@ pub(crate) const CRASH_CREATE: CheckSpec = CheckSpec {
 async fn crash_create(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     ctx.probes().require_create().await?;
+    // Decided before any crash, never by where a kill lands: a create that
+    // fails for an existing volume fails "create again" whenever the kill
+    // came after the volume was made, and passes when it came before.
+    if let Some(needs) = ctx.probes().create_again_fails().await {
+        return Err(Finding::Skip(needs));
+    }
     let before = listing(ctx.dirs().volumes());
     let probe = ctx.request();
     // Timed out under the run's load: measured again alone.
@@ -221,10 +227,6 @@ async fn crash_create(ctx: &Ctx) -> CheckResult {
         let resp = match again.result {
             Ok(resp) => resp,
             Err(e) => {
-                // Creating an existing volume fails without any crash too.
-                if let Some(needs) = ctx.probes().create_again_fails().await {
-                    return Err(Finding::Skip(needs));
-                }
                 return Err(Finding::Fail(format!(
                     "{label}: expected create again to succeed; got: {e}"
                 )));
@@ -275,6 +277,16 @@ pub(crate) const CRASH_DELETE: CheckSpec = CheckSpec {
 async fn crash_delete(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     ctx.probes().require_create().await?;
+    // One cause, one finding, decided before any crash: a delete that fails
+    // whenever its volume is already gone fails "delete again" for
+    // delete.idempotent's reason when a kill lands after the removal, and
+    // passes when it lands before; which one happens is luck.
+    if second_delete_fails(ctx).await {
+        return Err(Finding::Skip(format!(
+            "{} (a second delete fails without a crash too)",
+            needs(&delete::IDEMPOTENT)
+        )));
+    }
     let probe = ctx.request();
     let resp = ctx
         .steps()
@@ -319,14 +331,6 @@ async fn crash_delete(ctx: &Ctx) -> CheckResult {
             )
             .await?;
         if let Err(e) = again.result {
-            // One cause, one finding: a delete that fails whenever its volume
-            // is already gone fails here for delete.idempotent's reason.
-            if second_delete_fails(ctx).await {
-                return Err(Finding::Skip(format!(
-                    "{} (a second delete fails without a crash too)",
-                    needs(&delete::IDEMPOTENT)
-                )));
-            }
             return Err(Finding::Fail(format!(
                 "{label}: expected delete again to exit 0; got: {e}"
             )));

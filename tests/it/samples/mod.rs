@@ -51,26 +51,14 @@ pub const CALL_COUNTS: &[&str] = &[
 /// times, on an idle and on a loaded machine).
 pub const VARIES: &[Varies] = &[
     Varies {
-        samples: &["crash-unsafe", "fails-on-existing-dir"],
+        samples: &["crash-unsafe"],
         checks: &["lifecycle.crash-create"],
         status: false,
         why: "names the kill point (10%, 50% or 90% of the measured create) that first \
               exposed the fault; which one does depends on scheduling",
     },
     Varies {
-        samples: &["fails-on-missing-dir"],
-        checks: &["lifecycle.crash-delete"],
-        status: true,
-        why: "a kill exposes the fault only when it lands after `rm -r` removed the \
-              directory and before the plugin exited: the check then names \
-              delete.idempotent, the finding's owner (a skip)",
-    },
-    Varies {
-        samples: &[
-            "crash-unsafe",
-            "fails-on-existing-dir",
-            "fails-on-missing-dir",
-        ],
+        samples: &["crash-unsafe"],
         checks: CALL_COUNTS,
         status: false,
         why: "counts the run's calls, and a crash check stops at the first kill point \
