@@ -523,3 +523,43 @@ fn a_create_that_needs_the_volumes_dir_made_is_warned() {
         "create with no volumes dir yet: expected it to make the volumes dir",
     );
 }
+
+/// A create that takes any name at the volume's path for its volume (`[ -e ]`
+/// where `[ -d ]` is meant) answers with a regular file: create.file-in-the-way
+/// warns; the reference, whose `mkdir -p` fails there, passes.
+#[test]
+fn a_create_that_takes_a_file_for_its_volume_is_warned() {
+    let scratch = util::Scratch::new();
+    let plugin = dir_plugin(
+        &scratch,
+        "exists-not-dir",
+        r#"	[ -e "$p" ] || mkdir -p -m 0700 -- "$p" || { echo '{"error": "cannot make the volume"}'; exit 1; }"#,
+        r#"rm -rf -- "$p" || exit 1"#,
+    );
+    warns_where_the_reference_passes(
+        &scratch,
+        &plugin,
+        "create.file-in-the-way",
+        "which is the harness's regular file: Nomad would hand a file to the task",
+    );
+}
+
+/// A create that clears whatever is at its volume's path away to make its
+/// directory destroys a file it did not make: create.file-in-the-way warns.
+#[test]
+fn a_create_that_clears_a_file_away_for_its_volume_is_warned() {
+    let scratch = util::Scratch::new();
+    let plugin = dir_plugin(
+        &scratch,
+        "clears-the-way",
+        r#"	[ -d "$p" ] || rm -f -- "$p"
+	mkdir -p -m 0700 -- "$p" || { echo '{"error": "cannot make the volume"}'; exit 1; }"#,
+        r#"rm -rf -- "$p" || exit 1"#,
+    );
+    warns_where_the_reference_passes(
+        &scratch,
+        &plugin,
+        "create.file-in-the-way",
+        "to be left as it was; create exited 0 after removing or changing it",
+    );
+}

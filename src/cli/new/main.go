@@ -78,6 +78,10 @@ func create() {
 			}
 		}
 	}
+	// Something else at the volume's path (a file) is no volume, and not ours to remove.
+	if info, err := os.Stat(path); err != nil || !info.IsDir() {
+		fail(fmt.Sprintf("%s exists and is not a directory", path))
+	}
 	logf("volume ready at %s", path)
 	answer(map[string]any{"path": path, "bytes": 0})
 }

@@ -21,6 +21,7 @@ pub(crate) const CHECKS: &[CheckSpec] = &[
     UPDATE,
     PARAMETERS,
     VOLUMES_DIR_MISSING,
+    super::in_the_way::FILE_IN_THE_WAY,
     DEADLINE,
 ];
 

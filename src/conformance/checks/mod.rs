@@ -28,6 +28,7 @@ pub(crate) mod delete;
 mod delete_held;
 pub(crate) mod failure;
 pub(crate) mod fingerprint;
+mod in_the_way;
 pub(crate) mod input;
 mod input_space;
 pub(crate) mod lifecycle;

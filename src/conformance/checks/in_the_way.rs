@@ -1,0 +1,109 @@
+//! `create.file-in-the-way`: a create that finds a regular file where its
+//! volume goes. Its own file: it is the one check that puts something at a
+//! volume's own path, and what the plugin may do there needs explaining.
+
+use std::path::Path;
+
+use super::{CheckResult, CheckSpec, Level};
+use crate::conformance::context::{Ctx, Expect, Finding, canary_intact};
+
+pub(crate) const FILE_IN_THE_WAY: CheckSpec = CheckSpec {
+    id: "create.file-in-the-way",
+    level: Level::Should,
+    rule: "with a regular file where a volume's path is (after the volume was deleted), create of that volume fails or makes the volume at another path, and leaves the file as it was",
+    why: "Nomad hands whatever path create answers to the task as the volume: a plugin that takes a file at its volume's path for a volume it made before (`[ -e ]`, `mkdir` whose \"exists\" error is ignored) gives the task a file, not a directory, and one that clears the file away to make its directory destroys data it did not make. Nomad's mkdir plugin fails there (`not a directory`).",
+    fix: "Test for a directory, not for a name (`[ -d \"$path\" ]`, `os.path.isdir`), and fail with `{\"error\": \"...\"}` when something else is there; never remove what the volume's own create did not make.",
+    samples: &[],
+    run: scenario!(file_in_the_way),
+};
+
+/// Creates and deletes a volume, puts a file of the harness's where its
+/// path was, creates the same volume again, and judges what became of the
+/// file and of the answer.
+async fn file_in_the_way(ctx: &Ctx) -> CheckResult {
+    ctx.probes().require_create().await?;
+    ctx.probes().require_delete().await?;
+    let (req, path) = ctx.steps().one_volume("first create").await?;
+    ctx.steps().delete_ok(&req, &path, "delete").await?;
+    let at = Path::new(&path);
+    let (Some(dir), Some(name)) = (at.parent(), at.file_name().and_then(|n| n.to_str())) else {
+        return Err(Finding::Skip(format!(
+            "not applicable: the volume's path {path:?} has no parent dir"
+        )));
+    };
+    if std::fs::symlink_metadata(at).is_ok() {
+        // Its name is not in the message: a device's changes between runs.
+        return Err(Finding::Skip(
+            "not applicable: the volume's path is still there after delete (a device, or a path \
+             the plugin keeps)"
+                .into(),
+        ));
+    }
+    // Only inside the run's temp dir: a path outside is create.path-in-volumes-dir's.
+    let file = match ctx.dirs().plant(dir, name) {
+        Ok(file) => file,
+        Err(e) => {
+            return Err(Finding::Skip(format!(
+                "not applicable: cannot put a file at {path:?}: {e}"
+            )));
+        }
+    };
+    let step = "create with a file where the volume was";
+    let call = ctx
+        .steps()
+        .create_unloaded(&req, Expect::Either, step)
+        .await?;
+    let kept = canary_intact(&file);
+    let answer = match &call.result {
+        Ok(resp) => resp.clone(),
+        Err(e) => {
+            if !kept {
+                return Err(Finding::Warn(format!(
+                    "{step}: it failed ({e}), but the file at {path:?} is gone or changed: a \
+                     failed create must leave what it did not make"
+                )));
+            }
+            // Anything else it left is failure.clean's finding: that check
+            // judges every failed create made alone, this one among them.
+            return Ok(Finding::Pass(
+                "with a file at the volume's path, create failed and kept it".into(),
+            ));
+        }
+    };
+    let same = answer.path == path;
+    let differs = match same && kept {
+        true => None,
+        false => ctx.probes().unlike_default(&answer).await,
+    };
+    ctx.steps()
+        .delete_ok(&req, &answer.path, "delete afterwards")
+        .await?;
+    match (same, kept) {
+        (true, true) => Err(Finding::Warn(format!(
+            "{step}: expected create to fail or make the volume elsewhere; it exited 0 with the \
+             path {path:?}, which is the harness's regular file: Nomad would hand a file to the \
+             task as the volume"
+        ))),
+        (_, false) => Err(Finding::Warn(format!(
+            "{step}: expected the file at {path:?} to be left as it was; create {} it{}",
+            if same {
+                "exited 0 after removing or changing"
+            } else {
+                "removed or changed"
+            },
+            differs
+                .map(|how| format!(", and made a volume that {how}"))
+                .unwrap_or_default()
+        ))),
+        (false, true) => match differs {
+            Some(how) => Err(Finding::Warn(format!(
+                "{step}: create made the volume at {:?}, one that {how}",
+                answer.path
+            ))),
+            None => Ok(Finding::Pass(format!(
+                "with a file at the volume's path, create made the volume at {:?} and kept the file",
+                answer.path
+            ))),
+        },
+    }
+}
