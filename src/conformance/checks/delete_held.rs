@@ -22,7 +22,7 @@ pub(crate) const DEVICE_HELD: CheckSpec = CheckSpec {
 /// after a failed delete).
 async fn device_held(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
-    ctx.probes().require_create().await?;
+    // Asks create's prerequisites first (needs create.succeeds, ...).
     ctx.probes().require_delete().await?;
     let dir = ctx.dirs().dir().to_path_buf();
     let before = crate::safe_fs::loops_backed_under(&dir);

@@ -21,7 +21,7 @@ pub(crate) const FILE_IN_THE_WAY: CheckSpec = CheckSpec {
 /// path was, creates the same volume again, and judges what became of the
 /// file and of the answer.
 async fn file_in_the_way(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+    // Asks create's prerequisites first (needs create.succeeds, ...).
     ctx.probes().require_delete().await?;
     let (req, path) = ctx.steps().one_volume("first create").await?;
     ctx.steps().delete_ok(&req, &path, "delete").await?;

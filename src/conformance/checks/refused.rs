@@ -69,7 +69,7 @@ pub(crate) const REMOVE_REFUSED: CheckSpec = CheckSpec {
 /// the refusal (a success must leave nothing of it), then deleted without.
 async fn remove_refused(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
-    ctx.probes().require_create().await?;
+    // Asks create's prerequisites first (needs create.succeeds, ...).
     ctx.probes().require_delete().await?;
     require_refusal(ctx)?;
     let volumes = ctx.dirs().volumes().to_path_buf();
