@@ -9,7 +9,9 @@
 //! it named by a split path (input.volumes-dir-space), a delete that exits 0
 //! though its removal was refused (failure.remove-refused), a create that
 //! carries on, or gives up without undoing its mount, after a refused `chmod`
-//! (failure.chmod-refused).
+//! (failure.chmod-refused), a create that makes a sparse image past the
+//! free space (input.capacity-edge), a create after a reboot that changes
+//! what the volume's root holds and its mode (lifecycle.reboot).
 //! The loop-ext4 ones need root and loop devices; where the machine has
 //! neither, they say why and do not run.
 
@@ -562,4 +564,144 @@ fn a_create_that_clears_a_file_away_for_its_volume_is_warned() {
         "create.file-in-the-way",
         "to be left as it was; create exited 0 after removing or changing it",
     );
+}
+
+/// Without its free-space test, a create asking for more than the volumes
+/// dir's filesystem holds makes a sparse image that large and mounts it:
+/// input.capacity-edge warns that the storage cannot hold the volume; the
+/// same holds for a create_failed that goes on after its clean-up (the
+/// free-space refusal then carries on into the same image). loop-ext4
+/// refuses the request.
+#[test]
+fn a_create_past_the_free_space_is_warned() {
+    if cannot_run(
+        "a_create_past_the_free_space_is_warned",
+        &[Needs::LoopDevices],
+    ) {
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let id = "input.capacity-edge";
+    let needle = "create made a loop device's image larger than its filesystem can hold";
+    for (name, from) in [
+        (
+            "no-free-space-test",
+            r#"create_failed "not enough free space for a $size byte volume""#,
+        ),
+        ("goes-on-after-failing", "\n\tfail \"$1\"\n}"),
+    ] {
+        let to = match from.starts_with('\n') {
+            true => "\n\t:\n}",
+            false => ":",
+        };
+        let plugin = loop_ext4_with(&scratch, name, from, to);
+        let report = loop_report(&scratch, &plugin, id, "1");
+        let (status, message) = verdict(&report, id);
+        assert_eq!(status, "warn", "{name}: {message}");
+        assert!(
+            message.contains(&format!("min above the free space: expected the volume to be storage that can hold it; {needle}")),
+            "{name}: {message}"
+        );
+    }
+    let report = loop_report(&scratch, &util::sample("loop-ext4"), id, "1");
+    let (status, message) = verdict(&report, id);
+    assert_eq!(status, "pass", "{message}");
+    assert!(
+        message.contains("min above the free space: refused cleanly"),
+        "{message}"
+    );
+}
+
+/// A create that clears a fresh filesystem's lost+found only when the volume
+/// holds more than it (the test negated) keeps it on the first create and
+/// removes it, and makes the root 0700, at the create after a reboot:
+/// lifecycle.reboot warns that the volume changed; loop-ext4 passes.
+#[test]
+fn a_create_after_a_reboot_that_changes_the_volume_is_warned() {
+    if cannot_run(
+        "a_create_after_a_reboot_that_changes_the_volume_is_warned",
+        &[Needs::LoopDevices],
+    ) {
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let plugin = loop_ext4_with(
+        &scratch,
+        "lost-found-negated",
+        r#"if [ "$(ls -A -- "$path")" = "lost+found" ] && rmdir"#,
+        r#"if ! [ "$(ls -A -- "$path")" = "lost+found" ] && rmdir"#,
+    );
+    let id = "lifecycle.reboot";
+    let run = |p: &str| loop_report(&scratch, p, id, "1");
+    let message = warns_where_correct_passes(run, &plugin, &util::sample("loop-ext4"), id);
+    assert!(
+        message.contains(
+            "volume #1: create after the reboot removed \"lost+found\" from its root and changed \
+             its root's mode from 0755 to 0700"
+        ),
+        "{message}"
+    );
+}
+
+/// After a reboot, a create again with every mount refused fails; a clean-up
+/// that takes the volume's image for the call's own (it removes it whether
+/// or not the call made it) loses the volume's data: failure.mount-refused
+/// warns. One that tests the mount point through an unquoted path takes it
+/// for its own in a volumes dir with a space only, and removes it:
+/// input.volumes-dir-space warns that, and failure.mount-refused passes it.
+/// loop-ext4 keeps the volume in both dirs.
+#[test]
+fn a_failed_create_that_removes_an_existing_volume_is_warned() {
+    if cannot_run(
+        "a_failed_create_that_removes_an_existing_volume_is_warned",
+        &[Needs::LoopDevices, Needs::Refusals],
+    ) {
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let mount = "failure.mount-refused";
+    let space = "input.volumes-dir-space";
+    let takes_image = loop_ext4_with(
+        &scratch,
+        "takes-image",
+        "\tif [ \"$img_existed\" = no ]; then\n\t\tdetach_stale",
+        "\tif :; then\n\t\tdetach_stale",
+    );
+    let report = loop_report(&scratch, &takes_image, mount, "1");
+    let (status, message) = verdict(&report, mount);
+    assert_eq!(status, "warn", "{message}");
+    assert!(
+        message.contains(
+            "create again after a reboot, with every mount refused: expected it to fail and keep \
+             the volume, which exists"
+        ) && message.contains(".img"),
+        "{message}"
+    );
+    let unquoted = loop_ext4_with(
+        &scratch,
+        "unquoted-mount-point-test",
+        r#"if [ -e "$path" ]; then path_existed=yes"#,
+        r#"if [ -e $path ]; then path_existed=yes"#,
+    );
+    let report = loop_report(&scratch, &unquoted, space, "1");
+    let (status, message) = verdict(&report, space);
+    assert_eq!(status, "warn", "{message}");
+    assert!(
+        message.contains("after a reboot, a create again in")
+            && message.contains("in a volumes dir without a space the same create keeps it"),
+        "{message}"
+    );
+    let report = loop_report(&scratch, &unquoted, mount, "1");
+    let (status, message) = verdict(&report, mount);
+    assert_eq!(status, "pass", "{message}");
+    for id in [mount, space] {
+        let report = loop_report(&scratch, &util::sample("loop-ext4"), id, "1");
+        let (status, message) = verdict(&report, id);
+        assert_eq!(status, "pass", "{id}: {message}");
+        assert!(
+            message.contains("after a reboot, a create again")
+                && message.contains("failed and removed nothing of the volume"),
+            "{id}: {message}"
+        );
+    }
 }

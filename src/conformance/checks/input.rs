@@ -204,9 +204,9 @@ async fn name_injection(ctx: &Ctx) -> CheckResult {
 pub(crate) const CAPACITY_EDGE: CheckSpec = CheckSpec {
     id: "input.capacity-edge",
     level: Level::Should,
-    rule: "capacity 0/0, min > max, min = 2^63-1, min = max off a MiB boundary, a range below 16 MiB and min above the free space each succeed with bytes in range, or fail cleanly; min alone (max 0: no maximum), below the default request's min, succeeds",
-    why: "Capacities come from users: 0/0, min > max or 2^63-1 must not hang the plugin or leave half-made volumes, and a plugin that sizes volumes in whole units must still honour a range that is not one (or refuse it). A spec with `capacity_min` alone sends max 0, which means no maximum: a plugin that reads it as a limit refuses the most common capacity there is.",
-    fix: "Validate the capacity first and fail with `{\"error\": \"...\"}` before making anything, or succeed with `bytes` between min and max (when max > 0); a failure after something was made must undo it. Treat max 0 as no maximum.",
+    rule: "capacity 0/0, min > max, min = 2^63-1, min = max off a MiB boundary, a range below 16 MiB and min above the free space each succeed with bytes in range (on storage that can hold them: no loop device's sparse image past its filesystem's room), or fail cleanly; min alone (max 0: no maximum), below the default request's min, succeeds",
+    why: "Capacities come from users: 0/0, min > max or 2^63-1 must not hang the plugin or leave half-made volumes, and a plugin that sizes volumes in whole units must still honour a range that is not one (or refuse it). A spec with `capacity_min` alone sends max 0, which means no maximum: a plugin that reads it as a limit refuses the most common capacity there is. A sparse image larger than the free space of its filesystem promises storage that is not there: the volume's writes fail (its ext4 turns read-only) once that filesystem fills, long before the capacity Nomad records.",
+    fix: "Validate the capacity first and fail with `{\"error\": \"...\"}` before making anything, or succeed with `bytes` between min and max (when max > 0); a failure after something was made must undo it. Treat max 0 as no maximum. An image on a loop device must fit where it lies: test the free space before making it, or allocate it whole (`fallocate -l`).",
     samples: &[],
     run: scenario!(capacity_edge),
 };
@@ -249,7 +249,10 @@ async fn capacity_edge(ctx: &Ctx) -> CheckResult {
     };
     let holds = match default_in_range {
         true => Holds::CAPACITY,
-        false => Holds::NO_RESIDUE,
+        false => Holds {
+            backed: true,
+            ..Holds::NO_RESIDUE
+        },
     };
     let mut notes = Vec::new();
     for (label, min, max) in cases {

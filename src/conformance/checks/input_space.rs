@@ -2,8 +2,9 @@
 //! input that finds every unquoted path of a shell plugin. Its own file, as
 //! it takes several rounds: create, create again and delete there; a create
 //! and delete with a file named by the split path's first word beside the
-//! dir; a create there that fails after making things; and a delete in a
-//! missing dir with a space.
+//! dir; a create there that fails after making things, and one that fails
+//! for a volume a reboot took down; and a delete in a missing dir with a
+//! space.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -19,7 +20,7 @@ use crate::plugin::PluginCall;
 pub(crate) const VOLUMES_DIR_SPACE: CheckSpec = CheckSpec {
     id: "input.volumes-dir-space",
     level: Level::Must,
-    rule: "in a volumes dir whose path holds a space (`.../host volumes`), create and delete work, the new volume is as one made in the default volumes dir (its mode, what it holds, bytes in range), delete leaves nothing of it (beyond what it leaves in the default dir), and nothing outside the dir changes, also with a file named `.../host` beside it; for a plugin whose volumes are mounts, a create there with every mount refused leaves nothing (when it leaves nothing in a dir without a space)",
+    rule: "in a volumes dir whose path holds a space (`.../host volumes`), create and delete work, the new volume is as one made in the default volumes dir (its mode, what it holds, bytes in range), delete leaves nothing of it (beyond what it leaves in the default dir), and nothing outside the dir changes, also with a file named `.../host` beside it; for a plugin whose volumes are mounts, a create there with every mount refused leaves nothing, and one of a volume there after a reboot keeps the volume (each when it does so in a dir without a space)",
     why: "The volumes dir is the operator's `host_volumes_dir` (or under the agent's `data_dir`), and a path with a space is a valid one. A plugin that leaves a path unquoted splits it in two: it makes or removes `.../host` and `volumes` in its working directory, not the volume; an operator's file named `.../host` is then removed. The clean-up of a failed create runs only on failures, where an unquoted path hides longest.",
     fix: "Quote every expansion of a path in sh (`\"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\"`, `rm -rf -- \"$path\"`), and pass paths as single arguments in other languages (no shell strings).",
     samples: &[],
@@ -251,7 +252,9 @@ async fn neighbour_kept(
 /// unquoted path hides longest. What it leaves is judged only when the same
 /// refused create leaves nothing in a volumes dir without a space
 /// (`space/plain-volumes`): otherwise it is failure.mount-refused's finding.
-/// A refused create that succeeds is that check's finding too. A note for the
+/// A refused create that succeeds is that check's finding too. Then the same
+/// for a create again of a volume there after a reboot: it must keep the
+/// volume (judged when it does in a dir without a space). A note for the
 /// pass, or `None` when not applicable.
 async fn failed_there_leaves_nothing(
     ctx: &Ctx,
@@ -295,29 +298,62 @@ async fn failed_there_leaves_nothing(
     let Some(left) = leaves(volumes.to_path_buf(), step).await else {
         return Ok(None);
     };
-    if left.own.is_empty() {
-        return Ok(Some(
-            "a create there with every mount refused failed and left nothing".into(),
-        ));
-    }
-    let plain = ctx
-        .dirs()
-        .make_dirs(Path::new("space/plain-volumes"))
-        .map_err(super::unprepared)?;
-    let step = "create with every mount refused, in a volumes dir without a space";
-    match leaves(plain, step).await {
-        Some(there) if there.own.is_empty() => Err(Finding::Warn(format!(
-            "a create in {volumes:?} with every mount refused failed, and left {}{}; in a volumes \
-             dir without a space the same create leaves nothing (its clean-up gives a path \
-             unquoted: split at the space, it removes other names)",
-            left.own.join(", "),
-            left.citation()
-        ))),
-        _ => Ok(Some(
-            "what a create with every mount refused leaves is failure.mount-refused's finding"
-                .into(),
-        )),
-    }
+    let plain = || {
+        ctx.dirs()
+            .make_dirs(Path::new("space/plain-volumes"))
+            .map_err(super::unprepared)
+    };
+    let first = if left.own.is_empty() {
+        "a create there with every mount refused failed and left nothing"
+    } else {
+        let step = "create with every mount refused, in a volumes dir without a space";
+        match leaves(plain()?, step).await {
+            Some(there) if there.own.is_empty() => {
+                return Err(Finding::Warn(format!(
+                    "a create in {volumes:?} with every mount refused failed, and left {}{}; in a \
+                     volumes dir without a space the same create leaves nothing (its clean-up \
+                     gives a path unquoted: split at the space, it removes other names)",
+                    left.own.join(", "),
+                    left.citation()
+                )));
+            }
+            _ => "what a create with every mount refused leaves is failure.mount-refused's finding",
+        }
+    };
+    // The clean-up of a create failing for a volume that exists (after a
+    // reboot) must keep the volume: what it tests of the volume's files
+    // first is another path an unquoted expansion splits.
+    let then = match super::refused::refused_after_reboot(ctx, volumes, Some(cwd)).await? {
+        super::refused::AfterReboot::Removed(e, names) => {
+            match super::refused::refused_after_reboot(ctx, &plain()?, Some(cwd)).await? {
+                super::refused::AfterReboot::Kept => {
+                    return Err(Finding::Warn(format!(
+                        "after a reboot, a create again in {volumes:?} with every mount refused \
+                         failed ({e}) and removed {} of the volume, which exists; in a volumes dir \
+                         without a space the same create keeps it (a test of what exists is given \
+                         a path unquoted: split at the space, it takes the volume's files for the \
+                         call's own)",
+                        names.join(", ")
+                    )));
+                }
+                _ => {
+                    "what a create again after a reboot with every mount refused removes is \
+                      failure.mount-refused's finding"
+                }
+            }
+        }
+        super::refused::AfterReboot::Kept => {
+            "after a reboot, a create again there with every mount refused failed and removed nothing of the volume"
+        }
+        super::refused::AfterReboot::Unjudged => {
+            "after a reboot, a create again there with every mount refused made the volume as the default"
+        }
+        super::refused::AfterReboot::Unlike(_) => {
+            "what a create again after a reboot with every mount refused reports is \
+             failure.mount-refused's finding"
+        }
+    };
+    Ok(Some(format!("{first}; {then}")))
 }
 
 /// `Ok` when a delete of a volume in a volumes dir with a space that does not

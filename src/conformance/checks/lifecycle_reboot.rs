@@ -16,7 +16,7 @@ use crate::conformance::context::{
 const VOLUMES: usize = 3;
 
 /// What the simulated reboot took away.
-struct TakenAway {
+pub(super) struct TakenAway {
     mounts: usize,
     loops: usize,
     /// The volume paths that were tmpfs mounts: their data goes by nature.
@@ -30,7 +30,7 @@ use crate::conformance::context::LOOP_RELEASE as DETACH_BOUND;
 /// Takes away what a reboot takes away below the check's sandbox: every
 /// mount (deepest first), then every loop device backed by a file there.
 /// Nothing is deleted and no process is killed.
-fn take_away(ctx: &Ctx, paths: &[String]) -> Result<TakenAway, Finding> {
+pub(super) fn take_away(ctx: &Ctx, paths: &[String]) -> Result<TakenAway, Finding> {
     let dir = ctx.dirs().dir();
     let unmounted = crate::safe_fs::unmount_under(dir)
         .map_err(|e| Finding::Skip(format!("cannot list the mounts to take away: {e}")))?;
@@ -64,7 +64,7 @@ fn take_away(ctx: &Ctx, paths: &[String]) -> Result<TakenAway, Finding> {
 pub(crate) const REBOOT: CheckSpec = CheckSpec {
     id: "lifecycle.reboot",
     level: Level::Should,
-    rule: "after creates that hold files, a reboot takes away every mount and loop device the plugin made (nothing is deleted); create again for every volume at once (client start) keeps paths and files, then each deletes cleanly",
+    rule: "after creates that hold files, a reboot takes away every mount and loop device the plugin made (nothing is deleted); create again for every volume at once (client start) keeps paths and files (no name gone from a volume's root, its mode as it was), then each deletes cleanly",
     why: "A node reboot takes every mount and loop device away, and the Nomad client calls create for every volume when it starts. A plugin that formats again what it finds unmounted wipes every volume of the node; `lifecycle.restore` cannot see it, as the mounts are still up there. A volume that a tmpfs backs loses its files by nature: the finding says so rather than blaming the plugin.",
     fix: "In create, tell a volume that exists but is not mounted (its image or data is on disk) from one never made: mount it again (attaching its image anew), and format only an image that was never complete.",
     samples: &["mkfs-on-reboot"],
@@ -88,6 +88,8 @@ async fn reboot(ctx: &Ctx) -> CheckResult {
         made.push((req, resp.path, canary));
     }
     let paths: Vec<String> = made.iter().map(|(_, p, _)| p.clone()).collect();
+    // What each directory volume's root holds, and its mode, with the canary in.
+    let roots: Vec<_> = paths.iter().map(|p| Root::look(Path::new(p))).collect();
     // A block-device volume is known by the image behind its loop device:
     // after a reboot the same image may come back as another /dev/loopN.
     let before: Vec<VolumeAt> = paths.iter().map(|p| VolumeAt::before_delete(p)).collect();
@@ -121,7 +123,16 @@ async fn reboot(ctx: &Ctx) -> CheckResult {
                 if block.is_some()
                     && crate::safe_fs::has_marker(Path::new(&resp.path), &canary_bytes(canary)) => {
             }
-            Ok(_) if block.is_none() && canary_intact(canary) => {}
+            Ok(_) if block.is_none() && canary_intact(canary) => {
+                let now = Root::look(Path::new(path));
+                if let Some(change) = roots[i]
+                    .as_ref()
+                    .zip(now.as_ref())
+                    .and_then(|(b, a)| b.changed_to(a))
+                {
+                    problems.push(format!("volume #{n}: create after the reboot {change}"));
+                }
+            }
             Ok(_) if taken.tmpfs.contains(path) || ephemeral => by_nature.push(format!("#{n}")),
             Ok(_) => problems.push(format!(
                 "volume #{n} lost its files (the file written before the reboot is gone)"
@@ -157,7 +168,8 @@ async fn reboot(ctx: &Ctx) -> CheckResult {
             "expected create at client start, after a reboot took away {what}, to find every \
              volume at its path with its files (Nomad calls create for every volume when the \
              client starts); {}. Tell a volume that exists but is not mounted from one never \
-             made (its image or data is on disk): mount it again, never format it again",
+             made (its image or data is on disk): mount it again as it is, never format it again \
+             nor change what it holds",
             problems.join("; ")
         )));
     }
@@ -181,6 +193,47 @@ async fn reboot(ctx: &Ctx) -> CheckResult {
         "a reboot took away {what}; create at client start found {VOLUMES} volumes at their \
          paths{kept}, and each deleted cleanly{note}"
     )))
+}
+
+/// A directory volume's root as a task sees it: its mode and the names it holds.
+struct Root {
+    mode: u32,
+    names: Vec<std::ffi::OsString>,
+}
+
+impl Root {
+    /// The root at `path`, never through a link (`None` for a block device,
+    /// or what cannot be listed).
+    fn look(path: &Path) -> Option<Root> {
+        if crate::safe_fs::is_block_device(path) {
+            return None;
+        }
+        let (mode, names) = crate::safe_fs::list_dir(path).ok()?;
+        Some(Root { mode, names })
+    }
+
+    /// What the create after the reboot changed of the root, in words: the
+    /// names it removed, and its mode. Names it added are not judged (a
+    /// plugin that checks the filesystem on mount may get a `lost+found` back).
+    fn changed_to(&self, now: &Root) -> Option<String> {
+        let removed: Vec<String> = self
+            .names
+            .iter()
+            .filter(|n| !now.names.contains(n))
+            .map(|n| format!("{:?}", n.to_string_lossy()))
+            .collect();
+        let mut changes = Vec::new();
+        if !removed.is_empty() {
+            changes.push(format!("removed {} from its root", removed.join(", ")));
+        }
+        if self.mode != now.mode {
+            changes.push(format!(
+                "changed its root's mode from {:04o} to {:04o}",
+                self.mode, now.mode
+            ));
+        }
+        (!changes.is_empty()).then(|| changes.join(" and "))
+    }
 }
 
 pub(crate) const STALE_LOOP: CheckSpec = CheckSpec {
@@ -266,4 +319,44 @@ async fn stale_loop(ctx: &Ctx) -> CheckResult {
     Ok(Finding::Pass(
         "with a second loop device left attached to the image, delete detached it too".into(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Root;
+
+    fn root(mode: u32, names: &[&str]) -> Root {
+        Root {
+            mode,
+            names: names.iter().map(Into::into).collect(),
+        }
+    }
+
+    #[test]
+    fn a_root_change_names_what_went_and_the_mode_not_what_came() {
+        let before = root(0o755, &[".dhv-conform-canary", "lost+found"]);
+        assert_eq!(
+            before.changed_to(&root(0o755, &[".dhv-conform-canary", "lost+found"])),
+            None
+        );
+        // A fsck on mount may bring a lost+found back: not a change.
+        let lean = root(0o700, &[".dhv-conform-canary"]);
+        assert_eq!(
+            lean.changed_to(&root(0o700, &[".dhv-conform-canary", "lost+found"])),
+            None
+        );
+        assert_eq!(
+            before
+                .changed_to(&root(0o700, &[".dhv-conform-canary"]))
+                .as_deref(),
+            Some(
+                "removed \"lost+found\" from its root and changed its root's mode from 0755 to 0700"
+            )
+        );
+        assert_eq!(
+            lean.changed_to(&root(0o2770, &[".dhv-conform-canary"]))
+                .as_deref(),
+            Some("changed its root's mode from 0700 to 2770")
+        );
+    }
 }

@@ -16,8 +16,8 @@ use crate::exec::Refusal;
 pub(crate) const MOUNT_REFUSED: CheckSpec = CheckSpec {
     id: "failure.mount-refused",
     level: Level::Should,
-    rule: "for a plugin whose volumes are mounts: when the host refuses every mount (`mount(2)` fails with EPERM), create either fails, leaving nothing new in the volumes dir and no loop device attached, or makes the volume as the default create does (mounted); a create after that makes the volume as the default",
-    why: "A mount fails on real hosts: an agent in a container without CAP_SYS_ADMIN, a security module, no free loop device. Every step the create made before it (an image, a mount point, a lock file, a loop device) is then the plugin's to undo, since Nomad records no volume it could delete later; a create that reports success anyway hands Nomad a plain directory in the volumes dir's filesystem as the volume, without its size limit, and the data written there is not in the volume.",
+    rule: "for a plugin whose volumes are mounts: when the host refuses every mount (`mount(2)` fails with EPERM), create either fails, leaving nothing new in the volumes dir and no loop device attached, or makes the volume as the default create does (mounted); a create after that makes the volume as the default; after a reboot (the volume's mount and loop devices taken away), a create again with every mount refused fails and keeps every file of the volume in the volumes dir (its image, its mount point), or makes it as the default",
+    why: "A mount fails on real hosts: an agent in a container without CAP_SYS_ADMIN, a security module, no free loop device. Every step the create made before it (an image, a mount point, a lock file, a loop device) is then the plugin's to undo, since Nomad records no volume it could delete later; but a create again of a volume that exists (the client's create at start, after a reboot) must undo only what it made itself, or its clean-up removes the volume's image or mount point; a create that reports success anyway hands Nomad a plain directory in the volumes dir's filesystem as the volume, without its size limit, and the data written there is not in the volume.",
     fix: "Check `mount`'s status and take the failure path (`{\"error\": \"...\"}`, exit 1) after undoing what this call made: remove the image and the mount point it created, detach its loop device.",
     samples: &[],
     run: scenario!(mount_refused),
@@ -34,7 +34,36 @@ async fn mount_refused(ctx: &Ctx) -> CheckResult {
         ));
     }
     require_refusal(ctx)?;
-    create_refused(ctx, Refusal::Mounts, "mounts").await
+    let first = match create_refused(ctx, Refusal::Mounts, "mounts").await? {
+        Finding::Pass(note) => note,
+        other => return Ok(other),
+    };
+    let volumes = ctx.dirs().volumes().to_path_buf();
+    let step = "create again after a reboot, with every mount refused";
+    let then = match refused_after_reboot(ctx, &volumes, None).await? {
+        AfterReboot::Kept => {
+            "after a reboot, a create again with mounts refused failed and removed nothing of the volume"
+                .to_string()
+        }
+        AfterReboot::Unjudged => "after a reboot, a create again with mounts refused made the \
+                                  volume as the default"
+            .to_string(),
+        AfterReboot::Removed(e, names) => {
+            return Err(Finding::Warn(format!(
+                "{step}: expected it to fail and keep the volume, which exists (a reboot leaves \
+                 its files on disk); it failed ({e}) and removed {} of it from the volumes dir: a \
+                 failed create must undo only what it made",
+                names.join(", ")
+            )));
+        }
+        AfterReboot::Unlike(how) => {
+            return Err(Finding::Warn(format!(
+                "{step}: expected it to fail, or to make the volume as the default create does; \
+                 it reported success with a volume that {how}"
+            )));
+        }
+    };
+    Ok(Finding::Pass(format!("{first}; {then}")))
 }
 
 pub(crate) const CHMOD_REFUSED: CheckSpec = CheckSpec {
@@ -163,6 +192,84 @@ async fn create_refused(ctx: &Ctx, refusal: Refusal, what: &str) -> CheckResult 
         ),
         None => format!("with {what} refused, create made the volume as the default all the same"),
     }))
+}
+
+/// How a create of an existing volume ends with every mount refused, after
+/// a reboot took its mount away ([`refused_after_reboot`]).
+pub(super) enum AfterReboot {
+    /// It failed, and every name of the volumes dir is still there.
+    Kept,
+    /// It failed (the error), and removed these names of the volumes dir:
+    /// what a reboot leaves of the volume (its image, its mount point).
+    Removed(String, Vec<String>),
+    /// It reported success with a volume unlike the default create's (how).
+    Unlike(String),
+    /// Not judged: it reported success with a volume like the default, or
+    /// overran its limit (that is [`refused_create`]'s finding).
+    Unjudged,
+}
+
+/// In `dir`, calls made from `cwd` when given: a volume made; a reboot (its
+/// mount and loop devices taken away); a create again with every mount
+/// refused, judged by what it leaves of the volume ([`AfterReboot`]); then
+/// a create with nothing refused and a delete. A create failing for a
+/// volume that exists must undo only what it made: a clean-up that takes
+/// the volume's image for its own loses the volume's data.
+pub(super) async fn refused_after_reboot(
+    ctx: &Ctx,
+    dir: &std::path::Path,
+    cwd: Option<&std::path::Path>,
+) -> Result<AfterReboot, Finding> {
+    let plain = ctx.variant(|o| o.cwd = cwd.map(ToOwned::to_owned));
+    let refused = ctx.variant(|o| {
+        o.refuse = Some(Refusal::Mounts);
+        o.cwd = cwd.map(ToOwned::to_owned);
+    });
+    let req = ctx.request_in(dir);
+    let made = "create of the volume a reboot takes down";
+    let resp = ctx
+        .steps()
+        .need(
+            plain.create_unloaded(&req, Expect::Success, made).await,
+            made,
+        )
+        .await?;
+    super::lifecycle_reboot::take_away(ctx, std::slice::from_ref(&resp.path))?;
+    let before = listing(dir);
+    let step = "create again after a reboot, with every mount refused";
+    let call = refused.create_unloaded(&req, Expect::Either, step).await;
+    let outcome = match &call.result {
+        _ if call.timed_out() => AfterReboot::Unjudged,
+        Ok(again) => match ctx.probes().unlike_default(again).await {
+            Some(how) => AfterReboot::Unlike(how),
+            None => AfterReboot::Unjudged,
+        },
+        Err(e) => {
+            let now = listing(dir);
+            let removed: Vec<String> = before.difference(&now).cloned().collect();
+            match removed.is_empty() {
+                true => AfterReboot::Kept,
+                false => AfterReboot::Removed(e.to_string(), removed),
+            }
+        }
+    };
+    // The volume is deleted as Nomad would, after a create that finds it
+    // again: whether that create finds its files is lifecycle.reboot's
+    // finding (a plugin that formats what it finds unmounted), not this one's.
+    let step = "create after the refused one, mounts allowed";
+    let again = plain.create_unloaded(&req, Expect::Either, step).await;
+    let path = again
+        .result
+        .as_ref()
+        .map_or(resp.path.as_str(), |r| r.path.as_str());
+    let delete = DeleteRequest::for_created(&req, path);
+    let deleted = plain
+        .delete_unloaded(&delete, Expect::Either, "delete of the volume")
+        .await;
+    if matches!(outcome, AfterReboot::Kept) && again.result.is_ok() {
+        ctx.steps().need(deleted, "delete of the volume").await?;
+    }
+    Ok(outcome)
 }
 
 /// Why a check that needs a refusal cannot judge on this host.

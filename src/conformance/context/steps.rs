@@ -147,6 +147,10 @@ pub(crate) struct Holds {
     /// (for a request the plugin has no reason to refuse once it made the
     /// default volume).
     pub succeeds: bool,
+    /// The storage behind the volume can hold it: not a loop device's
+    /// sparse image on a filesystem with less room than the volume's size
+    /// ([`VolumeFacts::overcommit`](crate::conformance::volume_facts::VolumeFacts::overcommit)).
+    pub backed: bool,
 }
 
 impl Holds {
@@ -155,19 +159,22 @@ impl Holds {
         no_residue: false,
         bytes_in_range: false,
         succeeds: false,
+        backed: false,
     };
     /// And nothing of the volume left after its delete.
     pub const NO_RESIDUE: Holds = Holds {
         no_residue: true,
         bytes_in_range: false,
         succeeds: false,
+        backed: false,
     };
-    /// And nothing of the volume left after its delete, and its `bytes`
-    /// within the capacity asked for.
+    /// And nothing of the volume left after its delete, its `bytes` within
+    /// the capacity asked for, and storage behind it that can hold it.
     pub const CAPACITY: Holds = Holds {
         no_residue: true,
         bytes_in_range: true,
         succeeds: false,
+        backed: true,
     };
 
     /// The same, and the create must succeed.
@@ -269,6 +276,15 @@ impl<'a> Steps<'a> {
                 // create is judged by how it ends, not by its answer.
                 let satisfiable = max <= 0 || min <= max;
                 let outside = satisfiable && !req.admits_bytes(resp.bytes);
+                // Measured before the delete takes the volume away.
+                let overcommit = match holds.backed {
+                    true => crate::conformance::volume_facts::VolumeFacts::measure(Path::new(
+                        &resp.path,
+                    ))
+                    .ok()
+                    .and_then(|facts| facts.overcommit()),
+                    false => None,
+                };
                 let step = format!("{label}: delete after a successful create");
                 let delete = DeleteRequest::for_created(req, &resp.path);
                 let deleted = self
@@ -293,6 +309,16 @@ impl<'a> Steps<'a> {
                         "{label}: create succeeded, but after delete the volumes dir still holds {}{}",
                         left.own.join(", "),
                         left.citation()
+                    )));
+                }
+                if overcommit.is_some() {
+                    // No sizes: they are the host's free space, not the plugin's.
+                    return Err(Finding::Fail(format!(
+                        "{label}: expected the volume to be storage that can hold it; create made \
+                         a loop device's image larger than its filesystem can hold (a sparse file \
+                         past the free space): writes inside the volume fail once that filesystem \
+                         is full, long before the bytes Nomad records. Refuse a capacity the \
+                         storage cannot hold, or allocate the image whole (fallocate)"
                     )));
                 }
                 Ok(format!("{label}: created and deleted{}", left.citation()))
