@@ -111,28 +111,17 @@ impl VolumeFacts {
             Kind::Other => "neither a directory nor a block device".into(),
         }
     }
-}
 
-/// A volume larger than the storage behind it can hold: a loop device (the
-/// volume, or the device its filesystem is mounted from) whose image is a
-/// sparse file on a filesystem without the room to fill it. Writes inside
-/// the volume then fail (an ext4 on it turns read-only) once the image's
-/// filesystem is full, long before the volume's size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Overcommit {
-    /// The volume's size: its loop device's.
-    pub size: u64,
-    /// What the image can hold at most: the blocks it has, and the free
-    /// space of its filesystem as `df` shows it (the blocks a filesystem
-    /// keeps in reserve are the administrator's, not the volumes').
-    pub room: u64,
-}
-
-impl VolumeFacts {
-    /// The overcommit of a volume backed by a loop device's image, when the
-    /// image cannot grow to the device's size; `None` for a volume that is
-    /// no loop device (nor mounted from one), or whose image can hold it.
-    pub fn overcommit(&self) -> Option<Overcommit> {
+    /// Whether the volume is larger than the storage behind it can hold: a
+    /// loop device (the volume, or the device its filesystem is mounted
+    /// from) whose image is a sparse file on a filesystem without the room
+    /// to fill it. The room is the blocks the image has and the free space of
+    /// its filesystem as `df` shows it (the blocks a filesystem keeps in
+    /// reserve are the administrator's, not the volumes'). Writes inside the
+    /// volume then fail (an ext4 on it turns read-only) once the image's
+    /// filesystem is full, long before the volume's size. `false` for a
+    /// volume that is no loop device, nor mounted from one.
+    pub fn is_overcommitted(&self) -> bool {
         let (device, size) = match &self.kind {
             Kind::BlockDevice { size, .. } => (self.path.clone(), *size),
             Kind::Mount {
@@ -140,24 +129,27 @@ impl VolumeFacts {
                 device_bytes: Some(size),
                 ..
             } => (PathBuf::from(source), *size),
-            _ => return None,
+            _ => return false,
         };
-        let image = crate::safe_fs::loop_backing(&device)?;
+        let Some(image) = crate::safe_fs::loop_backing(&device) else {
+            return false;
+        };
         // The kernel's name for the file it holds open; a name taken over by
         // a link or a removed file since tells nothing.
-        let meta = std::fs::symlink_metadata(&image).ok()?;
-        if !meta.is_file() {
-            return None;
-        }
-        let st = nix::sys::statvfs::statvfs(&image).ok()?;
-        let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+        let Ok(meta) = std::fs::symlink_metadata(&image) else {
+            return false;
+        };
+        let Ok(st) = nix::sys::statvfs::statvfs(&image) else {
+            return false;
+        };
+        let free = st.blocks_available() * st.fragment_size();
         let room = (meta.blocks() * 512).saturating_add(free);
-        (room.saturating_add(ROOM_SLACK) < size).then_some(Overcommit { size, room })
+        meta.is_file() && room.saturating_add(ROOM_SLACK) < size
     }
 }
 
-/// What an image may lack of its device's size and still count as held:
-/// a filesystem's own rounding and a block or two in flight.
+/// What a loop device's image may lack of its device's size and still count
+/// as held: a filesystem's own rounding and a block or two in flight.
 const ROOM_SLACK: u64 = 1 << 20;
 
 /// A mount point or a plain directory.

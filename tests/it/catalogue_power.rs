@@ -583,17 +583,14 @@ fn a_create_past_the_free_space_is_warned() {
     let scratch = util::Scratch::new();
     let id = "input.capacity-edge";
     let needle = "create made a loop device's image larger than its filesystem can hold";
-    for (name, from) in [
+    for (name, from, to) in [
         (
             "no-free-space-test",
             r#"create_failed "not enough free space for a $size byte volume""#,
+            ":",
         ),
-        ("goes-on-after-failing", "\n\tfail \"$1\"\n}"),
+        ("goes-on-after-failing", "\n\tfail \"$1\"\n}", "\n\t:\n}"),
     ] {
-        let to = match from.starts_with('\n') {
-            true => "\n\t:\n}",
-            false => ":",
-        };
         let plugin = loop_ext4_with(&scratch, name, from, to);
         let report = loop_report(&scratch, &plugin, id, "1");
         let (status, message) = verdict(&report, id);

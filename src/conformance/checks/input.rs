@@ -247,12 +247,9 @@ async fn capacity_edge(ctx: &Ctx) -> CheckResult {
         Ok(resp) => probe.request.admits_bytes(resp.bytes),
         Err(_) => true,
     };
-    let holds = match default_in_range {
-        true => Holds::CAPACITY,
-        false => Holds {
-            backed: true,
-            ..Holds::NO_RESIDUE
-        },
+    let holds = Holds {
+        bytes_in_range: default_in_range,
+        ..Holds::CAPACITY
     };
     let mut notes = Vec::new();
     for (label, min, max) in cases {

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::input::Surroundings;
+use super::refused::{AfterReboot, refused_after_reboot};
 use super::{CheckResult, CheckSpec, Level, needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, FreshVolume, Variant, VolumeAt, canary_intact, listing, plant_in_volume,
@@ -323,10 +324,10 @@ async fn failed_there_leaves_nothing(
     // The clean-up of a create failing for a volume that exists (after a
     // reboot) must keep the volume: what it tests of the volume's files
     // first is another path an unquoted expansion splits.
-    let then = match super::refused::refused_after_reboot(ctx, volumes, Some(cwd)).await? {
-        super::refused::AfterReboot::Removed(e, names) => {
-            match super::refused::refused_after_reboot(ctx, &plain()?, Some(cwd)).await? {
-                super::refused::AfterReboot::Kept => {
+    let then = match refused_after_reboot(ctx, volumes, Some(cwd)).await? {
+        AfterReboot::Removed(e, names) => {
+            match refused_after_reboot(ctx, &plain()?, Some(cwd)).await? {
+                AfterReboot::Kept => {
                     return Err(Finding::Warn(format!(
                         "after a reboot, a create again in {volumes:?} with every mount refused \
                          failed ({e}) and removed {} of the volume, which exists; in a volumes dir \
@@ -342,13 +343,16 @@ async fn failed_there_leaves_nothing(
                 }
             }
         }
-        super::refused::AfterReboot::Kept => {
+        AfterReboot::Kept => {
             "after a reboot, a create again there with every mount refused failed and removed nothing of the volume"
         }
-        super::refused::AfterReboot::Unjudged => {
+        AfterReboot::AsDefault => {
             "after a reboot, a create again there with every mount refused made the volume as the default"
         }
-        super::refused::AfterReboot::Unlike(_) => {
+        AfterReboot::Overran => {
+            "after a reboot, a create again there with every mount refused overran its limit (not judged)"
+        }
+        AfterReboot::Unlike(_) => {
             "what a create again after a reboot with every mount refused reports is \
              failure.mount-refused's finding"
         }

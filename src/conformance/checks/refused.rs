@@ -45,8 +45,11 @@ async fn mount_refused(ctx: &Ctx) -> CheckResult {
             "after a reboot, a create again with mounts refused failed and removed nothing of the volume"
                 .to_string()
         }
-        AfterReboot::Unjudged => "after a reboot, a create again with mounts refused made the \
-                                  volume as the default"
+        AfterReboot::AsDefault => "after a reboot, a create again with mounts refused made the \
+                                   volume as the default"
+            .to_string(),
+        AfterReboot::Overran => "after a reboot, a create again with mounts refused overran its \
+                                 limit (not judged)"
             .to_string(),
         AfterReboot::Removed(e, names) => {
             return Err(Finding::Warn(format!(
@@ -204,9 +207,11 @@ pub(super) enum AfterReboot {
     Removed(String, Vec<String>),
     /// It reported success with a volume unlike the default create's (how).
     Unlike(String),
-    /// Not judged: it reported success with a volume like the default, or
-    /// overran its limit (that is [`refused_create`]'s finding).
-    Unjudged,
+    /// It reported success with a volume like the default create's.
+    AsDefault,
+    /// It overran its limit, and again alone: not judged here (a create that
+    /// retries a refused mount is [`refused_create`]'s finding).
+    Overran,
 }
 
 /// In `dir`, calls made from `cwd` when given: a volume made; a reboot (its
@@ -239,10 +244,10 @@ pub(super) async fn refused_after_reboot(
     let step = "create again after a reboot, with every mount refused";
     let call = refused.create_unloaded(&req, Expect::Either, step).await;
     let outcome = match &call.result {
-        _ if call.timed_out() => AfterReboot::Unjudged,
+        _ if call.timed_out() => AfterReboot::Overran,
         Ok(again) => match ctx.probes().unlike_default(again).await {
             Some(how) => AfterReboot::Unlike(how),
-            None => AfterReboot::Unjudged,
+            None => AfterReboot::AsDefault,
         },
         Err(e) => {
             let now = listing(dir);

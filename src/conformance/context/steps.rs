@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::collections::BTreeSet;
 
 use super::{Calls, Ctx, Expect, Finding, Prereqs, Residue, listing};
+use crate::conformance::volume_facts::VolumeFacts;
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::PluginCall;
 
@@ -149,7 +150,7 @@ pub(crate) struct Holds {
     pub succeeds: bool,
     /// The storage behind the volume can hold it: not a loop device's
     /// sparse image on a filesystem with less room than the volume's size
-    /// ([`VolumeFacts::overcommit`](crate::conformance::volume_facts::VolumeFacts::overcommit)).
+    /// ([`VolumeFacts::is_overcommitted`]).
     pub backed: bool,
 }
 
@@ -157,13 +158,6 @@ impl Holds {
     /// A delete that succeeds, and nothing more.
     pub const DELETES: Holds = Holds {
         no_residue: false,
-        bytes_in_range: false,
-        succeeds: false,
-        backed: false,
-    };
-    /// And nothing of the volume left after its delete.
-    pub const NO_RESIDUE: Holds = Holds {
-        no_residue: true,
         bytes_in_range: false,
         succeeds: false,
         backed: false,
@@ -277,14 +271,9 @@ impl<'a> Steps<'a> {
                 let satisfiable = max <= 0 || min <= max;
                 let outside = satisfiable && !req.admits_bytes(resp.bytes);
                 // Measured before the delete takes the volume away.
-                let overcommit = match holds.backed {
-                    true => crate::conformance::volume_facts::VolumeFacts::measure(Path::new(
-                        &resp.path,
-                    ))
-                    .ok()
-                    .and_then(|facts| facts.overcommit()),
-                    false => None,
-                };
+                let overcommitted = holds.backed
+                    && VolumeFacts::measure(Path::new(&resp.path))
+                        .is_ok_and(|facts| facts.is_overcommitted());
                 let step = format!("{label}: delete after a successful create");
                 let delete = DeleteRequest::for_created(req, &resp.path);
                 let deleted = self
@@ -311,7 +300,7 @@ impl<'a> Steps<'a> {
                         left.citation()
                     )));
                 }
-                if overcommit.is_some() {
+                if overcommitted {
                     // No sizes: they are the host's free space, not the plugin's.
                     return Err(Finding::Fail(format!(
                         "{label}: expected the volume to be storage that can hold it; create made \
