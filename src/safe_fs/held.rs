@@ -123,6 +123,17 @@ impl HeldDir {
         self.fd.as_fd()
     }
 
+    /// A path that reaches this very dir through its descriptor
+    /// (`/proc/self/fd/N`), for code that can only take a path (the
+    /// manager's state): whatever a plugin mounts or links over [`path`]
+    /// later, what is made below this one lands here. Valid while this
+    /// value lives, and in this process only.
+    ///
+    /// [`path`]: Self::path
+    pub fn through_fd(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+
     /// Its identity.
     pub fn id(&self) -> FileId {
         self.id
@@ -263,6 +274,21 @@ mod tests {
             "no symlink followed"
         );
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_path_through_the_descriptor_reaches_the_dir_whatever_took_its_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let parent = Arc::new(fd::open_dir(&root).unwrap());
+        let held = make(&parent, &root, &root, OsStr::new("check"), 0o700).unwrap();
+        // Its name now leads to another dir (as a mount over it would).
+        std::fs::rename(held.path(), root.join("moved")).unwrap();
+        std::fs::create_dir(held.path()).unwrap();
+        std::fs::write(held.through_fd().join("state.json"), b"{}").unwrap();
+        assert!(root.join("moved/state.json").exists());
+        assert_eq!(std::fs::read_dir(held.path()).unwrap().count(), 0);
     }
 
     #[test]

@@ -314,6 +314,40 @@ fn a_bind_mount_over_the_run_temp_dir_receives_nothing() {
     area.assert_clean("bind mount over the temp dir");
 }
 
+/// A plugin that, at its first create, bind-mounts an outside dir over the
+/// dir of lifecycle.restore, which the run made before that check's probe:
+/// the manager the check then opens keeps its state in the check's own dir,
+/// reached through the harness's descriptor, not by a path the mount now
+/// covers. The outside dir receives nothing (it got the manager's
+/// `state/state.json` before).
+#[test]
+fn a_mount_over_a_check_dir_receives_no_manager_state() {
+    let test = "a_mount_over_a_check_dir_receives_no_manager_state";
+    if !in_ns(test) {
+        return;
+    }
+    let area = Area::new();
+    let before = util::tree_digest(&area.outside());
+    let plugin = area.plugin(
+        "    check=$(dirname \"$(dirname \"$DHV_VOLUMES_DIR\")\")/lifecycle.restore
+    mkdir \"$p\" || exit 1
+    if [ -d \"$check\" ] && mkdir \"$log/covered\" 2>/dev/null; then mount --bind \"$outside\" \"$check\" >&2; fi",
+        "    rm -rf \"$p\"",
+    );
+    let (report, stderr) = area.check_with(&plugin, &["lifecycle.restore", "--exact"]);
+    assert!(
+        area.log().join("covered").exists(),
+        "the plugin never covered the check's dir"
+    );
+    assert_eq!(
+        util::tree_digest(&area.outside()),
+        before,
+        "written outside; stderr: {stderr}"
+    );
+    assert_eq!(report["sandbox"]["removed"], true, "{report}");
+    area.assert_clean("bind mount over a check's dir");
+}
+
 /// Item 4: a plugin whose every volume is a bind mount of an outside dir,
 /// and whose delete forgets to unmount. The harness's own files written in
 /// those volumes are removed before it unmounts: the outside dir is as it

@@ -50,6 +50,13 @@ impl Dirs {
         self.sandbox.make_dirs(rel)
     }
 
+    /// Makes `rel` below the check's dir, as [`make_dirs`](Self::make_dirs),
+    /// and returns a path that reaches it through the harness's descriptor
+    /// (see [`Sandbox::make_dirs_through_fd`]).
+    pub fn make_dirs_through_fd(&self, rel: &Path) -> std::io::Result<PathBuf> {
+        self.sandbox.make_dirs_through_fd(rel)
+    }
+
     /// Writes a canary file with unique content into `dir`; returns its path.
     /// Only inside the run's sandbox (resolved, symlinks and all): a path a
     /// plugin returned may lead anywhere, and nothing outside is ours to write.

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{Calls, LoggedCall};
+use super::{Calls, Dirs, LoggedCall};
 use crate::contract::Operation;
 use crate::manager::{HostVolumeManager, ManagerError, Volume};
 use crate::plugin::HostVolumePlugin;
@@ -15,6 +15,8 @@ use crate::plugin::HostVolumePlugin;
 #[derive(Clone, Copy)]
 pub(crate) struct Managed<'a> {
     pub(super) calls: &'a Calls,
+    /// The check's dirs, where the manager's state lives.
+    pub(super) dirs: &'a Dirs,
 }
 
 impl Managed<'_> {
@@ -34,7 +36,19 @@ impl Managed<'_> {
     pub fn manager(&self) -> Result<HostVolumeManager, ManagerError> {
         let calls = self.calls;
         let template = calls.request();
-        let mut manager = HostVolumeManager::open(calls.dir.join("state"))?
+        // By the harness's own descriptor of the dir: a plugin that mounts
+        // something over the run's temp dir (or the check's) must not have
+        // the manager write its state there.
+        let state = self
+            .dirs
+            .make_dirs_through_fd(std::path::Path::new("state"))
+            .map_err(|source| {
+                ManagerError::from(crate::manager::StateError::CreateDir {
+                    dir: calls.dir.join("state"),
+                    source,
+                })
+            })?;
+        let mut manager = HostVolumeManager::open(state)?
             .with_volumes_dir(&calls.volumes)
             .with_node_id(template.node_id)
             .with_node_pool(template.node_pool)

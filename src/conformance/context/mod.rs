@@ -335,7 +335,10 @@ impl Ctx {
     /// The manager over this check's sandbox, and the calls it makes on the
     /// check's behalf.
     pub fn managed(&self) -> Managed<'_> {
-        Managed { calls: &self.calls }
+        Managed {
+            calls: &self.calls,
+            dirs: &self.dirs,
+        }
     }
 
     /// The check's own dirs (its volumes dir among them) and its files.

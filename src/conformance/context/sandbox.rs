@@ -49,6 +49,17 @@ impl Sandbox {
     /// held; a level that exists already is used only if the harness made it.
     /// Returns its path.
     pub fn make_dirs(&self, rel: &Path) -> std::io::Result<PathBuf> {
+        Ok(self.make_held(rel)?.path().to_path_buf())
+    }
+
+    /// The same, and the path of the last level through its descriptor
+    /// ([`HeldDir::through_fd`]): for what writes there by path while the
+    /// check runs, so that a mount over the check's dir redirects nothing.
+    pub fn make_dirs_through_fd(&self, rel: &Path) -> std::io::Result<PathBuf> {
+        Ok(self.make_held(rel)?.through_fd())
+    }
+
+    fn make_held(&self, rel: &Path) -> std::io::Result<Arc<HeldDir>> {
         let mut held = self.held();
         let mut cur = held[1].clone();
         for name in rel.iter() {
@@ -63,7 +74,7 @@ impl Sandbox {
                 }
             };
         }
-        Ok(cur.path().to_path_buf())
+        Ok(cur)
     }
 
     /// Writes a canary file with unique content into `dir`, which must
