@@ -30,6 +30,9 @@ use dhv_conform::exec::Call;
 
 /// The design's budget for the runner's own cost per call.
 const TARGET_MS: f64 = 0.3;
+/// Issue 27's: the runner's wall time per call at most this much above a
+/// bare `Command`'s.
+const TIGHT_TARGET_MS: f64 = 0.03;
 /// Calls per run of the Go loop.
 const GO_CHUNK: usize = 100;
 
@@ -158,8 +161,14 @@ fn main() {
         }
     }
     println!(
-        "\nworst median overhead {worst:.3} ms per call; target < {TARGET_MS} ms: {}",
-        if worst < TARGET_MS { "met" } else { "NOT met" }
+        "\nworst median overhead {worst:.3} ms per call; target < {TARGET_MS} ms: {}; \
+         issue 27's <= +{TIGHT_TARGET_MS} ms: {}",
+        if worst < TARGET_MS { "met" } else { "NOT met" },
+        if worst <= TIGHT_TARGET_MS {
+            "met"
+        } else {
+            "NOT met"
+        }
     );
 }
 

@@ -102,7 +102,11 @@ impl Barrier {
     fn finish_one(&self) {
         let mut n = crate::lock(&self.remaining);
         *n = n.saturating_sub(1);
-        self.done.notify_all();
+        // The waiters wait for zero: waking them at every check that ends
+        // (each wakes, takes the lock and sleeps again) is CPU for nothing.
+        if *n == 0 {
+            self.done.notify_all();
+        }
     }
 
     fn wait(&self) {
@@ -367,13 +371,7 @@ impl RunState {
 
     /// How many calls of the run were in flight when each logged call started.
     fn in_flight(&self) -> std::collections::HashMap<Instant, usize> {
-        self.shared
-            .log
-            .calls()
-            .into_iter()
-            .filter_map(|c| Some((c.run?.started_at, c.in_flight)))
-            .filter(|(_, n)| *n > 0)
-            .collect()
+        self.shared.log.in_flight_by_start()
     }
 
     fn harness_error(&self, what: String) -> Checked {

@@ -28,6 +28,11 @@ impl Recorder {
         crate::lock(&self.0).clone()
     }
 
+    /// Every call recorded so far, moved out: the log is empty after.
+    pub(crate) fn take(&self) -> Vec<PluginRun> {
+        std::mem::take(&mut *crate::lock(&self.0))
+    }
+
     /// How many calls were recorded so far.
     pub fn len(&self) -> usize {
         crate::lock(&self.0).len()

@@ -41,7 +41,7 @@ mod write;
 pub use held::{AlreadyThere, FileId, HeldDir, create_new, create_new_file, remove_if_same};
 pub use loopdev::{
     LoopDevice, attach, detach, detach_and_wait, has_marker, hold, is_attached, is_block_device,
-    loop_backing, loops_backed_under, wait_detached, write_marker,
+    loop_backing, loops_backed_under, sized_loops_backed_under, wait_detached, write_marker,
 };
 pub use mountinfo::{Mount, mounts_under};
 pub use read::{Links, ReadError, list_dir, open_regular, read_bounded, read_text_bounded};

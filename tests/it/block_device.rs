@@ -155,3 +155,51 @@ esac
     assert_eq!(code, Some(1));
     assert!(attached_under(tmp.path()).is_empty(), "loop devices left");
 }
+
+/// The harness's scan of loop devices (which the teardown detaches by, and
+/// the leftover checks judge by) finds what `losetup -a` finds under a dir:
+/// an image of some size and an image attached while empty (a device of
+/// size 0, which `/proc/partitions` leaves out), and nothing once they are
+/// detached; the quick scan of devices a volume can be on finds the first.
+#[test]
+fn the_loop_scan_finds_every_device_backed_under_a_dir_even_an_empty_one() {
+    if unusable("the_loop_scan_finds_every_device_backed_under_a_dir_even_an_empty_one").is_some() {
+        return;
+    }
+    let tmp = util::Scratch::new();
+    let _guard = DetachOnDrop(tmp.path().to_path_buf());
+    let root = tmp.path().canonicalize().unwrap();
+    let sized = root.join("sized.img");
+    std::fs::File::create(&sized)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let empty = root.join("empty.img");
+    std::fs::File::create(&empty).unwrap();
+    let a = dhv_conform::safe_fs::attach(&sized, &root).expect("attach the sized image");
+    let b = dhv_conform::safe_fs::attach(&empty, &root).expect("attach the empty image");
+    let mut expected = vec![a.clone(), b.clone()];
+    expected.sort_by(|x, y| x.device.cmp(&y.device));
+    assert_eq!(dhv_conform::safe_fs::loops_backed_under(&root), expected);
+    assert_eq!(
+        attached_under(&root).len(),
+        2,
+        "{:?}",
+        attached_under(&root)
+    );
+    // The quick scan, of devices a volume can be on, leaves out the empty one.
+    assert_eq!(
+        dhv_conform::safe_fs::sized_loops_backed_under(&root),
+        vec![a.clone()]
+    );
+    // A dir beside the images holds none of them.
+    let beside = root.join("beside");
+    std::fs::create_dir(&beside).unwrap();
+    assert!(dhv_conform::safe_fs::loops_backed_under(&beside).is_empty());
+    for dev in [&a, &b] {
+        dhv_conform::safe_fs::detach_and_wait(dev, std::time::Duration::from_secs(10))
+            .expect("detach");
+    }
+    assert!(dhv_conform::safe_fs::loops_backed_under(&root).is_empty());
+    assert!(attached_under(&root).is_empty());
+}

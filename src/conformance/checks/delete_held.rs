@@ -25,9 +25,10 @@ async fn device_held(ctx: &Ctx) -> CheckResult {
     // Asks create's prerequisites first (needs create.succeeds, ...).
     ctx.probes().require_delete().await?;
     let dir = ctx.dirs().dir().to_path_buf();
-    let before = crate::safe_fs::loops_backed_under(&dir);
+    // The devices a volume can be on: one of size 0 holds none.
+    let before = crate::safe_fs::sized_loops_backed_under(&dir);
     let (req, path) = ctx.steps().one_volume("create").await?;
-    let devices: Vec<LoopDevice> = crate::safe_fs::loops_backed_under(&dir)
+    let devices: Vec<LoopDevice> = crate::safe_fs::sized_loops_backed_under(&dir)
         .into_iter()
         .filter(|l| !before.contains(l))
         .collect();

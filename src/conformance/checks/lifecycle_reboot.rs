@@ -252,12 +252,13 @@ async fn stale_loop(ctx: &Ctx) -> CheckResult {
     ctx.require_process()?;
     ctx.probes().require_create().await?;
     let dir = ctx.dirs().dir().to_path_buf();
-    let before = crate::safe_fs::loops_backed_under(&dir);
+    // The devices a volume's image can be on: one of size 0 holds none.
+    let before = crate::safe_fs::sized_loops_backed_under(&dir);
     let (req, path) = ctx
         .steps()
         .one_volume("create of the volume a loop device is left on")
         .await?;
-    let made: Vec<_> = crate::safe_fs::loops_backed_under(&dir)
+    let made: Vec<_> = crate::safe_fs::sized_loops_backed_under(&dir)
         .into_iter()
         .filter(|d| !before.contains(d))
         .collect();

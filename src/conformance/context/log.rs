@@ -65,6 +65,17 @@ impl CallLog {
         lock(&self.0).clone()
     }
 
+    /// When each call of a plugin process logged so far started, with how
+    /// many other calls were in flight then (calls that ran alone left
+    /// out): read in place, at every check's end, without copying the log.
+    pub fn in_flight_by_start(&self) -> std::collections::HashMap<std::time::Instant, usize> {
+        lock(&self.0)
+            .iter()
+            .filter(|c| c.in_flight > 0)
+            .filter_map(|c| Some((c.run.as_ref()?.started_at, c.in_flight)))
+            .collect()
+    }
+
     pub(super) fn push(&self, call: LoggedCall) {
         lock(&self.0).push(call);
     }

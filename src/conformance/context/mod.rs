@@ -394,9 +394,10 @@ impl Ctx {
     }
 
     /// Every call behind this check's verdict: the probes it cited, then its own.
-    fn evidence(&self) -> Vec<PluginRun> {
-        let mut runs = crate::lock(&self.cited).clone();
-        runs.extend(self.calls.recorder.runs());
+    /// Moves the calls out: the check's last word, once its clean-up is done.
+    fn evidence(self) -> Vec<PluginRun> {
+        let mut runs = std::mem::take(&mut *crate::lock(&self.cited));
+        runs.extend(self.calls.recorder.take());
         runs
     }
 

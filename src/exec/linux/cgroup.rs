@@ -36,6 +36,11 @@ pub const NO_CGROUP_VAR: &str = "DHV_CONFORM_NO_CGROUP";
 struct Run {
     dir: PathBuf,
     rel: String,
+    /// Our own cgroup's `cgroup.procs`, held open: a birth in a call cgroup
+    /// checks that we may write the file of the cgroup common to us and the
+    /// call's (ours), and the kernel makes that file's inode anew for every
+    /// check (and evicts it after) unless someone holds it open.
+    _own_procs: Option<fs::File>,
 }
 
 /// This run's cgroup, made once when first needed: `None` where cgroups
@@ -66,7 +71,12 @@ fn make_run() -> Option<Run> {
     // SAFETY: registers a plain `extern "C"` function with no preconditions.
     unsafe { libc::atexit(remove_run_at_exit) };
     let rel = format!("{}/{name}", own.trim_end_matches('/'));
-    Some(Run { dir, rel })
+    let _own_procs = fs::File::open(base.join("cgroup.procs")).ok();
+    Some(Run {
+        dir,
+        rel,
+        _own_procs,
+    })
 }
 
 /// Removes the cgroups that dead runs left beside this process's own (a run
@@ -114,8 +124,8 @@ extern "C" fn remove_run_at_exit() {
 static REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// One call cgroup, open: its directory (for `CLONE_INTO_CGROUP`), its
-/// `cgroup.events` and its `cpu.pressure` (read twice a call: kept open, a
-/// `pread` regenerates it).
+/// `cgroup.events` and its `cpu.pressure` (kept open: a `pread` regenerates
+/// it).
 #[derive(Debug)]
 struct Slot {
     n: u64,
@@ -123,6 +133,13 @@ struct Slot {
     fd: OwnedFd,
     events: fs::File,
     pressure: Option<fs::File>,
+    /// `cpu.pressure`'s total as the last call read it, once that call's
+    /// sweep found the cgroup empty: an empty cgroup accrues no stall, so
+    /// the next call starts from it without reading the file again (one
+    /// read a call, not two). What a process that left on its own between
+    /// that read and the sweep's look waited for a CPU in that moment is
+    /// counted to the next call: microseconds, never a verdict.
+    pressure_baseline: Option<std::time::Duration>,
 }
 
 impl Slot {
@@ -148,6 +165,7 @@ impl Slot {
                     fd,
                     events,
                     pressure,
+                    pressure_baseline: None,
                 })
             }
             Err(_) => {
@@ -219,6 +237,9 @@ pub(crate) struct CallCgroup {
     killed: AtomicBool,
     /// `cpu.pressure`'s total when the call took the cgroup.
     pressure_at_start: Option<std::time::Duration>,
+    /// Its total at the call's last read ([`CallCgroup::cpu_wait`]), in
+    /// microseconds, `u64::MAX` for none: the next call's start.
+    pressure_last: AtomicU64,
 }
 
 /// The `some total` of a `cpu.pressure` file's text.
@@ -239,7 +260,7 @@ impl CallCgroup {
             return None;
         }
         let pooled = lock(&POOL).pop();
-        let slot = match pooled {
+        let mut slot = match pooled {
             Some(slot) if slot.is_clean() => slot,
             // Something moved into it while it waited (a plugin that knew its
             // name): it is emptied, and a fresh one is used.
@@ -250,13 +271,17 @@ impl CallCgroup {
             None => Slot::new()?,
         };
         lock(&LIVE).push(slot.n);
-        let pressure_at_start = slot.pressure_total();
+        let pressure_at_start = slot
+            .pressure_baseline
+            .take()
+            .or_else(|| slot.pressure_total());
         Some(CallCgroup {
             slot: Some(slot),
             cleared: AtomicBool::new(false),
             seen_empty: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             pressure_at_start,
+            pressure_last: AtomicU64::new(u64::MAX),
         })
     }
 
@@ -311,6 +336,8 @@ impl CallCgroup {
     /// plugin's. `None` without pressure stall information.
     pub fn cpu_wait(&self) -> Option<std::time::Duration> {
         let now = self.slot().pressure_total()?;
+        let micros = u64::try_from(now.as_micros()).unwrap_or(u64::MAX - 1);
+        self.pressure_last.store(micros, Ordering::Relaxed);
         Some(now.saturating_sub(self.pressure_at_start?))
     }
 
@@ -358,12 +385,15 @@ impl Drop for CallCgroup {
     /// removed now, and what still cannot go is left to the removal of the
     /// run's cgroup at exit (or to the next run).
     fn drop(&mut self) {
-        let Some(slot) = self.slot.take() else {
+        let Some(mut slot) = self.slot.take() else {
             return;
         };
         lock(&LIVE).retain(|&n| n != slot.n);
         let clean = self.cleared.load(Ordering::Relaxed) || slot.is_clean();
         if clean && !self.killed.load(Ordering::Relaxed) {
+            let last = self.pressure_last.load(Ordering::Relaxed);
+            slot.pressure_baseline =
+                (last != u64::MAX).then(|| std::time::Duration::from_micros(last));
             lock(&POOL).push(slot);
         } else if !(clean && fs::remove_dir(&slot.dir).is_ok()) {
             tree::remove_tree(&slot.dir);

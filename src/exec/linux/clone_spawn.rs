@@ -61,6 +61,9 @@ struct CloneArgs {
 }
 
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+/// Every caught signal at its default in the child (Linux 5.5, before
+/// `CLONE_INTO_CGROUP`'s 5.7): none of our handlers can run there.
+const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 
 /// The kernel's `struct sigaction`, as `rt_sigaction` takes it: the handler
 /// first (all a query needs), all zero for `SIG_DFL`. One spare word keeps it
@@ -90,33 +93,34 @@ fn raw_sigaction(
     unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, new, old, 8usize) == 0 }
 }
 
-/// The signals not at their default disposition (ignored, or caught by a
-/// handler of ours), for the child to reset. Found here, so that the child,
+/// The signals this process ignores, for the child to reset: an ignored
+/// signal stays ignored across `execve`, and a plugin must start with every
+/// signal at its default. (A caught one needs nothing: `CLONE_CLEAR_SIGHAND`
+/// makes it default in the child at birth, so no handler of ours can run
+/// there, and `execve` would reset it anyway.) Found here, so that the child,
 /// which holds a copy of every descriptor of ours until it executes (and
 /// keeps a file being written "busy" meanwhile), makes as few calls as it can.
 ///
-/// From the masks of ignored and caught signals in our main thread's
-/// `status` (one `pread`, see `process_wide::signal_masks`); where they
-/// cannot be read, by asking for each signal (62 system calls, which were the
-/// largest part of the runner's own system calls per call).
-fn non_default_signals() -> Vec<libc::c_int> {
+/// From `process_wide::ignored_signals` (one `pread`); where that cannot be
+/// read, by asking for each signal (62 system calls).
+fn ignored_signals() -> Vec<libc::c_int> {
     let wanted = |sig: &libc::c_int| *sig != libc::SIGKILL && *sig != libc::SIGSTOP;
-    if let Some(mask) = super::process_wide::signal_masks() {
+    if let Some(mask) = super::process_wide::ignored_signals() {
         return (1..65)
             .filter(wanted)
             .filter(|&sig| mask & (1u64 << (sig - 1)) != 0)
             .collect();
     }
-    queried_non_default_signals()
+    queried_ignored_signals()
 }
 
-/// [`non_default_signals`] the long way: a query per signal.
-fn queried_non_default_signals() -> Vec<libc::c_int> {
+/// [`ignored_signals`] the long way: a query per signal.
+fn queried_ignored_signals() -> Vec<libc::c_int> {
     (1..65)
         .filter(|&sig| sig != libc::SIGKILL && sig != libc::SIGSTOP)
         .filter(|&sig| {
             let mut old = KernelSigaction::default();
-            raw_sigaction(sig, None, Some(&mut old)) && old.handler != libc::SIG_DFL
+            raw_sigaction(sig, None, Some(&mut old)) && old.handler == libc::SIG_IGN
         })
         .collect()
 }
@@ -142,7 +146,7 @@ pub(crate) fn clone_spawn(
     fds: ChildFds,
     filter: Option<&libc::sock_fprog>,
 ) -> Result<i32, CloneFailure> {
-    let reset = non_default_signals();
+    let reset = ignored_signals();
     let mut child = Child {
         path: path.as_ptr(),
         argv: argv.as_ptr(),
@@ -153,8 +157,9 @@ pub(crate) fn clone_spawn(
         filter: filter.map_or(std::ptr::null(), |f| f as *const libc::sock_fprog),
         errno: 0,
     };
-    // SAFETY: every signal is blocked around the clone, so no handler of ours
-    // runs in the child before it resets them; `clone_into_cgroup` returns
+    // SAFETY: every signal is blocked around the clone, and the child is born
+    // with no handler of ours (CLONE_CLEAR_SIGHAND), so none runs there before
+    // it executes; `clone_into_cgroup` returns
     // only in the parent, once the child has executed or exited.
     let (pid, errno) = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -200,7 +205,9 @@ unsafe fn clone_into_cgroup(child: &mut Child<'_>) -> Result<i32, Error> {
     // Never read before the child writes it: no need to zero it.
     let mut stack: Vec<u8> = Vec::with_capacity(STACK);
     let args = CloneArgs {
-        flags: CLONE_INTO_CGROUP | (libc::CLONE_VM | libc::CLONE_VFORK) as u64,
+        flags: CLONE_INTO_CGROUP
+            | CLONE_CLEAR_SIGHAND
+            | (libc::CLONE_VM | libc::CLONE_VFORK) as u64,
         exit_signal: libc::SIGCHLD as u64,
         stack: stack.as_mut_ptr() as u64,
         // The kernel starts the child at stack + stack_size: keep it 16-aligned.
@@ -302,10 +309,10 @@ impl Child<'_> {
 mod tests {
     use super::*;
 
-    /// The masks read from `status` name the same signals as asking for each,
-    /// an ignored one and a caught one included.
+    /// The ignored signals read from `stat` (and `status`) are those a query
+    /// finds ignored; a caught one is not among them (the clone clears it).
     #[test]
-    fn the_status_masks_name_the_signals_a_query_finds() {
+    fn the_ignored_signals_read_are_those_a_query_finds() {
         extern "C" fn caught(_: libc::c_int) {}
         // Signals nothing else in the test binary uses.
         let (ignored, handled) = (libc::SIGURG, libc::SIGWINCH);
@@ -326,14 +333,12 @@ mod tests {
             Some(&handler),
             Some(&mut old_handler)
         ));
-        let from_status = super::super::process_wide::signal_masks().map(|_| non_default_signals());
-        let queried = queried_non_default_signals();
+        let read = super::super::process_wide::ignored_signals().map(|_| ignored_signals());
+        let queried = queried_ignored_signals();
         raw_sigaction(ignored, Some(&old_ign), None);
         raw_sigaction(handled, Some(&old_handler), None);
-        assert!(
-            queried.contains(&ignored) && queried.contains(&handled),
-            "{queried:?}"
-        );
-        assert_eq!(from_status, Some(queried));
+        assert!(queried.contains(&ignored), "{queried:?}");
+        assert!(!queried.contains(&handled), "{queried:?}");
+        assert_eq!(read, Some(queried));
     }
 }

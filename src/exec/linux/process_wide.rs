@@ -98,38 +98,80 @@ pub(crate) fn unexpected_children() -> Vec<i32> {
     pids
 }
 
-/// The signals this process ignores or catches (bit `n - 1` for signal `n`),
-/// from the `SigIgn` and `SigCgt` masks of the main thread's `status` (the
-/// dispositions every thread shares): one `pread` where asking for each
-/// signal takes 62 system calls. (`stat` has them too, but only signals 1 to
-/// 31.) `None` where they cannot be read, or the main thread has ended (its
+/// The signals this process ignores (bit `n - 1` for signal `n`): a plugin
+/// must not inherit them (an ignored signal stays ignored across `execve`;
+/// a caught one the clone itself resets, see `clone_spawn`). Read at every
+/// spawn, from the main thread's files, whose dispositions every thread
+/// shares:
+///
+/// - signals 1 to 31 from `stat`'s `sigignore` field: one `pread` of a
+///   third of the cost of `status`, the only file with all 64 (the kernel
+///   sums the memory counters of every CPU to write `status`);
+/// - signals 32 to 64 from `status`, once: a process that ignores none of
+///   them when it first spawns (the binary never ignores one, nor does this
+///   crate) is taken to ignore none later; one that does reads `status` at
+///   every spawn. A real-time signal that a program embedding the crate
+///   ignores only after its first call is passed on to plugins, as
+///   `std::process::Command` passes on every ignored signal.
+///
+/// `None` where they cannot be read, or the main thread has ended (its
 /// masks then read zero).
-pub(crate) fn signal_masks() -> Option<u64> {
+pub(crate) fn ignored_signals() -> Option<u64> {
     let main = main_task().filter(|m| m.pid == std::process::id())?;
-    reread_small(&main.status, |text| {
-        let text = std::str::from_utf8(text).ok()?;
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(str::trim)
-        };
-        if field("State:")?.starts_with(['Z', 'X']) {
+    let low = reread_small(&main.stat, |text| {
+        let after = text.iter().rposition(|&b| b == b')')?;
+        let mut fields = std::str::from_utf8(&text[after + 1..])
+            .ok()?
+            .split_ascii_whitespace();
+        // The 3rd field, the state; `sigignore` is the 33rd.
+        if fields.next()?.starts_with(['Z', 'X']) {
             return None;
         }
-        let mask = |name| u64::from_str_radix(field(name)?, 16).ok();
-        Some(mask("SigIgn:")? | mask("SigCgt:")?)
+        fields.nth(33 - 4)?.parse::<u64>().ok()
+    })
+    .ok()??;
+    Some(low | realtime_ignored(main)?)
+}
+
+/// Signals 32 to 64 (bits 31 to 63).
+const REALTIME: u64 = !0x7fff_ffff;
+
+/// The real-time signals of [`ignored_signals`].
+fn realtime_ignored(main: &MainTask) -> Option<u64> {
+    static AT_FIRST: OnceLock<Option<u64>> = OnceLock::new();
+    match (*AT_FIRST.get_or_init(|| status_ignored(main)))? & REALTIME {
+        0 => Some(0),
+        _ => Some(status_ignored(main)? & REALTIME),
+    }
+}
+
+/// `SigIgn` of the main thread's `status`: all 64 signals.
+fn status_ignored(main: &MainTask) -> Option<u64> {
+    reread_small(&main.status, |text| {
+        let text = std::str::from_utf8(text).ok()?;
+        // Found by their line starts: one search each, not a split into lines.
+        let field = |name: &str| {
+            let from = text.find(name)? + name.len();
+            let rest = &text[from..];
+            Some(rest[..rest.find('\n')?].trim())
+        };
+        if field("\nState:")?.starts_with(['Z', 'X']) {
+            return None;
+        }
+        u64::from_str_radix(field("\nSigIgn:")?, 16).ok()
     })
     .ok()?
 }
 
 /// The main thread's `children`, `stat` and `status` files, opened once: they
-/// belong to the process; the sweep reads the first two after every call.
+/// belong to the process; the sweep reads the first two after every call, a
+/// spawn the second.
 struct MainTask {
     /// Whose files they are: a forked child must not read its parent's.
     pid: u32,
     children: fs::File,
     stat: fs::File,
-    /// Read for the signal dispositions at every spawn.
+    /// Read for the ignored real-time signals (see [`ignored_signals`]).
     status: fs::File,
 }
 
