@@ -6,8 +6,9 @@
 //! those backed by files of its own temp dir, after unmounting, and names
 //! them: nothing else is touched.
 
+use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// `LOOP_CLR_FD` (linux/loop.h): detach the backing file.
@@ -42,6 +43,44 @@ impl std::fmt::Display for LoopDevice {
 /// `loopN` here, and a probe that goes through the link costs twice as much.
 const LOOP_NODES: &str = "/sys/devices/virtual/block";
 
+/// The dir of the loop nodes in sysfs, open (`/sys/block` where the first
+/// is missing); `None` where there is no sysfs.
+fn loop_nodes() -> Option<OwnedFd> {
+    [LOOP_NODES, "/sys/block"]
+        .iter()
+        .find_map(|d| super::fd::open_dir(Path::new(d)).ok())
+}
+
+/// The file the loop device `name` is attached to, as the kernel names it
+/// (its `loop/backing_file`, which only an attached device has), read from
+/// the loop nodes' dir `nodes` by one `openat`.
+fn backing_at(nodes: BorrowedFd<'_>, name: &OsStr) -> Option<PathBuf> {
+    use std::io::Read as _;
+    let mut rel = name.to_os_string();
+    rel.push("/loop/backing_file");
+    // Only the last component is never followed: `loopN` is a symlink in
+    // the `/sys/block` fallback, as the kernel made it.
+    let file = super::fd::open_at(nodes, &rel, libc::O_RDONLY).ok()?;
+    let mut text = String::new();
+    std::fs::File::from(file).read_to_string(&mut text).ok()?;
+    Some(PathBuf::from(backing_path(&text)))
+}
+
+/// The devices of `(name, backing file)` whose file lies at or below `dir`,
+/// in device order.
+fn under(dir: &Path, attached: impl Iterator<Item = (OsString, PathBuf)>) -> Vec<LoopDevice> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let mut found: Vec<LoopDevice> = attached
+        .filter(|(_, backing)| backing.starts_with(&dir))
+        .map(|(name, backing_file)| LoopDevice {
+            device: Path::new("/dev").join(name),
+            backing_file,
+        })
+        .collect();
+    found.sort_by(|a, b| a.device.cmp(&b.device));
+    found
+}
+
 /// The attached loop devices whose backing file is at or below `dir`, as
 /// sysfs lists them (none where there is no sysfs).
 ///
@@ -51,40 +90,17 @@ const LOOP_NODES: &str = "/sys/devices/virtual/block";
 /// (`/proc/partitions` leaves out devices of size 0) would do. Each probe is
 /// one `openat` from the nodes' dir, held open for the scan.
 pub fn loops_backed_under(dir: &Path) -> Vec<LoopDevice> {
-    use std::io::Read as _;
-    use std::os::fd::AsFd as _;
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    let Some(nodes) = [LOOP_NODES, "/sys/block"]
-        .iter()
-        .find_map(|d| super::fd::open_dir(Path::new(d)).ok())
-    else {
+    let Some(nodes) = loop_nodes() else {
         return Vec::new();
     };
     let Ok(names) = super::fd::entries(nodes.as_fd()) else {
         return Vec::new();
     };
-    let backing = std::ffi::OsStr::new("loop/backing_file");
-    let mut found: Vec<LoopDevice> = names
+    let attached = names
         .into_iter()
         .filter(|n| n.as_encoded_bytes().starts_with(b"loop"))
-        .filter_map(|name| {
-            let mut rel = name.clone();
-            rel.push("/");
-            rel.push(backing);
-            // `loopN` may be a symlink (the `/sys/block` fallback): followed,
-            // as the kernel made it; nothing else in the path is.
-            let file = open_following(nodes.as_fd(), &rel).ok()?;
-            let mut text = String::new();
-            std::fs::File::from(file).read_to_string(&mut text).ok()?;
-            let backing = PathBuf::from(backing_path(&text));
-            backing.starts_with(&dir).then(|| LoopDevice {
-                device: Path::new("/dev").join(&name),
-                backing_file: backing,
-            })
-        })
-        .collect();
-    found.sort_by(|a, b| a.device.cmp(&b.device));
-    found
+        .filter_map(|name| Some((name.clone(), backing_at(nodes.as_fd(), &name)?)));
+    under(dir, attached)
 }
 
 /// The attached loop devices of some size whose backing file is at or below
@@ -102,20 +118,14 @@ pub fn sized_loops_backed_under(dir: &Path) -> Vec<LoopDevice> {
             .filter(|l| device_size(&l.device) != Some(0))
             .collect();
     };
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    let mut found: Vec<LoopDevice> = sized_loop_names(&partitions)
-        .filter_map(|name| {
-            let text =
-                std::fs::read_to_string(format!("{LOOP_NODES}/{name}/loop/backing_file")).ok()?;
-            let backing = PathBuf::from(backing_path(&text));
-            backing.starts_with(&dir).then(|| LoopDevice {
-                device: Path::new("/dev").join(name),
-                backing_file: backing,
-            })
-        })
-        .collect();
-    found.sort_by(|a, b| a.device.cmp(&b.device));
-    found
+    let Some(nodes) = loop_nodes() else {
+        return Vec::new();
+    };
+    let attached = sized_loop_names(&partitions).filter_map(|name| {
+        let name = OsString::from(name);
+        Some((name.clone(), backing_at(nodes.as_fd(), &name)?))
+    });
+    under(dir, attached)
 }
 
 /// The loop devices (`loopN`, not their partitions) of `/proc/partitions`'
@@ -140,31 +150,6 @@ fn device_size(device: &Path) -> Option<u64> {
         .trim()
         .parse()
         .ok()
-}
-
-/// Opens `rel` below the sysfs dir `dir` for reading.
-fn open_following(
-    dir: std::os::fd::BorrowedFd<'_>,
-    rel: &std::ffi::OsStr,
-) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd as _;
-    use std::os::unix::ffi::OsStrExt as _;
-    let c = std::ffi::CString::new(rel.as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: a valid dir fd and a NUL-terminated path; the result is a new
-    // descriptor we own.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: just returned by openat, owned by nobody else.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 /// The path in a `backing_file`, without its line end and the kernel's
@@ -291,9 +276,9 @@ pub fn wait_detached(dev: &LoopDevice, deadline: std::time::Instant) -> io::Resu
 /// anew by someone else).
 pub fn is_attached(dev: &LoopDevice) -> bool {
     let name = dev.device.file_name().unwrap_or_default();
-    let backing = Path::new("/sys/block").join(name).join("loop/backing_file");
-    std::fs::read_to_string(&backing)
-        .is_ok_and(|text| Path::new(backing_path(&text)) == dev.backing_file)
+    loop_nodes()
+        .and_then(|nodes| backing_at(nodes.as_fd(), name))
+        .is_some_and(|backing| backing == dev.backing_file)
 }
 
 /// Opens the loop device `dev` read-only and keeps it open for as long as

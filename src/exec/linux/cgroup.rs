@@ -237,9 +237,9 @@ pub(crate) struct CallCgroup {
     killed: AtomicBool,
     /// `cpu.pressure`'s total when the call took the cgroup.
     pressure_at_start: Option<std::time::Duration>,
-    /// Its total at the call's last read ([`CallCgroup::cpu_wait`]), in
-    /// microseconds, `u64::MAX` for none: the next call's start.
-    pressure_last: AtomicU64,
+    /// Its total at the call's last read ([`CallCgroup::cpu_wait`]): the
+    /// next call's start.
+    pressure_last: Mutex<Option<std::time::Duration>>,
 }
 
 /// The `some total` of a `cpu.pressure` file's text.
@@ -281,7 +281,7 @@ impl CallCgroup {
             seen_empty: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             pressure_at_start,
-            pressure_last: AtomicU64::new(u64::MAX),
+            pressure_last: Mutex::new(None),
         })
     }
 
@@ -336,8 +336,7 @@ impl CallCgroup {
     /// plugin's. `None` without pressure stall information.
     pub fn cpu_wait(&self) -> Option<std::time::Duration> {
         let now = self.slot().pressure_total()?;
-        let micros = u64::try_from(now.as_micros()).unwrap_or(u64::MAX - 1);
-        self.pressure_last.store(micros, Ordering::Relaxed);
+        *lock(&self.pressure_last) = Some(now);
         Some(now.saturating_sub(self.pressure_at_start?))
     }
 
@@ -391,9 +390,7 @@ impl Drop for CallCgroup {
         lock(&LIVE).retain(|&n| n != slot.n);
         let clean = self.cleared.load(Ordering::Relaxed) || slot.is_clean();
         if clean && !self.killed.load(Ordering::Relaxed) {
-            let last = self.pressure_last.load(Ordering::Relaxed);
-            slot.pressure_baseline =
-                (last != u64::MAX).then(|| std::time::Duration::from_micros(last));
+            slot.pressure_baseline = lock(&self.pressure_last).take();
             lock(&POOL).push(slot);
         } else if !(clean && fs::remove_dir(&slot.dir).is_ok()) {
             tree::remove_tree(&slot.dir);

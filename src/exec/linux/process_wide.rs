@@ -19,7 +19,7 @@
 use std::fs;
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 
-use super::procfs::{parse_pids, reread, reread_small};
+use super::procfs::{parse_pids, reread, reread_small, stat_fields};
 
 /// Makes this process a child subreaper, once. Failure is not fatal: escaped
 /// daemons are then re-parented to init and only group members are found.
@@ -119,10 +119,7 @@ pub(crate) fn unexpected_children() -> Vec<i32> {
 pub(crate) fn ignored_signals() -> Option<u64> {
     let main = main_task().filter(|m| m.pid == std::process::id())?;
     let low = reread_small(&main.stat, |text| {
-        let after = text.iter().rposition(|&b| b == b')')?;
-        let mut fields = std::str::from_utf8(&text[after + 1..])
-            .ok()?
-            .split_ascii_whitespace();
+        let mut fields = stat_fields(text)?;
         // The 3rd field, the state; `sigignore` is the 33rd.
         if fields.next()?.starts_with(['Z', 'X']) {
             return None;
@@ -184,11 +181,8 @@ impl MainTask {
             return false;
         }
         reread_small(&self.stat, |text| {
-            let state = text
-                .iter()
-                .rposition(|&b| b == b')')
-                .and_then(|i| text.get(i + 2));
-            !matches!(state, None | Some(b'Z') | Some(b'X'))
+            let state = stat_fields(text).and_then(|mut f| f.next());
+            state.is_some_and(|s| !s.starts_with(['Z', 'X']))
         })
         .unwrap_or(false)
     }

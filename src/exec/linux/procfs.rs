@@ -17,13 +17,22 @@ pub(crate) struct Proc {
     pub zombie: bool,
 }
 
+/// The fields of a `stat` line from the 3rd (the state) on, see
+/// proc_pid_stat(5): after the command name, which is in parentheses and
+/// may itself hold spaces or ')'.
+pub(crate) fn stat_fields(text: &[u8]) -> Option<std::str::SplitAsciiWhitespace<'_>> {
+    let after = text.iter().rposition(|&b| b == b')')?;
+    Some(
+        std::str::from_utf8(&text[after + 1..])
+            .ok()?
+            .split_ascii_whitespace(),
+    )
+}
+
 /// The row of `pid`, or `None` when it is gone (or unreadable).
 pub(crate) fn read_stat(pid: i32) -> Option<Proc> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may itself hold spaces or ')'.
-    let rest = &text[text.rfind(')')? + 2..];
-    // Fields from 3 (state) on; see proc_pid_stat(5).
-    let fields: Vec<&str> = rest.split(' ').collect();
+    let text = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat_fields(&text)?.collect();
     let field = |n: usize| fields.get(n - 3).copied();
     let state = field(3)?;
     Some(Proc {
