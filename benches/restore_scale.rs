@@ -146,10 +146,10 @@ fn main() -> Result<()> {
     }
     // Ratios are taken within a round, where both sides saw the same machine,
     // and then their median: steadier than a ratio of two medians.
-    let ratio = |a: &Contender, b: &Contender| {
-        let per_round: Vec<f64> = a.walls.iter().zip(&b.walls).map(|(x, y)| x / y).collect();
-        median(&per_round)
+    let per_round = |a: &Contender, b: &Contender| -> Vec<f64> {
+        a.walls.iter().zip(&b.walls).map(|(x, y)| x / y).collect()
     };
+    let ratio = |a: &Contender, b: &Contender| median(&per_round(a, b));
     let (ours, baselines): (Vec<&Contender>, Vec<&Contender>) = contenders
         .iter()
         .partition(|c| matches!(c.way, Way::Manager(_)));
@@ -160,12 +160,15 @@ fn main() -> Result<()> {
             _ => NOMAD_TARGET,
         };
         for c in &ours {
-            let r = ratio(c, base);
+            let rounds = per_round(c, base);
+            let r = median(&rounds);
+            let each = rounds.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>();
             println!(
-                "{} / {}: {r:.2}x (target <= {target}x: {})",
+                "{} / {}: {r:.2}x (target <= {target}x: {}; per round {})",
                 c.way,
                 base.way,
-                if r <= target { "met" } else { "NOT met" }
+                if r <= target { "met" } else { "NOT met" },
+                each.join(" ")
             );
         }
     }

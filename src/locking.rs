@@ -1,11 +1,22 @@
 //! The one way the crate takes a lock: a mutex that a panic poisoned is
 //! used as it is. A panic elsewhere (a check's, a progress hook's) must not
 //! take the run's bookkeeping (its live volumes, its call log, the files it
-//! wrote, what its teardown needs) down with it.
+//! wrote, what its teardown needs) down with it. And the one reading of what
+//! a caught panic said, for the error that takes its place.
 
 use std::sync::{Mutex, MutexGuard};
 
 /// Locks `m`, poisoned or not.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The message a caught panic was raised with (`panic!` with a literal or a
+/// format string); empty for any other payload.
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
 }

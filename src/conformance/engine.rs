@@ -282,11 +282,7 @@ impl RunState {
             Ok(Ok(found)) => found,
             Ok(Err(e)) => self.harness_error(format!("cannot make the check's sandbox: {e}")),
             Err(panic) => {
-                let what = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
+                let what = crate::panic_text(&*panic);
                 self.harness_error(format!("the check panicked: {what}"))
             }
         };

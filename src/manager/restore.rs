@@ -9,10 +9,12 @@
 //! volume. Restore reads the state and never writes it: a volume that
 //! fails to restore stays saved, to be tried again next time.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::error::ManagerError;
@@ -106,48 +108,78 @@ impl HostVolumeManager {
 
     /// Runs the jobs, at most `restore_concurrency` at once, and returns each
     /// volume's outcome in the volumes' order.
+    ///
+    /// `restore_concurrency` lanes (tasks) take the next job from one queue
+    /// until it is empty: no task per volume and nothing handed back to the
+    /// caller's thread between jobs, so a lane goes straight from one call's
+    /// end to the next call's start on the worker it runs on. A job that
+    /// panics loses its own result only (an error of ours for that volume);
+    /// its lane goes on with the next job.
     async fn run_restore(
         &self,
         volumes: &[Volume],
         jobs: Vec<Result<Job, ManagerError>>,
     ) -> Vec<Option<JobResult>> {
-        let permits = Arc::new(Semaphore::new(self.restore_concurrency));
         let mut results: Vec<Option<JobResult>> = Vec::new();
         results.resize_with(volumes.len(), || None);
-        let mut tasks = JoinSet::new();
-        let mut slot_of = HashMap::new();
+        let mut queue = VecDeque::new();
         for (slot, (volume, job)) in volumes.iter().zip(jobs).enumerate() {
-            let job = match job {
-                Ok(job) => job,
-                Err(e) => {
-                    results[slot] = Some((Err(e), None));
-                    continue;
+            match job {
+                Ok(job) => {
+                    queue.push_back((slot, job, volume.name.clone(), volume.host_path.clone()))
                 }
-            };
-            // Taken before spawning, so that at most `restore_concurrency`
-            // tasks exist at all, not just run.
-            let permit = Arc::clone(&permits)
-                .acquire_owned()
-                .await
-                .expect("the semaphore is never closed");
-            let name = volume.name.clone();
-            let host_path = volume.host_path.clone();
-            let handle = tasks.spawn(async move {
-                let _permit = permit;
-                run_job(job, name, host_path).await
-            });
-            slot_of.insert(handle.id(), slot);
+                Err(e) => results[slot] = Some((Err(e), None)),
+            }
         }
-        while let Some(joined) = tasks.join_next_with_id().await {
-            let (task, result) = match joined {
-                Ok((task, result)) => (task, result),
-                Err(e) => (e.id(), (Err(internal(e.to_string())), None)),
-            };
-            if let Some(slot) = slot_of.remove(&task) {
+        let lanes = self.restore_concurrency.min(queue.len());
+        let queue = Arc::new(Mutex::new(queue));
+        let mut tasks = JoinSet::new();
+        for _ in 0..lanes {
+            let queue = Arc::clone(&queue);
+            tasks.spawn(async move {
+                let mut done = Vec::new();
+                loop {
+                    // The lock is held for the pop alone, never across an await.
+                    let next = crate::lock(&queue).pop_front();
+                    let Some((slot, job, name, host_path)) = next else {
+                        return done;
+                    };
+                    let result = CatchPanic(run_job(job, name, host_path))
+                        .await
+                        .unwrap_or_else(|panic| {
+                            (Err(internal(format!("it panicked: {panic}"))), None)
+                        });
+                    done.push((slot, result));
+                }
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            // A lane catches its jobs' panics; one that ends otherwise (the
+            // runtime shutting down) leaves its volumes without a result.
+            for (slot, result) in joined.into_iter().flatten() {
                 results[slot] = Some(result);
             }
         }
         results
+    }
+}
+
+/// A future whose panic becomes an `Err` with the panic's message (empty
+/// when it had none), so that one volume's failure of ours does not take its
+/// lane's other volumes along.
+struct CatchPanic<F>(F);
+
+impl<F: Future> Future for CatchPanic<F> {
+    type Output = Result<F::Output, String>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: the inner future is never moved out of the pinned wrapper.
+        let inner = unsafe { self.map_unchecked_mut(|c| &mut c.0) };
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => Poll::Ready(Err(crate::panic_text(&*panic))),
+        }
     }
 }
 

@@ -105,6 +105,8 @@ struct CountingPlugin {
     now: AtomicUsize,
     max: AtomicUsize,
     barrier: Option<tokio::sync::Barrier>,
+    /// A create for a volume of this name panics (a bug of ours).
+    panic_on: Option<&'static str>,
 }
 
 impl HostVolumePlugin for CountingPlugin {
@@ -129,6 +131,9 @@ impl HostVolumePlugin for CountingPlugin {
             Operation::Create,
             req.env(),
             async move {
+                if self.panic_on == Some(req.volume_name.as_str()) {
+                    panic!("a bug in the create of {}", req.volume_name);
+                }
                 let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
                 self.max.fetch_max(now, Ordering::SeqCst);
                 if let Some(b) = &self.barrier {
@@ -151,17 +156,22 @@ impl HostVolumePlugin for CountingPlugin {
     }
 }
 
+/// Volumes `v0` to `v{n-1}` of the counting plugin, created on `node`.
+fn created_counting_volumes(node: &Node, rt: &tokio::runtime::Runtime, n: usize) {
+    let m = node
+        .manager()
+        .with_plugin(Arc::new(CountingPlugin::default()));
+    for i in 0..n {
+        rt.block_on(m.create(VolumeSpec::new("counting", format!("v{i}"))))
+            .unwrap();
+    }
+}
+
 #[test]
 fn restore_runs_a_bounded_number_of_calls_at_once() {
     let node = Node::new();
     let rt = rt();
-    let m = node
-        .manager()
-        .with_plugin(Arc::new(CountingPlugin::default()));
-    for i in 0..21 {
-        rt.block_on(m.create(VolumeSpec::new("counting", format!("v{i}"))))
-            .unwrap();
-    }
+    created_counting_volumes(&node, &rt, 21);
     let plugin = Arc::new(CountingPlugin {
         barrier: Some(tokio::sync::Barrier::new(3)),
         ..CountingPlugin::default()
@@ -182,6 +192,38 @@ fn restore_runs_a_bounded_number_of_calls_at_once() {
         3,
         "never more than 3 at once"
     );
+}
+
+#[test]
+fn a_panic_in_one_volumes_restore_fails_that_volume_alone() {
+    let node = Node::new();
+    let rt = rt();
+    created_counting_volumes(&node, &rt, 6);
+    // One call at a time: the volumes after the one that panics are restored
+    // only if the panic took nothing else along.
+    let m = node
+        .manager()
+        .with_plugin(Arc::new(CountingPlugin {
+            panic_on: Some("v3"),
+            ..CountingPlugin::default()
+        }))
+        .with_restore_concurrency(1);
+    let results = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(20), m.restore()).await })
+        .expect("the restore ended")
+        .unwrap();
+    assert_eq!(results.len(), 6);
+    for r in &results {
+        if r.volume.name == "v3" {
+            let e = r
+                .error()
+                .expect("the volume whose create panicked failed")
+                .to_string();
+            assert!(e.contains("a bug in the create of v3"), "{e}");
+        } else {
+            assert!(r.is_ok(), "{}: {:?}", r.volume.name, r.error());
+        }
+    }
 }
 
 // ---------------------------------------------------------------- overrides

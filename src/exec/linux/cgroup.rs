@@ -133,6 +133,11 @@ struct Slot {
     fd: OwnedFd,
     events: fs::File,
     pressure: Option<fs::File>,
+    /// Its `cgroup.procs`, held open and never read: a birth into the
+    /// cgroup checks that we may write that file, and the kernel makes its
+    /// inode anew for every check (and evicts it after) unless someone
+    /// holds it, as for our own cgroup's (see [`Run`]).
+    _procs: Option<fs::File>,
     /// `cpu.pressure`'s total as the last call read it, once that call's
     /// sweep found the cgroup empty: an empty cgroup accrues no stall, so
     /// the next call starts from it without reading the file again (one
@@ -159,12 +164,14 @@ impl Slot {
         match open() {
             Ok((fd, events)) => {
                 let pressure = fs::File::open(dir.join("cpu.pressure")).ok();
+                let _procs = fs::File::open(dir.join("cgroup.procs")).ok();
                 Some(Slot {
                     n,
                     dir,
                     fd,
                     events,
                     pressure,
+                    _procs,
                     pressure_baseline: None,
                 })
             }
