@@ -163,12 +163,8 @@ fn main() {
     println!(
         "\nworst median overhead {worst:.3} ms per call; target < {TARGET_MS} ms: {}; \
          issue 27's <= +{TIGHT_TARGET_MS} ms: {}",
-        if worst < TARGET_MS { "met" } else { "NOT met" },
-        if worst <= TIGHT_TARGET_MS {
-            "met"
-        } else {
-            "NOT met"
-        }
+        common::met(worst < TARGET_MS),
+        common::met(worst <= TIGHT_TARGET_MS)
     );
 }
 

@@ -149,7 +149,6 @@ fn main() -> Result<()> {
     let per_round = |a: &Contender, b: &Contender| -> Vec<f64> {
         a.walls.iter().zip(&b.walls).map(|(x, y)| x / y).collect()
     };
-    let ratio = |a: &Contender, b: &Contender| median(&per_round(a, b));
     let (ours, baselines): (Vec<&Contender>, Vec<&Contender>) = contenders
         .iter()
         .partition(|c| matches!(c.way, Way::Manager(_)));
@@ -167,13 +166,18 @@ fn main() -> Result<()> {
                 "{} / {}: {r:.2}x (target <= {target}x: {}; per round {})",
                 c.way,
                 base.way,
-                if r <= target { "met" } else { "NOT met" },
+                common::met(r <= target),
                 each.join(" ")
             );
         }
     }
     if let [xargs, go] = baselines[..] {
-        println!("{} / {}: {:.2}x", go.way, xargs.way, ratio(go, xargs));
+        println!(
+            "{} / {}: {:.2}x",
+            go.way,
+            xargs.way,
+            median(&per_round(go, xargs))
+        );
     }
     Ok(())
 }

@@ -34,6 +34,8 @@
 //! the run (from `/proc/stat`): a loaded machine stretches the wall time, so
 //! trust the runs where that column is near 0.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -162,11 +164,7 @@ fn main() {
         "harness's own CPU / the plugin's CPU {share:.3}x, {:.2} ms per call \
          (target <= {HARNESS_CPU_TARGET}x: {})",
         pick(&|s| s.self_cpu / s.calls as f64) * 1e3,
-        if share <= HARNESS_CPU_TARGET {
-            "met"
-        } else {
-            "NOT met"
-        }
+        common::met(share <= HARNESS_CPU_TARGET)
     );
 }
 

@@ -3,10 +3,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// How a bench's last lines say whether a target was met.
+pub fn met(ok: bool) -> &'static str {
+    if ok { "met" } else { "NOT met" }
+}
+
 /// Builds the Go program `source` as `dir/name` with the local toolchain, or
 /// says why it could not (no `go` on `PATH`, a failed build). The benchmarks
 /// use it for their Nomad baselines: small Go programs that run plugins the
 /// way Nomad's client does.
+#[allow(dead_code, reason = "suite_efficiency has no Go baseline")]
 pub fn build_go(dir: &Path, name: &str, source: &str) -> Result<PathBuf, String> {
     let src = dir.join(format!("{name}.go"));
     let bin = dir.join(name);

@@ -181,12 +181,8 @@ fn the_loop_scan_finds_every_device_backed_under_a_dir_even_an_empty_one() {
     let mut expected = vec![a.clone(), b.clone()];
     expected.sort_by(|x, y| x.device.cmp(&y.device));
     assert_eq!(dhv_conform::safe_fs::loops_backed_under(&root), expected);
-    assert_eq!(
-        attached_under(&root).len(),
-        2,
-        "{:?}",
-        attached_under(&root)
-    );
+    let seen = attached_under(&root);
+    assert_eq!(seen.len(), 2, "{seen:?}");
     // The quick scan, of devices a volume can be on, leaves out the empty one.
     assert_eq!(
         dhv_conform::safe_fs::sized_loops_backed_under(&root),

@@ -103,7 +103,7 @@ fn raw_sigaction(
 ///
 /// From `process_wide::ignored_signals` (one `pread`); where that cannot be
 /// read, by asking for each signal (62 system calls).
-fn ignored_signals() -> Vec<libc::c_int> {
+fn signals_to_reset() -> Vec<libc::c_int> {
     let wanted = |sig: &libc::c_int| *sig != libc::SIGKILL && *sig != libc::SIGSTOP;
     if let Some(mask) = super::process_wide::ignored_signals() {
         return (1..65)
@@ -114,7 +114,7 @@ fn ignored_signals() -> Vec<libc::c_int> {
     queried_ignored_signals()
 }
 
-/// [`ignored_signals`] the long way: a query per signal.
+/// [`signals_to_reset`] the long way: a query per signal.
 fn queried_ignored_signals() -> Vec<libc::c_int> {
     (1..65)
         .filter(|&sig| sig != libc::SIGKILL && sig != libc::SIGSTOP)
@@ -146,7 +146,7 @@ pub(crate) fn clone_spawn(
     fds: ChildFds,
     filter: Option<&libc::sock_fprog>,
 ) -> Result<i32, CloneFailure> {
-    let reset = ignored_signals();
+    let reset = signals_to_reset();
     let mut child = Child {
         path: path.as_ptr(),
         argv: argv.as_ptr(),
@@ -333,7 +333,7 @@ mod tests {
             Some(&handler),
             Some(&mut old_handler)
         ));
-        let read = super::super::process_wide::ignored_signals().map(|_| ignored_signals());
+        let read = super::super::process_wide::ignored_signals().map(|_| signals_to_reset());
         let queried = queried_ignored_signals();
         raw_sigaction(ignored, Some(&old_ign), None);
         raw_sigaction(handled, Some(&old_handler), None);
