@@ -9,6 +9,13 @@
 //!   restores as Nomad's client does: a goroutine per volume, each running
 //!   `exec.CommandContext` with `cmd.Env` set, stderr into a buffer,
 //!   `cmd.Output()`, and the response decoded with `encoding/json`.
+//! - **A bare runner**: as many threads as the manager's default concurrency,
+//!   each taking the next volume and running its create with
+//!   `std::process::Command` (environment cleared and set, stdin `/dev/null`,
+//!   both pipes read, the answer decoded with `serde_json`), and nothing else:
+//!   no process group, cgroup, subreaper, time limit, sweep or output cap. It
+//!   is the floor for any runner of this plugin on the machine: what the
+//!   manager pays for its safety nets is its ratio to this one.
 //!
 //! ```text
 //! cargo bench --bench restore_scale                  # 1000 volumes, 5 rounds
@@ -101,6 +108,7 @@ fn main() -> Result<()> {
     if let Ok(go) = go {
         contenders.push(Contender::new(Way::NomadGo(go)));
     }
+    contenders.push(Contender::new(Way::Bare(default_concurrency)));
     let count = contenders.len();
     for round in 0..rounds {
         for k in 0..count {
@@ -129,6 +137,7 @@ fn main() -> Result<()> {
                         .arg(&plugin)
                         .stdin(std::fs::File::open(&go_input)?),
                 )?,
+                Way::Bare(threads) => bare_restore(&plugin, &envs, *threads)?,
             }
             let wall = started.elapsed();
             let used = Usage::now().since(&before);
@@ -153,31 +162,35 @@ fn main() -> Result<()> {
         .iter()
         .partition(|c| matches!(c.way, Way::Manager(_)));
     println!();
+    let rounds_of = |a: &Contender, b: &Contender| {
+        let rounds = per_round(a, b);
+        let each = rounds.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>();
+        (median(&rounds), each.join(" "))
+    };
     for base in &baselines {
         let target = match base.way {
-            Way::Xargs => XARGS_TARGET,
-            _ => NOMAD_TARGET,
+            Way::Xargs => Some(XARGS_TARGET),
+            Way::NomadGo(_) => Some(NOMAD_TARGET),
+            _ => None,
         };
         for c in &ours {
-            let rounds = per_round(c, base);
-            let r = median(&rounds);
-            let each = rounds.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>();
+            let (r, each) = rounds_of(c, base);
+            let verdict = target.map_or(String::from("the cost of the safety nets"), |t| {
+                format!("target <= {t}x: {}", common::met(r <= t))
+            });
             println!(
-                "{} / {}: {r:.2}x (target <= {target}x: {}; per round {})",
-                c.way,
-                base.way,
-                common::met(r <= target),
-                each.join(" ")
+                "{} / {}: {r:.2}x ({verdict}; per round {each})",
+                c.way, base.way
             );
         }
     }
-    if let [xargs, go] = baselines[..] {
-        println!(
-            "{} / {}: {:.2}x",
-            go.way,
-            xargs.way,
-            median(&per_round(go, xargs))
-        );
+    // How the baselines stand to xargs: the bare runner's ratio is the
+    // lowest any runner of this plugin reaches here.
+    if let Some(xargs) = baselines.iter().find(|b| matches!(b.way, Way::Xargs)) {
+        for other in baselines.iter().filter(|b| !matches!(b.way, Way::Xargs)) {
+            let (r, each) = rounds_of(other, xargs);
+            println!("{} / {}: {r:.2}x (per round {each})", other.way, xargs.way);
+        }
     }
     Ok(())
 }
@@ -236,6 +249,47 @@ fn go_lines(envs: &[Vec<(String, String)>]) -> String {
         .collect()
 }
 
+/// The bare runner: `threads` threads, each running the next volume's create
+/// with `std::process::Command` and decoding its answer, and nothing more.
+fn bare_restore(plugin: &Path, envs: &[Vec<(String, String)>], threads: usize) -> Result<()> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let create = |env: &Vec<(String, String)>| -> std::result::Result<(), String> {
+        let out = Command::new(plugin)
+            .arg("create")
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("bare runner: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("bare runner: create {}", out.status));
+        }
+        serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .map(drop)
+            .map_err(|e| format!("bare runner: the answer: {e}"))
+    };
+    std::thread::scope(|scope| {
+        let lanes: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| -> std::result::Result<(), String> {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(env) = envs.get(i) else {
+                            return Ok(());
+                        };
+                        create(env)?;
+                    }
+                })
+            })
+            .collect();
+        lanes.into_iter().try_for_each(|lane| {
+            lane.join()
+                .map_err(|_| "bare runner: a thread panicked".to_string())?
+        })
+    })?;
+    Ok(())
+}
+
 /// What a reboot with volumes on a tmpfs does: every volume dir is gone.
 fn reboot(volumes: &Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(volumes)? {
@@ -289,6 +343,8 @@ enum Way {
     Xargs,
     /// The Go program at this path, restoring as Nomad does.
     NomadGo(PathBuf),
+    /// `std::process::Command` from this many threads, and no safety net.
+    Bare(usize),
 }
 
 impl std::fmt::Display for Way {
@@ -297,6 +353,7 @@ impl std::fmt::Display for Way {
             Way::Manager(c) => write!(f, "manager restore, concurrency {c}"),
             Way::Xargs => f.write_str("xargs -P 2 env -i (shell)"),
             Way::NomadGo(_) => f.write_str("Nomad's Go path (goroutine each)"),
+            Way::Bare(n) => write!(f, "bare Command, {n} threads, no safety net"),
         }
     }
 }

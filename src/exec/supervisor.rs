@@ -2,7 +2,7 @@
 //! has been cancelled.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::os::Tracked;
 
@@ -17,7 +17,17 @@ use super::os::Tracked;
 /// fresh one stays usable after another was cancelled (a teardown that still
 /// has deletes to send after an interrupt runs them through a new supervisor).
 #[derive(Clone, Default)]
-pub struct Supervisor(Arc<Mutex<State>>);
+pub struct Supervisor(Arc<Shared>);
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    /// Spawns hold it for reading from their check of the cancel flag until
+    /// their leader is registered; [`Supervisor::cancel`] for writing, so
+    /// that it sees every spawn under way registered. Spawns never wait for
+    /// each other here.
+    spawning: RwLock<()>,
+}
 
 #[derive(Default)]
 struct State {
@@ -44,7 +54,7 @@ impl Supervisor {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        crate::lock(&self.0)
+        crate::lock(&self.0.state)
     }
 
     /// Kills every live call of this supervisor (each whole process group and
@@ -53,8 +63,9 @@ impl Supervisor {
     /// processes and return to their callers. Idempotent.
     pub fn cancel(&self) {
         let calls: Vec<Tracked> = {
-            // Under the lock a spawn holds until its leader is registered: a
-            // spawn in flight is in `calls` by now, and a later one sees the flag.
+            // With no spawn under way: one that was is in `calls` by now,
+            // and a later one sees the flag.
+            let _no_spawn = self.0.spawning.write().unwrap_or_else(|e| e.into_inner());
             let mut state = self.lock();
             state.cancelled = true;
             state.calls.values().cloned().collect()
@@ -96,12 +107,12 @@ impl Supervisor {
         &self,
         spawn: impl FnOnce() -> std::io::Result<(Tracked, T)>,
     ) -> std::io::Result<(Tracked, T)> {
-        let mut state = self.lock();
-        if state.cancelled {
+        let _spawning = self.0.spawning.read().unwrap_or_else(|e| e.into_inner());
+        if self.lock().cancelled {
             return Err(std::io::Error::from_raw_os_error(libc::ECANCELED));
         }
         let (call, spawned) = spawn()?;
-        state.calls.insert(call.pgid, call.clone());
+        self.lock().calls.insert(call.pgid, call.clone());
         Ok((call, spawned))
     }
 

@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use tokio::task::JoinSet;
+use tokio::sync::{mpsc, watch};
 
 use super::error::ManagerError;
 use super::volume::Volume;
@@ -109,12 +109,19 @@ impl HostVolumeManager {
     /// Runs the jobs, at most `restore_concurrency` at once, and returns each
     /// volume's outcome in the volumes' order.
     ///
-    /// `restore_concurrency` lanes (tasks) take the next job from one queue
-    /// until it is empty: no task per volume and nothing handed back to the
-    /// caller's thread between jobs, so a lane goes straight from one call's
-    /// end to the next call's start on the worker it runs on. A job that
-    /// panics loses its own result only (an error of ours for that volume);
-    /// its lane goes on with the next job.
+    /// `restore_concurrency` lanes take the next job from one queue until it
+    /// is empty. Each lane is a thread of its own with a runtime of its own:
+    /// a call's readiness wakes the one thread waiting for it, which starts
+    /// the lane's next call right there. On the caller's runtime the lanes'
+    /// events would be shared out between its workers, waking one another to
+    /// hand work over (measured: a tenth more time for a restore of a
+    /// thousand volumes of the reference plugin than plain threads with
+    /// `std::process::Command`), and a worker waiting for its child's
+    /// `execve` would hold up the other lanes queued on it. A job that panics
+    /// loses its own result only (an error of ours for that volume); its lane
+    /// goes on with the next job. Dropping the restore stops every lane: its
+    /// call in flight is dropped, which kills and sweeps its processes, as
+    /// for any call.
     async fn run_restore(
         &self,
         volumes: &[Volume],
@@ -132,35 +139,85 @@ impl HostVolumeManager {
             }
         }
         let lanes = self.restore_concurrency.min(queue.len());
-        let queue = Arc::new(Mutex::new(queue));
-        let mut tasks = JoinSet::new();
+        let queue: Queue = Arc::new(Mutex::new(queue));
+        let (done, mut outcomes) = mpsc::unbounded_channel();
+        // Dropped with this future (or at its end): every lane stops.
+        let (_running, stop) = watch::channel(());
         for _ in 0..lanes {
-            let queue = Arc::clone(&queue);
-            tasks.spawn(async move {
-                let mut done = Vec::new();
-                loop {
-                    // The lock is held for the pop alone, never across an await.
-                    let next = crate::lock(&queue).pop_front();
-                    let Some((slot, job, name, host_path)) = next else {
-                        return done;
-                    };
-                    let result = CatchPanic(run_job(job, name, host_path))
-                        .await
-                        .unwrap_or_else(|panic| {
-                            (Err(internal(format!("it panicked: {panic}"))), None)
-                        });
-                    done.push((slot, result));
-                }
-            });
+            let (queue, done, stop) = (Arc::clone(&queue), done.clone(), stop.clone());
+            // One that cannot be started leaves its share to the others.
+            let _ = std::thread::Builder::new()
+                .name("dhv-restore".into())
+                .spawn(move || lane_thread(queue, done, stop));
         }
-        while let Some(joined) = tasks.join_next().await {
-            // A lane catches its jobs' panics; one that ends otherwise (the
-            // runtime shutting down) leaves its volumes without a result.
-            for (slot, result) in joined.into_iter().flatten() {
-                results[slot] = Some(result);
-            }
+        drop(done);
+        collect(&mut outcomes, &mut results).await;
+        // Jobs that no lane took (no thread could be started, or none could
+        // make its runtime: a process at its limits) run here, one at a time,
+        // on the caller's runtime.
+        if !crate::lock(&queue).is_empty() {
+            let (done, mut outcomes) = mpsc::unbounded_channel();
+            tokio::join!(
+                lane(queue, done, stop),
+                collect(&mut outcomes, &mut results)
+            );
         }
         results
+    }
+}
+
+/// Puts each lane's results in their volumes' slots until every lane has
+/// ended. A lane catches its jobs' panics; one that ends otherwise leaves its
+/// volume without a result (an error of ours, see [`restored`]).
+async fn collect(
+    outcomes: &mut mpsc::UnboundedReceiver<(usize, JobResult)>,
+    results: &mut [Option<JobResult>],
+) {
+    while let Some((slot, result)) = outcomes.recv().await {
+        results[slot] = Some(result);
+    }
+}
+
+/// The jobs not started yet: a volume's slot, its job, its name and path.
+type Queue = Arc<Mutex<VecDeque<(usize, Job, String, String)>>>;
+
+/// One lane on a thread of its own, with a runtime of its own.
+fn lane_thread(
+    queue: Queue,
+    done: mpsc::UnboundedSender<(usize, JobResult)>,
+    stop: watch::Receiver<()>,
+) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    // Without one, the other lanes (or the caller's runtime) take its jobs.
+    if let Ok(runtime) = runtime {
+        runtime.block_on(lane(queue, done, stop));
+    }
+}
+
+/// Takes the next job until none is left or the restore is dropped, and
+/// sends each result as it comes.
+async fn lane(
+    queue: Queue,
+    done: mpsc::UnboundedSender<(usize, JobResult)>,
+    mut stop: watch::Receiver<()>,
+) {
+    loop {
+        // The lock is held for the pop alone, never across an await.
+        let next = crate::lock(&queue).pop_front();
+        let Some((slot, job, name, host_path)) = next else {
+            return;
+        };
+        let result = tokio::select! {
+            biased;
+            _ = stop.changed() => return,
+            result = CatchPanic(run_job(job, name, host_path)) => result
+                .unwrap_or_else(|panic| (Err(internal(format!("it panicked: {panic}"))), None)),
+        };
+        if done.send((slot, result)).is_err() {
+            return;
+        }
     }
 }
 

@@ -250,3 +250,97 @@ fn a_configured_plugin_instance_is_used_before_the_plugin_dir() {
     let fp = rt.block_on(m.fingerprint_plugins()).unwrap();
     assert_eq!(fp.attributes["plugins.host_volume.logger.version"], "1.0.0");
 }
+
+// ---------------------------------------------------------------- dropped
+
+/// A create that says it started, then never ends; when its future is
+/// dropped (what kills an executable's call), it says so.
+#[derive(Debug)]
+struct HangingPlugin {
+    started: std::sync::mpsc::Sender<String>,
+    dropped: std::sync::mpsc::Sender<String>,
+}
+
+/// Sends its volume's name when dropped.
+struct SaysWhenDropped(std::sync::mpsc::Sender<String>, String);
+
+impl Drop for SaysWhenDropped {
+    fn drop(&mut self) {
+        let _ = self.0.send(std::mem::take(&mut self.1));
+    }
+}
+
+impl HostVolumePlugin for HangingPlugin {
+    fn id(&self) -> &str {
+        "counting"
+    }
+
+    fn fingerprint(&self) -> BoxFuture<'_, PluginCall<Fingerprint>> {
+        Box::pin(PluginCall::timed(
+            Operation::Fingerprint,
+            Vec::new(),
+            async {
+                Ok(Fingerprint {
+                    version: VersionInfo::from_raw("2.0"),
+                })
+            },
+        ))
+    }
+
+    fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, PluginCall<CreateResponse>> {
+        Box::pin(PluginCall::timed(
+            Operation::Create,
+            req.env(),
+            async move {
+                let _guard = SaysWhenDropped(self.dropped.clone(), req.volume_name.clone());
+                let _ = self.started.send(req.volume_name.clone());
+                std::future::pending::<()>().await;
+                unreachable!("a pending future never ends")
+            },
+        ))
+    }
+
+    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, PluginCall<()>> {
+        Box::pin(PluginCall::timed(Operation::Delete, req.env(), async {
+            Ok(())
+        }))
+    }
+}
+
+#[test]
+fn dropping_a_restore_stops_its_lanes_and_drops_their_calls() {
+    let node = Node::new();
+    let rt = rt();
+    created_counting_volumes(&node, &rt, 6);
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (dropped_tx, dropped) = std::sync::mpsc::channel();
+    let m = node
+        .manager()
+        .with_plugin(Arc::new(HangingPlugin {
+            started: started_tx,
+            dropped: dropped_tx,
+        }))
+        .with_restore_concurrency(2);
+    let bound = Duration::from_secs(20);
+    let restore = rt.spawn(async move { m.restore().await.map(|r| r.len()) });
+    let mut running: Vec<String> = (0..2)
+        .map(|_| started.recv_timeout(bound).expect("two creates started"))
+        .collect();
+    restore.abort();
+    assert!(
+        rt.block_on(restore).is_err_and(|e| e.is_cancelled()),
+        "the restore was dropped, not finished"
+    );
+    // Each lane drops its call in flight and stops.
+    let mut gone: Vec<String> = (0..2)
+        .map(|_| dropped.recv_timeout(bound).expect("both calls dropped"))
+        .collect();
+    running.sort();
+    gone.sort();
+    assert_eq!(running, gone, "the calls in flight are the ones dropped");
+    // A lane that dropped its call takes no other job: none of the four
+    // volumes left was started (the plugin may be gone by now, and with it
+    // the sender: either way, nothing more was sent).
+    let more = started.try_recv();
+    assert!(more.is_err(), "a volume started after the drop: {more:?}");
+}

@@ -201,17 +201,37 @@ struct Child<'a> {
 /// calls [`child_entry`] on that stack right after the system call.
 #[cfg(target_arch = "x86_64")]
 unsafe fn clone_into_cgroup(child: &mut Child<'_>) -> Result<i32, Error> {
-    const STACK: usize = 64 * 1024;
-    // Never read before the child writes it: no need to zero it.
-    let mut stack: Vec<u8> = Vec::with_capacity(STACK);
+    // One stack per thread, reused by its every spawn: the thread is held
+    // (CLONE_VFORK) until its child is done with it, and a 64 KiB block
+    // allocated and freed per spawn made the allocator consolidate its heap
+    // at every free. Never read before the child writes it: not zeroed.
+    thread_local! {
+        static STACK: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(STACK_SIZE));
+    }
+    STACK.with(|stack| match stack.try_borrow_mut() {
+        // SAFETY: as for `clone_on`.
+        Ok(mut stack) => unsafe { clone_on(child, stack.as_mut_ptr()) },
+        // Not reentrant, but should it ever be: a stack of its own.
+        Err(_) => unsafe { clone_on(child, Vec::<u8>::with_capacity(STACK_SIZE).as_mut_ptr()) },
+    })
+}
+
+/// The size of the child's stack.
+#[cfg(target_arch = "x86_64")]
+const STACK_SIZE: usize = 64 * 1024;
+
+/// [`clone_into_cgroup`] with the child on `stack`, [`STACK_SIZE`] bytes
+/// that stay ours until this returns.
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone_on(child: &mut Child<'_>, stack: *mut u8) -> Result<i32, Error> {
     let args = CloneArgs {
         flags: CLONE_INTO_CGROUP
             | CLONE_CLEAR_SIGHAND
             | (libc::CLONE_VM | libc::CLONE_VFORK) as u64,
         exit_signal: libc::SIGCHLD as u64,
-        stack: stack.as_mut_ptr() as u64,
+        stack: stack as u64,
         // The kernel starts the child at stack + stack_size: keep it 16-aligned.
-        stack_size: (STACK as u64) & !15,
+        stack_size: (STACK_SIZE as u64) & !15,
         cgroup: child.fds.cgroup as u64,
         ..CloneArgs::default()
     };
@@ -239,7 +259,6 @@ unsafe fn clone_into_cgroup(child: &mut Child<'_>) -> Result<i32, Error> {
             options(nostack),
         );
     }
-    drop(stack);
     if ret < 0 {
         return Err(Error::from_raw_os_error(-ret as i32));
     }

@@ -75,12 +75,12 @@ pub(crate) fn start_leader(
     refuse: Option<super::Refusal>,
 ) -> std::io::Result<(Tracked, (Spawned, Instant))> {
     let cgroup = CallCgroup::create();
-    let mut leaders = process_wide::leaders();
+    let in_flight = process_wide::spawn_in_flight();
     let start = Instant::now();
     let started = procfs::boot_ticks();
     let procs = cgroup.as_ref().map(CallCgroup::fd);
     let spawned = spawn::spawn((program, argv0), args, env, cwd, procs, refuse)?;
-    leaders.insert(spawned.pid, started);
+    in_flight.recorded(spawned.pid, started);
     let call = Tracked {
         pgid: spawned.pid,
         env: EnvBlock::clone(env),

@@ -17,7 +17,7 @@
 //! killed and reaped.
 
 use std::fs;
-use std::sync::{Mutex, MutexGuard, Once, OnceLock};
+use std::sync::{Mutex, MutexGuard, Once, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::procfs::{parse_pids, reread, reread_small, stat_fields};
 
@@ -34,9 +34,44 @@ pub(crate) fn ensure_subreaper() {
 /// supervisor owns them, with when their call started (clock ticks since boot).
 static LEADERS: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
 
-/// The set of live leaders, locked. Held across a spawn and the registration
-/// of its leader, so that a reap never takes a leader some call is about to
-/// wait for (see [`reap_if_ours`](mod@super::sweep)).
+/// Spawns in flight hold it for reading, from before their leader is born
+/// until it is in [`LEADERS`]; whoever must not meet a leader that is born
+/// but not recorded yet (a reap, the count of orphans) holds it for writing.
+/// So spawns never wait for each other (a spawn waits on its child's
+/// `execve`), and only that rare writer waits for the spawns in flight.
+static SPAWNING: RwLock<()> = RwLock::new(());
+
+/// A spawn in flight (see [`SPAWNING`]): taken before the leader is born,
+/// given up by [`SpawnInFlight::recorded`] once it is in the set of leaders.
+pub(crate) struct SpawnInFlight(RwLockReadGuard<'static, ()>);
+
+impl SpawnInFlight {
+    /// Records the freshly spawned leader `pid`, whose call started at
+    /// `started`, and ends the spawn.
+    pub fn recorded(self, pid: i32, started: u64) {
+        crate::lock(&LEADERS).push((pid, started));
+        drop(self.0);
+    }
+}
+
+/// Marks a spawn in flight until its leader is recorded (or it failed).
+pub(crate) fn spawn_in_flight() -> SpawnInFlight {
+    SpawnInFlight(SPAWNING.read().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// While held, no spawn is in flight: every child of ours that is some
+/// call's leader is in the set of leaders.
+pub(crate) struct Settled(
+    #[allow(dead_code, reason = "held for its lock")] RwLockWriteGuard<'static, ()>,
+);
+
+/// Waits for the spawns in flight to record their leaders, and holds new
+/// ones off until dropped.
+pub(crate) fn settled() -> Settled {
+    Settled(SPAWNING.write().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The set of live leaders, locked.
 pub(crate) struct Leaders(MutexGuard<'static, Vec<(i32, u64)>>);
 
 impl Leaders {
@@ -44,14 +79,10 @@ impl Leaders {
     pub fn contains(&self, pid: i32) -> bool {
         self.0.iter().any(|&(p, _)| p == pid)
     }
-
-    /// Records a freshly spawned leader, whose call started at `started`.
-    pub fn insert(&mut self, pid: i32, started: u64) {
-        self.0.push((pid, started));
-    }
 }
 
-/// Locks the set of live leaders.
+/// Locks the set of live leaders. To tell a child of ours that is no leader
+/// from one whose spawn has not recorded it yet, hold [`settled`] first.
 pub(crate) fn leaders() -> Leaders {
     Leaders(crate::lock(&LEADERS))
 }
@@ -69,6 +100,11 @@ pub(crate) fn forget_leader(pid: i32) {
 
 /// Our children that no live call owns as a leader: orphans re-parented to us.
 ///
+/// A child just born to a spawn that has not recorded it yet looks like one:
+/// when the first look finds any, it looks again with no spawn in flight
+/// ([`settled`]), which is rare (something was left, or a spawn was under
+/// way at that moment) and waits for at most those spawns.
+///
 /// Runs once per call, so it must not cost one procfs read per thread (`check`
 /// has 20 and more). Linux (since 3.19; the runner needs 5.3 for pidfd anyway)
 /// gives an orphan to the *first live thread* of the subreaper, which is the
@@ -76,6 +112,16 @@ pub(crate) fn forget_leader(pid: i32) {
 /// ancestor. Only when the main thread has ended on its own (`pthread_exit`,
 /// leaving a zombie thread) can orphans land elsewhere; then every thread is read.
 pub(crate) fn unexpected_children() -> Vec<i32> {
+    let first = children_not_leading();
+    if first.is_empty() {
+        return first;
+    }
+    let _settled = settled();
+    children_not_leading()
+}
+
+/// Our children, less the recorded leaders.
+fn children_not_leading() -> Vec<i32> {
     let mut pids = Vec::new();
     match main_task() {
         Some(main) if main.running() => {

@@ -89,7 +89,8 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 ///
 /// `posix_spawn` rather than `std::process::Command`: std sorts the environment
 /// (Nomad does not), and its `execvp` falls back to `/bin/sh` for a script without
-/// a shebang (Nomad gets `exec format error`). Caller holds the leaders lock.
+/// a shebang (Nomad gets `exec format error`). The caller has marked the spawn
+/// in flight (`process_wide::spawn_in_flight`) until the leader is recorded.
 pub(crate) fn spawn(
     (program, arg0): (&Path, &Path),
     args: &[OsString],

@@ -277,8 +277,9 @@ fn kill_everything(call: &Tracked, pids: &[i32]) {
 
 /// Returns true when `pid` is gone for good (reaped by us, or by its own parent).
 fn reap_if_ours(pid: i32) -> bool {
-    let leaders = process_wide::leaders();
-    if leaders.contains(pid) {
+    // With no spawn in flight, a leader that re-used the pid is recorded.
+    let _settled = process_wide::settled();
+    if process_wide::leaders().contains(pid) {
         return true; // a live leader of another call re-used the pid: not ours to touch
     }
     match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
