@@ -44,8 +44,9 @@ fn main() {
         .tempdir()
         .expect("temp dir");
     let script = write_plugin(dir.path());
-    // The runner's calls run on the same kind of runtime the engine uses.
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    // The runner's calls run on the same kind of runtime the engine runs a
+    // check on (one thread: the caller's), and a restore's lane.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");

@@ -5,9 +5,10 @@
 //! stored request (plugins must be idempotent), and a registered one is checked
 //! with `stat`. Unlike Nomad, a missing plugin fails only its own volumes, and at
 //! most [`with_restore_concurrency`](HostVolumeManager::with_restore_concurrency)
-//! calls run at once. Each plugin is looked up once per restore, not once per
-//! volume. Restore reads the state and never writes it: a volume that
-//! fails to restore stays saved, to be tried again next time.
+//! calls run at once, each lane on a thread of its own (see `run_restore`).
+//! Each plugin is looked up once per restore, not once per volume. Restore
+//! reads the state and never writes it: a volume that fails to restore stays
+//! saved, to be tried again next time.
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;

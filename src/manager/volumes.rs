@@ -153,7 +153,7 @@ impl HostVolumeManager {
     }
 
     /// Runs at most `n` plugin calls at once during a restore (default: four per
-    /// available core; at least 1).
+    /// available core; at least 1), on `n` threads of the restore's own.
     pub fn with_restore_concurrency(mut self, n: usize) -> Self {
         self.restore_concurrency = n.max(1);
         self

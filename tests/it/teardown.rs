@@ -362,23 +362,32 @@ fn a_second_signal_skips_the_deletes_but_never_removes_across_a_mount() {
     }
     let area = Area::new();
     let sentinels = area.sentinels();
+    // Each delete logs its pid (the `sleep` it becomes) and hangs.
     let plugin =
-        area.bind_plugin(r#"    echo "$DHV_VOLUME_ID" >> "$log/hanging"; exec sleep 1000"#);
+        area.bind_plugin(r#"    echo "$DHV_VOLUME_ID $$" >> "$log/hanging"; exec sleep 1000"#);
     let child = area.spawn_check(&plugin);
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    let hanging = || {
+    let hanging = || -> Vec<i32> {
         fs::read_to_string(area.log().join("hanging"))
             .unwrap_or_default()
             .lines()
-            .count()
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .collect()
     };
-    let live = wait_for(Duration::from_secs(60), || hanging() >= 3);
-    let before = hanging();
+    let live = wait_for(Duration::from_secs(60), || hanging().len() >= 3);
+    let checks_deletes = hanging();
     // Delivered before the second is sent: the kernel merges a signal sent
     // while the same one is pending.
     util::send_and_wait_delivered(pid.as_raw(), Signal::SIGINT);
+    // Handled, not merely delivered: a second signal that comes before the
+    // run has taken the first is one signal to it. The first cancels the
+    // run, which kills the checks' hanging deletes; no check starts another.
+    let handled = wait_for(Duration::from_secs(30), || {
+        checks_deletes.iter().any(|&p| !util::alive_with(p, ""))
+    });
+    let before = hanging().len();
     // The teardown's own deletes start (and hang): then the second signal.
-    let tearing_down = wait_for(Duration::from_secs(30), || hanging() > before);
+    let tearing_down = handled && wait_for(Duration::from_secs(30), || hanging().len() > before);
     nix::sys::signal::kill(pid, Signal::SIGINT).unwrap();
     let started = Instant::now();
     let out = child.wait_with_output().unwrap();
