@@ -109,21 +109,33 @@ struct CountingPlugin {
     panic_on: Option<&'static str>,
 }
 
+/// The test plugins' fingerprint: version 2.0.
+fn version_2_0() -> BoxFuture<'static, PluginCall<Fingerprint>> {
+    Box::pin(PluginCall::timed(
+        Operation::Fingerprint,
+        Vec::new(),
+        async {
+            Ok(Fingerprint {
+                version: VersionInfo::from_raw("2.0"),
+            })
+        },
+    ))
+}
+
+/// The test plugins' delete: done at once.
+fn deleted(req: &DeleteRequest) -> BoxFuture<'_, PluginCall<()>> {
+    Box::pin(PluginCall::timed(Operation::Delete, req.env(), async {
+        Ok(())
+    }))
+}
+
 impl HostVolumePlugin for CountingPlugin {
     fn id(&self) -> &str {
         "counting"
     }
 
     fn fingerprint(&self) -> BoxFuture<'_, PluginCall<Fingerprint>> {
-        Box::pin(PluginCall::timed(
-            Operation::Fingerprint,
-            Vec::new(),
-            async {
-                Ok(Fingerprint {
-                    version: VersionInfo::from_raw("2.0"),
-                })
-            },
-        ))
+        version_2_0()
     }
 
     fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, PluginCall<CreateResponse>> {
@@ -150,9 +162,7 @@ impl HostVolumePlugin for CountingPlugin {
     }
 
     fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, PluginCall<()>> {
-        Box::pin(PluginCall::timed(Operation::Delete, req.env(), async {
-            Ok(())
-        }))
+        deleted(req)
     }
 }
 
@@ -276,15 +286,7 @@ impl HostVolumePlugin for HangingPlugin {
     }
 
     fn fingerprint(&self) -> BoxFuture<'_, PluginCall<Fingerprint>> {
-        Box::pin(PluginCall::timed(
-            Operation::Fingerprint,
-            Vec::new(),
-            async {
-                Ok(Fingerprint {
-                    version: VersionInfo::from_raw("2.0"),
-                })
-            },
-        ))
+        version_2_0()
     }
 
     fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, PluginCall<CreateResponse>> {
@@ -301,9 +303,7 @@ impl HostVolumePlugin for HangingPlugin {
     }
 
     fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, PluginCall<()>> {
-        Box::pin(PluginCall::timed(Operation::Delete, req.env(), async {
-            Ok(())
-        }))
+        deleted(req)
     }
 }
 
