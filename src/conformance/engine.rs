@@ -1,5 +1,7 @@
-//! The engine: one libtest-mimic trial per catalogue check, run in parallel on
-//! one shared tokio runtime, each in its own sandbox; then the result model.
+//! The engine: one libtest-mimic trial per catalogue check, run in parallel,
+//! each on its trial's thread with a tokio runtime of its own (the run's
+//! shared runtime listens for signals and runs the teardown) and in its own
+//! sandbox; then the result model.
 //!
 //! Checks judged over the whole run (deadlines, leaks, clean failures, timing)
 //! are trials too, placed last: they wait until every other selected check has
