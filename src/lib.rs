@@ -77,7 +77,7 @@ pub mod suite;
 pub mod version;
 
 mod locking;
-pub(crate) use locking::{lock, panic_text};
+pub(crate) use locking::{lock, panic_text, read, write};
 
 // The harness's machinery: not part of the public surface (see the crate docs).
 #[doc(hidden)]

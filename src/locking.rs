@@ -1,14 +1,24 @@
-//! The one way the crate takes a lock: a mutex that a panic poisoned is
+//! The one way the crate takes a lock: a mutex (or read-write lock) that a panic poisoned is
 //! used as it is. A panic elsewhere (a check's, a progress hook's) must not
 //! take the run's bookkeeping (its live volumes, its call log, the files it
 //! wrote, what its teardown needs) down with it. And the one reading of what
 //! a caught panic said, for the error that takes its place.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Locks `m`, poisoned or not.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Takes `l` for reading, poisoned or not.
+pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Takes `l` for writing, poisoned or not.
+pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The message a caught panic was raised with (`panic!` with a literal or a

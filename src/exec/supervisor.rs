@@ -65,7 +65,7 @@ impl Supervisor {
         let calls: Vec<Tracked> = {
             // With no spawn under way: one that was is in `calls` by now,
             // and a later one sees the flag.
-            let _no_spawn = self.0.spawning.write().unwrap_or_else(|e| e.into_inner());
+            let _no_spawn = crate::write(&self.0.spawning);
             let mut state = self.lock();
             state.cancelled = true;
             state.calls.values().cloned().collect()
@@ -107,7 +107,7 @@ impl Supervisor {
         &self,
         spawn: impl FnOnce() -> std::io::Result<(Tracked, T)>,
     ) -> std::io::Result<(Tracked, T)> {
-        let _spawning = self.0.spawning.read().unwrap_or_else(|e| e.into_inner());
+        let _spawning = crate::read(&self.0.spawning);
         if self.lock().cancelled {
             return Err(std::io::Error::from_raw_os_error(libc::ECANCELED));
         }

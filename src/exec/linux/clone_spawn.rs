@@ -208,12 +208,9 @@ unsafe fn clone_into_cgroup(child: &mut Child<'_>) -> Result<i32, Error> {
     thread_local! {
         static STACK: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(STACK_SIZE));
     }
-    STACK.with(|stack| match stack.try_borrow_mut() {
-        // SAFETY: as for `clone_on`.
-        Ok(mut stack) => unsafe { clone_on(child, stack.as_mut_ptr()) },
-        // Not reentrant, but should it ever be: a stack of its own.
-        Err(_) => unsafe { clone_on(child, Vec::<u8>::with_capacity(STACK_SIZE).as_mut_ptr()) },
-    })
+    // Borrowed once per spawn, never twice at a time: a spawn starts no other.
+    // SAFETY: the stack stays borrowed until `clone_on` returns.
+    STACK.with_borrow_mut(|stack| unsafe { clone_on(child, stack.as_mut_ptr()) })
 }
 
 /// The size of the child's stack.

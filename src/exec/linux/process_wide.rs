@@ -56,19 +56,14 @@ impl SpawnInFlight {
 
 /// Marks a spawn in flight until its leader is recorded (or it failed).
 pub(crate) fn spawn_in_flight() -> SpawnInFlight {
-    SpawnInFlight(SPAWNING.read().unwrap_or_else(|e| e.into_inner()))
+    SpawnInFlight(crate::read(&SPAWNING))
 }
 
-/// While held, no spawn is in flight: every child of ours that is some
-/// call's leader is in the set of leaders.
-pub(crate) struct Settled(
-    #[allow(dead_code, reason = "held for its lock")] RwLockWriteGuard<'static, ()>,
-);
-
 /// Waits for the spawns in flight to record their leaders, and holds new
-/// ones off until dropped.
-pub(crate) fn settled() -> Settled {
-    Settled(SPAWNING.write().unwrap_or_else(|e| e.into_inner()))
+/// ones off until dropped: while held, every child of ours that is some
+/// call's leader is in the set of leaders.
+pub(crate) fn settled() -> RwLockWriteGuard<'static, ()> {
+    crate::write(&SPAWNING)
 }
 
 /// The set of live leaders, locked.
