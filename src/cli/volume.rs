@@ -130,7 +130,8 @@ pub struct ListArgs {
 pub struct RestoreArgs {
     #[command(flatten)]
     node: NodeArgs,
-    /// At most this many plugin calls at once [default: 4 per core]
+    /// At most this many plugin calls at once: one per core at first, more
+    /// while the CPUs have room [default: 4 per core]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     concurrency: Option<u32>,
 }

@@ -207,6 +207,38 @@ pub struct Outcome {
     pub pid: u32,
 }
 
+/// The CPU this process and the plugin calls it ran have used so far, and
+/// the time those calls waited for a CPU ([`cpu_use`]). Two readings'
+/// difference tells whether the machine had room for more calls between
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CpuUse {
+    /// CPU time used: this process's threads, and the calls' processes.
+    pub used: Duration,
+    /// Time the calls' processes were runnable but waited for a CPU; `None`
+    /// where the calls have no cgroup or the kernel no pressure information.
+    pub waited: Option<Duration>,
+}
+
+impl CpuUse {
+    /// What was used and waited between `earlier` and this reading.
+    pub fn since(&self, earlier: &CpuUse) -> CpuUse {
+        CpuUse {
+            used: self.used.saturating_sub(earlier.used),
+            waited: match (self.waited, earlier.waited) {
+                (Some(now), Some(then)) => Some(now.saturating_sub(then)),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// The CPU this process and its plugin calls have used so far (see
+/// [`CpuUse`]).
+pub(crate) fn cpu_use() -> CpuUse {
+    os::cpu_use()
+}
+
 /// The process could not be started at all.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start {}: {source}", program.display())]

@@ -74,6 +74,8 @@ pub struct HostVolumeManager {
     pub(super) timeouts: Timeouts,
     pub(super) restore_timeout: Duration,
     pub(super) restore_concurrency: usize,
+    /// A restore starts all its lanes at once rather than one per core.
+    pub(super) restore_all_at_once: bool,
     pub(super) overrides: BTreeMap<String, Arc<dyn HostVolumePlugin>>,
     published: tokio::sync::Mutex<BTreeMap<String, String>>,
     /// Every plugin call of this manager runs under it, when given.
@@ -101,6 +103,7 @@ impl HostVolumeManager {
             timeouts: Timeouts::default(),
             restore_timeout: contract::RESTORE_TIMEOUT,
             restore_concurrency: default_restore_concurrency(),
+            restore_all_at_once: false,
             supervisor: None,
             overrides: BTreeMap::new(),
             published: tokio::sync::Mutex::new(BTreeMap::new()),
@@ -153,9 +156,22 @@ impl HostVolumeManager {
     }
 
     /// Runs at most `n` plugin calls at once during a restore (default: four per
-    /// available core; at least 1), on `n` threads of the restore's own.
+    /// available core; at least 1), each lane of calls on a thread of the
+    /// restore's own: one lane per core at first, and more, up to `n`, while
+    /// the CPUs have room for them (plugins that wait on a disk or a network
+    /// get all `n`; plugins that compute keep one per core).
     pub fn with_restore_concurrency(mut self, n: usize) -> Self {
         self.restore_concurrency = n.max(1);
+        self
+    }
+
+    /// Starts a restore's lanes all at once, as many as
+    /// [`with_restore_concurrency`](Self::with_restore_concurrency) allows,
+    /// whatever the CPUs say: the volumes' creates then run together as
+    /// Nomad runs them (all at once), and how many run together never
+    /// depends on the host's load. The conformance checks restore this way.
+    pub fn with_restore_all_at_once(mut self) -> Self {
+        self.restore_all_at_once = true;
         self
     }
 
@@ -456,7 +472,8 @@ impl HostVolumeManager {
 }
 
 /// Four plugin calls per core: plugins mostly wait on the disk, but a node
-/// restoring thousands of volumes must not start thousands of processes.
+/// restoring thousands of volumes must not start thousands of processes. (A
+/// restore uses them only while the CPUs have room: see `restore.rs`.)
 fn default_restore_concurrency() -> usize {
     4 * std::thread::available_parallelism()
         .map(|n| n.get())

@@ -204,6 +204,34 @@ fn restore_runs_a_bounded_number_of_calls_at_once() {
     );
 }
 
+/// A restore starts with one lane per core and adds lanes while the CPUs
+/// have room: calls that wait (here for one another, as for a disk or a
+/// network) leave them idle, so the restore reaches its limit.
+#[test]
+fn a_restore_whose_calls_wait_grows_to_its_limit() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let limit = 2 * cores + 1;
+    let node = Node::new();
+    let rt = rt();
+    created_counting_volumes(&node, &rt, 3 * limit);
+    let plugin = Arc::new(CountingPlugin {
+        barrier: Some(tokio::sync::Barrier::new(limit)),
+        ..CountingPlugin::default()
+    });
+    let m = node
+        .manager()
+        .with_plugin(Arc::clone(&plugin) as Arc<dyn HostVolumePlugin>)
+        .with_restore_concurrency(limit);
+    // Only `limit` calls at once pass the barrier: bound the wait.
+    let results = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(20), m.restore()).await })
+        .unwrap_or_else(|_| panic!("{limit} calls never ran together"))
+        .unwrap();
+    assert_eq!(results.len(), 3 * limit);
+    assert!(results.iter().all(|r| r.is_ok()));
+    assert_eq!(plugin.max.load(Ordering::SeqCst), limit);
+}
+
 #[test]
 fn a_panic_in_one_volumes_restore_fails_that_volume_alone() {
     let node = Node::new();

@@ -41,6 +41,11 @@ struct Run {
     /// call's (ours), and the kernel makes that file's inode anew for every
     /// check (and evicts it after) unless someone holds it open.
     _own_procs: Option<fs::File>,
+    /// The run cgroup's `cpu.stat` and `cpu.pressure`, held open for
+    /// [`run_cpu`]: what every call of the run has used of the CPUs, and
+    /// waited for them.
+    cpu_stat: Option<fs::File>,
+    pressure: Option<fs::File>,
 }
 
 /// This run's cgroup, made once when first needed: `None` where cgroups
@@ -72,11 +77,38 @@ fn make_run() -> Option<Run> {
     unsafe { libc::atexit(remove_run_at_exit) };
     let rel = format!("{}/{name}", own.trim_end_matches('/'));
     let _own_procs = fs::File::open(base.join("cgroup.procs")).ok();
+    let cpu_stat = fs::File::open(dir.join("cpu.stat")).ok();
+    let pressure = fs::File::open(dir.join("cpu.pressure")).ok();
     Some(Run {
         dir,
         rel,
         _own_procs,
+        cpu_stat,
+        pressure,
     })
+}
+
+/// The CPU time every call of this run has used so far (its cgroup's
+/// `cpu.stat` `usage_usec`, the call cgroups below it included), and the
+/// time they have waited for a CPU (its `cpu.pressure` `some total`, `None`
+/// without pressure information); `None` without a run cgroup. (It makes
+/// the run's cgroup if no call has yet, so that two readings always come
+/// from the same counters.)
+pub(crate) fn run_cpu() -> Option<(std::time::Duration, Option<std::time::Duration>)> {
+    let run = run()?;
+    let used = super::procfs::reread_small(run.cpu_stat.as_ref()?, parse_usage).ok()??;
+    let waited = run
+        .pressure
+        .as_ref()
+        .and_then(|file| super::procfs::reread_small(file, parse_pressure_total).ok()?);
+    Some((used, waited))
+}
+
+/// The `usage_usec` of a `cpu.stat` file's text.
+fn parse_usage(text: &[u8]) -> Option<std::time::Duration> {
+    let text = std::str::from_utf8(text).ok()?;
+    let usage = text.lines().find_map(|l| l.strip_prefix("usage_usec "))?;
+    Some(std::time::Duration::from_micros(usage.trim().parse().ok()?))
 }
 
 /// Removes the cgroups that dead runs left beside this process's own (a run
@@ -402,5 +434,26 @@ impl Drop for CallCgroup {
         } else if !(clean && fs::remove_dir(&slot.dir).is_ok()) {
             tree::remove_tree(&slot.dir);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_usage_and_the_stall_are_read_off_their_files() {
+        let stat = b"usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n\
+                     nr_periods 0\n";
+        assert_eq!(parse_usage(stat), Some(Duration::from_micros(1_234_567)));
+        assert_eq!(parse_usage(b"user_usec 1\n"), None);
+        assert_eq!(parse_usage(b"usage_usec many\n"), None);
+        let pressure = b"some avg10=0.00 avg60=0.00 avg300=0.00 total=3336976101\n\
+                         full avg10=0.00 avg60=0.00 avg300=0.00 total=12\n";
+        assert_eq!(
+            parse_pressure_total(pressure),
+            Some(Duration::from_micros(3_336_976_101))
+        );
     }
 }

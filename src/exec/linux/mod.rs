@@ -21,7 +21,9 @@
 //!   reap whatever the call left behind, awaited or from a dropped future;
 //!   [`forget_leader`] once the leader is reaped;
 //! - [`process_start_time`], [`env_block`], [`remove_dead_run_cgroups`],
-//!   [`NO_CGROUP_VAR`]: the crate-wide helpers `exec` exports.
+//!   [`NO_CGROUP_VAR`]: the crate-wide helpers `exec` exports;
+//! - [`cpu_use`]: the CPU this process and its calls have used, and waited
+//!   for, so far.
 //!
 //! There is no port: `exec/mod.rs` stops a build for any other target with
 //! a `compile_error!` naming this facade, rather than a stub that would run
@@ -58,6 +60,44 @@ pub(crate) fn process_start_time(pid: i32) -> Option<u64> {
     procfs::read_stat(pid)
         .filter(|p| !p.zombie)
         .map(|p| p.started)
+}
+
+/// The CPU time this process and every plugin call it ran have used so far,
+/// and the time those calls waited for a CPU: the run cgroup's counters
+/// where there is one (a call still running counts), else the CPU of the
+/// reaped children (a call counts once it has ended) and no wait.
+pub(crate) fn cpu_use() -> super::CpuUse {
+    let own = clock(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let (calls, waited) = cgroup::run_cpu().unwrap_or_else(|| (reaped_children_cpu(), None));
+    super::CpuUse {
+        used: own + calls,
+        waited,
+    }
+}
+
+/// A clock's time now (zero if it cannot be read).
+fn clock(id: libc::clockid_t) -> std::time::Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills the timespec it is given.
+    if unsafe { libc::clock_gettime(id, &mut t) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// The user and system time of this process's reaped children.
+fn reaped_children_cpu() -> std::time::Duration {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    let time =
+        |t: libc::timeval| std::time::Duration::new(t.tv_sec as u64, 1000 * t.tv_usec as u32);
+    time(u.ru_utime) + time(u.ru_stime)
 }
 
 /// Starts a leader running `program` (told it is `argv0`) with `args`, `env`
