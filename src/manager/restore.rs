@@ -124,10 +124,11 @@ impl HostVolumeManager {
     /// lanes queued on it.
     ///
     /// There is one lane per core at first, and more (up to the limit) while
-    /// the CPUs have room for them: see [`grow_lanes`]; all of them at once
-    /// with [`with_restore_all_at_once`](HostVolumeManager::with_restore_all_at_once). A job that
-    /// panics loses its own result only (an error of ours for that volume);
-    /// its lane goes on with the next job. Dropping the restore stops every
+    /// the CPUs have room for them (see [`grow_lanes`]), or all of them at
+    /// once with
+    /// [`with_restore_all_at_once`](HostVolumeManager::with_restore_all_at_once).
+    /// A job that panics loses its own result only (an error of ours for that
+    /// volume); its lane goes on with the next job. Dropping the restore stops every
     /// lane: its call in flight is dropped, which kills and sweeps its
     /// processes, as for any call.
     async fn run_restore(
@@ -233,9 +234,11 @@ const STUCK_FOR: Duration = Duration::from_secs(1);
 ///
 /// One lane per core keeps the cores busy with plugins that compute (the
 /// reference plugin's create is two `execve`s); more of them only queue for
-/// the CPUs: a thousand volumes took 3% longer with four lanes per core
-/// than with one, spent switching between them. Plugins that wait on a disk
-/// or a network leave the CPUs idle, and get their lanes at the first look.
+/// the CPUs, and each costs its thread's wake-ups (a thousand volumes took
+/// 1–3% longer with four lanes per core than with one: docs/performance.md,
+/// section 3), while a host busy with other work gets no more plugin
+/// processes at once than it has cores. Plugins that wait on a disk or a
+/// network leave the CPUs idle, and get their lanes at the first look.
 fn grow_lanes(
     lanes: Lanes,
     mut started: usize,
