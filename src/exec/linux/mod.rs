@@ -67,25 +67,12 @@ pub(crate) fn process_start_time(pid: i32) -> Option<u64> {
 /// where there is one (a call still running counts), else the CPU of the
 /// reaped children (a call counts once it has ended) and no wait.
 pub(crate) fn cpu_use() -> super::CpuUse {
-    let own = clock(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let own = procfs::clock(libc::CLOCK_PROCESS_CPUTIME_ID);
     let (calls, waited) = cgroup::run_cpu().unwrap_or_else(|| (reaped_children_cpu(), None));
     super::CpuUse {
         used: own + calls,
         waited,
     }
-}
-
-/// A clock's time now (zero if it cannot be read).
-fn clock(id: libc::clockid_t) -> std::time::Duration {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime fills the timespec it is given.
-    if unsafe { libc::clock_gettime(id, &mut t) } != 0 {
-        return std::time::Duration::ZERO;
-    }
-    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 /// The user and system time of this process's reaped children.

@@ -153,17 +153,22 @@ pub(crate) fn holds_pipe(pid: i32, inodes: &[u64]) -> bool {
 /// Now, in the clock ticks since boot that `/proc/<pid>/stat` counts start
 /// times in.
 pub(crate) fn boot_ticks() -> u64 {
-    let mut now = libc::timespec {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u128;
+    (clock(libc::CLOCK_BOOTTIME).as_nanos() * hz / 1_000_000_000) as u64
+}
+
+/// A clock's time now (zero if it cannot be read).
+pub(crate) fn clock(id: libc::clockid_t) -> std::time::Duration {
+    let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `now` is a valid timespec to write; sysconf has no preconditions.
-    let (hz, nanos) = unsafe {
-        libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now);
-        let hz = libc::sysconf(libc::_SC_CLK_TCK).max(1) as u128;
-        (hz, now.tv_sec as u128 * 1_000_000_000 + now.tv_nsec as u128)
-    };
-    (nanos * hz / 1_000_000_000) as u64
+    // SAFETY: clock_gettime fills the timespec it is given.
+    if unsafe { libc::clock_gettime(id, &mut t) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 /// `pid`'s cgroup (v2) path, as `/proc/<pid>/cgroup` shows it.
