@@ -211,7 +211,7 @@ pub struct Outcome {
 /// the time those calls waited for a CPU ([`cpu_use`]). Two readings'
 /// difference tells whether the machine had room for more calls between
 /// them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct CpuUse {
     /// CPU time used: this process's threads, and the calls' processes.
     pub used: Duration,

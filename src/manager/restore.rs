@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::error::ManagerError;
 use super::volume::Volume;
-use super::volumes::HostVolumeManager;
+use super::volumes::{HostVolumeManager, cores};
 use crate::contract::CreateRequest;
 use crate::exec::CpuUse;
 use crate::plugin::{HostVolumePlugin, PluginError, PluginRun, Timeouts};
@@ -128,8 +128,8 @@ impl HostVolumeManager {
     /// once with
     /// [`with_restore_all_at_once`](HostVolumeManager::with_restore_all_at_once).
     /// A job that panics loses its own result only (an error of ours for that
-    /// volume); its lane goes on with the next job. Dropping the restore stops every
-    /// lane: its call in flight is dropped, which kills and sweeps its
+    /// volume); its lane goes on with the next job. Dropping the restore stops
+    /// every lane: its call in flight is dropped, which kills and sweeps its
     /// processes, as for any call.
     async fn run_restore(
         &self,
@@ -187,11 +187,6 @@ impl HostVolumeManager {
         }
         results
     }
-}
-
-/// The cores this process may run on (at least 1).
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Starts a lane on a thread of its own. One that cannot be started leaves

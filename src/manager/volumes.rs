@@ -475,9 +475,12 @@ impl HostVolumeManager {
 /// restoring thousands of volumes must not start thousands of processes. (A
 /// restore uses them only while the CPUs have room: see `restore.rs`.)
 fn default_restore_concurrency() -> usize {
-    4 * std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    4 * cores()
+}
+
+/// The cores this process may run on (at least 1).
+pub(super) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn check_id(id: &str) -> Result<(), ManagerError> {

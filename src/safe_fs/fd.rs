@@ -11,6 +11,10 @@ fn cstr(name: &std::ffi::OsStr) -> io::Result<CString> {
     CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
+/// The mode of every file the harness makes through [`open_at`], before the
+/// umask: its owner reads and writes it, others read it.
+const NEW_FILE_MODE: libc::c_uint = 0o644;
+
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret < 0 {
         Err(io::Error::last_os_error())
@@ -20,7 +24,10 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// Opens `name` in `dir` with `flags` plus `O_NOFOLLOW | O_CLOEXEC`: a
-/// symlink is never followed, whoever swapped it in.
+/// symlink is never followed, whoever swapped it in. A file that `O_CREAT`
+/// makes gets mode 0644 less the umask: `openat` reads a mode argument
+/// whenever `O_CREAT` is set, and without one it would take whatever the
+/// register held (a file its own owner may not read back).
 pub fn open_at(
     dir: BorrowedFd<'_>,
     name: &std::ffi::OsStr,
@@ -28,13 +35,15 @@ pub fn open_at(
 ) -> io::Result<OwnedFd> {
     let name = cstr(name)?;
     loop {
-        // SAFETY: a valid dir fd and a NUL-terminated name; the result is a
-        // new descriptor we own.
+        // SAFETY: a valid dir fd and a NUL-terminated name; the mode is
+        // always passed (read only with O_CREAT or O_TMPFILE); the result is
+        // a new descriptor we own.
         let fd = unsafe {
             libc::openat(
                 dir.as_raw_fd(),
                 name.as_ptr(),
                 flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                NEW_FILE_MODE,
             )
         };
         match check(fd) {

@@ -306,4 +306,19 @@ mod tests {
         assert!(remove_if_same(dir.as_fd(), OsStr::new("new"), id).unwrap());
         assert!(outside.exists());
     }
+
+    #[test]
+    fn a_new_file_has_the_mode_it_means_whatever_the_register_held() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = fd::open_dir(tmp.path()).unwrap();
+        create_new(dir.as_fd(), OsStr::new("canary"), b"x").unwrap();
+        let mode = std::fs::metadata(tmp.path().join("canary"))
+            .unwrap()
+            .permissions()
+            .mode();
+        // 0644 less the umask: its owner reads it back; nothing else is set.
+        assert_eq!(mode & 0o600, 0o600, "mode {mode:o}");
+        assert_eq!(mode & 0o7133, 0, "mode {mode:o}");
+    }
 }
