@@ -24,6 +24,21 @@ struct Started {
     out: Capture,
     err: Capture,
     guard: CallGuard,
+    /// Answers the call's held system calls while it lasts (see `hold`);
+    /// aborted when the call ends.
+    holds: Option<(AbortOnDrop, HeldAt)>,
+}
+
+/// Where a call was held, filled in by the task that answers its holds.
+type HeldAt = std::sync::Arc<std::sync::Mutex<Option<super::HoldPoint>>>;
+
+/// A task aborted when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Call {
@@ -57,9 +72,28 @@ impl Call {
             .admit(|| {
                 let argv0 = self.arg0.as_deref().unwrap_or(&self.program);
                 let program = (self.program.as_path(), argv0);
-                os::start_leader(program, &self.args, &env, self.cwd.as_deref(), self.refuse)
+                let hold = self.hold.is_some();
+                os::start_leader(
+                    program,
+                    &self.args,
+                    &env,
+                    self.cwd.as_deref(),
+                    self.refuse,
+                    hold,
+                )
             })
             .map_err(|e| self.spawn_error(e))?;
+        // The seat is taken whether or not the call can be held, so that a
+        // call that runs unheld is counted as arrived when it ends.
+        let seat = self.hold.as_ref().map(super::Rendezvous::take_seat);
+        let holds = match (seat, spawned.listener) {
+            (Some(seat), Some(listener)) => {
+                let at = HeldAt::default();
+                let task = tokio::spawn(os::serve_holds(listener, seat, at.clone()));
+                Some((AbortOnDrop(task), at))
+            }
+            _ => None,
+        };
         let pid = call.pgid;
         let guard = CallGuard {
             supervisor,
@@ -86,6 +120,7 @@ impl Call {
             out,
             err,
             guard,
+            holds,
         })
     }
 
@@ -185,6 +220,11 @@ impl Call {
         // pipe that was merely read late on a loaded machine is not one.
         let leaked = open_after_delay
             && (held || leftovers.iter().any(|l| l.held_stdio) || !(out.eof && err.eof));
+        // Every process of the call is gone: its holds are over.
+        let held_at = call
+            .holds
+            .take()
+            .and_then(|(_task, at)| crate::lock(&at).take());
         Outcome {
             exit,
             stdout: std::mem::take(&mut out.kept),
@@ -200,6 +240,7 @@ impl Call {
             duration,
             cpu_wait: None,
             pid: call.pid as u32,
+            held: held_at,
         }
     }
 }

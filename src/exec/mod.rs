@@ -33,6 +33,7 @@ mod capture;
 #[cfg(target_os = "linux")]
 #[path = "linux/mod.rs"]
 mod os;
+mod rendezvous;
 mod signal;
 mod supervisor;
 mod wait_status;
@@ -53,6 +54,7 @@ use std::time::Duration;
 pub use crate::contract::ExitReason;
 pub use os::Leftover;
 pub use os::can_refuse;
+pub use rendezvous::{DEFAULT_HOLD_BOUND, HoldPoint, Rendezvous};
 pub use supervisor::Supervisor;
 
 /// Default cap on captured stdout and on captured stderr: 1 MiB each.
@@ -128,6 +130,7 @@ pub struct Call {
     term_grace: Duration,
     supervisor: Option<Supervisor>,
     refuse: Option<Refusal>,
+    hold: Option<Rendezvous>,
 }
 
 /// A family of system calls a call's processes can be refused (they fail
@@ -205,6 +208,10 @@ pub struct Outcome {
     pub cpu_wait: Option<Duration>,
     /// The leader's process id.
     pub pid: u32,
+    /// Where the call was held for its burst ([`Call::hold`]): `None` when
+    /// it was not given a rendezvous, could not be held here, or made no
+    /// change of state before the burst was let go.
+    pub held: Option<HoldPoint>,
 }
 
 /// The CPU this process and the plugin calls it ran have used so far, and
@@ -276,6 +283,7 @@ impl Call {
             term_grace: DEFAULT_TERM_GRACE,
             supervisor: None,
             refuse: None,
+            hold: None,
         }
     }
 
@@ -365,6 +373,14 @@ impl Call {
     /// the call fails to start, with [`std::io::ErrorKind::Unsupported`].
     pub fn refuse(mut self, refusal: Option<Refusal>) -> Self {
         self.refuse = refusal;
+        self
+    }
+
+    /// Makes the call one of the burst `rendezvous`: it is held at its first
+    /// change of state until the burst is let go (see [`Rendezvous`]). Where
+    /// calls cannot be held ([`Rendezvous::available`]), it runs unheld.
+    pub fn hold(mut self, rendezvous: Option<Rendezvous>) -> Self {
+        self.hold = rendezvous;
         self
     }
 

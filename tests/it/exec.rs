@@ -537,3 +537,23 @@ mkdir -m 0700 m; echo "mkdir-m $?"
     );
     assert_eq!(run(Some(Refusal::Mounts)), all_work);
 }
+
+/// A plugin runs in a session of its own, as under a Nomad agent: no
+/// controlling terminal of ours reaches it (no `/dev/tty`, no `TIOCSTI`, no
+/// taking the terminal's foreground).
+#[test]
+fn a_plugin_leads_a_session_of_its_own_with_no_terminal() {
+    let s = Scratch::new();
+    let p = s.plugin(
+        "p",
+        "#!/bin/sh\nread -r stat < /proc/$$/stat\nset -- ${stat#*) }\necho \"pid=$$ pgrp=$3 sid=$4 tty=$5\"\nif (: > /dev/tty) 2>/dev/null; then echo has-tty; else echo no-tty; fi\n",
+    );
+    let out = rt().block_on(Call::new(&p).run()).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let pid = out.pid;
+    assert!(
+        text.starts_with(&format!("pid={pid} pgrp={pid} sid={pid} tty=0\n")),
+        "{text}"
+    );
+    assert!(text.ends_with("no-tty\n"), "{text}");
+}

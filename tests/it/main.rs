@@ -27,6 +27,7 @@ mod exec;
 mod exit_signals;
 mod failure_path;
 mod fleet;
+mod forced_races;
 mod hostile_fixtures;
 mod html_browser;
 mod interrupt;

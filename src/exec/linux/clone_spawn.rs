@@ -24,7 +24,7 @@ pub(crate) struct ChildFds {
     pub stdin: libc::c_int,
     pub stdout: libc::c_int,
     pub stderr: libc::c_int,
-    /// The call's cgroup directory.
+    /// The call's cgroup directory, or -1: the child is born in ours.
     pub cgroup: libc::c_int,
 }
 
@@ -135,9 +135,12 @@ pub(crate) enum CloneFailure {
     Child(Error),
 }
 
-/// Starts `path` in the cgroup `fds.cgroup`, in a new process group, with the
-/// given stdio and working dir, every signal at its default and none blocked,
-/// under the seccomp `filter` when one is given (see `seccomp`).
+/// Starts `path` in the cgroup `fds.cgroup` (when there is one), in a session
+/// and process group of its own with no controlling terminal (as under a
+/// Nomad agent, which has none), with the given stdio and working dir, every
+/// signal at its default and none blocked, under the seccomp `filter` when
+/// one is given (see `seccomp`), and with the hold filter when `hand_over`
+/// is given (see `hold`: the listener is sent through it).
 pub(crate) fn clone_spawn(
     path: &CString,
     argv: &[*mut libc::c_char],
@@ -145,6 +148,7 @@ pub(crate) fn clone_spawn(
     cwd: Option<&CString>,
     fds: ChildFds,
     filter: Option<&libc::sock_fprog>,
+    hand_over: Option<&mut super::hold::HandOver>,
 ) -> Result<i32, CloneFailure> {
     let reset = signals_to_reset();
     let mut child = Child {
@@ -155,6 +159,7 @@ pub(crate) fn clone_spawn(
         fds,
         reset: &reset,
         filter: filter.map_or(std::ptr::null(), |f| f as *const libc::sock_fprog),
+        hand_over: hand_over.map_or(std::ptr::null_mut(), |h| h as *mut super::hold::HandOver),
         errno: 0,
     };
     // SAFETY: every signal is blocked around the clone, and the child is born
@@ -190,6 +195,8 @@ struct Child<'a> {
     reset: &'a [libc::c_int],
     /// A seccomp filter to install before executing, or null.
     filter: *const libc::sock_fprog,
+    /// Where to send the hold filter's listener, or null: no hold.
+    hand_over: *mut super::hold::HandOver,
     /// Set by the child when a step before or at `execve` failed.
     errno: libc::c_int,
 }
@@ -222,14 +229,17 @@ const STACK_SIZE: usize = 64 * 1024;
 #[cfg(target_arch = "x86_64")]
 unsafe fn clone_on(child: &mut Child<'_>, stack: *mut u8) -> Result<i32, Error> {
     let args = CloneArgs {
-        flags: CLONE_INTO_CGROUP
-            | CLONE_CLEAR_SIGHAND
+        flags: if child.fds.cgroup >= 0 {
+            CLONE_INTO_CGROUP
+        } else {
+            0
+        } | CLONE_CLEAR_SIGHAND
             | (libc::CLONE_VM | libc::CLONE_VFORK) as u64,
         exit_signal: libc::SIGCHLD as u64,
         stack: stack as u64,
         // The kernel starts the child at stack + stack_size: keep it 16-aligned.
         stack_size: (STACK_SIZE as u64) & !15,
-        cgroup: child.fds.cgroup as u64,
+        cgroup: child.fds.cgroup.max(0) as u64,
         ..CloneArgs::default()
     };
     let ret: i64;
@@ -290,7 +300,10 @@ impl Child<'_> {
         let errno = || unsafe { *libc::__errno_location() };
         // SAFETY: raw system calls on values prepared by the parent.
         unsafe {
-            if libc::setpgid(0, 0) != 0 {
+            // A session of its own: no controlling terminal, so nothing the
+            // plugin does reaches the user's (no /dev/tty, no TIOCSTI, no
+            // taking the foreground), and its group is its pid as before.
+            if libc::setsid() < 0 {
                 return errno();
             }
             for &sig in self.reset {
@@ -311,6 +324,11 @@ impl Child<'_> {
                 if failed != 0 {
                     return failed;
                 }
+            }
+            // Last before the exec: from here on the child's own changes
+            // would be held too (it makes none).
+            if !self.hand_over.is_null() {
+                (*self.hand_over).install_and_send();
             }
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);

@@ -35,6 +35,7 @@
 mod cgroup;
 mod cgroup_tree;
 mod clone_spawn;
+mod hold;
 mod process_wide;
 mod procfs;
 mod seccomp;
@@ -47,6 +48,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use cgroup::{NO_CGROUP_VAR, remove_dead_run_cgroups};
+pub(crate) use hold::{HeldCall, can_hold, serve as serve_holds};
 pub(crate) use process_wide::{ensure_subreaper, forget_leader};
 pub(crate) use spawn::{EnvBlock, Spawned, env_block, pidfd, pipe_inode, try_reap, wait_exit};
 pub use sweep::Leftover;
@@ -93,20 +95,27 @@ fn reaped_children_cpu() -> std::time::Duration {
 /// leader with its pipes, and when it started. Call under the supervisor's
 /// lock ([`Supervisor::admit`](super::Supervisor::admit)).
 /// With `refuse`, the call's processes are refused those system calls
-/// ([`Call::refuse`](super::Call::refuse)).
+/// ([`Call::refuse`](super::Call::refuse)); with `hold`, their changes of
+/// state notify us ([`Spawned::listener`], see [`serve_holds`]).
 pub(crate) fn start_leader(
     (program, argv0): (&Path, &Path),
     args: &[OsString],
     env: &EnvBlock,
     cwd: Option<&Path>,
     refuse: Option<super::Refusal>,
+    hold: bool,
 ) -> std::io::Result<(Tracked, (Spawned, Instant))> {
     let cgroup = CallCgroup::create();
     let in_flight = process_wide::spawn_in_flight();
     let start = Instant::now();
     let started = procfs::boot_ticks();
-    let procs = cgroup.as_ref().map(CallCgroup::fd);
-    let spawned = spawn::spawn((program, argv0), args, env, cwd, procs, refuse)?;
+    let with = spawn::StartWith {
+        cwd,
+        cgroup: cgroup.as_ref().map(CallCgroup::fd),
+        refuse,
+        hold,
+    };
+    let spawned = spawn::spawn((program, argv0), args, env, with)?;
     in_flight.recorded(spawned.pid, started);
     let call = Tracked {
         pgid: spawned.pid,
@@ -118,9 +127,10 @@ pub(crate) fn start_leader(
 }
 
 /// Whether a call can be refused system calls here ([`Call::refuse`](super::Call::refuse)):
-/// its leader must be born in a cgroup of its own, on x86-64.
+/// its leader must be started by the clone, which installs the filter (x86-64).
+/// No cgroup is needed, so an unprivileged user can refuse as root does.
 pub fn can_refuse() -> bool {
-    seccomp::filter(super::Refusal::Mounts).is_some() && CallCgroup::create().is_some()
+    seccomp::filter(super::Refusal::Mounts).is_some()
 }
 
 /// Whether any process of `call` holds a pipe of one of these `inodes`.

@@ -75,8 +75,7 @@ fn matches(refusal: Refusal) -> Matches {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-const fn stmt(code: u32, k: u32) -> libc::sock_filter {
+pub(super) const fn stmt(code: u32, k: u32) -> libc::sock_filter {
     libc::sock_filter {
         code: code as u16,
         jt: 0,
@@ -85,8 +84,7 @@ const fn stmt(code: u32, k: u32) -> libc::sock_filter {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-const fn jump(op: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+pub(super) const fn jump(op: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter {
         code: (libc::BPF_JMP | op | libc::BPF_K) as u16,
         jt,

@@ -52,13 +52,15 @@ pub(crate) struct Spawned {
     pub in_cgroup: bool,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    /// The hold filter's listener, when the leader was started under one.
+    pub listener: Option<OwnedFd>,
 }
 
-/// Why a call that was to be refused mounts cannot start.
+/// Why a call that was to be refused system calls cannot start.
 fn no_refusal() -> Error {
     Error::new(
         ErrorKind::Unsupported,
-        "system calls can be refused to a plugin only where its leader is born in a cgroup of its own (x86-64, cgroup v2)",
+        "system calls can be refused to a plugin only where it is started by clone3 (x86-64, Linux 5.5)",
     )
 }
 
@@ -76,16 +78,30 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// What a leader is started with besides its program, arguments and
+/// environment.
+pub(crate) struct StartWith<'a> {
+    pub cwd: Option<&'a Path>,
+    /// The call's cgroup directory, open: the leader is born there.
+    pub cgroup: Option<&'a OwnedFd>,
+    /// System calls its processes are refused.
+    pub refuse: Option<crate::exec::Refusal>,
+    /// Install the hold filter and hand its listener back.
+    pub hold: bool,
+}
+
 /// Starts `program` with exactly `env` (in order), stdin `/dev/null`, stdout and
 /// stderr on fresh pipes, every signal at its default disposition and an empty
-/// mask, in a new process group. `argv[0]` is `arg0` (the plugin's path as
-/// Nomad passes it), which may differ from the file run, `program`.
-/// With `cgroup` (the call's cgroup directory, open), the leader is born in
-/// that cgroup (see [`clone_spawn`]).
+/// mask, in a new session (no controlling terminal) and process group. `argv[0]`
+/// is `arg0` (the plugin's path as Nomad passes it), which may differ from the
+/// file run, `program`. With a cgroup, the leader is born in it (see
+/// [`clone_spawn`]).
 ///
 /// With `refuse`, the leader and all it starts are refused those system
-/// calls (see `seccomp`): only by the clone, so where the leader cannot be
-/// born in a cgroup the call fails with [`ErrorKind::Unsupported`].
+/// calls (see `seccomp`); with `hold`, their changes of state notify us (see
+/// `hold`). Both need the clone (x86-64): without it a refusal fails the call
+/// with [`ErrorKind::Unsupported`] and a hold is not made ([`Spawned::listener`]
+/// is `None`).
 ///
 /// `posix_spawn` rather than `std::process::Command`: std sorts the environment
 /// (Nomad does not), and its `execvp` falls back to `/bin/sh` for a script without
@@ -95,23 +111,21 @@ pub(crate) fn spawn(
     (program, arg0): (&Path, &Path),
     args: &[OsString],
     env: &[CString],
-    cwd: Option<&Path>,
-    cgroup: Option<&OwnedFd>,
-    refuse: Option<crate::exec::Refusal>,
+    with: StartWith<'_>,
 ) -> std::io::Result<Spawned> {
-    let filter = match refuse {
+    let filter = match with.refuse {
         Some(r) => Some(super::seccomp::filter(r).ok_or_else(no_refusal)?),
         None => None,
     };
-    if filter.is_some() && cgroup.is_none() {
-        return Err(no_refusal());
-    }
     let path = cstr(program.as_os_str().as_bytes())?;
     let mut argv_owned = vec![cstr(arg0.as_os_str().as_bytes())?];
     for a in args {
         argv_owned.push(cstr(a.as_bytes())?);
     }
-    let cwd = cwd.map(|d| cstr(d.as_os_str().as_bytes())).transpose()?;
+    let cwd = with
+        .cwd
+        .map(|d| cstr(d.as_os_str().as_bytes()))
+        .transpose()?;
     let mut argv: Vec<*mut libc::c_char> =
         argv_owned.iter().map(|c| c.as_ptr() as *mut _).collect();
     argv.push(std::ptr::null_mut());
@@ -123,36 +137,67 @@ pub(crate) fn spawn(
     // Above 2 for the clone's child (a no-op unless our own stdio is closed);
     // the same ends serve `posix_spawn`'s `dup2`s.
     let (out_w, err_w) = (above_stdio(out_w)?, above_stdio(err_w)?);
-    let cloned = match cgroup {
-        Some(cgroup) => {
-            let fds = ChildFds {
-                stdin: dev_null()?,
-                stdout: out_w.as_raw_fd(),
-                stderr: err_w.as_raw_fd(),
-                cgroup: cgroup.as_raw_fd(),
-            };
-            match clone_spawn(&path, &argv, &envp, cwd.as_ref(), fds, filter.as_ref()) {
-                Ok(pid) => Some(pid),
-                Err(CloneFailure::Child(e)) => return Err(e),
-                Err(CloneFailure::Clone(e)) if cgroup_refused(&e) => {
-                    CallCgroup::refused();
-                    if filter.is_some() {
+    let hold = (with.hold && super::hold::can_hold())
+        .then(super::hold::hand_over_pair)
+        .transpose()?;
+    let mut hand_over = hold
+        .as_ref()
+        .map(|(send, _)| super::hold::HandOver::new(std::os::fd::AsFd::as_fd(send)));
+    let needs_clone = filter.is_some() || hand_over.is_some();
+    let cloned = if with.cgroup.is_some() || needs_clone {
+        let mut fds = ChildFds {
+            stdin: dev_null()?,
+            stdout: out_w.as_raw_fd(),
+            stderr: err_w.as_raw_fd(),
+            cgroup: with.cgroup.map_or(-1, |c| c.as_raw_fd()),
+        };
+        let mut clone = |fds| {
+            clone_spawn(
+                &path,
+                &argv,
+                &envp,
+                cwd.as_ref(),
+                fds,
+                filter.as_ref(),
+                hand_over.as_deref_mut(),
+            )
+        };
+        match clone(fds) {
+            Ok(pid) => Some((pid, fds.cgroup >= 0)),
+            Err(CloneFailure::Child(e)) => return Err(e),
+            Err(CloneFailure::Clone(e)) if fds.cgroup >= 0 && cgroup_refused(&e) => {
+                CallCgroup::refused();
+                // Born in ours, then, when only the clone can do the rest.
+                fds.cgroup = -1;
+                match needs_clone.then(|| clone(fds)) {
+                    None => None,
+                    Some(Ok(pid)) => Some((pid, false)),
+                    Some(Err(CloneFailure::Child(e))) => return Err(e),
+                    Some(Err(CloneFailure::Clone(_))) if filter.is_some() => {
                         return Err(no_refusal());
                     }
-                    None
+                    Some(Err(CloneFailure::Clone(_))) => None,
                 }
-                Err(CloneFailure::Clone(e)) => return Err(e),
             }
+            Err(CloneFailure::Clone(_)) if filter.is_some() => return Err(no_refusal()),
+            // No clone3 here: posix_spawn, unheld.
+            Err(CloneFailure::Clone(_)) if with.cgroup.is_none() => None,
+            Err(CloneFailure::Clone(e)) => return Err(e),
         }
-        None => None,
+    } else {
+        None
     };
-    let in_cgroup = cloned.is_some();
+    let in_cgroup = cloned.is_some_and(|(_, in_cgroup)| in_cgroup);
+    let listener = match (&cloned, &hold) {
+        (Some(_), Some((_, recv))) => super::hold::receive(recv),
+        _ => None,
+    };
     let pid = match cloned {
-        Some(pid) => pid,
+        Some((pid, _)) => pid,
         None => {
             let mut plan = SpawnPlan::new()?;
             plan.stdio(&out_w, &err_w, cwd.as_ref())?;
-            plan.own_group_default_signals()?;
+            plan.own_session_default_signals()?;
             plan.spawn(&path, &argv, &envp)?
         }
     };
@@ -162,6 +207,7 @@ pub(crate) fn spawn(
         in_cgroup,
         stdout: out_r,
         stderr: err_r,
+        listener,
     })
 }
 
@@ -254,8 +300,8 @@ impl SpawnPlan {
         Ok(())
     }
 
-    /// A new process group; every signal default and unblocked.
-    fn own_group_default_signals(&mut self) -> std::io::Result<()> {
+    /// A new session (and so process group); every signal default and unblocked.
+    fn own_session_default_signals(&mut self) -> std::io::Result<()> {
         // SAFETY: the attr is initialised; the sets are initialised before use.
         unsafe {
             let mut all: libc::sigset_t = std::mem::zeroed();
@@ -264,8 +310,7 @@ impl SpawnPlan {
             libc::sigemptyset(&mut none);
             check(libc::posix_spawnattr_setsigdefault(&mut self.attr, &all))?;
             check(libc::posix_spawnattr_setsigmask(&mut self.attr, &none))?;
-            check(libc::posix_spawnattr_setpgroup(&mut self.attr, 0))?;
-            let flags = libc::POSIX_SPAWN_SETPGROUP
+            let flags = libc::POSIX_SPAWN_SETSID as libc::c_int
                 | libc::POSIX_SPAWN_SETSIGDEF
                 | libc::POSIX_SPAWN_SETSIGMASK;
             check(libc::posix_spawnattr_setflags(
