@@ -183,6 +183,8 @@ fn synthetic() -> Report {
                 duration_ms: 80,
                 invocations,
                 unpinned: None,
+                needs: None,
+                phase: None,
             }
         })
         .collect();

@@ -66,6 +66,8 @@ pub(super) fn list(args: &CheckArgs, format: Format) -> CliResult {
                 group: c.group().to_owned(),
                 level: c.level,
                 rule: c.rule.to_owned(),
+                needs: Some(c.needs),
+                phase: Some(c.phase()),
             };
             out.push_str(&serde_json::to_string(&entry).unwrap_or_default());
             out.push('\n');

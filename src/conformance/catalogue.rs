@@ -8,7 +8,7 @@
 //! id ever published; a test regenerates it and refuses one that disappears.
 
 use super::checks::{self, CheckFn};
-use crate::report::Level;
+use crate::report::{Level, Needs, Phase};
 
 /// One check: its id, level and rule, the prose `dhv-conform explain` prints,
 /// and the function that implements it.
@@ -28,6 +28,9 @@ pub struct CheckSpec {
     /// check: the fault, shown in a few lines of sh. A test holds the two to
     /// each other (the binary carries the list; the headers are in the repo).
     pub samples: &'static [&'static str],
+    /// What its question needs of the host while it runs: the engine plans
+    /// the run by it (see [`CheckSpec::phase`]).
+    pub needs: Needs,
     /// What runs it.
     pub(crate) run: CheckFn,
 }
@@ -49,6 +52,17 @@ impl CheckSpec {
     /// Whether it is judged over every call of the run, after the other checks.
     pub fn is_run_wide(&self) -> bool {
         matches!(self.run, CheckFn::RunWide(..))
+    }
+
+    /// When in a run it runs: judged over the whole run last; alone or in a
+    /// storage room of its own after the parallel checks, one at a time; else
+    /// with the others.
+    pub fn phase(&self) -> Phase {
+        match (self.is_run_wide(), self.needs) {
+            (true, _) => Phase::RunWide,
+            (false, Needs::Alone | Needs::OwnStorage) => Phase::Exclusive,
+            (false, Needs::Any | Needs::Concurrent) => Phase::Parallel,
+        }
     }
 }
 

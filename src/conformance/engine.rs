@@ -22,7 +22,7 @@ use super::context::{Finding, RunLog, ScenarioRun, Settings, Shared};
 use super::evidence;
 use super::verdict::{libtest_verdict, to_result};
 use crate::plugin::PluginRun;
-use crate::report::{CheckResult, Report, RunOptions};
+use crate::report::{CheckResult, Phase, Report, RunOptions};
 
 /// How a suite is run.
 #[derive(Debug, Clone)]
@@ -123,6 +123,12 @@ impl Barrier {
 #[derive(Clone)]
 struct RunState {
     shared: Arc<Shared>,
+    /// Counts the checks of the parallel phase: the exclusive phase waits
+    /// for it (see [`CheckSpec::phase`]).
+    parallel: Arc<Barrier>,
+    /// Held by an exclusive check while it runs: one at a time.
+    exclusive: Arc<Mutex<()>>,
+    /// Counts every check but the run-wide ones, which wait for it.
     barrier: Arc<Barrier>,
     results: Arc<Mutex<BTreeMap<&'static str, CheckResult>>>,
     harness_failed: Arc<Mutex<bool>>,
@@ -185,8 +191,14 @@ fn run_in(
         .iter()
         .filter(|c| selected(&opts.libtest, c.id))
         .collect();
+    let count = |phase: Phase| chosen.iter().filter(|c| c.phase() == phase).count();
     let state = RunState {
         shared,
+        parallel: Arc::new(Barrier {
+            remaining: Mutex::new(count(Phase::Parallel)),
+            done: Condvar::new(),
+        }),
+        exclusive: Arc::default(),
         barrier: Arc::new(Barrier {
             remaining: Mutex::new(chosen.iter().filter(|c| !c.is_run_wide()).count()),
             done: Condvar::new(),
@@ -215,10 +227,11 @@ fn run_in(
             state.shared.supervisor.clone(),
             state.shared.root.clone(),
         )));
-    // Run-wide checks go last, so with any number of threads they are
-    // dispatched after every check they wait for.
+    // The run's plan: the parallel checks, then the exclusive ones, then the
+    // run-wide ones, so with any number of threads each phase is dispatched
+    // after every check it waits for.
     let mut ordered = chosen.clone();
-    ordered.sort_by_key(|c| c.is_run_wide());
+    ordered.sort_by_key(|c| c.phase());
     let trials: Vec<Trial> = ordered
         .into_iter()
         .map(|spec| {
@@ -273,9 +286,17 @@ impl Drop for UnwindTeardown<'_> {
 impl RunState {
     /// One trial: the check, its result recorded, libtest's verdict returned.
     fn trial(&self, spec: &'static CheckSpec) -> Result<Completion, Failed> {
-        if spec.is_run_wide() {
-            self.barrier.wait();
-        }
+        let _alone = match spec.phase() {
+            Phase::Parallel => None,
+            Phase::Exclusive => {
+                self.parallel.wait();
+                Some(crate::lock(&self.exclusive))
+            }
+            Phase::RunWide => {
+                self.barrier.wait();
+                None
+            }
+        };
         self.progress.send(super::ProgressEvent::Started(spec.id));
         let start = Instant::now();
         let outcome =
@@ -310,8 +331,13 @@ impl RunState {
         crate::lock(&self.calls).extend(runs);
         let verdict = libtest_verdict(&result, self.strict);
         crate::lock(&self.results).insert(spec.id, result);
-        if !spec.is_run_wide() {
-            self.barrier.finish_one();
+        match spec.phase() {
+            Phase::Parallel => {
+                self.parallel.finish_one();
+                self.barrier.finish_one();
+            }
+            Phase::Exclusive => self.barrier.finish_one(),
+            Phase::RunWide => {}
         }
         verdict
     }

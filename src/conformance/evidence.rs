@@ -144,5 +144,6 @@ pub(crate) fn invocation(run: &PluginRun) -> Invocation {
         cpu_wait_ms: outcome
             .and_then(|o| o.cpu_wait)
             .map(|w| w.as_secs_f64() * 1e3),
+        held_at: outcome.and_then(|o| o.held.as_ref()).map(|h| h.describe()),
     }
 }

@@ -26,11 +26,11 @@ struct Started {
     guard: CallGuard,
     /// Answers the call's held system calls while it lasts (see `hold`);
     /// aborted when the call ends.
-    holds: Option<(AbortOnDrop, HeldAt)>,
+    holds: Option<(AbortOnDrop, Seen)>,
 }
 
-/// Where a call was held, filled in by the task that answers its holds.
-type HeldAt = std::sync::Arc<std::sync::Mutex<Option<super::HoldPoint>>>;
+/// What was seen of a call's changes, filled in by the task that answers them.
+type Seen = super::rendezvous::PointSlot;
 
 /// A task aborted when its handle is dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -72,7 +72,7 @@ impl Call {
             .admit(|| {
                 let argv0 = self.arg0.as_deref().unwrap_or(&self.program);
                 let program = (self.program.as_path(), argv0);
-                let hold = self.hold.is_some();
+                let hold = self.at_changes.is_some();
                 os::start_leader(
                     program,
                     &self.args,
@@ -85,12 +85,17 @@ impl Call {
             .map_err(|e| self.spawn_error(e))?;
         // The seat is taken whether or not the call can be held, so that a
         // call that runs unheld is counted as arrived when it ends.
-        let seat = self.hold.as_ref().map(super::Rendezvous::take_seat);
-        let holds = match (seat, spawned.listener) {
-            (Some(seat), Some(listener)) => {
-                let at = HeldAt::default();
-                let task = tokio::spawn(os::serve_holds(listener, seat, at.clone()));
-                Some((AbortOnDrop(task), at))
+        let seat = match &self.at_changes {
+            Some(super::AtChanges::Hold(r)) => Some(r.take_seat()),
+            _ => None,
+        };
+        let holds = match (self.at_changes.clone(), spawned.listener) {
+            (Some(watch), Some(listener)) => {
+                let seen = Seen::default();
+                let tracked = call.clone();
+                let kill = move || tracked.kill_all();
+                let task = tokio::spawn(os::serve_holds(listener, watch, seat, seen.clone(), kill));
+                Some((AbortOnDrop(task), seen))
             }
             _ => None,
         };
@@ -221,10 +226,11 @@ impl Call {
         let leaked = open_after_delay
             && (held || leftovers.iter().any(|l| l.held_stdio) || !(out.eof && err.eof));
         // Every process of the call is gone: its holds are over.
-        let held_at = call
+        let seen = call
             .holds
             .take()
-            .and_then(|(_task, at)| crate::lock(&at).take());
+            .map(|(_task, seen)| std::mem::take(&mut *crate::lock(&seen)))
+            .unwrap_or_default();
         Outcome {
             exit,
             stdout: std::mem::take(&mut out.kept),
@@ -240,7 +246,9 @@ impl Call {
             duration,
             cpu_wait: None,
             pid: call.pid as u32,
-            held: held_at,
+            held: seen.held,
+            changes: seen.changes,
+            killed_at_change: seen.killed,
         }
     }
 }

@@ -54,7 +54,7 @@ use std::time::Duration;
 pub use crate::contract::ExitReason;
 pub use os::Leftover;
 pub use os::can_refuse;
-pub use rendezvous::{DEFAULT_HOLD_BOUND, HoldPoint, Rendezvous};
+pub use rendezvous::{AtChanges, Change, DEFAULT_HOLD_BOUND, HoldPoint, MAX_CHANGES, Rendezvous};
 pub use supervisor::Supervisor;
 
 /// Default cap on captured stdout and on captured stderr: 1 MiB each.
@@ -130,7 +130,7 @@ pub struct Call {
     term_grace: Duration,
     supervisor: Option<Supervisor>,
     refuse: Option<Refusal>,
-    hold: Option<Rendezvous>,
+    at_changes: Option<AtChanges>,
 }
 
 /// A family of system calls a call's processes can be refused (they fail
@@ -212,6 +212,12 @@ pub struct Outcome {
     /// it was not given a rendezvous, could not be held here, or made no
     /// change of state before the burst was let go.
     pub held: Option<HoldPoint>,
+    /// Its changes of state in order, when they were recorded
+    /// ([`AtChanges::Record`], [`AtChanges::KillAt`]), at most [`MAX_CHANGES`].
+    pub changes: Vec<Change>,
+    /// It was killed at its last change ([`AtChanges::KillAt`]), before that
+    /// change ran.
+    pub killed_at_change: bool,
 }
 
 /// The CPU this process and the plugin calls it ran have used so far, and
@@ -283,7 +289,7 @@ impl Call {
             term_grace: DEFAULT_TERM_GRACE,
             supervisor: None,
             refuse: None,
-            hold: None,
+            at_changes: None,
         }
     }
 
@@ -379,8 +385,16 @@ impl Call {
     /// Makes the call one of the burst `rendezvous`: it is held at its first
     /// change of state until the burst is let go (see [`Rendezvous`]). Where
     /// calls cannot be held ([`Rendezvous::available`]), it runs unheld.
-    pub fn hold(mut self, rendezvous: Option<Rendezvous>) -> Self {
-        self.hold = rendezvous;
+    pub fn hold(self, rendezvous: Option<Rendezvous>) -> Self {
+        self.at_changes(rendezvous.map(AtChanges::Hold))
+    }
+
+    /// Watches the call's changes of state as `watch` says: held for a
+    /// burst, recorded, or a crash at one of them (see [`AtChanges`]). Where
+    /// they cannot be watched ([`Rendezvous::available`]), the call runs
+    /// as it would without, and its outcome says nothing of its changes.
+    pub fn at_changes(mut self, watch: Option<AtChanges>) -> Self {
+        self.at_changes = watch;
         self
     }
 

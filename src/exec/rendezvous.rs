@@ -29,6 +29,66 @@ use super::os::HeldCall;
 /// still gives well within it.
 pub const DEFAULT_HOLD_BOUND: Duration = Duration::from_secs(3);
 
+/// What a call's changes of state are watched for ([`Call::at_changes`](super::Call::at_changes)).
+/// A change of state is a system call that makes, renames, links or removes a
+/// name under the scope, an `open` with `O_CREAT` there, a mount, or a
+/// loop-device ioctl; it is stopped before it runs, then let go (or, at a
+/// crash point, the call is killed instead).
+#[derive(Debug, Clone)]
+pub enum AtChanges {
+    /// Held at the first one until the burst is let go (see [`Rendezvous`]).
+    Hold(Rendezvous),
+    /// Recorded ([`Outcome::changes`](super::Outcome::changes)), each let go at once.
+    Record(PathBuf),
+    /// Recorded, and the call's processes killed at the `n`th (from 1),
+    /// before it runs: a crash at a point of the plugin's own making, the
+    /// same on any host and under any load.
+    KillAt(PathBuf, usize),
+}
+
+impl AtChanges {
+    /// The dir whose changes count.
+    pub(crate) fn scope(&self) -> &Path {
+        match self {
+            AtChanges::Hold(r) => r.scope(),
+            AtChanges::Record(scope) | AtChanges::KillAt(scope, _) => scope,
+        }
+    }
+}
+
+/// One change of state a call made (or was killed before).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The system call (`mkdir`, `openat`, `renameat2`, `ioctl`, ...).
+    pub syscall: &'static str,
+    /// What it names, when it names a path that could be read.
+    pub path: Option<PathBuf>,
+}
+
+impl Change {
+    /// In a report's words: `mkdir /v/ID`, `ioctl`.
+    pub fn describe(&self) -> String {
+        match &self.path {
+            Some(p) => format!("{} {}", self.syscall, p.display()),
+            None => self.syscall.to_string(),
+        }
+    }
+}
+
+/// What was seen of a call's changes of state, filled in while it runs.
+#[derive(Debug, Default)]
+pub(crate) struct Watched {
+    /// Where it was held for its burst.
+    pub held: Option<HoldPoint>,
+    /// Its changes, in order, up to [`MAX_CHANGES`] (recorded and crash modes).
+    pub changes: Vec<Change>,
+    /// It was killed at its last change.
+    pub killed: bool,
+}
+
+/// The most changes recorded of one call.
+pub const MAX_CHANGES: usize = 256;
+
 /// Where one call of a burst was held, and how it was let go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HoldPoint {
@@ -102,7 +162,7 @@ struct Inner {
 }
 
 /// Where a held call's [`HoldPoint`] is kept, shared with its call.
-type PointSlot = Arc<Mutex<Option<HoldPoint>>>;
+pub(crate) type PointSlot = Arc<Mutex<Watched>>;
 
 #[derive(Default)]
 struct State {
@@ -191,7 +251,7 @@ impl Rendezvous {
         // Told first, let go after: the calls then run with nothing of ours
         // between their releases but the system calls themselves.
         for (n, (_, _, point)) in held.iter().enumerate() {
-            if let Some(p) = crate::lock(point).as_mut() {
+            if let Some(p) = crate::lock(point).held.as_mut() {
                 p.released = Some(n + 1);
                 p.together = together;
             }
@@ -223,11 +283,6 @@ pub(crate) enum Arrival {
 }
 
 impl Seat {
-    /// The dir whose changes are held.
-    pub fn scope(&self) -> &Path {
-        self.rendezvous.scope()
-    }
-
     /// Whether this call was held already (its later changes pass).
     pub fn arrived(&self) -> bool {
         self.arrived
@@ -249,11 +304,6 @@ impl Seat {
         }
         r.release_if(false);
         Arrival::Held
-    }
-
-    /// The rendezvous it is a seat of.
-    pub fn rendezvous(&self) -> &Rendezvous {
-        &self.rendezvous
     }
 
     /// Its size, for the point's words.

@@ -11,7 +11,7 @@ use super::{
     BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure, go_quote,
 };
 use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, Operation};
-use crate::exec::{KillMode, Refusal, Supervisor};
+use crate::exec::{AtChanges, KillMode, Refusal, Supervisor};
 use crate::version::VersionInfo;
 
 /// The most stdout a call may print and still be decoded exactly as Nomad
@@ -41,6 +41,7 @@ pub struct ExternalPlugin {
     extra_env: Vec<(String, String)>,
     cwd: Option<PathBuf>,
     refuse: Option<Refusal>,
+    at_changes: Option<AtChanges>,
     recorder: Option<Recorder>,
     supervisor: Supervisor,
     /// Where its process runs (a local process unless told otherwise).
@@ -123,6 +124,7 @@ impl ExternalPlugin {
             extra_env: Vec::new(),
             cwd: None,
             refuse: None,
+            at_changes: None,
             recorder: None,
             supervisor: Supervisor::new(),
             transport: std::sync::Arc::new(LocalProcess),
@@ -183,6 +185,16 @@ impl ExternalPlugin {
     /// it to see a plugin's failure paths.
     pub fn with_refusal(mut self, refusal: Option<Refusal>) -> Self {
         self.refuse = refusal;
+        self
+    }
+
+    /// Watches every call's changes of state as `watch` says (see
+    /// [`Call::at_changes`](crate::exec::Call::at_changes)): held for a burst
+    /// of racing calls, recorded, or a crash at one. Not what Nomad does: the
+    /// concurrency and crash checks use it to meet a plugin's races and crash
+    /// windows by design.
+    pub fn with_at_changes(mut self, watch: Option<AtChanges>) -> Self {
+        self.at_changes = watch;
         self
     }
 
@@ -264,6 +276,7 @@ impl ExternalPlugin {
             stdout_cap: self.output_cap.max(DECODE_LIMIT),
             follow: self.follow,
             refuse: self.refuse,
+            at_changes: self.at_changes.clone(),
         };
         let started_at = Instant::now();
         let result = self.transport.run(&launch, &self.supervisor).await;

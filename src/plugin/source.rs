@@ -51,6 +51,9 @@ pub struct CallOptions {
     /// Refuses every call these system calls (see
     /// [`ExternalPlugin::with_refusal`]); default: none.
     pub refuse: Option<crate::exec::Refusal>,
+    /// Watches every call's changes of state (see
+    /// [`ExternalPlugin::with_at_changes`]); default: not.
+    pub at_changes: Option<crate::exec::AtChanges>,
 }
 
 impl CallOptions {
@@ -137,7 +140,8 @@ impl PluginSource {
             .with_timeouts(opts.timeouts)
             .with_follow(opts.follow)
             .with_extra_env(opts.extra_env.clone())
-            .with_refusal(opts.refuse);
+            .with_refusal(opts.refuse)
+            .with_at_changes(opts.at_changes.clone());
         if let Some(mode) = opts.kill_mode {
             plugin = plugin.with_kill_mode(mode);
         }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::BoxFuture;
-use crate::exec::{Call, KillMode, Outcome, Refusal, SpawnError, Supervisor};
+use crate::exec::{AtChanges, Call, KillMode, Outcome, Refusal, SpawnError, Supervisor};
 
 /// One run of the plugin's executable, as the plugin call decided it.
 #[derive(Debug, Clone)]
@@ -38,6 +38,9 @@ pub struct Launch {
     /// System calls its processes are refused (fault injection, see
     /// [`Call::refuse`]).
     pub refuse: Option<Refusal>,
+    /// What is done at its changes of state: held for a burst, recorded, or
+    /// a crash at one (see [`Call::at_changes`]).
+    pub at_changes: Option<AtChanges>,
 }
 
 /// Runs a [`Launch`]: starts the process, enforces its limit, captures its
@@ -71,6 +74,7 @@ impl Transport for LocalProcess {
             .stdout_cap(launch.stdout_cap)
             .follow(launch.follow)
             .refuse(launch.refuse)
+            .at_changes(launch.at_changes.clone())
             .supervised_by(supervisor);
         for arg in &launch.args {
             call = call.arg(arg.clone());

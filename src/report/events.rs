@@ -85,4 +85,10 @@ pub struct CatalogueEntry {
     pub level: Level,
     /// The rule, in one sentence.
     pub rule: String,
+    /// What its question needs of the host (the run's plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs: Option<super::Needs>,
+    /// When in a run it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<super::Phase>,
 }

@@ -64,6 +64,11 @@ pub struct Invocation {
     /// not be measured (and in reports written before the field existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_wait_ms: Option<f64>,
+    /// Where a racing call of a concurrency check was held so that its burst
+    /// met at one point (`held at mkdir PATH, let go 2nd of 6 held
+    /// together (burst of 6)`); absent for a call not held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_at: Option<String>,
 }
 
 impl Invocation {

@@ -46,6 +46,62 @@ impl fmt::Display for Level {
     }
 }
 
+/// What a check's question needs of the host while it runs: the run's plan
+/// (docs/checks.md, "The plan"). A check declares it; the engine schedules by
+/// it, so a neighbour never decides a verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Needs {
+    /// Nothing of the host: it runs beside any other check.
+    Any,
+    /// Concurrency on purpose: it races its own calls (held at their changes
+    /// of state and let go together), beside any other check.
+    Concurrent,
+    /// A storage room of its own: it may fill the volumes dir's filesystem,
+    /// so it runs where no neighbour shares that room (after the parallel
+    /// checks, one at a time).
+    OwnStorage,
+    /// Nothing else of the run in flight: what it measures (a kill point, a
+    /// reboot) would move with the host's load. Runs after the parallel
+    /// checks, one at a time.
+    Alone,
+}
+
+impl Needs {
+    /// The kebab-case name used in every report form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Needs::Any => "any",
+            Needs::Concurrent => "concurrent",
+            Needs::OwnStorage => "own-storage",
+            Needs::Alone => "alone",
+        }
+    }
+}
+
+/// When in a run a check runs (the run's plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// With every other parallel check.
+    Parallel,
+    /// After the parallel checks, one at a time, nothing else in flight.
+    Exclusive,
+    /// After every other check: a judgement over all the run's calls.
+    RunWide,
+}
+
+impl Phase {
+    /// The kebab-case name used in every report form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Parallel => "parallel",
+            Phase::Exclusive => "exclusive",
+            Phase::RunWide => "run-wide",
+        }
+    }
+}
+
 /// The outcome of one check (docs/checks.md, "Statuses").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -344,6 +400,13 @@ pub struct CheckResult {
     /// tip either way. The snapshot shows the reason in place of the status and message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unpinned: Option<String>,
+    /// What the check's question needed of the host (the run's plan); absent in
+    /// reports written before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs: Option<Needs>,
+    /// When in the run it ran; absent in reports written before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
 }
 
 impl CheckResult {

@@ -12,6 +12,8 @@ fn check(id: &str, status: Status) -> CheckResult {
         duration_ms: 0,
         invocations: Vec::new(),
         unpinned: None,
+        needs: None,
+        phase: None,
     }
 }
 

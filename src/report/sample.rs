@@ -20,6 +20,8 @@ fn check(id: &str, level: Level, status: Status, message: &str) -> CheckResult {
         duration_ms: 12,
         invocations: Vec::new(),
         unpinned: None,
+        needs: None,
+        phase: None,
     }
 }
 

@@ -406,6 +406,8 @@ mod tests {
             duration_ms: 1,
             invocations: vec![],
             unpinned: None,
+            needs: None,
+            phase: None,
         }];
         let text = normalise(&report, &Redactions::new());
         assert!(
@@ -426,6 +428,8 @@ mod tests {
             duration_ms: 1,
             invocations: vec![],
             unpinned: Some("the p95 of fingerprint is within 25% of half its limit".into()),
+            needs: None,
+            phase: None,
         };
         report.checks = vec![near.clone()];
         let warned = normalise(&report, &Redactions::new());

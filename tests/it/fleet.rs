@@ -67,6 +67,8 @@ fn synthetic(node: &str, status: Status) -> Report {
         duration_ms: 1,
         invocations: vec![],
         unpinned: None,
+        needs: None,
+        phase: None,
     };
     let plugin = PluginInfo {
         path: "/opt/plugins/lvm".into(),

@@ -328,6 +328,8 @@ fn pinning_touches_only_declared_checks() {
         duration_ms: 1,
         invocations: Vec::new(),
         unpinned: None,
+        needs: None,
+        phase: None,
     };
     let report = Report::new(
         "nomad-1.10",

@@ -3,18 +3,22 @@
 //!
 //! Races are met by design, not by chance: each burst's calls start aligned
 //! (every one waits at a barrier until all are ready, then all are spawned
-//! at once), bursts are repeated for a fixed number of rounds, each on fresh
+//! at once) and are held at their first change of state (a name made or
+//! removed in the check's dirs, a file created, a mount, a loop device) until
+//! every call of the burst has reached its own, then let go together, the
+//! first one varied by round ([`Race`]): a check-then-act window of
+//! microseconds after an interpreter's start-up is met in every round, not
+//! by luck. Bursts are repeated for a fixed number of rounds, each on fresh
 //! volumes, and deletes race creates. A round that finds a fault ends the
 //! check; the messages name no round, so the report does not depend on which
-//! one found it.
+//! one found it. Where calls cannot be held (the kernel has no seccomp user
+//! notification), the message says so and the starts are only aligned.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use tokio::sync::Barrier;
-
-use super::{CheckResult, CheckSpec, Level, join_all};
-use crate::conformance::context::{Ctx, Expect, Finding, Start, VolumeAt};
+use super::{CheckResult, CheckSpec, Level, Needs, join_all};
+use crate::conformance::context::{Ctx, Expect, Finding, Race, Start, VolumeAt};
 use crate::contract::DeleteRequest;
 
 /// Rounds of distinct creates (`concurrency.create`) and of deletes racing
@@ -22,7 +26,8 @@ use crate::contract::DeleteRequest;
 const ROUNDS: usize = 3;
 
 /// Rounds of identical creates (`concurrency.same-volume`): a check-then-act
-/// race needs its window hit, which a round does most of the time.
+/// race is met in the first (its calls are held at the act); the others let
+/// a different call go first, for a race that only one order shows.
 const SAME_VOLUME_ROUNDS: usize = 8;
 
 /// Identical creates at once in a round of `concurrency.same-volume`.
@@ -34,10 +39,11 @@ pub(crate) const CHECKS: &[CheckSpec] = &[CREATE, DELETE, SAME_VOLUME];
 pub(crate) const CREATE: CheckSpec = CheckSpec {
     id: "concurrency.create",
     level: Level::Must,
-    rule: "8 creates of distinct volumes at once (started aligned; 3 rounds, fresh volumes each) all succeed with distinct, existing paths",
+    rule: "8 creates of distinct volumes at once (started aligned, held at their first change of state and let go together; 3 rounds, fresh volumes each) all succeed with distinct, existing paths",
     why: "Nomad creates volumes concurrently (several jobs at once, restore at agent start); plugins that share a counter or file without a lock hand two volumes one path.",
     fix: "Use a per-volume path from `DHV_VOLUME_ID`, and lock (e.g. `flock`) any shared file.",
     samples: &["busy-pool", "racy-concurrency"],
+    needs: Needs::Concurrent,
     run: scenario!(create),
 };
 
@@ -46,8 +52,8 @@ async fn create(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let mut problems = Vec::new();
     let mut collisions_only = true;
-    for _ in 0..ROUNDS {
-        let cleaned = create_round(ctx, &mut problems, &mut collisions_only).await;
+    for round in 0..ROUNDS {
+        let cleaned = create_round(ctx, round, &mut problems, &mut collisions_only).await;
         // A round whose deletes failed (or hung) ends the rounds: the next
         // would only wait as long again.
         if !problems.is_empty() || !cleaned {
@@ -56,7 +62,8 @@ async fn create(ctx: &Ctx) -> CheckResult {
     }
     if problems.is_empty() {
         Ok(Finding::Pass(format!(
-            "8 at once, {ROUNDS} rounds: distinct, existing paths"
+            "8 at once, {ROUNDS} rounds: distinct, existing paths{}",
+            unheld(ctx)
         )))
     } else if let Some(needs) = match collisions_only {
         // Two volumes get one path even one after the other: not a race.
@@ -72,17 +79,36 @@ async fn create(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// One round of `concurrency.create`: 8 creates aligned, then their deletes;
+/// How a pass message ends where the calls could not be held at their
+/// changes (the host's doing, not the plugin's: the verdict is then not
+/// pinned in a snapshot).
+fn unheld(ctx: &Ctx) -> &'static str {
+    if ctx.target().is_builtin() || Race::holds(ctx.calls()) {
+        return "";
+    }
+    ctx.unpin(UNHELD);
+    "; the calls could not be held at their changes here (no seccomp user notification): started aligned only"
+}
+
+/// Why a concurrency verdict is not pinned where calls cannot be held.
+const UNHELD: &str = "calls cannot be held at their changes on this host";
+
+/// One round of `concurrency.create`: 8 creates raced, then their deletes;
 /// whether every delete succeeded.
-async fn create_round(ctx: &Ctx, problems: &mut Vec<String>, collisions_only: &mut bool) -> bool {
+async fn create_round(
+    ctx: &Ctx,
+    round: usize,
+    problems: &mut Vec<String>,
+    collisions_only: &mut bool,
+) -> bool {
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
-    let start = Barrier::new(reqs.len());
+    let race = Race::new(ctx.calls(), reqs.len(), round);
     let calls = join_all(reqs.iter().map(|r| {
         ctx.calls().create_with(
             r,
             Expect::Success,
             "one of 8 concurrent creates",
-            Start::Aligned(&start),
+            Start::Raced(&race),
         )
     }))
     .await;
@@ -125,10 +151,11 @@ async fn create_round(ctx: &Ctx, problems: &mut Vec<String>, collisions_only: &m
 pub(crate) const DELETE: CheckSpec = CheckSpec {
     id: "concurrency.delete",
     level: Level::Must,
-    rule: "8 deletes of distinct volumes at once, racing 4 creates of new volumes (started aligned; 3 rounds), all succeed: the deleted paths are gone, the created ones exist",
+    rule: "8 deletes of distinct volumes at once, racing 4 creates of new volumes (started aligned, held at their first change of state and let go together; 3 rounds), all succeed: the deleted paths are gone, the created ones exist",
     why: "Several volumes are deleted at once (jobs stopping together); a race between deletes leaves volumes behind or fails them.",
     fix: "Keep deletes independent of each other; lock any shared file.",
     samples: &["busy-pool"],
+    needs: Needs::Concurrent,
     run: scenario!(delete),
 };
 
@@ -142,15 +169,16 @@ async fn delete(ctx: &Ctx) -> CheckResult {
         return Err(Finding::Skip(needs));
     }
     let mut problems = Vec::new();
-    for _ in 0..ROUNDS {
-        let cleaned = delete_round(ctx, &mut problems).await?;
+    for round in 0..ROUNDS {
+        let cleaned = delete_round(ctx, round, &mut problems).await?;
         if !problems.is_empty() || !cleaned {
             break;
         }
     }
     if problems.is_empty() {
         Ok(Finding::Pass(format!(
-            "8 at once, racing 4 creates, {ROUNDS} rounds: all gone, the new ones made"
+            "8 at once, racing 4 creates, {ROUNDS} rounds: all gone, the new ones made{}",
+            unheld(ctx)
         )))
     } else {
         Err(Finding::Fail(format!(
@@ -162,7 +190,11 @@ async fn delete(ctx: &Ctx) -> CheckResult {
 }
 
 /// One round of `concurrency.delete`; whether its clean-up deletes succeeded.
-async fn delete_round(ctx: &Ctx, problems: &mut Vec<String>) -> Result<bool, Finding> {
+async fn delete_round(
+    ctx: &Ctx,
+    round: usize,
+    problems: &mut Vec<String>,
+) -> Result<bool, Finding> {
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
     let mut made = Vec::new();
     for req in &reqs {
@@ -175,13 +207,13 @@ async fn delete_round(ctx: &Ctx, problems: &mut Vec<String>) -> Result<bool, Fin
     }
     let volumes: Vec<VolumeAt> = made.iter().map(|p| VolumeAt::before_delete(p)).collect();
     let new: Vec<_> = (0..4).map(|_| ctx.request()).collect();
-    let start = &Barrier::new(reqs.len() + new.len());
+    let race = &Race::new(ctx.calls(), reqs.len() + new.len(), round);
     let deletes = reqs.iter().zip(&made).map(|(r, p)| {
         let req = DeleteRequest::for_created(r, p);
         async move {
             let step = "one of 8 concurrent deletes";
             ctx.calls()
-                .delete_with(&req, Expect::Success, step, Start::Aligned(start))
+                .delete_with(&req, Expect::Success, step, Start::Raced(race))
                 .await
         }
     });
@@ -190,7 +222,7 @@ async fn delete_round(ctx: &Ctx, problems: &mut Vec<String>) -> Result<bool, Fin
             r,
             Expect::Success,
             "a create racing the deletes",
-            Start::Aligned(start),
+            Start::Raced(race),
         )
     });
     let (calls, created) = futures_pair(join_all(deletes), join_all(creates)).await;
@@ -237,10 +269,11 @@ async fn futures_pair<A: std::future::Future, B: std::future::Future>(
 pub(crate) const SAME_VOLUME: CheckSpec = CheckSpec {
     id: "concurrency.same-volume",
     level: Level::Should,
-    rule: "6 identical creates of one volume at once (started aligned; 8 rounds, a fresh volume each) all exit 0 with the same path",
+    rule: "6 identical creates of one volume at once (started aligned, held at their first change of state and let go together, a different one first each round; 8 rounds, a fresh volume each) all exit 0 with the same path",
     why: "Restore and an update can race on one volume: both calls create the same volume at the same time.",
     fix: "Make create of one volume safe to run twice at once: `mkdir -p`, or a per-volume lock around the steps.",
     samples: &["check-then-mkdir"],
+    needs: Needs::Concurrent,
     run: scenario!(same_volume),
 };
 
@@ -251,16 +284,16 @@ async fn same_volume(ctx: &Ctx) -> CheckResult {
     let mut problems = Vec::new();
     let mut failed = false;
     let mut split = false;
-    for _ in 0..SAME_VOLUME_ROUNDS {
+    for round in 0..SAME_VOLUME_ROUNDS {
         let req = ctx.request();
-        let start = Barrier::new(SAME_VOLUME_BURST);
+        let race = Race::new(ctx.calls(), SAME_VOLUME_BURST, round);
         // Either: the rule judges each outcome below.
         let calls = join_all((0..SAME_VOLUME_BURST).map(|_| {
             ctx.calls().create_with(
                 &req,
                 Expect::Either,
                 "one of the identical concurrent creates",
-                Start::Aligned(&start),
+                Start::Raced(&race),
             )
         }))
         .await;
@@ -297,7 +330,8 @@ async fn same_volume(ctx: &Ctx) -> CheckResult {
     }
     if problems.is_empty() {
         Ok(Finding::Pass(format!(
-            "{SAME_VOLUME_BURST} at once, {SAME_VOLUME_ROUNDS} rounds: all exit 0, one path"
+            "{SAME_VOLUME_BURST} at once, {SAME_VOLUME_ROUNDS} rounds: all exit 0, one path{}",
+            unheld(ctx)
         )))
     } else if let Some(needs) = match failed && !split {
         // Creating an existing volume fails even one at a time: not a race.

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, fingerprint, hint_prefix, needs, shown};
+use super::{CheckResult, CheckSpec, Level, Needs, fingerprint, hint_prefix, needs, shown};
 use crate::conformance::context::{Ctx, Expect, Finding, Holds, RunLog, canary_intact};
 use crate::contract::{self, CreateRequest, CreateResponse, Operation, Parameters};
 use crate::plugin::PluginCall;
@@ -37,6 +37,7 @@ pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
         "needs-home",
         "realtime-signal",
     ],
+    needs: Needs::Any,
     run: scenario!(succeeds),
 };
 
@@ -90,6 +91,7 @@ pub(crate) const RESPONSE: CheckSpec = CheckSpec {
     why: "Nomad decodes create stdout with Go's encoding/json into `{path, bytes}`: a log line before the JSON, a second object after it, or `bytes` as a string or a float make the create fail although the volume was made.",
     fix: "Print one JSON object, e.g. `{\"path\": \"/abs/path\", \"bytes\": 0}`, with `bytes` an integer; send every log line to stderr.",
     samples: &["logs-on-stdout", "string-bytes"],
+    needs: Needs::Any,
     run: scenario!(response),
 };
 
@@ -150,6 +152,7 @@ pub(crate) const PATH_EXISTS: CheckSpec = CheckSpec {
     why: "Nomad publishes `path` as the volume's host path and bind-mounts it into tasks: an empty, relative or missing path makes every allocation using the volume fail to start.",
     fix: "Return the absolute path of the directory (or mount point) you created, after it exists.",
     samples: &["nonexistent-path", "relative-path"],
+    needs: Needs::Any,
     run: scenario!(path_exists),
 };
 
@@ -182,6 +185,7 @@ pub(crate) const PATH_IN_VOLUMES_DIR: CheckSpec = CheckSpec {
     why: "Operators size, back up and clean DHV_VOLUMES_DIR; a volume placed elsewhere escapes all of that, and the harness cannot check it for residue.",
     fix: "Create volumes under `$DHV_VOLUMES_DIR`, e.g. `$DHV_VOLUMES_DIR/$DHV_VOLUME_ID`.",
     samples: &["relative-path"],
+    needs: Needs::Any,
     run: scenario!(path_in_volumes_dir),
 };
 
@@ -221,6 +225,7 @@ pub(crate) const BYTES_IN_RANGE: CheckSpec = CheckSpec {
     why: "Nomad shows `bytes` as the volume's capacity; a figure outside the capacity the user asked for misleads scheduling decisions and users.",
     fix: "Report the capacity you provisioned, between `DHV_CAPACITY_MIN_BYTES` and `DHV_CAPACITY_MAX_BYTES` (when max > 0), or 0 when you do not know it.",
     samples: &["bytes-out-of-range"],
+    needs: Needs::Any,
     run: scenario!(bytes_in_range),
 };
 
@@ -267,6 +272,7 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
     why: "Nomad calls create again with the same request when the agent restarts (restore) and when a volume is updated. A create that fails or moves the volume on the second call loses the volume or its data.",
     fix: "When the volume already exists, return its path unchanged and exit 0: `mkdir -p`, and check each step before doing it again.",
     samples: &["fails-on-existing-dir"],
+    needs: Needs::Any,
     run: scenario!(idempotent),
 };
 
@@ -318,6 +324,7 @@ pub(crate) const DISTINCT: CheckSpec = CheckSpec {
     why: "Each volume id is a separate volume: two volumes sharing a path see each other's files, and deleting one deletes the other.",
     fix: "Derive the path from `DHV_VOLUME_ID` (unique, a UUID), never from a constant or a counter.",
     samples: &["shared-path"],
+    needs: Needs::Any,
     run: scenario!(distinct),
 };
 
@@ -364,6 +371,7 @@ pub(crate) const UPDATE: CheckSpec = CheckSpec {
     why: "`nomad volume create` with an existing id updates the volume: the plugin gets create again with a new capacity, and a failure there is shown to the user as a failed update.",
     fix: "Treat create of an existing volume as an update: resize if you can, otherwise keep the volume and exit 0 with the same path.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(update),
 };
 
@@ -422,6 +430,7 @@ pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
     why: "Parameters come from the user's volume spec and are untrusted: characters such as `<>&\"'$` must not run anything or break the plugin's parsing.",
     fix: "Parse `DHV_PARAMETERS` as JSON (e.g. with jq), never with eval; refuse unknown keys with `{\"error\": \"...\"}` and a non-zero exit.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(parameters),
 };
 
@@ -468,6 +477,7 @@ pub(crate) const VOLUMES_DIR_MISSING: CheckSpec = CheckSpec {
     why: "Nomad passes its `host_volumes_dir` (by default `<data_dir>/host_volumes`) without making it, so on a new node the first create of an external plugin finds no volumes dir. A plugin that counts on it fails every first create there.",
     fix: "Make the volumes dir as part of create, before the volume (`mkdir -p -- \"$DHV_VOLUMES_DIR\"`, `os.makedirs(volumes_dir, exist_ok=True)`).",
     samples: &["check-then-mkdir", "fails-on-existing-dir"],
+    needs: Needs::Any,
     run: scenario!(volumes_dir_missing),
 };
 
@@ -514,6 +524,7 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     why: "Nomad allows 60 s for the whole create RPC and then kills the plugin (SIGKILL to the process only): the volume may be half made and the user sees a timeout.",
     fix: "Finish within 60 s; move slow provisioning out of the call, or make it resumable so the next create finishes it.",
     samples: &["hanging-create", "ignores-sigterm"],
+    needs: Needs::Any,
     run: run_wide!(deadline),
 };
 

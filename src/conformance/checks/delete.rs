@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, needs};
+use super::{CheckResult, CheckSpec, Level, Needs, needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, RunLog, Settled, Start, VolumeAt, around, canary_intact, is_mount_point,
     listing, plant_in_volume,
@@ -31,6 +31,7 @@ pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
     why: "A failing delete keeps the volume in Nomad's state: `nomad volume delete` fails and the volume cannot be removed from the node.",
     fix: "Remove the volume at `$DHV_CREATED_PATH`, with whatever it holds, and exit 0 within 60 s; print `{\"error\": \"...\"}` when you really cannot.",
     samples: &["rmdir-delete"],
+    needs: Needs::Any,
     run: scenario!(succeeds),
 };
 
@@ -81,6 +82,7 @@ pub(crate) const REMOVES: CheckSpec = CheckSpec {
     why: "Nomad forgets the volume after a successful delete; anything left at the path is invisible to Nomad and fills the disk.",
     fix: "Remove everything at the created path (unmount first if you mounted it), and only then exit 0.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(removes),
 };
 
@@ -114,6 +116,7 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
     why: "Nomad may send delete again (a retried RPC, an operator running the command twice): failing because the volume is already gone leaves a volume that cannot be deleted.",
     fix: "Treat a volume that is already gone as deleted: `rm -rf`, `umount` only when mounted, exit 0.",
     samples: &["fails-on-missing-dir"],
+    needs: Needs::Any,
     run: scenario!(idempotent),
 };
 
@@ -140,6 +143,7 @@ pub(crate) const NEVER_CREATED: CheckSpec = CheckSpec {
     why: "Nomad sends delete for volumes whose create failed part way or never ran; failing there keeps a broken volume in the state forever. Nomad does not make the volumes dir itself (only a create makes it), so the delete of a volume whose create failed early can find no volumes dir at all.",
     fix: "Exit 0 when there is nothing to delete, including when the volumes dir is missing (do not take a lock file inside a dir that is not there).",
     samples: &["fails-on-missing-dir"],
+    needs: Needs::Any,
     run: scenario!(never_created),
 };
 
@@ -193,6 +197,7 @@ pub(crate) const ISOLATED: CheckSpec = CheckSpec {
     why: "A delete that touches other volumes destroys other jobs' data.",
     fix: "Remove only `$DHV_CREATED_PATH` (and the files the plugin keeps for that one volume id).",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(isolated),
 };
 
@@ -237,6 +242,7 @@ pub(crate) const NO_RESIDUE: CheckSpec = CheckSpec {
     why: "Images, lock files and state left by a delete accumulate on the node and are found by no one; a mount left behind keeps a device busy and exposes whatever it shows to anything that cleans up the volumes dir.",
     fix: "Unmount the volume (every stacked mount) before removing anything, then remove every file the plugin made for the volume: images, lock and state files, mount points.",
     samples: &["side-file"],
+    needs: Needs::Any,
     run: scenario!(no_residue),
 };
 
@@ -303,6 +309,7 @@ pub(crate) const AUTO_DELETE_SAFE: CheckSpec = CheckSpec {
     why: "When Nomad fails to save a new volume's state it deletes the volume with `DHV_CREATED_PATH` set to the volumes dir itself and an empty name and namespace: a plugin that runs `rm -rf \"$DHV_CREATED_PATH\"` wipes every volume on the node. A delete that exits 0 there but finds the volume's files by its name (empty in this call) leaves them behind for good: Nomad forgets the volume, and nothing will ever remove them.",
     fix: "Derive what to remove from `DHV_VOLUME_ID` alone (never the name or `DHV_CREATED_PATH`), or refuse a `DHV_CREATED_PATH` equal to `DHV_VOLUMES_DIR`.",
     samples: &["blind-delete"],
+    needs: Needs::Any,
     run: scenario!(auto_delete_safe),
 };
 
@@ -440,6 +447,7 @@ pub(crate) const IN_USE: CheckSpec = CheckSpec {
     why: "A volume can still be in use when a delete comes: a task that has not stopped, a backup reading it. A mounted volume then cannot be unmounted (`umount` fails with EBUSY); a plugin that retries forever hangs the delete until Nomad kills it, and one that removes the files under the mount, or the image behind it, destroys data it reports as kept.",
     fix: "When `umount` fails, print `{\"error\": \"...\"}` and exit 1 (Nomad keeps the volume and the user can retry), or wait a bounded time; never remove what lies beneath a mount that is still there.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(in_use),
 };
 
@@ -540,6 +548,7 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     why: "Nomad allows 60 s for the delete RPC, then kills the plugin: the volume stays in Nomad's state, half deleted.",
     fix: "Finish within 60 s; make delete resumable so the next call completes it.",
     samples: &[],
+    needs: Needs::Any,
     run: run_wide!(deadline),
 };
 

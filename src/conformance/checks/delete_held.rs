@@ -2,7 +2,7 @@
 //! loop device open. Its own file: it is the one check that holds a device,
 //! and the kernel's deferred detach it meets needs explaining.
 
-use super::{CheckResult, CheckSpec, Level};
+use super::{CheckResult, CheckSpec, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, Settled, VolumeAt, still_attached};
 use crate::contract::DeleteRequest;
 use crate::safe_fs::LoopDevice;
@@ -14,6 +14,7 @@ pub(crate) const DEVICE_HELD: CheckSpec = CheckSpec {
     why: "Other processes open a loop device for moments or for long: udev's `blkid` probe after every change, a backup or `dd` reading the device, a monitoring agent. The kernel then only marks a detach, and clears the device on the last close. A delete that waits for the device to go without a bound hangs until Nomad kills it, and the volume is stuck half deleted; one that removes the image without asking for the detach leaves a device attached to a deleted file, holding its space, for good.",
     fix: "After `umount`, detach the volume's loop devices (`losetup -d`: a busy one is then cleared on its last close) and wait a bounded time, well within the 60 s a delete has, for them to go; if one stays, print `{\"error\": \"...\"}` and exit 1 (Nomad keeps the volume, and a later delete finishes it), or exit 0 once its detach is asked for.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(device_held),
 };
 

@@ -6,7 +6,7 @@
 //! a step fail on purpose by refusing it (`failure.*-refused`) are in
 //! `refused`.
 
-use super::{CheckResult, CheckSpec, Level, shown};
+use super::{CheckResult, CheckSpec, Level, Needs, shown};
 use crate::conformance::context::{Ctx, Expect, Finding, LoggedCall, RunLog, is_provoked, listing};
 
 /// What the failure provoked on purpose is (made in the timing phase, when
@@ -34,6 +34,7 @@ pub(crate) const UNKNOWN_OPERATION: CheckSpec = CheckSpec {
     why: "A future Nomad may send operations this plugin does not know; answering them with success, or acting on them, would mislead it.",
     fix: "Exit non-zero for any operation other than fingerprint, create and delete, and change nothing.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(unknown_operation),
 };
 
@@ -74,6 +75,7 @@ pub(crate) const CLEAN: CheckSpec = CheckSpec {
     why: "A failed create is not recorded by Nomad, so nothing will ever delete what it left behind: half-made directories and processes stay on the node.",
     fix: "On any error, undo what the create did before exiting non-zero (a `trap` in sh), and leave no process running.",
     samples: &[],
+    needs: Needs::Any,
     run: run_wide!(clean),
 };
 
@@ -154,6 +156,7 @@ pub(crate) const ERROR_JSON: CheckSpec = CheckSpec {
     why: "When a call fails Nomad decodes `{\"error\": \"...\"}` from stdout and shows that text to the user; plain text is dropped, and the user sees only `exit status 1`.",
     fix: "On failure, print `{\"error\": \"what went wrong\"}` on stdout and the details on stderr; a failure that prints nothing (or an empty reason) leaves the user with only `exit status 1`.",
     samples: &["text-error"],
+    needs: Needs::Any,
     run: run_wide!(error_json),
 };
 

@@ -1,7 +1,7 @@
 //! `fingerprint.*`: the plugin starts, answers with one JSON object, and names a
 //! version Nomad can parse, every time.
 
-use super::{CheckResult, CheckSpec, Level, hint_prefix, join_all, needs, shown};
+use super::{CheckResult, CheckSpec, Level, Needs, hint_prefix, join_all, needs, shown};
 use crate::conformance::context::{Ctx, Expect, Finding, RunLog};
 use crate::contract::{DecodeError, Operation};
 use crate::plugin::{ExternalPlugin, PluginError, PluginSource, decode_fingerprint};
@@ -29,6 +29,7 @@ pub(crate) const RUNS: CheckSpec = CheckSpec {
         "not-executable",
         "needs-path",
     ],
+    needs: Needs::Any,
     run: scenario!(runs),
 };
 
@@ -78,6 +79,7 @@ pub(crate) const JSON: CheckSpec = CheckSpec {
     why: "Nomad decodes fingerprint stdout with Go's encoding/json: anything but one JSON object with white space around it is a decoding error and the plugin is left out.",
     fix: "Print exactly `{\"version\": \"1.0.0\"}` on stdout and send every log line to stderr (`echo ... >&2`).",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(json),
 };
 
@@ -120,6 +122,7 @@ pub(crate) const VERSION: CheckSpec = CheckSpec {
     why: "The version is parsed with hashicorp/go-version. A rejected string leaves the plugin out; `{}`, `null` or `{\"version\": null}` leave the version unset, which crashes the Nomad agent with a nil dereference.",
     fix: "Print the version as a JSON string that go-version accepts, such as `\"1.2.3\"` or `\"1.2.3-rc.1\"`.",
     samples: &["bad-version", "missing-version", "null-version"],
+    needs: Needs::Any,
     run: scenario!(version),
 };
 
@@ -159,6 +162,7 @@ pub(crate) const VERSION_SEMVER: CheckSpec = CheckSpec {
     why: "Nomad accepts versions such as `1.2` or `1.2.3beta`, but constraints and tools that compare versions as SemVer read them differently or reject them.",
     fix: "Use a strict SemVer 2.0 version: three numeric parts without leading zeros, then an optional `-pre.release` and `+build`.",
     samples: &["non-semver-version"],
+    needs: Needs::Any,
     run: scenario!(version_semver),
 };
 
@@ -187,6 +191,7 @@ pub(crate) const STABLE: CheckSpec = CheckSpec {
     why: "Nomad fingerprints again on SIGHUP and publishes whatever version comes back; a version that changes between calls makes job constraints on it flap.",
     fix: "Return the same version on every call, from a constant in the plugin.",
     samples: &[],
+    needs: Needs::Concurrent,
     run: scenario!(stable),
 };
 
@@ -242,6 +247,7 @@ pub(crate) const LOOKUP: CheckSpec = CheckSpec {
     why: "Nomad 2.0.5 looks a plugin up by its id in `client.host_volume_plugin_dir`, confined to that dir (Go's os.Root, CVE-2026-7474): a symlink that leads outside the dir is `no such plugin: \"ID\"`, so the plugin is never fingerprinted and no volume can be created with it, although running the file by path works.",
     fix: "Install the executable itself in the plugin dir (copy it, or link to a file inside the dir), not a symlink to a file elsewhere.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(lookup),
 };
 
@@ -291,6 +297,7 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     why: "Nomad wraps node fingerprinting in a 1 s context, so a fingerprint slower than 1 s is killed and the plugin is left out of the node (although the call's own limit reads 5 s).",
     fix: "Answer `fingerprint` at once with a constant version; do no I/O, probing or network calls there.",
     samples: &["slow-fingerprint"],
+    needs: Needs::Any,
     run: run_wide!(deadline),
 };
 

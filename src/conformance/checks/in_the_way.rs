@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level};
+use super::{CheckResult, CheckSpec, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, canary_intact};
 
 pub(crate) const FILE_IN_THE_WAY: CheckSpec = CheckSpec {
@@ -14,6 +14,7 @@ pub(crate) const FILE_IN_THE_WAY: CheckSpec = CheckSpec {
     why: "Nomad hands whatever path create answers to the task as the volume: a plugin that takes a file at its volume's path for a volume it made before (`[ -e ]`, `mkdir` whose \"exists\" error is ignored) gives the task a file, not a directory, and one that clears the file away to make its directory destroys data it did not make. Nomad's mkdir plugin fails there (`not a directory`).",
     fix: "Test for a directory, not for a name (`[ -d \"$path\" ]`, `os.path.isdir`), and fail with `{\"error\": \"...\"}` when something else is there; never remove what the volume's own create did not make.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(file_in_the_way),
 };
 

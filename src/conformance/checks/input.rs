@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CheckResult, CheckSpec, Level};
+use super::{CheckResult, CheckSpec, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, Holds, canary_intact, listing};
 use crate::contract::DeleteRequest;
 
@@ -68,6 +68,7 @@ pub(crate) const NAME_TRAVERSAL: CheckSpec = CheckSpec {
     why: "Volume names come from users. A plugin that builds paths from `DHV_VOLUME_NAME` lets `../../x` create or delete files anywhere on the node.",
     fix: "Build paths from `DHV_VOLUME_ID` (always a UUID), never from the name; if you must use the name, reject `/` and `..`.",
     samples: &["name-as-path"],
+    needs: Needs::Any,
     run: scenario!(name_traversal),
 };
 
@@ -164,6 +165,7 @@ pub(crate) const NAME_INJECTION: CheckSpec = CheckSpec {
     why: "Volume names come from users; a plugin that passes them through eval or unquoted into a shell runs the user's commands as the Nomad agent (often root).",
     fix: "Quote every variable (`\"$DHV_VOLUME_NAME\"`) and never eval input.",
     samples: &["eval-name"],
+    needs: Needs::Any,
     run: scenario!(name_injection),
 };
 
@@ -208,6 +210,7 @@ pub(crate) const CAPACITY_EDGE: CheckSpec = CheckSpec {
     why: "Capacities come from users: 0/0, min > max or 2^63-1 must not hang the plugin or leave half-made volumes, and a plugin that sizes volumes in whole units must still honour a range that is not one (or refuse it). A spec with `capacity_min` alone sends max 0, which means no maximum: a plugin that reads it as a limit refuses the most common capacity there is. A sparse image larger than the free space of its filesystem promises storage that is not there: the volume's writes fail (its ext4 turns read-only) once that filesystem fills, long before the capacity Nomad records.",
     fix: "Validate the capacity first and fail with `{\"error\": \"...\"}` before making anything, or succeed with `bytes` between min and max (when max > 0); a failure after something was made must undo it. Treat max 0 as no maximum. An image on a loop device must fit where it lies: test the free space before making it, or allocate it whole (`fallocate -l`).",
     samples: &[],
+    needs: Needs::OwnStorage,
     run: scenario!(capacity_edge),
 };
 

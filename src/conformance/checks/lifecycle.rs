@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, delete, needs};
+use super::{CheckResult, CheckSpec, Level, Needs, delete, needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, canary_bytes, canary_intact, listing, plant_in_volume,
 };
@@ -27,6 +27,7 @@ pub(crate) const RESTORE: CheckSpec = CheckSpec {
     why: "When a Nomad agent restarts it calls create again, concurrently, for every volume it created. A plugin that fails here drops the volumes from the node; one that returns new paths hides the data.",
     fix: "Make create idempotent and safe to run for many volumes at once: return the existing volume's path untouched.",
     samples: &[],
+    needs: Needs::Concurrent,
     run: scenario!(restore),
 };
 
@@ -135,6 +136,7 @@ pub(crate) const RECREATE: CheckSpec = CheckSpec {
     why: "Users delete a volume and create one with the same id; a stale leftover of the first volume would leak old data into the new one.",
     fix: "Leave nothing of a deleted volume behind, so the next create starts empty.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(recreate),
 };
 
@@ -182,6 +184,7 @@ pub(crate) const CRASH_CREATE: CheckSpec = CheckSpec {
     why: "Nomad kills a create that overruns its limit, and nodes crash; the next create of that volume must repair or finish it, not report a half-made volume as ready.",
     fix: "Do the work under a temporary name and rename at the end, or check every step before skipping it; record \"done\" only after the work.",
     samples: &["crash-unsafe"],
+    needs: Needs::Alone,
     run: scenario!(crash_create),
 };
 
@@ -270,6 +273,7 @@ pub(crate) const CRASH_DELETE: CheckSpec = CheckSpec {
     why: "A delete killed part way is retried; if the retry fails, the volume can never be deleted.",
     fix: "Make each step of delete tolerate the previous attempt's partial work (`rm -rf`, unmount only when mounted).",
     samples: &[],
+    needs: Needs::Alone,
     run: scenario!(crash_delete),
 };
 

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, join_all};
+use super::{CheckResult, CheckSpec, Level, Needs, join_all};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, canary_bytes, canary_intact, plant_in_volume,
 };
@@ -68,6 +68,7 @@ pub(crate) const REBOOT: CheckSpec = CheckSpec {
     why: "A node reboot takes every mount and loop device away, and the Nomad client calls create for every volume when it starts. A plugin that formats again what it finds unmounted wipes every volume of the node; `lifecycle.restore` cannot see it, as the mounts are still up there. A volume that a tmpfs backs loses its files by nature: the finding says so rather than blaming the plugin.",
     fix: "In create, tell a volume that exists but is not mounted (its image or data is on disk) from one never made: mount it again (attaching its image anew), and format only an image that was never complete.",
     samples: &["mkfs-on-reboot"],
+    needs: Needs::Alone,
     run: scenario!(reboot),
 };
 
@@ -243,6 +244,7 @@ pub(crate) const STALE_LOOP: CheckSpec = CheckSpec {
     why: "A create or delete killed part way (a timeout, an agent restart) can leave a loop device attached to the volume's image. A delete that detaches only the device it mounted leaves that one behind for good: it keeps the removed image's space in use, and a node has only a few loop devices.",
     fix: "In delete, after unmounting, detach every loop device attached to the image (`losetup -j IMAGE`, then `losetup -d` each), and wait until none is left before removing the image.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(stale_loop),
 };
 

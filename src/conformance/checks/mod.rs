@@ -43,7 +43,7 @@ pub(crate) use super::context::shown;
 use super::context::{Ctx, Finding, RunLog};
 pub(crate) use crate::conformance::catalogue::CheckSpec;
 use crate::plugin::BoxFuture;
-pub(crate) use crate::report::Level;
+pub(crate) use crate::report::{Level, Needs};
 
 /// A check that runs its own scenario in its sandbox.
 pub(crate) type ScenarioFn = for<'a> fn(&'a Ctx) -> BoxFuture<'a, CheckResult>;

@@ -5,7 +5,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use super::{CheckResult, CheckSpec, Level, fingerprint, needs};
+use super::{CheckResult, CheckSpec, Level, Needs, fingerprint, needs};
 use crate::conformance::context::{Ctx, Expect, Finding, RunLog, Variant, listing};
 use crate::contract::{DeleteRequest, Operation};
 
@@ -134,6 +134,7 @@ pub(crate) const ENV_SELF_CONTAINED: CheckSpec = CheckSpec {
     why: "Nomad clears the environment: the plugin gets only the DHV_* variables, with no PATH, HOME or LANG. A plugin that works in a shell can fail under Nomad.",
     fix: "Set what you need inside the plugin (`PATH=/usr/sbin:/usr/bin:/sbin:/bin`, `HOME=/root`), or use absolute paths.",
     samples: &["needs-home", "needs-path"],
+    needs: Needs::Any,
     run: scenario!(env_self_contained),
 };
 
@@ -232,6 +233,7 @@ pub(crate) const CWD_INDEPENDENT: CheckSpec = CheckSpec {
     why: "The plugin inherits the Nomad agent's working directory, often `/`, which may be read-only; files written there land in the agent's directory.",
     fix: "Use absolute paths and never write into the working directory.",
     samples: &["writes-cwd"],
+    needs: Needs::Any,
     run: scenario!(cwd_independent),
 };
 
@@ -314,6 +316,7 @@ pub(crate) const NO_STDIO_LEAK: CheckSpec = CheckSpec {
     why: "Nomad reads the plugin's stdout and stderr until both close, with no wait delay: a background process that keeps them open blocks the Nomad client until that process exits.",
     fix: "Start background processes with their output redirected (`cmd >/dev/null 2>&1 &`), or do not start them.",
     samples: &["leaked-child"],
+    needs: Needs::Any,
     run: run_wide!(no_stdio_leak),
 };
 
@@ -358,6 +361,7 @@ pub(crate) const REPEATABLE: CheckSpec = CheckSpec {
     why: "Nomad never retries a plugin call: a create that fails by chance loses the volume request, and a delete that fails by chance leaves the volume stuck for good. A call that fails, then succeeds made again alone with the same request, is a race inside the plugin (a pipeline that breaks under `pipefail`, a check-then-act on a shared file, a `losetup -f` taken by a neighbour).",
     fix: "Find the race from the two outcomes and their stderr: make each step safe to run while other calls run (locks per volume, `mkdir -p`, no `cmd | grep -q` under `pipefail`), and check the state a step needs rather than assuming it.",
     samples: &[],
+    needs: Needs::Any,
     run: run_wide!(repeatable),
 };
 
@@ -394,6 +398,7 @@ pub(crate) const NO_ORPHANS: CheckSpec = CheckSpec {
     why: "A process the plugin leaves running outlives the call and is managed by no one: it holds resources and may change the volume later.",
     fix: "Wait for every process you start before exiting; run daemons through the system's service manager, not from the plugin.",
     samples: &["setsid-daemon"],
+    needs: Needs::Any,
     run: run_wide!(no_orphans),
 };
 

@@ -6,7 +6,7 @@
 //! it leaves. Then the same call with nothing refused must still work, as a
 //! retry by Nomad would.
 
-use super::{CheckResult, CheckSpec, Level};
+use super::{CheckResult, CheckSpec, Level, Needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, is_mount_point, listing, plant_in_volume, still_attached,
 };
@@ -20,6 +20,7 @@ pub(crate) const MOUNT_REFUSED: CheckSpec = CheckSpec {
     why: "A mount fails on real hosts: an agent in a container without CAP_SYS_ADMIN, a security module, no free loop device. Every step the create made before it (an image, a mount point, a lock file, a loop device) is then the plugin's to undo, since Nomad records no volume it could delete later; but a create again of a volume that exists (the client's create at start, after a reboot) must undo only what it made itself, or its clean-up removes the volume's image or mount point; a create that reports success anyway hands Nomad a plain directory in the volumes dir's filesystem as the volume, without its size limit, and the data written there is not in the volume.",
     fix: "Check `mount`'s status and take the failure path (`{\"error\": \"...\"}`, exit 1) after undoing what this call made: remove the image and the mount point it created, detach its loop device.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(mount_refused),
 };
 
@@ -76,6 +77,7 @@ pub(crate) const CHMOD_REFUSED: CheckSpec = CheckSpec {
     why: "A mode change fails on real hosts: a volumes dir on a filesystem that keeps no modes (vfat, some FUSE and NFS exports), a security module. A plugin that carries on after a failed `chmod` reports success for a volume it did not finish (its root left open to every user, say); one that gives up without undoing what it made leaves a mounted filesystem or a half-made directory that nothing will remove, as Nomad records no volume for a failed create.",
     fix: "Check every step's status. When one fails, undo what this call made (unmount what it mounted, remove what it created, detach its loop device) and print `{\"error\": \"...\"}` with exit 1; or make the step unnecessary (`mkdir -m 0700` needs no `chmod`).",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(chmod_refused),
 };
 
@@ -94,6 +96,7 @@ pub(crate) const REMOVE_REFUSED: CheckSpec = CheckSpec {
     why: "A removal fails on real hosts: a file or directory marked immutable (`chattr +i`), a read-only remount, a security module. Nomad forgets a volume whose delete exits 0, so a delete that reports success without checking its `rm` leaves the volume's data on the node for good, where nothing will remove it and the next volume with its name may find it.",
     fix: "Check the status of every removal (`rm -rf -- \"$path\" || fail ...`; in Python, let the error reach your handler) and fail with `{\"error\": \"...\"}`, exit 1: Nomad keeps the volume and a later delete can finish the job.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(remove_refused),
 };
 

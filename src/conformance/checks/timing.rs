@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::deadline::{calls_of, overruns_alone};
-use super::{CheckResult, CheckSpec, Level};
+use super::{CheckResult, CheckSpec, Level, Needs};
 use crate::conformance::context::{Finding, LoggedCall, RunLog};
 use crate::contract::Operation;
 
@@ -60,6 +60,7 @@ pub(crate) const MARGIN: CheckSpec = CheckSpec {
     why: "A plugin that needs more than half its limit on a quiet machine will overrun it on a busy node.",
     fix: "Keep fingerprint well under 0.5 s and create/delete under 30 s; move slow work out of the call.",
     samples: &[],
+    needs: Needs::Any,
     run: run_wide!(margin),
 };
 
@@ -151,6 +152,7 @@ pub(crate) const PROFILE: CheckSpec = CheckSpec {
     why: "A measurement for the plugin author, never a failure: how long each operation takes (count, p50, p95, max).",
     fix: "Nothing to fix; compare the figures with Nomad's limits (1 s fingerprint, 60 s create and delete).",
     samples: &[],
+    needs: Needs::Any,
     run: run_wide!(profile),
 };
 

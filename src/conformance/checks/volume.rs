@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, create, needs};
+use super::{CheckResult, CheckSpec, Level, Needs, create, needs};
 use crate::conformance::claims::Attachment;
 use crate::conformance::context::{Ctx, Finding};
 use crate::conformance::volume_facts::{Kind, VolumeFacts};
@@ -59,6 +59,7 @@ pub(crate) const BYTES_TRUE: CheckSpec = CheckSpec {
     why: "Nomad records the `bytes` a create reports as the volume's capacity, and schedulers and operators trust it. A plugin that reports the size it was asked for rather than what it made (a size computed in MiB and truncated, an image smaller than the request, a plain directory with no limit at all) promises storage that is not there: a job fills it and fails with ENOSPC long before the capacity Nomad shows.",
     fix: "Report what the volume really holds: the size of the block device or image you made (`stat -c %s`, `blockdev --getsize64`), or 0 when the volume is a plain directory with no limit. Compute sizes in bytes, not whole MiB, and round up, not down.",
     samples: &["lies-about-bytes"],
+    needs: Needs::Any,
     run: scenario!(bytes_true),
 };
 
@@ -167,6 +168,7 @@ pub(crate) const CAPACITY_ENFORCED: CheckSpec = CheckSpec {
     why: "A capacity that is not enforced is a promise one volume's job can break for every other volume on the node: it fills the host's disk. A plugin that claims enforcement (`capacity = \"enforced\"` in dhv-conform.toml) is held to it.",
     fix: "Back each volume with storage of its own size (a filesystem image on a loop device, an LVM volume, an XFS project quota), or do not claim enforcement.",
     samples: &[],
+    needs: Needs::OwnStorage,
     run: scenario!(capacity_enforced),
 };
 
@@ -289,6 +291,7 @@ pub(crate) const BLOCK_DEVICE: CheckSpec = CheckSpec {
     why: "A volume with `attachment_mode = \"block-device\"` is handed to the task as a device node. A path that is not a block device, a device smaller than asked for, or a different device after an agent restart loses the task's data or fails its mount.",
     fix: "Return the device node (`/dev/loopN`, `/dev/mapper/...`) of storage at least capacity min large, and return the same device when create is called again for the volume (look it up, do not attach a second one).",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(block_device),
 };
 

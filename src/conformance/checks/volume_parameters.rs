@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::volume::measured_probe;
-use super::{CheckResult, CheckSpec, Level};
+use super::{CheckResult, CheckSpec, Level, Needs};
 use crate::conformance::claims::{Effect, ParameterClaim};
 use crate::conformance::context::{Ctx, Finding};
 use crate::conformance::volume_facts::{Kind, VolumeFacts};
@@ -18,6 +18,7 @@ pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
     why: "Jobs ask for a volume's mode, owner or filesystem through its `parameters` block; a plugin that accepts a parameter and ignores it hands the task a volume it cannot use (permission denied) or one that is not what the operator chose.",
     fix: "Apply every parameter you accept (chmod, chown after creating the root; mkfs with the type asked for) and refuse the ones you do not support with an {\"error\": ...}; list what each parameter sets under [claims.parameters] in dhv-conform.toml.",
     samples: &[],
+    needs: Needs::Any,
     run: scenario!(parameters),
 };
 

@@ -49,7 +49,7 @@ pub(crate) use managed::Managed;
 pub(crate) use probes::{FreshVolume, Prereqs, Probes, is_mount_point};
 pub(crate) use repeat::Repeat;
 pub(crate) use residue::{Residue, around};
-pub(crate) use route::Start;
+pub(crate) use route::{Race, Start};
 pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
 pub(crate) use steps::{Holds, LOOP_RELEASE, Steps, VolumeAt, plant_in_volume, still_attached};
 pub(crate) use timing::{Phase, is_provoked, overran};

@@ -25,10 +25,46 @@ pub(crate) enum Start<'b> {
     /// tells a call that failed or timed out under the run's own load from
     /// one that fails anyway.
     Alone,
-    /// As one call of a burst: once every call of the burst has reached the
-    /// barrier, so their starts are aligned (a race between them is met by
-    /// design, not by chance).
-    Aligned(&'b tokio::sync::Barrier),
+    /// As one call of a burst ([`Race`]): once every call of the burst has
+    /// reached the barrier, so their starts are aligned, and held at its
+    /// first change of state until every call of the burst has reached its
+    /// own (a race between them is met by design, not by chance).
+    Raced(&'b Race),
+}
+
+/// A burst of racing calls: aligned starts, and a plugin handle whose calls
+/// are held at their first change of state under the check's dir and let
+/// go together (see [`crate::exec::Rendezvous`]), the first one chosen by
+/// the round so that which call goes first varies.
+pub(crate) struct Race {
+    start: tokio::sync::Barrier,
+    plugin: Arc<dyn HostVolumePlugin>,
+}
+
+impl std::fmt::Debug for Race {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Race").finish_non_exhaustive()
+    }
+}
+
+impl Race {
+    /// A burst of `size` calls of `calls`' plugin in round `round`.
+    pub(crate) fn new(calls: &Calls, size: usize, round: usize) -> Race {
+        let mut opts = calls.shared.call_options(&calls.recorder);
+        opts.at_changes = Some(crate::exec::AtChanges::Hold(crate::exec::Rendezvous::new(
+            size, round, &calls.dir,
+        )));
+        Race {
+            start: tokio::sync::Barrier::new(size),
+            plugin: calls.shared.settings.target.open(&opts),
+        }
+    }
+
+    /// Whether the burst's calls are held at their changes here, or only
+    /// started aligned: a plugin run as a process, on a host that can hold.
+    pub(crate) fn holds(calls: &Calls) -> bool {
+        !calls.shared.settings.target.is_builtin() && crate::exec::Rendezvous::available()
+    }
 }
 
 /// Which handle of the plugin under test a call goes through, and whether it
@@ -73,7 +109,7 @@ impl Route<'_> {
         let dir = Path::new(&req.volumes_dir);
         let before = (self.caller == Caller::Nomad && solo.started_alone).then(|| listing(dir));
         self.calls.shared.live.creating(req);
-        let call = self.plugin.create(req).await;
+        let call = self.plugin(start).create(req).await;
         let residue = match (&call.result, before, solo.alone()) {
             (Err(_), Some(before), true) => {
                 Some(listing(dir).difference(&before).cloned().collect())
@@ -102,7 +138,7 @@ impl Route<'_> {
         start: Start<'_>,
     ) -> PluginCall<()> {
         let (_gate, solo) = self.admit(start).await;
-        let call = self.plugin.delete(req).await;
+        let call = self.plugin(start).delete(req).await;
         self.ended(solo, &call, None, step, expect);
         self.keep_redo(step, &call, || Redo::Delete(req.clone()));
         if call.ok() {
@@ -125,9 +161,17 @@ impl Route<'_> {
         start: Start<'_>,
     ) -> PluginCall<Fingerprint> {
         let (_gate, solo) = self.admit(start).await;
-        let call = self.plugin.fingerprint().await;
+        let call = self.plugin(start).fingerprint().await;
         self.ended(solo, &call, None, step, expect);
         call
+    }
+
+    /// The handle a call goes through: its race's, when it is one of a burst.
+    fn plugin<'s>(&'s self, start: Start<'s>) -> &'s dyn HostVolumePlugin {
+        match start {
+            Start::Raced(race) => &*race.plugin,
+            _ => self.plugin,
+        }
     }
 
     /// Lets a call in: once every call of its burst has reached the barrier
@@ -136,8 +180,8 @@ impl Route<'_> {
     async fn admit(&self, start: Start<'_>) -> (Gate<'_>, Solo<'_>) {
         // Aligned before the gate: a burst call holding the gate while it
         // waits for the others could deadlock behind a call made alone.
-        if let Start::Aligned(barrier) = start {
-            barrier.wait().await;
+        if let Start::Raced(race) = start {
+            race.start.wait().await;
         }
         let shared = &self.calls.shared;
         let gate = Gate::hold(shared, matches!(start, Start::Alone)).await;

@@ -20,11 +20,11 @@ use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use super::seccomp::{jump, stmt};
-use crate::exec::HoldPoint;
-use crate::exec::rendezvous::{Arrival, Seat};
+use crate::exec::rendezvous::{Arrival, MAX_CHANGES, PointSlot, Seat};
+use crate::exec::{AtChanges, Change, HoldPoint};
 
 /// `AUDIT_ARCH_X86_64`.
 #[cfg(target_arch = "x86_64")]
@@ -166,7 +166,32 @@ const KINDS: &[Kind] = &[
         name: "ioctl",
         path: None,
     },
+    // Starting a process: a crash point (the state before a `mkfs` runs, say),
+    // never a hold.
+    Kind {
+        nr: libc::SYS_clone,
+        name: STARTS_A_PROCESS,
+        path: None,
+    },
+    Kind {
+        nr: libc::SYS_clone3,
+        name: STARTS_A_PROCESS,
+        path: None,
+    },
+    Kind {
+        nr: libc::SYS_fork,
+        name: STARTS_A_PROCESS,
+        path: None,
+    },
+    Kind {
+        nr: libc::SYS_vfork,
+        name: STARTS_A_PROCESS,
+        path: None,
+    },
 ];
+
+/// The name of the calls that start a process (or a thread).
+const STARTS_A_PROCESS: &str = "fork";
 
 /// Where a jump of the program goes before it is laid out.
 #[derive(Clone, Copy)]
@@ -512,6 +537,11 @@ impl Notice {
         still_valid(listener, self.id).then_some(path)
     }
 
+    /// Whether it starts a process rather than changing state.
+    pub(crate) fn starts_a_process(&self) -> bool {
+        self.name() == STARTS_A_PROCESS
+    }
+
     /// Whether it changes what `scope` holds: a path below it, or a mount or
     /// loop device (node-wide state). A path that cannot be read counts.
     pub(crate) fn in_scope(&self, path: Option<&Path>, scope: &Path) -> bool {
@@ -579,10 +609,17 @@ pub(crate) fn can_hold() -> bool {
 }
 
 /// Answers the notifications of one call's `listener` until every process
-/// under its filter is gone: its first change under the seat's scope is held
-/// until the burst is let go (where, in `point`), every other one runs on at
-/// once.
-pub(crate) async fn serve(listener: OwnedFd, mut seat: Seat, point: Arc<Mutex<Option<HoldPoint>>>) {
+/// under its filter is gone, as `watch` says (see [`AtChanges`]): each change
+/// under its scope is recorded in `seen`; the first is held until the burst
+/// is let go, or the `n`th kills the call (`kill`) before it runs; every
+/// other notification runs on at once.
+pub(crate) async fn serve(
+    listener: OwnedFd,
+    watch: AtChanges,
+    mut seat: Option<Seat>,
+    seen: PointSlot,
+    kill: impl Fn(),
+) {
     use tokio::io::unix::AsyncFd;
     // SAFETY: the AsyncFd owns the descriptor for its whole life.
     let Ok(fd) =
@@ -590,8 +627,15 @@ pub(crate) async fn serve(listener: OwnedFd, mut seat: Seat, point: Arc<Mutex<Op
     else {
         return;
     };
-    let rendezvous = seat.rendezvous().clone();
+    let rendezvous = match &watch {
+        AtChanges::Hold(r) => Some(r.clone()),
+        _ => None,
+    };
+    // The paths the calls name are read through /proc: compare like with like.
+    let scope =
+        std::fs::canonicalize(watch.scope()).unwrap_or_else(|_| watch.scope().to_path_buf());
     let mut waiting = false;
+    let mut killed = false;
     loop {
         tokio::select! {
             ready = fd.readable() => {
@@ -607,36 +651,58 @@ pub(crate) async fn serve(listener: OwnedFd, mut seat: Seat, point: Arc<Mutex<Op
                         Pending::One => {}
                     }
                     let Some(notice) = receive_notice(listener) else { continue };
-                    if seat.arrived() {
+                    // A burst is held at a change of state, never at a fork.
+                    let passing = killed
+                        || seat.as_ref().is_some_and(Seat::arrived)
+                        || (seat.is_some() && notice.starts_a_process());
+                    let path = (!passing).then(|| notice.path(listener)).flatten();
+                    if passing || !notice.in_scope(path.as_deref(), &scope) {
                         continue_call(listener, notice.id());
                         continue;
                     }
-                    let path = notice.path(listener);
-                    let dup = fd.get_ref().try_clone();
-                    let (true, Ok(dup)) = (notice.in_scope(path.as_deref(), seat.scope()), dup) else {
-                        continue_call(listener, notice.id());
-                        continue;
-                    };
-                    *crate::lock(&point) = Some(HoldPoint {
-                        syscall: notice.name(),
-                        path,
-                        released: None,
-                        together: 0,
-                        of: seat.of(),
-                    });
-                    let held = HeldCall { listener: dup, id: notice.id() };
-                    match seat.arrive(held, point.clone()) {
-                        Arrival::Held => waiting = true,
-                        // The burst was let go before this call got here:
-                        // it was not held.
-                        Arrival::Pass(call) => {
-                            *crate::lock(&point) = None;
-                            call.release();
+                    let change = Change { syscall: notice.name(), path };
+                    let count = {
+                        let mut seen = crate::lock(&seen);
+                        if seen.changes.len() < MAX_CHANGES {
+                            seen.changes.push(change.clone());
                         }
+                        seen.changes.len()
+                    };
+                    match (&watch, seat.as_mut()) {
+                        (AtChanges::KillAt(_, n), _) if count == *n => {
+                            crate::lock(&seen).killed = true;
+                            killed = true;
+                            // Not answered: it dies waiting, before it runs.
+                            kill();
+                        }
+                        (AtChanges::Hold(_), Some(seat)) => {
+                            let Ok(dup) = fd.get_ref().try_clone() else {
+                                continue_call(listener, notice.id());
+                                continue;
+                            };
+                            crate::lock(&seen).held = Some(HoldPoint {
+                                syscall: change.syscall,
+                                path: change.path,
+                                released: None,
+                                together: 0,
+                                of: seat.of(),
+                            });
+                            let held = HeldCall { listener: dup, id: notice.id() };
+                            match seat.arrive(held, seen.clone()) {
+                                Arrival::Held => waiting = true,
+                                // The burst was let go before this call got
+                                // here: it was not held.
+                                Arrival::Pass(call) => {
+                                    crate::lock(&seen).held = None;
+                                    call.release();
+                                }
+                            }
+                        }
+                        _ => continue_call(listener, notice.id()),
                     }
                 }
             }
-            _ = rendezvous.until_released(), if waiting => waiting = false,
+            _ = async { rendezvous.as_ref()?.until_released().await; Some(()) }, if waiting => waiting = false,
         }
     }
 }
@@ -697,6 +763,8 @@ mod tests {
             (libc::SYS_read, [0, 0, 0], ALLOW),
             (libc::SYS_stat, [0, 0, 0], ALLOW),
             (libc::SYS_execve, [0, 0, 0], ALLOW),
+            (libc::SYS_clone3, [0, 0, 0], NOTIFY),
+            (libc::SYS_vfork, [0, 0, 0], NOTIFY),
         ];
         for &(nr, args, want) in cases {
             assert_eq!(answer(&p, nr, args), want, "call {nr} {args:?}");

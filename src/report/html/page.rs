@@ -333,6 +333,8 @@ mod tests {
                 calls
             ],
             unpinned: None,
+            needs: None,
+            phase: None,
         }
     }
 
