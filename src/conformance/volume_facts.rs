@@ -122,6 +122,22 @@ impl VolumeFacts {
     /// filesystem is full, long before the volume's size. `false` for a
     /// volume that is no loop device, nor mounted from one.
     pub fn is_overcommitted(&self) -> bool {
+        self.overcommitted()
+    }
+
+    /// The size of the device behind the volume, when it has one: a block
+    /// device's, or that of the device a mounted filesystem is on. What a
+    /// capacity request is met with, measured (a directory's room is not: a
+    /// plain one has none of its own).
+    pub fn device_bytes(&self) -> Option<u64> {
+        match &self.kind {
+            Kind::BlockDevice { size, .. } => Some(*size),
+            Kind::Mount { device_bytes, .. } => *device_bytes,
+            _ => None,
+        }
+    }
+
+    fn overcommitted(&self) -> bool {
         let (device, size) = match &self.kind {
             Kind::BlockDevice { size, .. } => (self.path.clone(), *size),
             Kind::Mount {

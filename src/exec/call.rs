@@ -72,7 +72,12 @@ impl Call {
             .admit(|| {
                 let argv0 = self.arg0.as_deref().unwrap_or(&self.program);
                 let program = (self.program.as_path(), argv0);
-                let hold = self.at_changes.is_some();
+                // A burst is held at changes of state only; a crash point
+                // or a record counts process starts too.
+                let hold = self
+                    .at_changes
+                    .as_ref()
+                    .map(|w| !matches!(w, super::AtChanges::Hold(_)));
                 os::start_leader(
                     program,
                     &self.args,

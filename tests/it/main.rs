@@ -9,6 +9,7 @@ mod github_runner;
 mod samples;
 mod util;
 
+mod blind_spots;
 mod block_device;
 mod catalogue_power;
 mod check_repeat;

@@ -64,7 +64,7 @@ pub(crate) const CHECKS: &[CheckSpec] = &[
 pub(crate) const NAME_TRAVERSAL: CheckSpec = CheckSpec {
     id: "input.name-traversal",
     level: Level::Must,
-    rule: "volume names such as `../../escape` and `a/b` create or remove nothing outside the volumes dir",
+    rule: "volume names such as `../../escape` (climbing every level up to the filesystem root) and `a/b` create or remove nothing outside the volumes dir",
     why: "Volume names come from users. A plugin that builds paths from `DHV_VOLUME_NAME` lets `../../x` create or delete files anywhere on the node.",
     fix: "Build paths from `DHV_VOLUME_ID` (always a UUID), never from the name; if you must use the name, reject `/` and `..`.",
     samples: &["name-as-path"],
@@ -83,13 +83,32 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
     let around = Surroundings::plant(ctx)
         .map_err(|e| Finding::Skip(format!("cannot plant canaries: {e}")))?;
     let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
-    let names = [
-        format!("../../escape-{tag}"),
+    let escape = format!("escape-{tag}");
+    // Every depth up to the root and one more (a prefix the plugin puts
+    // before the name can absorb one `..`): what lands above the check's dir
+    // is found by its tag in each dir on the way up.
+    let levels = volumes.components().count();
+    let deeper: Vec<String> = (3..=levels + 1)
+        .map(|d| format!("{}{escape}", "../".repeat(d)))
+        .collect();
+    let names: Vec<String> = [
+        format!("../../{escape}"),
         "a/b".to_string(),
-        format!("../escape-{tag}"),
-    ];
+        format!("../{escape}"),
+    ]
+    .into_iter()
+    .chain(deeper)
+    .collect();
+    let above: Vec<PathBuf> = ctx
+        .dirs()
+        .dir()
+        .ancestors()
+        .skip(1)
+        .map(Path::to_path_buf)
+        .collect();
     let mut notes = Vec::new();
-    for name in &names {
+    let mut deep_outcomes = std::collections::BTreeSet::new();
+    for (n, name) in names.iter().enumerate() {
         let mut req = ctx.request_in(&volumes);
         req.volume_name = name.clone();
         let before = around.outside(&volumes);
@@ -141,13 +160,33 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
                 removed.join(", ")
             )));
         }
+        let landed = tagged_in(&above, &escape);
+        if !landed.is_empty() {
+            return Err(Finding::Fail(format!(
+                "with volume name {name:?}: expected nothing to be made outside the volumes dir; \
+                 found {} — the plugin uses the name as a path; use DHV_VOLUME_ID",
+                landed
+                    .iter()
+                    .map(|p| format!("{:?}", p.display().to_string()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
         if let Some(deleted) = deleted {
             ctx.steps().need(deleted?, &step).await?;
         }
-        notes.push(match &call.result {
-            Ok(_) => format!("name {name:?}: created and deleted inside the volumes dir"),
-            Err(_) => format!("name {name:?}: refused"),
-        });
+        let outcome = match &call.result {
+            Ok(_) => "created and deleted inside the volumes dir".to_string(),
+            Err(e) => refusal(&call, e),
+        };
+        // The first three by name; the deeper ones (how many depends on
+        // where the run's temp dir is) in one clause.
+        match n < 3 {
+            true => notes.push(format!("name {name:?}: {outcome}")),
+            false => {
+                deep_outcomes.insert(outcome);
+            }
+        }
         if !cited.is_empty() {
             notes.push(format!(
                 "beside the volumes dir it added {}, as for every volume (not a traversal)",
@@ -155,7 +194,34 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
             ));
         }
     }
+    if !deep_outcomes.is_empty() {
+        let outcomes: Vec<String> = deep_outcomes.into_iter().collect();
+        notes.push(format!(
+            "names climbing every level up to the root: {}",
+            outcomes.join(" or ")
+        ));
+    }
     Ok(Finding::Pass(notes.join("; ")))
+}
+
+/// Entries of `dirs` (not below them) whose name holds `tag`.
+fn tagged_in(dirs: &[PathBuf], tag: &str) -> Vec<PathBuf> {
+    dirs.iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|entries| entries.flatten())
+        .filter(|e| e.file_name().to_string_lossy().contains(tag))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// How a failed create of a hostile name ended, in words that say only what
+/// happened: `refused` for a non-zero exit; an exit 0 whose answer Nomad
+/// cannot decode is said as such (Nomad counts it as a failed create).
+fn refusal<T>(call: &crate::plugin::PluginCall<T>, e: &crate::plugin::PluginError) -> String {
+    match call.run.as_ref().is_some_and(|r| r.succeeded()) {
+        true => format!("exited 0 with an answer Nomad cannot decode ({e})"),
+        false => "refused".to_string(),
+    }
 }
 
 pub(crate) const NAME_INJECTION: CheckSpec = CheckSpec {
@@ -177,6 +243,14 @@ async fn name_injection(ctx: &Ctx) -> CheckResult {
         format!("x`touch {}`", marker(2).display()),
         format!("x; touch {}", marker(3).display()),
         format!("x' \"; touch {} #", marker(4).display()),
+        // Out of every quoting context a shell plugin may put it in: single
+        // quotes, double quotes, a command substitution inside either, a
+        // line of its own.
+        format!("x'; touch {}; '", marker(5).display()),
+        format!("x\"; touch {}; \"", marker(6).display()),
+        format!("x'$(touch {})'", marker(7).display()),
+        format!("x\ntouch {}\n", marker(8).display()),
+        format!("x'`touch {}`'", marker(9).display()),
         "two words\nand a newline".to_string(),
         "ünïcødé-名前-🚀".to_string(),
     ];
@@ -184,18 +258,19 @@ async fn name_injection(ctx: &Ctx) -> CheckResult {
     for name in &names {
         let mut req = ctx.request();
         req.volume_name = name.clone();
-        notes.push(
-            ctx.steps()
-                .create_cleanly(&req, &format!("name {name:?}"), Holds::DELETES)
-                .await?,
-        );
-        if let Some(hit) = (1..=4).map(marker).find(|m| m.exists()) {
+        let judged = ctx
+            .steps()
+            .create_cleanly(&req, &format!("name {name:?}"), Holds::DELETES)
+            .await;
+        // A command that ran is the finding, whatever else the create did.
+        if let Some(hit) = (1..=9).map(marker).find(|m| m.exists()) {
             return Err(Finding::Fail(format!(
                 "with volume name {name:?}: expected no command to run; the marker {} appeared — the plugin \
                  evaluates the volume name as shell code (quote it: \"$DHV_VOLUME_NAME\", never eval it)",
                 hit.display()
             )));
         }
+        notes.push(judged?);
     }
     Ok(Finding::Pass(format!(
         "no command ran; {}",

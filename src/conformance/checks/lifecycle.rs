@@ -3,9 +3,10 @@
 
 use std::path::Path;
 
+use super::crash_plan::CrashPlan;
 use super::{CheckResult, CheckSpec, Level, Needs, delete, needs};
 use crate::conformance::context::{
-    Ctx, Expect, Finding, VolumeAt, canary_bytes, canary_intact, listing, plant_in_volume,
+    Ctx, Expect, Finding, Variant, VolumeAt, canary_bytes, canary_intact, listing, plant_in_volume,
 };
 use crate::contract::{CreateRequest, DeleteRequest};
 use crate::manager::VolumeSpec;
@@ -174,13 +175,10 @@ async fn recreate(ctx: &Ctx) -> CheckResult {
     }
 }
 
-/// Where in an operation's measured run time the crash checks kill it.
-const KILL_POINTS: [f64; 3] = [0.1, 0.5, 0.9];
-
 pub(crate) const CRASH_CREATE: CheckSpec = CheckSpec {
     id: "lifecycle.crash-create",
     level: Level::Should,
-    rule: "create killed part way (SIGKILL to its group), then create again succeeds and delete leaves nothing",
+    rule: "create killed before each of its steps (every change of state in its dirs, mount, loop device or process start; SIGKILL to all its processes), then create again succeeds and delete leaves nothing",
     why: "Nomad kills a create that overruns its limit, and nodes crash; the next create of that volume must repair or finish it, not report a half-made volume as ready.",
     fix: "Do the work under a temporary name and rename at the end, or check every step before skipping it; record \"done\" only after the work.",
     samples: &["crash-unsafe"],
@@ -201,26 +199,26 @@ async fn crash_create(ctx: &Ctx) -> CheckResult {
     }
     let before = listing(ctx.dirs().volumes());
     let probe = ctx.request();
-    // Timed out under the run's load: measured again alone.
-    let call = ctx
-        .steps()
-        .create_unloaded(&probe, Expect::Success, "measuring create")
-        .await?;
-    let normal = call.duration;
+    // The check runs alone (its phase): the measuring create has the host
+    // to itself, and its steps are the plugin's own.
+    let (plan, call) = CrashPlan::measure(ctx, async |v: &Variant<'_>| {
+        v.create(&probe, Expect::Success, "measuring create").await
+    })
+    .await;
     let resp = ctx.steps().need(call, "measuring create").await?;
     ctx.steps()
         .delete_ok(&probe, &resp.path, "delete after measuring create")
         .await?;
-    let mut notes = Vec::new();
-    for point in KILL_POINTS {
+    let points = plan.points("create");
+    let mut killed = Vec::new();
+    for point in &points {
         let req = ctx.request();
-        let at = normal.mul_f64(point);
-        let label = format!(
-            "create killed at {:.0}% ({:.1} ms)",
-            point * 100.0,
-            at.as_secs_f64() * 1e3
-        );
-        ctx.crasher(at).create(&req, Expect::Either, &label).await;
+        let label = &point.label;
+        let crashed = plan
+            .crasher(ctx, point)
+            .create(&req, Expect::Either, label)
+            .await;
+        killed.push(plan.killed(point, &crashed));
         // Either: the rule judges create again itself, below; re-run alone
         // if it timed out, as the load may have made it overrun.
         let again = ctx
@@ -245,7 +243,6 @@ async fn crash_create(ctx: &Ctx) -> CheckResult {
         ctx.steps()
             .delete_ok(&req, &resp.path, &format!("{label}: delete afterwards"))
             .await?;
-        notes.push(format!("{:.0}%", point * 100.0));
     }
     let left = ctx.probes().left_since(ctx.dirs().volumes(), &before).await;
     if !left.own.is_empty() {
@@ -256,9 +253,8 @@ async fn crash_create(ctx: &Ctx) -> CheckResult {
         )));
     }
     Ok(Finding::Pass(format!(
-        "killed at {} of {:.1} ms: create again recovered, delete left nothing{}",
-        notes.join(", "),
-        normal.as_secs_f64() * 1e3,
+        "killed {}: create again recovered, delete left nothing{}",
+        plan.describe("create", &killed),
         match left.cited.is_empty() {
             true => String::new(),
             false => format!(" of its own{}", left.citation()),
@@ -269,7 +265,7 @@ async fn crash_create(ctx: &Ctx) -> CheckResult {
 pub(crate) const CRASH_DELETE: CheckSpec = CheckSpec {
     id: "lifecycle.crash-delete",
     level: Level::Should,
-    rule: "delete killed part way, then delete again succeeds and the path is gone",
+    rule: "delete killed before each of its steps (as for lifecycle.crash-create), then delete again succeeds and the path is gone",
     why: "A delete killed part way is retried; if the retry fails, the volume can never be deleted.",
     fix: "Make each step of delete tolerate the previous attempt's partial work (`rm -rf`, unmount only when mounted).",
     samples: &[],
@@ -296,34 +292,29 @@ async fn crash_delete(ctx: &Ctx) -> CheckResult {
         .steps()
         .create_ok(&probe, "create before measuring delete")
         .await?;
-    let call = ctx
-        .steps()
-        .delete_unloaded(
-            &DeleteRequest::for_created(&probe, &resp.path),
-            Expect::Success,
-            "measuring delete",
-        )
-        .await?;
-    let normal = call.duration;
+    let measured = DeleteRequest::for_created(&probe, &resp.path);
+    let (plan, call) = CrashPlan::measure(ctx, async |v: &Variant<'_>| {
+        v.delete(&measured, Expect::Success, "measuring delete")
+            .await
+    })
+    .await;
     ctx.steps().need(call, "measuring delete").await?;
-    let mut notes = Vec::new();
-    for point in KILL_POINTS {
+    let points = plan.points("delete");
+    let mut killed = Vec::new();
+    for point in &points {
         let req: CreateRequest = ctx.request();
         let resp = ctx
             .steps()
             .create_ok(&req, "create before the crashed delete")
             .await?;
-        let at = normal.mul_f64(point);
-        let label = format!(
-            "delete killed at {:.0}% ({:.1} ms)",
-            point * 100.0,
-            at.as_secs_f64() * 1e3
-        );
+        let label = &point.label;
         let volume = VolumeAt::before_delete(&resp.path);
         let delete = DeleteRequest::for_created(&req, &resp.path);
-        ctx.crasher(at)
-            .delete(&delete, Expect::Either, &label)
+        let crashed = plan
+            .crasher(ctx, point)
+            .delete(&delete, Expect::Either, label)
             .await;
+        killed.push(plan.killed(point, &crashed));
         // Either: the rule judges delete again itself, below (re-run alone
         // if it timed out).
         let again = ctx
@@ -351,12 +342,10 @@ async fn crash_delete(ctx: &Ctx) -> CheckResult {
                 resp.path
             )));
         }
-        notes.push(format!("{:.0}%", point * 100.0));
     }
     Ok(Finding::Pass(format!(
-        "killed at {} of {:.1} ms: delete again finished the job",
-        notes.join(", "),
-        normal.as_secs_f64() * 1e3
+        "killed {}: delete again finished the job",
+        plan.describe("delete", &killed)
     )))
 }
 

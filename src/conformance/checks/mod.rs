@@ -22,6 +22,7 @@ macro_rules! run_wide {
 }
 
 pub(crate) mod concurrency;
+mod crash_plan;
 pub(crate) mod create;
 mod deadline;
 pub(crate) mod delete;

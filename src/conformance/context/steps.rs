@@ -271,9 +271,15 @@ impl<'a> Steps<'a> {
                 let satisfiable = max <= 0 || min <= max;
                 let outside = satisfiable && !req.admits_bytes(resp.bytes);
                 // Measured before the delete takes the volume away.
-                let overcommitted = holds.backed
-                    && VolumeFacts::measure(Path::new(&resp.path))
-                        .is_ok_and(|facts| facts.is_overcommitted());
+                let facts = VolumeFacts::measure(Path::new(&resp.path)).ok();
+                let overcommitted =
+                    holds.backed && facts.as_ref().is_some_and(VolumeFacts::is_overcommitted);
+                // What the device behind it really holds, against the least
+                // asked for: a block device of 0 bytes meets no request.
+                let short = facts
+                    .as_ref()
+                    .and_then(VolumeFacts::device_bytes)
+                    .filter(|&size| holds.bytes_in_range && satisfiable && (size as i64) < min);
                 let step = format!("{label}: delete after a successful create");
                 let delete = DeleteRequest::for_created(req, &resp.path);
                 let deleted = self
@@ -291,6 +297,12 @@ impl<'a> Steps<'a> {
                             String::new()
                         },
                         resp.bytes
+                    )));
+                }
+                if let Some(size) = short {
+                    return Err(Finding::Fail(format!(
+                        "{label}: expected a volume of at least {min} bytes; create made one whose \
+                         device holds {size} bytes (measured: the block device's size)"
                     )));
                 }
                 if holds.no_residue && !left.own.is_empty() {
@@ -319,7 +331,32 @@ impl<'a> Steps<'a> {
                     .iter()
                     .flat_map(|r| r.leftovers().iter().map(|l| l.cmdline.clone()))
                     .collect();
+                // Exit 0 with an answer Nomad cannot decode: Nomad counts the
+                // create as failed and never deletes what it made. Not a
+                // refusal, and not failure.clean's (whose rule is about
+                // non-zero exits): this check's own finding when it left
+                // something, and said as what it is when not.
+                let exited_zero = call.run.as_ref().is_some_and(|r| r.succeeded());
+                if exited_zero && !(left.own.is_empty() && procs.is_empty()) {
+                    return Err(Finding::Fail(format!(
+                        "{label}: create exited 0 with an answer Nomad cannot decode ({e}), so Nomad \
+                         counts it failed and never deletes it; it left {}",
+                        left.own
+                            .iter()
+                            .chain(&procs)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
                 if left.own.is_empty() && procs.is_empty() {
+                    if exited_zero && !holds.succeeds {
+                        return Ok(format!(
+                            "{label}: exited 0 with an answer Nomad cannot decode ({e}), leaving \
+                             nothing{}",
+                            left.citation()
+                        ));
+                    }
                     if holds.succeeds {
                         return Err(Finding::Warn(format!(
                             "{label}: expected create to succeed, as it does for the default \

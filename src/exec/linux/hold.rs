@@ -203,15 +203,16 @@ enum To {
 
 /// Elsewhere: allow everything (never installed: [`can_hold`] is false).
 #[cfg(not(target_arch = "x86_64"))]
-fn program() -> Vec<libc::sock_filter> {
+fn program(_forks: bool) -> Vec<libc::sock_filter> {
     vec![stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW)]
 }
 
 /// The program, laid out: other architectures and other calls are allowed;
 /// the calls of [`KINDS`] notify (open/openat with `O_CREAT`, ioctl with a
-/// loop request).
+/// loop request), those that start a process only with `forks` (a crash
+/// point, never a hold: a burst's calls fork without a round trip to us).
 #[cfg(target_arch = "x86_64")]
-fn program() -> Vec<libc::sock_filter> {
+fn program(forks: bool) -> Vec<libc::sock_filter> {
     const LOAD_WORD: u32 = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
     // (instruction, jump-if-true, jump-if-false), targets symbolic.
     let mut ops: Vec<(libc::sock_filter, To, To)> = Vec::new();
@@ -222,7 +223,8 @@ fn program() -> Vec<libc::sock_filter> {
     ops.push(load(NR_OFFSET));
     let plain = KINDS
         .iter()
-        .filter(|k| ![libc::SYS_open, libc::SYS_openat, libc::SYS_ioctl].contains(&k.nr));
+        .filter(|k| ![libc::SYS_open, libc::SYS_openat, libc::SYS_ioctl].contains(&k.nr))
+        .filter(|k| forks || k.name != STARTS_A_PROCESS);
     for k in plain {
         ops.push(eq(k.nr as u32));
     }
@@ -270,17 +272,18 @@ fn program() -> Vec<libc::sock_filter> {
     p
 }
 
-/// The hold filter, in the form `seccomp(2)` takes; built once, kept for the
-/// life of the process (the clone's child reads it after the fork).
-pub(crate) fn filter() -> &'static libc::sock_fprog {
+/// The watch filter (with process starts, or not), in the form `seccomp(2)`
+/// takes; built once, kept for the life of the process (the clone's child
+/// reads it after the fork).
+pub(crate) fn filter(forks: bool) -> &'static libc::sock_fprog {
     struct Prog(libc::sock_fprog);
     // SAFETY: the program it points to is never freed nor written again.
     unsafe impl Send for Prog {}
     unsafe impl Sync for Prog {}
-    static BUILT: OnceLock<(Vec<libc::sock_filter>, Prog)> = OnceLock::new();
-    &BUILT
+    static BUILT: [OnceLock<(Vec<libc::sock_filter>, Prog)>; 2] = [const { OnceLock::new() }; 2];
+    &BUILT[usize::from(forks)]
         .get_or_init(|| {
-            let p = program();
+            let p = program(forks);
             let prog = libc::sock_fprog {
                 len: p.len() as u16,
                 filter: p.as_ptr().cast_mut(),
@@ -316,6 +319,8 @@ pub(crate) fn hand_over_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// writes the descriptor.
 #[repr(C)]
 pub(crate) struct HandOver {
+    /// The filter to install.
+    prog: *const libc::sock_fprog,
     sock: libc::c_int,
     iov: libc::iovec,
     byte: u8,
@@ -325,10 +330,12 @@ pub(crate) struct HandOver {
 }
 
 impl HandOver {
-    /// A message on `sock`, made in place (it points into itself: boxed).
-    pub(crate) fn new(sock: BorrowedFd<'_>) -> Box<HandOver> {
+    /// A message on `sock`, made in place (it points into itself: boxed), for
+    /// the filter that notifies process starts too or not (`forks`).
+    pub(crate) fn new(sock: BorrowedFd<'_>, forks: bool) -> Box<HandOver> {
         // SAFETY: all-zero is a valid value of every field (plain C data).
         let mut h: Box<HandOver> = Box::new(unsafe { std::mem::zeroed() });
+        h.prog = filter(forks);
         h.sock = sock.as_raw_fd();
         h.iov = libc::iovec {
             iov_base: (&mut h.byte as *mut u8).cast(),
@@ -359,22 +366,32 @@ impl HandOver {
     pub(crate) unsafe fn install_and_send(&mut self) {
         // SAFETY: raw system calls; the filter and the message outlive them.
         unsafe {
-            let prog: *const libc::sock_fprog = filter();
-            let set = || {
+            let prog = self.prog;
+            // Once we have received a notification, only a fatal signal may
+            // end the wait for our answer (Linux 5.19): otherwise a signal
+            // the plugin handles without SA_RESTART (a shell's SIGCHLD)
+            // would fail the waiting call with EINTR, which a fork or a
+            // mkdir never returns on its own.
+            let killable = libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+            let set = |flags: libc::c_ulong| {
                 libc::syscall(
                     libc::SYS_seccomp,
                     libc::SECCOMP_SET_MODE_FILTER,
-                    libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                    libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | flags,
                     prog,
                 )
             };
-            let mut fd = set();
+            let mut fd = set(killable);
             if fd < 0 && *libc::__errno_location() == libc::EACCES {
                 // Without CAP_SYS_ADMIN the kernel wants no_new_privs first.
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                     return;
                 }
-                fd = set();
+                fd = set(killable);
+            }
+            if fd < 0 && *libc::__errno_location() == libc::EINVAL {
+                // An older kernel: the wait stays interruptible.
+                fd = set(0);
             }
             if fd < 0 {
                 return;
@@ -746,7 +763,7 @@ mod tests {
     fn changes_of_state_notify_and_nothing_else_does() {
         const NOTIFY: u32 = libc::SECCOMP_RET_USER_NOTIF;
         const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
-        let p = program();
+        let p = program(true);
         let creat = libc::O_CREAT as u32 | libc::O_WRONLY as u32;
         let cases: &[(libc::c_long, [u32; 3], u32)] = &[
             (libc::SYS_mkdir, [0, 0, 0], NOTIFY),
@@ -774,7 +791,7 @@ mod tests {
     #[test]
     fn a_listener_is_handed_over_and_received() {
         let (send, recv) = hand_over_pair().unwrap();
-        let h = HandOver::new(std::os::fd::AsFd::as_fd(&send));
+        let h = HandOver::new(std::os::fd::AsFd::as_fd(&send), true);
         // Stand in for the listener with any descriptor: the message is the same.
         let file = std::fs::File::open("/dev/null").unwrap();
         // SAFETY: the message is ours; the descriptor is open.

@@ -96,14 +96,15 @@ fn reaped_children_cpu() -> std::time::Duration {
 /// lock ([`Supervisor::admit`](super::Supervisor::admit)).
 /// With `refuse`, the call's processes are refused those system calls
 /// ([`Call::refuse`](super::Call::refuse)); with `hold`, their changes of
-/// state notify us ([`Spawned::listener`], see [`serve_holds`]).
+/// state (and with `Some(true)` their process starts) notify us
+/// ([`Spawned::listener`], see [`serve_holds`]).
 pub(crate) fn start_leader(
     (program, argv0): (&Path, &Path),
     args: &[OsString],
     env: &EnvBlock,
     cwd: Option<&Path>,
     refuse: Option<super::Refusal>,
-    hold: bool,
+    hold: Option<bool>,
 ) -> std::io::Result<(Tracked, (Spawned, Instant))> {
     let cgroup = CallCgroup::create();
     let in_flight = process_wide::spawn_in_flight();

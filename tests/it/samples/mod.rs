@@ -37,33 +37,9 @@ pub struct Varies {
     pub why: &'static str,
 }
 
-/// The run-wide checks whose messages count the run's calls (or report their timings
-/// per operation, with counts).
-pub const CALL_COUNTS: &[&str] = &[
-    "create.deadline",
-    "delete.deadline",
-    "process.no-orphans",
-    "process.no-stdio-leak",
-    "timing.profile",
-];
-
 /// Every declared source of run-to-run variation (found by running each sample many
 /// times, on an idle and on a loaded machine).
 pub const VARIES: &[Varies] = &[
-    Varies {
-        samples: &["crash-unsafe"],
-        checks: &["lifecycle.crash-create"],
-        status: false,
-        why: "names the kill point (10%, 50% or 90% of the measured create) that first \
-              exposed the fault; which one does depends on scheduling",
-    },
-    Varies {
-        samples: &["crash-unsafe"],
-        checks: CALL_COUNTS,
-        status: false,
-        why: "counts the run's calls, and a crash check stops at the first kill point \
-              that exposes the fault, so the count depends on which one did",
-    },
     Varies {
         samples: &["leaked-child", "setsid-daemon"],
         checks: &["process.no-orphans", "process.no-stdio-leak"],
