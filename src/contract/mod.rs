@@ -29,6 +29,7 @@ pub use error_text::{
     create_error_text, delete_error_text, fingerprint_decode_error_text, fingerprint_error_text,
 };
 pub use exit::ExitReason;
+pub use json::unmarshal_string_map;
 pub use operation::{
     CREATE_TIMEOUT, DELETE_TIMEOUT, FINGERPRINT_TIMEOUT, Operation, ParseOperationError,
     RESTORE_TIMEOUT,

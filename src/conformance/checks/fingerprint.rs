@@ -262,7 +262,7 @@ async fn lookup(ctx: &Ctx) -> CheckResult {
         return Err(Finding::Skip("the path has no file name".into()));
     };
     let id = id.to_string_lossy();
-    match ExternalPlugin::lookup(dir, &id) {
+    match ExternalPlugin::lookup(dir, &*id) {
         Ok(_) => Ok(Finding::Pass(format!(
             "Nomad's lookup of {id:?} in its own dir finds it"
         ))),
