@@ -270,7 +270,9 @@ fn lookup_is_confined_to_the_plugin_dir() {
         assert_eq!(err.to_string(), format!("no such plugin: {id:?}"));
     }
     // `.` is the plugin dir itself, which `os.Root.Stat` finds: a directory.
-    let err = rt.block_on(m.create(VolumeSpec::new(".", "v"))).unwrap_err();
+    let err = rt
+        .block_on(m.create(VolumeSpec::new(".", "v")))
+        .unwrap_err();
     assert_eq!(err.to_string(), "plugin not executable: \".\"");
     let err = rt
         .block_on(m.create(VolumeSpec::new("plain", "v")))

@@ -420,3 +420,56 @@ fn a_path_with_plugin_dir_runs_as_its_id_or_says_what_plugin_dir_means() {
         "{stderr}"
     );
 }
+
+/// Deliberate differences are said for the call they touched: the process
+/// group of its own every process run has (the plugin is its group's
+/// leader, where under Nomad it is in the agent's), and output shown cut
+/// at the cap; each on stderr as well as in `not_reproduced`.
+#[test]
+fn each_deliberate_difference_that_touched_the_call_is_said() {
+    let s = Scratch::new();
+    let dir = plugin_dir(&s);
+    write_plugin(
+        &dir.join("group"),
+        "#!/bin/sh\nPATH=/usr/bin:/bin\nhead -c 2000000 /dev/zero | tr '\\0' x >&2\n\
+         read -r _ _ _ _ pgid _ < /proc/$$/stat\nprintf '{\"error\": \"%s %s\"}' \"$$\" \"$pgid\"\nexit 1\n",
+    );
+    let (code, j, stderr) = run_in(
+        &dir,
+        &s.path().join("v"),
+        OsStr::new("group"),
+        "create",
+        &[],
+    );
+    assert_eq!(code, Some(1), "{j}");
+    let text = j["error"].as_str().unwrap();
+    let ids: Vec<&str> = text.rsplit(": ").next().unwrap().split(' ').collect();
+    assert_eq!(
+        ids[0], ids[1],
+        "the plugin leads a process group of its own: {text}"
+    );
+    let notes: Vec<&str> = j["not_reproduced"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("the plugin ran in a process group of its own")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("stderr was 2000000 bytes: what is shown is its first 1048576")),
+        "{notes:?}"
+    );
+    for note in notes {
+        assert!(
+            stderr.contains(&format!("dhv-conform: not as Nomad: {note}")),
+            "{stderr}"
+        );
+    }
+}
