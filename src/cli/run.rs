@@ -22,12 +22,12 @@ use crate::version::VersionInfo;
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Path to the plugin executable, `mkdir` for the built-in plugin, or,
-    /// with --plugin-dir, a plugin id looked up in that dir exactly as Nomad
-    /// looks plugins up.
+    /// with --plugin-dir, a plugin id looked up in that dir as Nomad looks
+    /// plugins up (a path to a file of that dir runs as that file's id).
     pub plugin: std::ffi::OsString,
     /// The operation: fingerprint, create or delete (anything else is sent as is).
     pub operation: String,
-    /// DHV_VOLUMES_DIR [default: a new dir $TMPDIR/dhv-conform-volumes-XXXXXX, made for this run and kept]
+    /// DHV_VOLUMES_DIR, handed over as it is (never made or checked, as by a Nomad client) [default: a new dir $TMPDIR/dhv-conform-volumes-XXXXXX, made for this run and kept]
     #[arg(long, value_name = "DIR")]
     pub volumes_dir: Option<PathBuf>,
     /// DHV_PLUGIN_DIR, and where a plugin named by id is looked up [default: the plugin's own directory]
@@ -271,8 +271,8 @@ fn check_plugin_file(source: &PluginSource) -> Result<(), CliError> {
 /// exclusively, mode 0700, ours), and kept, since the volume made in it
 /// outlives the run.
 fn volumes_dir(given: Option<&std::path::Path>) -> Result<(PathBuf, String), CliError> {
-    const NOMAD: &str = "as a Nomad 2.0.5 client, which neither makes nor checks \
-                         host_volumes_dir at start or between calls";
+    const NOMAD: &str = "as a Nomad 2.0.5 client does: it neither makes nor checks \
+                         host_volumes_dir, at start or between calls";
     match given {
         Some(dir) => {
             let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());

@@ -152,10 +152,13 @@ pub(super) fn not_reproduced(
             .iter()
             .map(|l| l.pid.to_string())
             .collect();
+        let (what, were) = match pids.len() {
+            1 => ("1 process".to_string(), "was"),
+            n => (format!("{n} processes"), "were"),
+        };
         notes.push(format!(
-            "{} process(es) the plugin started (pid {}) were still running after the call and \
-             were killed then: Nomad 2.0.5 leaves them running",
-            pids.len(),
+            "{what} the plugin started (pid {}) {were} still running after the call and \
+             killed then: Nomad 2.0.5 leaves them running",
             pids.join(", ")
         ));
     }

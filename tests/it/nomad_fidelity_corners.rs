@@ -231,7 +231,9 @@ fn a_time_limit_kills_the_plugin_alone_with_sigkill() {
     // The sleep it started outlived it, as under Nomad, and was then killed:
     // the deliberate difference is said, on stderr too.
     assert!(
-        stderr.contains("were still running after the call and were killed then: Nomad 2.0.5 leaves them running"),
+        stderr.contains(
+            "was still running after the call and killed then: Nomad 2.0.5 leaves them running"
+        ) && stderr.contains("the plugin started (pid "),
         "{stderr}"
     );
     assert!(crate::util::processes_mentioning(tag).is_empty());
