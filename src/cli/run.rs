@@ -141,6 +141,8 @@ pub(super) struct OneRun {
     pub(super) follow: Duration,
     /// The volumes dir the plugin got, and what `run` did about it.
     pub(super) volumes_dir: Option<(PathBuf, String)>,
+    /// Deliberate differences of the built-in that touched this call.
+    pub(super) builtin_notes: Vec<String>,
 }
 
 /// Runs `run`.
@@ -383,6 +385,17 @@ async fn dispatch(
                     path: resp.path,
                     bytes: resp.bytes,
                 });
+            }
+            let refused = crate::plugin::mkdir::refused_parameters(create.parameters.as_ref());
+            let named = report
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("invalid value for "));
+            if plugin.is_builtin() && named && refused > 1 {
+                report.builtin_notes.push(format!(
+                    "{refused} mkdir parameters are invalid: Go walks the parameter map in \
+                     random order, so Nomad names any one of them; this names the first in key order"
+                ));
             }
         }
         Ok(Operation::Delete) => {

@@ -62,10 +62,12 @@ pub(super) fn to_json(r: &OneRun) -> RunOutput {
 
 impl OneRun {
     pub(super) fn not_reproduced(&self) -> Vec<String> {
-        match &self.run_by {
+        let mut notes = match &self.run_by {
             Some(by) => run_fidelity::not_reproduced(by, self.run.as_ref(), self.follow),
             None => Vec::new(),
-        }
+        };
+        notes.extend(self.builtin_notes.iter().cloned());
+        notes
     }
 }
 

@@ -68,6 +68,20 @@ fn parse_options(params: Option<&Parameters>) -> Result<Options, PluginError> {
     Ok(opts)
 }
 
+/// How many of `params` Nomad's `decodeMkdirParams` refuses, each on its
+/// own: with more than one, Nomad names whichever its random map walk meets
+/// first, and this plugin the first in key order.
+pub fn refused_parameters(params: Option<&Parameters>) -> usize {
+    params
+        .into_iter()
+        .flatten()
+        .filter(|(key, value)| {
+            let one = Parameters::from([((*key).clone(), (*value).clone())]);
+            parse_options(Some(&one)).is_err()
+        })
+        .count()
+}
+
 fn invalid(key: &str, why: &str) -> PluginError {
     PluginError::Builtin(format!("invalid value for {}: {why}", go_quote(key)))
 }

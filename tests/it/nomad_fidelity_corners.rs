@@ -475,3 +475,39 @@ fn each_deliberate_difference_that_touched_the_call_is_said() {
         );
     }
 }
+
+/// Several bad mkdir parameters: Nomad names whichever its map walk meets
+/// first, `run` the first in key order, and says so for that call.
+#[test]
+fn several_bad_mkdir_parameters_are_said_to_be_named_in_key_order() {
+    let s = Scratch::new();
+    let volumes = s.path().join("v");
+    let (code, j, stderr) = run_json([
+        "mkdir",
+        "create",
+        "--volumes-dir",
+        volumes.to_str().unwrap(),
+        "--parameters",
+        r#"{"size":"1","mode":"9"}"#,
+    ]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        j["error"],
+        r#"invalid value for "mode": strconv.ParseUint: parsing "9": invalid syntax"#
+    );
+    let note = "2 mkdir parameters are invalid: Go walks the parameter map in random order";
+    assert!(stderr.contains(note), "{stderr}");
+    let (_, j, _) = run_json([
+        "mkdir",
+        "create",
+        "--volumes-dir",
+        volumes.to_str().unwrap(),
+        "--parameters",
+        r#"{"mode":"9"}"#,
+    ]);
+    assert_eq!(
+        j["not_reproduced"],
+        serde_json::json!([]),
+        "one bad parameter is named as Nomad names it"
+    );
+}
