@@ -400,6 +400,15 @@ async fn dispatch(
         }
         Ok(Operation::Delete) => {
             report.absorb(plugin.delete(delete).await);
+            let unsure = report.error.as_deref().is_some_and(remove_all_step_unsure);
+            if plugin.is_builtin() && unsure {
+                report.builtin_notes.push(
+                    "Go's os.RemoveAll names whichever of its inner steps failed (unlinkat, \
+                     openfdat, ...) and the path below the volume where it failed; this names \
+                     unlinkat of the volume's path"
+                        .to_string(),
+                );
+            }
         }
         Err(_) => {
             let env = vec![(contract::var::OPERATION.to_string(), op.to_string())];
@@ -416,6 +425,14 @@ async fn dispatch(
         }
     }
     Ok(report)
+}
+
+/// Whether the built-in delete's `error` may name another step or path than
+/// Go's `os.RemoveAll` would: its first steps are Go's exactly (`os.Remove`,
+/// the open of the parent, the `unlinkat` under a non-directory); past them,
+/// the step that fails varies.
+fn remove_all_step_unsure(error: &str) -> bool {
+    error.starts_with("unlinkat ") && !error.ends_with(": not a directory")
 }
 
 impl OneRun {
@@ -454,6 +471,19 @@ mod tests {
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("0").is_err());
+    }
+
+    #[test]
+    fn only_a_delete_failing_past_remove_alls_first_steps_is_said_to_differ() {
+        assert!(remove_all_step_unsure(
+            "unlinkat /v/6e1a3f0c-1b2d-4c5e-8f90-a1b2c3d4e5f6: device or resource busy"
+        ));
+        assert!(!remove_all_step_unsure(
+            "unlinkat /f/6e1a3f0c-1b2d-4c5e-8f90-a1b2c3d4e5f6: not a directory"
+        ));
+        assert!(!remove_all_step_unsure(
+            "open /v: too many levels of symbolic links"
+        ));
     }
 
     #[test]

@@ -273,6 +273,9 @@ fn the_volumes_dir_is_handed_over_as_a_nomad_client_hands_it() {
     std::fs::write(&file, "").unwrap();
     let dangling = s.path().join("dangling");
     symlink(s.path().join("nowhere"), &dangling).unwrap();
+    let looped = s.path().join("loop");
+    symlink(&looped, &looped).unwrap();
+    let eloop = "too many levels of symbolic links";
     let vol = |d: &Path| d.join(ID).display().to_string();
     for (volumes, op, want) in [
         (
@@ -292,6 +295,12 @@ fn the_volumes_dir_is_handed_over_as_a_nomad_client_hands_it() {
                 "error creating directory: mkdir {}: file exists",
                 dangling.display()
             ),
+        ),
+        (&looped, "create", format!("stat {}: {eloop}", vol(&looped))),
+        (
+            &looped,
+            "delete",
+            format!("open {}: {eloop}", looped.display()),
         ),
     ] {
         let (code, j, _) = run_json(["mkdir", op, "--volumes-dir", volumes.to_str().unwrap()]);
