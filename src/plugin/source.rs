@@ -20,7 +20,8 @@ pub enum PluginSource {
     Executable(PathBuf),
     /// A plugin found in a plugin dir by [`lookup`](Self::lookup): the path
     /// Nomad starts it by, and the file the lookup checked, which is what runs
-    /// (so that a symlink swapped after the check cannot lead outside the dir).
+    /// by default (so that a symlink swapped after the check cannot lead
+    /// outside the dir; [`CallOptions::exec_by_path`] runs the path, as Nomad).
     Found {
         /// `<plugin_dir>/<id>` as Go's `filepath.Join` makes it: `argv[0]`.
         executable: PathBuf,
