@@ -85,13 +85,11 @@ impl ExternalPlugin {
                 id: id.to_os_string(),
             });
         }
-        let executable = go_join(plugin_dir, id);
-        Ok(ExternalPlugin::new(
-            id,
-            executable,
-            resolved,
-            plugin_dir.to_path_buf(),
-        ))
+        // Nomad refuses a relative plugin dir; a relative one here is the
+        // same dir from where we are (symlinks in it kept, as configured).
+        let given = std::path::absolute(plugin_dir).unwrap_or_else(|_| plugin_dir.to_path_buf());
+        let executable = go_join(&given, id);
+        Ok(ExternalPlugin::new(id, executable, resolved, given))
     }
 
     /// A plugin found by a lookup of `id` in `plugin_dir`: started as
