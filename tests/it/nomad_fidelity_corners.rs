@@ -398,6 +398,8 @@ fn a_path_with_plugin_dir_runs_as_its_id_or_says_what_plugin_dir_means() {
             ".",
             "--json",
         ])
+        .arg("--volumes-dir")
+        .arg(s.path().join("v"))
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
