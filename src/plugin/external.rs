@@ -54,7 +54,9 @@ impl ExternalPlugin {
     /// Finds plugin `id` in `plugin_dir` as Nomad 2.0.5 does (`os.Root` of
     /// the dir, `Stat` of the id in it, then `helper.IsExecutable`): an
     /// empty or absolute id, a missing entry, and one that leads outside the
-    /// dir (`..`, a symlink) are "no such plugin" (CVE-2026-7474); a
+    /// dir (`..`, a symlink, an absolute symlink even to a file inside, more
+    /// than 8 symlinks, as Go's `os.Root` has it) are "no such
+    /// plugin" (CVE-2026-7474); a
     /// directory (or a symlink to one) and an entry without an execute bit
     /// are "not executable". Anything else with an execute bit passes, a FIFO
     /// or a device too: starting it fails with `EACCES`, as Nomad's
@@ -70,14 +72,11 @@ impl ExternalPlugin {
         let no_such = || PluginError::NoSuchPlugin {
             id: id.to_os_string(),
         };
-        if id.is_empty() || Path::new(id).is_absolute() {
-            return Err(no_such());
-        }
         let dir = plugin_dir.canonicalize().map_err(|_| no_such())?;
-        let resolved = dir.join(id).canonicalize().map_err(|_| no_such())?;
-        if !resolved.starts_with(&dir) {
+        if !dir.is_dir() {
             return Err(no_such());
         }
+        let resolved = super::go_root::stat_in_root(&dir, id).ok_or_else(no_such)?;
         let meta = std::fs::metadata(&resolved).map_err(|_| no_such())?;
         use std::os::unix::fs::PermissionsExt;
         if meta.is_dir() || meta.permissions().mode() & 0o111 == 0 {

@@ -17,6 +17,7 @@ mod plugin_call;
 pub use fingerprint_decode::{decode_fingerprint, shown_version};
 pub mod external;
 mod go_os;
+mod go_root;
 mod go_strconv;
 pub mod mkdir;
 mod record;

@@ -183,6 +183,11 @@ fn a_plugin_reached_through_a_symlink_sees_the_links_path_as_dollar_0() {
         "#!/bin/sh\nprintf '{\"error\": \"%s\"}' \"$0\"\nexit 1\n",
     );
     symlink("real", dir.join("link")).unwrap();
+    // An absolute target, even one inside the dir, is an escape to os.Root.
+    symlink(dir.join("real"), dir.join("abs")).unwrap();
+    let (code, j, _) = run_in(&dir, &s.path().join("v"), OsStr::new("abs"), "create", &[]);
+    assert_eq!(code, Some(1));
+    assert_eq!(j["error"], r#"no such plugin: "abs""#);
     let (code, j, _) = run_in(&dir, &s.path().join("v"), OsStr::new("link"), "create", &[]);
     assert_eq!(code, Some(1));
     let want = format!(": exit status 1: {}", dir.join("link").display());

@@ -178,7 +178,12 @@ fn a_symlink_swapped_after_the_lookup_never_runs_what_is_outside_the_dir() {
     );
     let link = dir.join("p");
     let tmp = s.path().join("p.tmp");
-    std::os::unix::fs::symlink(&good, &link).unwrap();
+    // Relative targets: Go's os.Root refuses every absolute one, inside or not.
+    let (good, bad) = (
+        Path::new(good.file_name().unwrap()),
+        Path::new("../outside").join(bad.file_name().unwrap()),
+    );
+    std::os::unix::fs::symlink(good, &link).unwrap();
 
     // Flips `p` between the plugin inside and the binary outside, atomically
     // (a new link renamed over it), for as long as the lookups run.
@@ -191,7 +196,7 @@ fn a_symlink_swapped_after_the_lookup_never_runs_what_is_outside_the_dir() {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                repoint(&link, if flip % 4 == 0 { &bad } else { &good }, &tmp);
+                repoint(&link, if flip % 4 == 0 { &bad } else { good }, &tmp);
             }
         });
         // At least 200 lookups while the link flips; more (bounded) until
@@ -221,7 +226,7 @@ fn a_symlink_swapped_after_the_lookup_never_runs_what_is_outside_the_dir() {
     );
     // Every refusal was the race's doing: with the link held still on the
     // plugin inside, the same lookup runs it.
-    repoint(&link, &good, &tmp);
+    repoint(&link, good, &tmp);
     assert_eq!(
         found_and_run(&dir, &rt).as_deref(),
         Some("1.0.0"),
