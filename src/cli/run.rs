@@ -157,12 +157,15 @@ pub async fn run(args: RunArgs) -> CliResult {
         .as_deref()
         .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf()));
     run_fidelity::check_plugin_dir(&args.plugin, plugin_dir.as_deref())?;
-    if let Some(hint) = run_fidelity::plugin_dir_hint(&args.plugin, plugin_dir.as_deref()) {
-        print_stderr(&printable(&format!("dhv-conform: {hint}\n")));
-    }
     let (source, run_by) = match run_fidelity::find(&args.plugin, plugin_dir.as_deref()) {
         Ok(found) => found,
-        Err((refused, run_by)) => return refused_by_lookup(&args, refused, run_by),
+        Err((refused, run_by)) => {
+            // A path Nomad's lookup refuses was most likely meant as a file.
+            if let Some(hint) = run_fidelity::plugin_dir_hint(&args.plugin, plugin_dir.as_deref()) {
+                print_stderr(&printable(&format!("dhv-conform: {hint}\n")));
+            }
+            return refused_by_lookup(&args, refused, run_by);
+        }
     };
     if matches!(run_by, RunBy::Path { .. }) {
         check_plugin_file(&source)?;

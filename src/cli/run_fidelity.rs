@@ -92,7 +92,8 @@ fn id_in_dir(arg: &OsStr, dir: &Path) -> Option<OsString> {
 }
 
 /// One line on what `--plugin-dir` means, for a plugin named by a path that
-/// is no file of that dir (Nomad's lookup of it, as an id, is the verdict).
+/// is no file of that dir and that Nomad's lookup, of it as an id, refused
+/// (the verdict).
 pub(super) fn plugin_dir_hint(arg: &OsStr, plugin_dir: Option<&Path>) -> Option<String> {
     let dir = plugin_dir?;
     if arg == "mkdir" || !arg.as_bytes().contains(&b'/') || id_in_dir(arg, dir).is_some() {
@@ -100,8 +101,8 @@ pub(super) fn plugin_dir_hint(arg: &OsStr, plugin_dir: Option<&Path>) -> Option<
     }
     Some(format!(
         "with --plugin-dir, PLUGIN is a plugin id looked up in {} as Nomad looks up a volume's \
-         plugin_id, and {} names no file in it: give the file's name, or drop --plugin-dir \
-         to run a file by its path",
+         plugin_id, and Nomad finds no plugin {} there: give the file's name, or drop \
+         --plugin-dir to run a file by its path",
         dir.display(),
         crate::contract::go_quote_bytes(arg.as_bytes())
     ))
