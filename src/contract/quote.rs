@@ -132,6 +132,11 @@ mod tests {
         assert_eq!(go_quote_bytes(b"\xe0\xa0A"), r#""\xe0\xa0A""#);
         assert_eq!(go_quote_bytes(b"\xf0\x9f\x98"), r#""\xf0\x9f\x98""#);
         assert_eq!(go_quote_bytes(b"\xc3\xa9\x80"), r#""é\x80""#);
+        // A surrogate's encoding, an overlong one, one past U+10FFFF: invalid
+        // to Go's decoder too, byte by byte.
+        assert_eq!(go_quote_bytes(b"\xed\xa0\x80"), r#""\xed\xa0\x80""#);
+        assert_eq!(go_quote_bytes(b"\xc0\x80"), r#""\xc0\x80""#);
+        assert_eq!(go_quote_bytes(b"\xf4\x90\x80\x80"), r#""\xf4\x90\x80\x80""#);
         assert_eq!(go_quote_bytes("ok".as_bytes()), go_quote("ok"));
     }
 
