@@ -1,19 +1,19 @@
 //! `dhv-conform run PLUGIN OPERATION`: one operation, exactly as Nomad runs it,
 //! with everything Nomad would see laid out for the plugin author.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use super::run_fidelity::{self, RunBy};
 use super::run_output;
-use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stdout};
+use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stderr, print_stdout};
 use crate::conformance::RequestTemplate;
 use crate::contract::Operation;
 use crate::contract::{self, CreateRequest, DeleteRequest, Parameters};
 use crate::plugin::{
-    CallOptions, HostVolumePlugin, PluginCall, PluginError, PluginRun, PluginSource, Timeouts,
+    CallOptions, HostVolumePlugin, KillMode, PluginCall, PluginError, PluginRun, PluginSource,
+    Timeouts,
 };
 use crate::report::{CreateOutput, printable};
 use crate::version::VersionInfo;
@@ -22,12 +22,12 @@ use crate::version::VersionInfo;
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Path to the plugin executable, `mkdir` for the built-in plugin, or,
-    /// with --plugin-dir, a plugin id looked up in that dir exactly as Nomad
-    /// looks plugins up.
-    pub plugin: String,
+    /// with --plugin-dir, a plugin id looked up in that dir as Nomad looks
+    /// plugins up (a path to a file of that dir runs as that file's id).
+    pub plugin: std::ffi::OsString,
     /// The operation: fingerprint, create or delete (anything else is sent as is).
     pub operation: String,
-    /// DHV_VOLUMES_DIR [default: a new dir $TMPDIR/dhv-conform-volumes-XXXXXX, made for this run and kept]
+    /// DHV_VOLUMES_DIR, handed over as it is (never made or checked, as by a Nomad client) [default: a new dir $TMPDIR/dhv-conform-volumes-XXXXXX, made for this run and kept]
     #[arg(long, value_name = "DIR")]
     pub volumes_dir: Option<PathBuf>,
     /// DHV_PLUGIN_DIR, and where a plugin named by id is looked up [default: the plugin's own directory]
@@ -48,15 +48,25 @@ pub struct RunArgs {
     /// DHV_NODE_POOL
     #[arg(long, value_name = "POOL", default_value = "default")]
     pub node_pool: String,
-    /// DHV_CAPACITY_MIN_BYTES
-    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    /// DHV_CAPACITY_MIN_BYTES (negative values too: Nomad passes any int64)
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub capacity_min: i64,
-    /// DHV_CAPACITY_MAX_BYTES
-    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    /// DHV_CAPACITY_MAX_BYTES (negative values too: Nomad passes any int64)
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub capacity_max: i64,
     /// DHV_PARAMETERS as a JSON object of strings [default: null, as Nomad sends without a parameters block]
     #[arg(long, value_name = "JSON")]
-    pub parameters: Option<String>,
+    pub parameters: Option<std::ffi::OsString>,
     /// DHV_CREATED_PATH for delete [default: VOLUMES_DIR/ID]
     #[arg(long, value_name = "PATH")]
     pub created_path: Option<String>,
@@ -103,27 +113,17 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(value * scale))
 }
 
-/// Parses `--parameters`: a JSON object whose values are strings, or `null`.
-pub fn parse_parameters(raw: Option<&str>) -> Result<Option<Parameters>, CliError> {
+/// Parses `--parameters` as Go decodes JSON into the `map[string]string` a
+/// volume's parameters are: an object of strings, or `null` (a duplicate key
+/// keeps its last value, a `null` value is `""`, a lone surrogate or a byte
+/// that is not UTF-8 becomes U+FFFD).
+pub fn parse_parameters(raw: Option<&[u8]>) -> Result<Option<Parameters>, CliError> {
     let Some(raw) = raw else { return Ok(None) };
-    let value: Value = serde_json::from_str(raw)
-        .map_err(|e| CliError::usage(format!("--parameters is not valid JSON: {e}")))?;
-    match value {
-        Value::Null => Ok(None),
-        Value::Object(map) => map
-            .into_iter()
-            .map(|(k, v)| match v {
-                Value::String(s) => Ok((k, s)),
-                other => Err(CliError::usage(format!(
-                    "--parameters: the value of {k:?} must be a string, not {other}"
-                ))),
-            })
-            .collect::<Result<Parameters, _>>()
-            .map(Some),
-        other => Err(CliError::usage(format!(
-            "--parameters must be a JSON object of strings, not {other}"
-        ))),
-    }
+    contract::unmarshal_string_map(raw).map_err(|e| {
+        CliError::usage(format!(
+            "--parameters must be a JSON object of strings, as Nomad's parameters are: {e}"
+        ))
+    })
 }
 
 /// What one `run` produced, whichever kind of plugin ran.
@@ -139,26 +139,58 @@ pub(super) struct OneRun {
     pub(super) builtin_duration: Option<Duration>,
     pub(super) run_by: Option<RunBy>,
     pub(super) follow: Duration,
+    /// The volumes dir the plugin got, and what `run` did about it.
+    pub(super) volumes_dir: Option<(PathBuf, String)>,
+    /// Deliberate differences of the built-in that touched this call.
+    pub(super) builtin_notes: Vec<String>,
 }
 
 /// Runs `run`.
 pub async fn run(args: RunArgs) -> CliResult {
     let id = volume_id(args.id.as_deref())?;
-    let parameters = parse_parameters(args.parameters.as_deref())?;
-    run_fidelity::check_plugin_dir(&args.plugin, args.plugin_dir.as_deref())?;
-    let (source, run_by) = match run_fidelity::find(&args.plugin, args.plugin_dir.as_deref()) {
+    let parameters = parse_parameters(args.parameters.as_deref().map(OsStrExt::as_bytes))?;
+    // Nomad refuses a relative host_volume_plugin_dir or host_volumes_dir
+    // ("must be given as an absolute path"): a relative one here means the
+    // same dir from where `run` is.
+    let plugin_dir = args
+        .plugin_dir
+        .as_deref()
+        .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf()));
+    run_fidelity::check_plugin_dir(&args.plugin, plugin_dir.as_deref())?;
+    let (source, run_by) = match run_fidelity::find(&args.plugin, plugin_dir.as_deref()) {
         Ok(found) => found,
-        Err((refused, run_by)) => return refused_by_lookup(&args, refused, run_by),
+        Err((refused, run_by)) => {
+            // A path Nomad's lookup refuses was most likely meant as a file.
+            if let Some(hint) = run_fidelity::plugin_dir_hint(&args.plugin, plugin_dir.as_deref()) {
+                print_stderr(&printable(&format!("dhv-conform: {hint}\n")));
+            }
+            return refused_by_lookup(&args, refused, run_by);
+        }
     };
-    check_plugin_file(&source)?;
-    let volumes_dir = volumes_dir(args.volumes_dir.as_deref())?;
+    if matches!(run_by, RunBy::Path { .. }) {
+        check_plugin_file(&source)?;
+    }
+    let (volumes_dir, volumes_note) = volumes_dir(args.volumes_dir.as_deref())?;
     let timeouts = args
         .timeout
         .map_or_else(Timeouts::default, Timeouts::uniform);
     let limit = timeouts.for_operation(&args.operation);
     let follow = args.follow.unwrap_or(DEFAULT_FOLLOW).min(limit);
-    let plugin = source.open(&CallOptions::new(timeouts).following(follow));
-    let create = create_request(&args, plugin.as_ref(), &volumes_dir, id, parameters);
+    // As Nomad: a time limit kills the plugin's process alone, with SIGKILL
+    // (Go's `exec.CommandContext`), and a plugin found by id runs by its
+    // path in the plugin dir.
+    let mut opts = CallOptions::new(timeouts).following(follow);
+    opts.kill_mode = Some(KillMode::NomadLeader);
+    opts.exec_by_path = true;
+    let plugin = source.open(&opts);
+    let create = create_request(
+        &args,
+        plugin.as_ref(),
+        plugin_dir.as_deref(),
+        &volumes_dir,
+        id,
+        parameters,
+    );
     let created_path = args.created_path.clone().unwrap_or_else(|| {
         volumes_dir
             .join(&create.volume_id)
@@ -170,6 +202,7 @@ pub async fn run(args: RunArgs) -> CliResult {
     let mut report = dispatch(plugin.as_ref(), &args.operation, &create, &delete).await?;
     report.run_by = Some(run_by);
     report.follow = follow;
+    report.volumes_dir = Some((volumes_dir, volumes_note));
     print_report(&args, &report)
 }
 
@@ -186,11 +219,17 @@ fn refused_by_lookup(args: &RunArgs, refused: PluginError, run_by: RunBy) -> Cli
 
 fn print_report(args: &RunArgs, report: &OneRun) -> CliResult {
     let ok = report.error.is_none();
+    // Each deliberate difference that touched this call, on stderr too, so
+    // that it is seen whatever is done with stdout (`--json | jq`).
+    for note in report.not_reproduced() {
+        print_stderr(&printable(&format!("dhv-conform: not as Nomad: {note}\n")));
+    }
     if args.json {
         print_json(&run_output::to_json(report));
     } else {
         // Everything here may come from the plugin: no escape reaches the terminal.
-        print_stdout(&printable(&run_output::to_human(report, &args.plugin)));
+        let plugin = args.plugin.to_string_lossy();
+        print_stdout(&printable(&run_output::to_human(report, &plugin)));
     }
     Ok(if ok { EXIT_OK } else { EXIT_FAIL })
 }
@@ -223,43 +262,70 @@ fn check_plugin_file(source: &PluginSource) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `--volumes-dir` (created if missing), or a new dir made for this run, and
-/// made absolute, as Nomad's own volumes dir always is. The default is never a
-/// fixed name: another user could plant a symlink there ahead of us. It is
-/// made like `mkdtemp` (a random name, created exclusively, mode 0700, ours),
-/// and kept, since the volume made in it outlives the run.
-fn volumes_dir(given: Option<&std::path::Path>) -> Result<PathBuf, CliError> {
-    let volumes_dir = match given {
+/// `--volumes-dir`, made absolute and otherwise as given, or a new dir made
+/// for this run; with what `run` did about it, in words.
+///
+/// A Nomad 2.0.5 client neither makes nor checks its `host_volumes_dir`, at
+/// start or between calls: it hands the path to every plugin as it is, and
+/// only the built-in `mkdir`'s `os.MkdirAll` makes it, as a parent of a
+/// volume. So a given dir is not made here either: missing, a file or a
+/// dangling symlink, it reaches the plugin as Nomad would hand it over.
+///
+/// The default is never a fixed name: another user could plant a symlink
+/// there ahead of us. It is made like `mkdtemp` (a random name, created
+/// exclusively, mode 0700, ours), and kept, since the volume made in it
+/// outlives the run.
+fn volumes_dir(given: Option<&std::path::Path>) -> Result<(PathBuf, String), CliError> {
+    const NOMAD: &str = "as a Nomad 2.0.5 client does: it neither makes nor checks \
+                         host_volumes_dir, at start or between calls";
+    match given {
         Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                CliError::usage(format!("cannot create volumes dir {}: {e}", dir.display()))
-            })?;
-            dir.to_path_buf()
+            let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+            let state = match (std::fs::symlink_metadata(&dir), std::fs::metadata(&dir)) {
+                (_, Ok(meta)) if meta.is_dir() => "a directory".to_string(),
+                (_, Ok(_)) => "not a directory".to_string(),
+                (Ok(link), Err(_)) if link.file_type().is_symlink() => {
+                    "a dangling symlink".to_string()
+                }
+                (_, Err(e)) if e.kind() == std::io::ErrorKind::NotFound => "missing".to_string(),
+                (_, Err(e)) => format!("not readable ({e})"),
+            };
+            let note = format!("{state}; passed to the plugin as it is, {NOMAD}");
+            Ok((dir, note))
         }
-        None => tempfile::Builder::new()
-            .prefix("dhv-conform-volumes-")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir()
-            .map_err(|e| {
-                CliError::usage(format!(
-                    "cannot create a volumes dir in {}: {e}",
-                    std::env::temp_dir().display()
-                ))
-            })?
-            .keep(),
-    };
-    Ok(std::path::absolute(&volumes_dir).unwrap_or(volumes_dir))
+        None => {
+            let dir = tempfile::Builder::new()
+                .prefix("dhv-conform-volumes-")
+                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                .tempdir()
+                .map_err(|e| {
+                    CliError::usage(format!(
+                        "cannot create a volumes dir in {}: {e}",
+                        std::env::temp_dir().display()
+                    ))
+                })?
+                .keep();
+            let dir = std::path::absolute(&dir).unwrap_or(dir);
+            Ok((
+                dir,
+                "made empty for this run (--volumes-dir names another); \
+                 a Nomad 2.0.5 client never makes host_volumes_dir itself"
+                    .to_string(),
+            ))
+        }
+    }
 }
 
 /// The create request from the flags, with the defaults `RunArgs` documents.
 fn create_request(
     args: &RunArgs,
     plugin: &dyn HostVolumePlugin,
+    plugin_dir: Option<&std::path::Path>,
     volumes_dir: &std::path::Path,
     id: String,
     parameters: Option<Parameters>,
 ) -> CreateRequest {
-    let plugin_dir = match (&args.plugin_dir, plugin.plugin_dir()) {
+    let plugin_dir = match (plugin_dir, plugin.plugin_dir()) {
         (Some(d), _) => d.to_string_lossy().into_owned(),
         (None, Some(dir)) => dir.to_string_lossy().into_owned(),
         (None, None) => String::new(),
@@ -323,9 +389,29 @@ async fn dispatch(
                     bytes: resp.bytes,
                 });
             }
+            let refused = crate::plugin::mkdir::refused_parameters(create.parameters.as_ref());
+            let named = report
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("invalid value for "));
+            if plugin.is_builtin() && named && refused > 1 {
+                report.builtin_notes.push(format!(
+                    "{refused} mkdir parameters are invalid: Go walks the parameter map in \
+                     random order, so Nomad names any one of them; this names the first in key order"
+                ));
+            }
         }
         Ok(Operation::Delete) => {
             report.absorb(plugin.delete(delete).await);
+            let unsure = report.error.as_deref().is_some_and(remove_all_step_unsure);
+            if plugin.is_builtin() && unsure {
+                report.builtin_notes.push(
+                    "Go's os.RemoveAll names whichever of its inner steps failed (unlinkat, \
+                     openfdat, ...) and the path below the volume where it failed; this names \
+                     unlinkat of the volume's path"
+                        .to_string(),
+                );
+            }
         }
         Err(_) => {
             let env = vec![(contract::var::OPERATION.to_string(), op.to_string())];
@@ -342,6 +428,14 @@ async fn dispatch(
         }
     }
     Ok(report)
+}
+
+/// Whether the built-in delete's `error` may name another step or path than
+/// Go's `os.RemoveAll` would: its first steps are Go's exactly (`os.Remove`,
+/// the open of the parent, the `unlinkat` under a non-directory); past them,
+/// the step that fails varies.
+fn remove_all_step_unsure(error: &str) -> bool {
+    error.starts_with("unlinkat ") && !error.ends_with(": not a directory")
 }
 
 impl OneRun {
@@ -383,16 +477,30 @@ mod tests {
     }
 
     #[test]
+    fn only_a_delete_failing_past_remove_alls_first_steps_is_said_to_differ() {
+        assert!(remove_all_step_unsure(
+            "unlinkat /v/6e1a3f0c-1b2d-4c5e-8f90-a1b2c3d4e5f6: device or resource busy"
+        ));
+        assert!(!remove_all_step_unsure(
+            "unlinkat /f/6e1a3f0c-1b2d-4c5e-8f90-a1b2c3d4e5f6: not a directory"
+        ));
+        assert!(!remove_all_step_unsure(
+            "open /v: too many levels of symbolic links"
+        ));
+    }
+
+    #[test]
     fn parameters_must_be_an_object_of_strings() {
+        let parse = |s: &str| parse_parameters(Some(s.as_bytes()));
         assert_eq!(parse_parameters(None).unwrap(), None);
-        assert_eq!(parse_parameters(Some("null")).unwrap(), None);
-        let p = parse_parameters(Some(r#"{"a":"1"}"#)).unwrap().unwrap();
+        assert_eq!(parse("null").unwrap(), None);
+        let p = parse(r#"{"a":"1"}"#).unwrap().unwrap();
         assert_eq!(p.get("a").map(String::as_str), Some("1"));
+        // What Go's decoder takes, it takes as Go does.
+        let p = parse(r#"{"k":"\ud800x"}"#).unwrap().unwrap();
+        assert_eq!(p["k"], "\u{fffd}x");
         for bad in ["{", "[]", r#"{"a":1}"#, "\"x\""] {
-            assert_eq!(
-                parse_parameters(Some(bad)).unwrap_err().code,
-                super::super::EXIT_USAGE
-            );
+            assert_eq!(parse(bad).unwrap_err().code, super::super::EXIT_USAGE);
         }
     }
 }

@@ -2,6 +2,8 @@
 //! path), and every point where a run could not reproduce what Nomad would
 //! conclude, said in words.
 
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -40,26 +42,30 @@ impl RunBy {
     }
 }
 
+/// What a lookup found, or Nomad's refusal of it.
+pub(super) type Found = Result<(PluginSource, RunBy), (PluginError, RunBy)>;
+
 /// The plugin `arg` names: `mkdir`; with a plugin dir, an id looked up in it
 /// exactly as Nomad does (`../x`, an absolute id or a symlink leading out is
-/// `no such plugin`; a refusal is Nomad's verdict, returned as the error);
-/// else a path.
-pub(super) fn find(
-    arg: &str,
-    plugin_dir: Option<&Path>,
-) -> Result<(PluginSource, RunBy), (PluginError, RunBy)> {
+/// `no such plugin`; a refusal is Nomad's verdict, returned as the error),
+/// or a path naming a file in that dir, which runs as that file's id; else a
+/// path.
+pub(super) fn find(arg: &OsStr, plugin_dir: Option<&Path>) -> Found {
     let source = PluginSource::parse(arg);
     if source.is_builtin() {
         return Ok((source, RunBy::Builtin));
     }
     match plugin_dir {
-        Some(dir) => PluginSource::lookup(Some(dir), arg)
-            .map(|found| (found, RunBy::Id))
-            .map_err(|e| (e, RunBy::Id)),
+        Some(dir) => {
+            let id = id_in_dir(arg, dir).unwrap_or_else(|| arg.to_os_string());
+            PluginSource::lookup(Some(dir), &id)
+                .map(|found| (found, RunBy::Id))
+                .map_err(|e| (e, RunBy::Id))
+        }
         _ => {
             let path = std::path::absolute(arg).unwrap_or_else(|_| arg.into());
             let lookup_error = match (path.parent(), path.file_name()) {
-                (Some(dir), Some(id)) => ExternalPlugin::lookup(dir, &id.to_string_lossy()).err(),
+                (Some(dir), Some(id)) => ExternalPlugin::lookup(dir, id).err(),
                 _ => None,
             };
             Ok((
@@ -72,12 +78,43 @@ pub(super) fn find(
     }
 }
 
+/// The id of the file `arg` names when it is a path (it has a `/`) to an
+/// entry directly in `dir`: `./my-plugin` run from the plugin dir, or
+/// `DIR/my-plugin`.
+fn id_in_dir(arg: &OsStr, dir: &Path) -> Option<OsString> {
+    if !arg.as_bytes().contains(&b'/') {
+        return None;
+    }
+    let path = std::path::absolute(arg).ok()?;
+    let name = path.file_name()?;
+    let parent = path.parent()?.canonicalize().ok()?;
+    (parent == dir.canonicalize().ok()?).then(|| name.to_os_string())
+}
+
+/// One line on what `--plugin-dir` means, for a plugin named by a path that
+/// is no file of that dir and that Nomad's lookup, of it as an id, refused
+/// (the verdict).
+pub(super) fn plugin_dir_hint(arg: &OsStr, plugin_dir: Option<&Path>) -> Option<String> {
+    let dir = plugin_dir?;
+    if arg == "mkdir" || !arg.as_bytes().contains(&b'/') || id_in_dir(arg, dir).is_some() {
+        return None;
+    }
+    Some(format!(
+        "with --plugin-dir, PLUGIN is a plugin id looked up in {} as Nomad looks up a volume's \
+         plugin_id, and Nomad finds no plugin {} there: give the file's name, or drop \
+         --plugin-dir to run a file by its path",
+        dir.display(),
+        crate::contract::go_quote_bytes(arg.as_bytes())
+    ))
+}
+
 /// A plugin dir named for a lookup that is not a directory is bad input.
-pub(super) fn check_plugin_dir(arg: &str, plugin_dir: Option<&Path>) -> Result<(), CliError> {
+pub(super) fn check_plugin_dir(arg: &OsStr, plugin_dir: Option<&Path>) -> Result<(), CliError> {
     match plugin_dir {
         Some(dir) if arg != "mkdir" && !dir.is_dir() => Err(CliError::usage(format!(
-            "--plugin-dir {} is not a directory (plugin {arg:?} is looked up in it by id)",
-            dir.display()
+            "--plugin-dir {} is not a directory (plugin {} is looked up in it by id)",
+            dir.display(),
+            crate::contract::go_quote_bytes(arg.as_bytes())
         ))),
         _ => Ok(()),
     }
@@ -104,6 +141,40 @@ pub(super) fn not_reproduced(
     let Some(outcome) = run.and_then(|r| r.result.as_ref().ok()) else {
         return notes;
     };
+    notes.push(
+        "the plugin ran in a process group of its own, and in a cgroup of its own where the host \
+         has cgroup v2 (so that nothing it starts outlives the call); under Nomad it shares the \
+         agent's process group, session and cgroup"
+            .to_string(),
+    );
+    if !outcome.leftovers.is_empty() {
+        let pids: Vec<String> = outcome
+            .leftovers
+            .iter()
+            .map(|l| l.pid.to_string())
+            .collect();
+        let (what, were) = match pids.len() {
+            1 => ("1 process".to_string(), "was"),
+            n => (format!("{n} processes"), "were"),
+        };
+        notes.push(format!(
+            "{what} the plugin started (pid {}) {were} still running after the call and \
+             killed then: Nomad 2.0.5 leaves them running",
+            pids.join(", ")
+        ));
+    }
+    for (name, truncated, len) in [
+        ("stdout", outcome.stdout_truncated, outcome.stdout_len),
+        ("stderr", outcome.stderr_truncated, outcome.stderr_len),
+    ] {
+        if truncated {
+            notes.push(format!(
+                "{name} was {len} bytes: what is shown is its first {} (the output cap); \
+                 Nomad logs all of it",
+                crate::exec::DEFAULT_OUTPUT_CAP
+            ));
+        }
+    }
     if let Some(len) = run.and_then(PluginRun::stdout_too_large) {
         notes.push(format!(
             "stdout was {len} bytes, more than the {DECODE_LIMIT} bytes dhv-conform decodes: \

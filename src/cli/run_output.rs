@@ -52,15 +52,22 @@ pub(super) fn to_json(r: &OneRun) -> RunOutput {
             .and_then(|o| o.closed_after_exit)
             .map(|d| d.as_secs_f64() * 1000.0),
         not_reproduced: r.not_reproduced(),
+        volumes_dir: r
+            .volumes_dir
+            .as_ref()
+            .map(|(d, _)| d.to_string_lossy().into_owned()),
+        volumes_dir_note: r.volumes_dir.as_ref().map(|(_, n)| n.clone()),
     }
 }
 
 impl OneRun {
-    fn not_reproduced(&self) -> Vec<String> {
-        match &self.run_by {
+    pub(super) fn not_reproduced(&self) -> Vec<String> {
+        let mut notes = match &self.run_by {
             Some(by) => run_fidelity::not_reproduced(by, self.run.as_ref(), self.follow),
             None => Vec::new(),
-        }
+        };
+        notes.extend(self.builtin_notes.iter().cloned());
+        notes
     }
 }
 
@@ -69,6 +76,13 @@ pub(super) fn to_human(r: &OneRun, plugin: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "plugin:    {plugin}");
     let _ = writeln!(out, "operation: {}", r.operation);
+    if let Some((dir, note)) = &r.volumes_dir {
+        let _ = writeln!(
+            out,
+            "volumes:   {} ({note})",
+            printable_line(&dir.to_string_lossy())
+        );
+    }
     if !r.env.is_empty() {
         let _ = writeln!(out, "env (exactly what the plugin gets, in order):");
         for (k, v) in &r.env {

@@ -167,7 +167,7 @@ async fn create(args: CreateArgs, supervisor: &Supervisor) -> CliResult {
             go_quote(&args.plugin)
         )));
     }
-    let parameters = super::run::parse_parameters(args.parameters.as_deref())?;
+    let parameters = super::run::parse_parameters(args.parameters.as_deref().map(str::as_bytes))?;
     let manager = open(&args.node, true)?.with_supervisor(supervisor.clone());
     let mut spec = VolumeSpec::new(&args.plugin, &args.name)
         .with_namespace(&args.namespace)

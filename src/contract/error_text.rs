@@ -1,13 +1,16 @@
 //! The error messages Nomad 2.0.5 shows when a plugin's call fails: the one
 //! place their words are written (`client/hostvolumemanager/host_volume_plugin.go`).
 
-use super::quote::go_quote;
+use super::quote::{go_quote, go_quote_bytes};
 
 /// Nomad's error after a fingerprint that did not exit 0 (or did not start,
 /// or was killed at its time limit). `exit` is the
 /// [`ExitReason::go_string`](super::ExitReason::go_string) or the `fork/exec` error.
-pub fn fingerprint_error_text(plugin: &str, exit: &str) -> String {
-    format!("error fingerprinting plugin {}: {exit}", go_quote(plugin))
+pub fn fingerprint_error_text(plugin: &(impl AsRef<[u8]> + ?Sized), exit: &str) -> String {
+    format!(
+        "error fingerprinting plugin {}: {exit}",
+        go_quote_bytes(plugin.as_ref())
+    )
 }
 
 /// Nomad's error after a fingerprint that exited 0 but whose stdout did not
@@ -21,14 +24,14 @@ pub fn fingerprint_decode_error_text(why: &str) -> String {
 /// `error_text` is what [`decode_failure_error`](super::decode_failure_error) found (`None`: stdout did not decode).
 pub fn create_error_text(
     volume_id: &str,
-    plugin: &str,
+    plugin: &(impl AsRef<[u8]> + ?Sized),
     exit: &str,
     error_text: Option<&str>,
 ) -> String {
     let head = format!(
         "error creating volume {} with plugin {}: {exit}",
         go_quote(volume_id),
-        go_quote(plugin)
+        go_quote_bytes(plugin.as_ref())
     );
     match error_text {
         Some(text) => format!("{head}: {text}"),
@@ -40,11 +43,11 @@ pub fn create_error_text(
 /// `error_text` is what [`decode_failure_error`](super::decode_failure_error) found (`None`: stdout did not decode).
 pub fn delete_error_text(
     volume_id: &str,
-    plugin: &str,
+    plugin: &(impl AsRef<[u8]> + ?Sized),
     exit: &str,
     error_text: Option<&str>,
 ) -> String {
-    let (id, plugin) = (go_quote(volume_id), go_quote(plugin));
+    let (id, plugin) = (go_quote(volume_id), go_quote_bytes(plugin.as_ref()));
     match error_text {
         Some(text) => format!("error deleting volume {id} with plugin {plugin}: {exit}: {text}"),
         None => format!(

@@ -153,6 +153,63 @@ pub(super) fn unmarshal_with(
     }
 }
 
+/// `json.Unmarshal(input, &m)` into a Go `map[string]string` (a volume's
+/// parameters): `null` is a nil map (`None`); a key given twice keeps its
+/// last value; a `null` value is the empty string (Go decodes it into the
+/// element's zero value); strings decode as Go's do (a lone surrogate or a
+/// byte that is not UTF-8 becomes U+FFFD). Any other value is Go's type error.
+pub fn unmarshal_string_map(input: &[u8]) -> Result<Option<BTreeMap<String, String>>, DecodeError> {
+    check_valid(input)?;
+    let mut r = Reader { input, pos: 0 };
+    r.skip_space();
+    match r.peek() {
+        b'{' => {}
+        b'n' => return Ok(None),
+        other => {
+            return Err(DecodeError::ValueType {
+                value: json_kind(other),
+                go_type: "map[string]string",
+            });
+        }
+    }
+    r.pos += 1;
+    let mut map = BTreeMap::new();
+    let mut saved: Option<DecodeError> = None;
+    loop {
+        r.skip_space();
+        if r.peek() == b'}' {
+            return match saved {
+                Some(e) => Err(e),
+                None => Ok(Some(map)),
+            };
+        }
+        let key = r.string();
+        r.skip_space();
+        r.pos += 1; // the ':' the scanner vouched for
+        r.skip_space();
+        match r.peek() {
+            b'"' => {
+                map.insert(key, r.string());
+            }
+            b'n' => {
+                r.skip_value();
+                map.insert(key, String::new());
+            }
+            c => {
+                saved.get_or_insert(DecodeError::ValueType {
+                    value: json_kind(c),
+                    go_type: "string",
+                });
+                r.skip_value();
+            }
+        }
+        r.skip_space();
+        if r.peek() == b',' {
+            r.pos += 1;
+        }
+    }
+}
+
 /// Go's name for the kind of JSON value starting with `c`, as type errors print it.
 fn json_kind(c: u8) -> &'static str {
     match c {
@@ -409,6 +466,42 @@ mod tests {
         ];
         for (body, expected) in cases {
             assert_eq!(unquote(body), *expected, "{:?}", body.escape_ascii());
+        }
+    }
+
+    #[test]
+    fn string_maps_decode_as_go_decodes_them() {
+        let map = |s: &str| unmarshal_string_map(s.as_bytes());
+        let got = map(r#"{"k":"\ud800x","a":"1","a":"2","n":null,"e":"\u00e9"}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(got["k"], "\u{fffd}x");
+        assert_eq!(got["a"], "2");
+        assert_eq!(got["n"], "");
+        assert_eq!(got["e"], "é");
+        assert_eq!(map(" null ").unwrap(), None);
+        assert_eq!(
+            unmarshal_string_map(b"{\"k\":\"a\xffb\"}")
+                .unwrap()
+                .unwrap()["k"],
+            "a\u{fffd}b"
+        );
+        for (bad, want) in [
+            (
+                "[]",
+                "json: cannot unmarshal array into Go value of type map[string]string",
+            ),
+            (
+                r#""x""#,
+                "json: cannot unmarshal string into Go value of type map[string]string",
+            ),
+            (
+                r#"{"a":1}"#,
+                "json: cannot unmarshal number into Go value of type string",
+            ),
+            ("{", "unexpected end of JSON input"),
+        ] {
+            assert_eq!(map(bad).unwrap_err().to_string(), want, "{bad}");
         }
     }
 

@@ -11,6 +11,7 @@ mod decode_error;
 mod env;
 mod error_text;
 mod exit;
+mod go_printable;
 mod json;
 mod operation;
 mod quote;
@@ -28,11 +29,12 @@ pub use error_text::{
     create_error_text, delete_error_text, fingerprint_decode_error_text, fingerprint_error_text,
 };
 pub use exit::ExitReason;
+pub use json::unmarshal_string_map;
 pub use operation::{
     CREATE_TIMEOUT, DELETE_TIMEOUT, FINGERPRINT_TIMEOUT, Operation, ParseOperationError,
     RESTORE_TIMEOUT,
 };
-pub use quote::go_quote;
+pub use quote::{go_quote, go_quote_bytes, is_go_printable};
 pub use response::{
     CreateResponse, FingerprintResponse, decode_create, decode_error, decode_failure_error,
     decode_fingerprint, decode_fingerprint_with,

@@ -60,8 +60,13 @@ pub(crate) fn start_failure(path: &Path, err: &std::io::Error) -> String {
             Some(_) => "a file the program needs to start (its ELF interpreter or a library) is missing".into(),
         },
         Some(libc::EACCES) => {
+            let kind = std::fs::metadata(path).map(|m| m.file_type());
             if path.is_dir() {
                 "the path is a directory, not an executable".into()
+            } else if kind.is_ok_and(|k| !k.is_file()) {
+                "the path is a FIFO, socket or device, not a regular file: the kernel executes \
+                 only regular files, whatever the mode bits say"
+                    .into()
             } else {
                 "the file is not executable, or its interpreter is not (chmod +x)".into()
             }

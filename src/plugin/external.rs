@@ -2,14 +2,14 @@
 //! the `DHV_*` variables, stdin `/dev/null`, Nomad's time limits, Nomad's decoding
 //! and Nomad's error texts.
 
-use std::path::{Component, Path, PathBuf};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 
 use std::time::{Duration, Instant};
 
 use super::transport::{Launch, LocalProcess, Transport};
-use super::{
-    BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure, go_quote,
-};
+use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure};
 use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, Operation};
 use crate::exec::{AtChanges, KillMode, Refusal, Supervisor};
 use crate::version::VersionInfo;
@@ -28,7 +28,10 @@ pub use super::timeouts::Timeouts;
 /// A plugin executable and the way it is run.
 #[derive(Debug, Clone)]
 pub struct ExternalPlugin {
+    /// The id, for display (lossy where it is not UTF-8).
     id: String,
+    /// The id as it is: what Nomad's messages quote (`%q` of any bytes).
+    raw_id: OsString,
     /// The path Nomad runs it by: `argv[0]`, in reports and errors.
     executable: PathBuf,
     /// The file that runs: the one [`lookup`](Self::lookup) checked.
@@ -49,53 +52,69 @@ pub struct ExternalPlugin {
 }
 
 impl ExternalPlugin {
-    /// Finds plugin `id` in `plugin_dir` as Nomad does, confined to the dir:
-    /// `..`, absolute ids, and symlinks that lead outside are "no such plugin"
-    /// (CVE-2026-7474); an entry without an execute bit is "not executable".
+    /// Finds plugin `id` in `plugin_dir` as Nomad 2.0.5 does (`os.Root` of
+    /// the dir, `Stat` of the id in it, then `helper.IsExecutable`): an
+    /// empty or absolute id, a missing entry, and one that leads outside the
+    /// dir (`..`, a symlink, an absolute symlink even to a file inside, more
+    /// than 8 symlinks, as Go's `os.Root` has it) are "no such
+    /// plugin" (CVE-2026-7474); a
+    /// directory (or a symlink to one) and an entry without an execute bit
+    /// are "not executable". Anything else with an execute bit passes, a FIFO
+    /// or a device too: starting it fails with `EACCES`, as Nomad's
+    /// `fork/exec` does.
     ///
-    /// What runs is the file checked here, symlinks resolved, not the path
-    /// looked up again at exec time (Nomad's way, which a symlink swapped in
-    /// between can lead outside the dir). `argv[0]` stays `<plugin_dir>/<id>`;
-    /// a script reached through a symlink sees the resolved path as `$0`.
-    pub fn lookup(plugin_dir: &Path, id: &str) -> Result<ExternalPlugin, PluginError> {
-        let no_such = || PluginError::NoSuchPlugin { id: id.to_string() };
-        let mut parts = Path::new(id).components();
-        let single_normal =
-            matches!(parts.next(), Some(Component::Normal(_))) && parts.next().is_none();
-        if id.is_empty() || !single_normal || id.contains('/') {
-            return Err(no_such());
-        }
+    /// It is started as `<plugin_dir>/<id>` (Go's `filepath.Join`: `argv[0]`,
+    /// and `$0` of a script), and by default what runs is the file checked
+    /// here, symlinks resolved, not that path looked up again at exec time
+    /// (Nomad's way, which a symlink swapped in between can lead outside the
+    /// dir); [`exec_by_path`](Self::exec_by_path) runs the path, as Nomad.
+    pub fn lookup(plugin_dir: &Path, id: impl AsRef<OsStr>) -> Result<ExternalPlugin, PluginError> {
+        let id = id.as_ref();
+        let no_such = || PluginError::NoSuchPlugin {
+            id: id.to_os_string(),
+        };
         let dir = plugin_dir.canonicalize().map_err(|_| no_such())?;
-        let candidate = dir.join(id);
-        let resolved = candidate.canonicalize().map_err(|_| no_such())?;
-        if !resolved.starts_with(&dir) {
+        if !dir.is_dir() {
             return Err(no_such());
         }
+        let resolved = super::go_root::stat_in_root(&dir, id).ok_or_else(no_such)?;
         let meta = std::fs::metadata(&resolved).map_err(|_| no_such())?;
-        if meta.is_dir() {
-            return Err(no_such());
-        }
-        // A FIFO, socket or device is no plugin, whatever its mode bits say:
-        // Nomad's exec of it fails with EACCES.
-        if !meta.is_file() {
-            return Err(PluginError::NotExecutable { id: id.to_string() });
-        }
         use std::os::unix::fs::PermissionsExt;
-        if meta.permissions().mode() & 0o111 == 0 {
-            return Err(PluginError::NotExecutable { id: id.to_string() });
+        if meta.is_dir() || meta.permissions().mode() & 0o111 == 0 {
+            return Err(PluginError::NotExecutable {
+                id: id.to_os_string(),
+            });
         }
-        // The resolved path runs, not `candidate`: a symlink swapped after the
-        // check above must not decide what runs.
-        Ok(ExternalPlugin::new(id, candidate, resolved, dir))
+        // Nomad refuses a relative plugin dir; a relative one here is the
+        // same dir from where we are (symlinks in it kept, as configured).
+        let given = std::path::absolute(plugin_dir).unwrap_or_else(|_| plugin_dir.to_path_buf());
+        let executable = go_join(&given, id);
+        Ok(ExternalPlugin::new(id, executable, resolved, given))
     }
 
-    /// A plugin found by a lookup: started as `executable` (`argv[0]`, its id
-    /// and plugin dir as for [`from_path`](Self::from_path)), running the
-    /// file the lookup checked, `checked`.
-    pub(crate) fn from_checked(executable: &Path, checked: &Path) -> ExternalPlugin {
-        let mut plugin = ExternalPlugin::from_path(executable);
-        plugin.program = checked.to_path_buf();
-        plugin
+    /// A plugin found by a lookup of `id` in `plugin_dir`: started as
+    /// `executable` (`argv[0]`), running the file the lookup checked, `checked`.
+    pub(crate) fn found(
+        id: &OsStr,
+        executable: &Path,
+        checked: &Path,
+        plugin_dir: &Path,
+    ) -> ExternalPlugin {
+        ExternalPlugin::new(
+            id,
+            executable.to_path_buf(),
+            checked.to_path_buf(),
+            plugin_dir.to_path_buf(),
+        )
+    }
+
+    /// Runs the path it is started as (`<plugin_dir>/<id>`), not the file
+    /// its lookup checked: exactly what Nomad executes, so a plugin that is a
+    /// symlink sees the link's path as `$0`. A symlink swapped after the
+    /// lookup then decides what runs, as under Nomad.
+    pub fn exec_by_path(mut self) -> Self {
+        self.program = self.executable.clone();
+        self
     }
 
     /// A plugin given by path (for `check` and `run`): its id is the file name,
@@ -103,17 +122,20 @@ impl ExternalPlugin {
     /// cannot run is reported by the call that tries.
     pub fn from_path(path: &Path) -> ExternalPlugin {
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-        let id = absolute
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let id = absolute.file_name().unwrap_or_default().to_os_string();
         let dir = absolute.parent().map(Path::to_path_buf).unwrap_or_default();
         ExternalPlugin::new(&id, absolute.clone(), absolute, dir)
     }
 
-    fn new(id: &str, executable: PathBuf, program: PathBuf, plugin_dir: PathBuf) -> ExternalPlugin {
+    fn new(
+        id: &OsStr,
+        executable: PathBuf,
+        program: PathBuf,
+        plugin_dir: PathBuf,
+    ) -> ExternalPlugin {
         ExternalPlugin {
-            id: id.to_string(),
+            id: id.to_string_lossy().into_owned(),
+            raw_id: id.to_os_string(),
             executable,
             program,
             plugin_dir,
@@ -317,13 +339,18 @@ impl ExternalPlugin {
         run
     }
 
+    /// Go's `%q` of the id, as Nomad's messages have it.
+    fn quoted_id(&self) -> String {
+        contract::go_quote_bytes(self.raw_id.as_bytes())
+    }
+
     /// The error for an answer past [`DECODE_LIMIT`]: too large to judge.
     fn too_large(&self, op: Operation, len: u64) -> PluginError {
         PluginError::OutputTooLarge {
             message: format!(
                 "output too large to judge: the {op} of plugin {} printed {len} bytes on stdout; \
                  dhv-conform decodes at most {DECODE_LIMIT} bytes (Nomad reads all of it)",
-                go_quote(&self.id)
+                self.quoted_id()
             ),
             bytes: len,
         }
@@ -349,7 +376,7 @@ impl ExternalPlugin {
         }
         if !run.succeeded() {
             return Err(self.call_error(run, Operation::Fingerprint, |exit, _| {
-                contract::fingerprint_error_text(&self.id, exit)
+                contract::fingerprint_error_text(self.raw_id.as_bytes(), exit)
             }));
         }
         let resp = super::decode_fingerprint(run.stdout()).map_err(|e| PluginError::Response {
@@ -359,7 +386,7 @@ impl ExternalPlugin {
             return Err(PluginError::Response {
                 message: format!(
                     "plugin {} returned no version (a nil version crashes a Nomad agent)",
-                    go_quote(&self.id)
+                    self.quoted_id()
                 ),
             });
         };
@@ -394,7 +421,7 @@ impl ExternalPlugin {
             })
         } else {
             Err(self.call_error(&run, Operation::Create, |exit, text| {
-                contract::create_error_text(&req.volume_id, &self.id, exit, text)
+                contract::create_error_text(&req.volume_id, self.raw_id.as_bytes(), exit, text)
             }))
         };
         (self.keep(run), verdict)
@@ -410,7 +437,7 @@ impl ExternalPlugin {
             Ok(())
         } else {
             Err(self.call_error(&run, Operation::Delete, |exit, text| {
-                contract::delete_error_text(&req.volume_id, &self.id, exit, text)
+                contract::delete_error_text(&req.volume_id, self.raw_id.as_bytes(), exit, text)
             }))
         };
         (self.keep(run), verdict)
@@ -481,4 +508,14 @@ impl HostVolumePlugin for ExternalPlugin {
     ) -> BoxFuture<'a, Option<PluginRun>> {
         Box::pin(async move { Some(self.run(op, env).await) })
     }
+}
+
+/// Go's `filepath.Join(dir, id)` of any bytes: cleaning only looks at `/`
+/// and `.`, so each byte is carried as the char of the same value (Latin-1)
+/// through [`go_os::join`](super::go_os::join) and back, unchanged.
+fn go_join(dir: &Path, id: &OsStr) -> PathBuf {
+    let latin1 = |b: &[u8]| b.iter().map(|&b| char::from(b)).collect::<String>();
+    let joined = super::go_os::join(&latin1(dir.as_os_str().as_bytes()), &latin1(id.as_bytes()));
+    let bytes: Vec<u8> = joined.chars().map(|c| c as u8).collect();
+    PathBuf::from(OsString::from_vec(bytes))
 }

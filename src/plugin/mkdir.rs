@@ -15,7 +15,7 @@
 //! the path is built from it (Nomad's servers only ever send UUIDs).
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 
 use super::go_os::{self, PathError};
 use super::go_strconv;
@@ -68,6 +68,20 @@ fn parse_options(params: Option<&Parameters>) -> Result<Options, PluginError> {
     Ok(opts)
 }
 
+/// How many of `params` Nomad's `decodeMkdirParams` refuses, each on its
+/// own: with more than one, Nomad names whichever its random map walk meets
+/// first, and this plugin the first in key order.
+pub fn refused_parameters(params: Option<&Parameters>) -> usize {
+    params
+        .into_iter()
+        .flatten()
+        .filter(|(key, value)| {
+            let one = Parameters::from([((*key).clone(), (*value).clone())]);
+            parse_options(Some(&one)).is_err()
+        })
+        .count()
+}
+
 fn invalid(key: &str, why: &str) -> PluginError {
     PluginError::Builtin(format!("invalid value for {}: {why}", go_quote(key)))
 }
@@ -118,6 +132,38 @@ impl MkdirPlugin {
     fn delete_now(req: &DeleteRequest) -> Result<(), PluginError> {
         refuse_bad_id(&req.volume_id)?;
         let path = go_os::join(&req.volumes_dir, &req.volume_id);
+        // RemoveAll's first steps: os.Remove (unlink, then rmdir), where
+        // "does not exist" is success; then the parent is opened, and a
+        // parent that cannot be opened is the error, as `open <dir>`.
+        let unlinked = fs::remove_file(&path);
+        let Err(unlink) = unlinked else { return Ok(()) };
+        let rmdir = match fs::remove_dir(&path) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let remove = if rmdir.raw_os_error() == Some(libc::ENOTDIR) {
+            unlink
+        } else {
+            rmdir
+        };
+        if remove.raw_os_error() == Some(libc::ENOENT) {
+            return Ok(());
+        }
+        let parent = match path.rfind('/') {
+            Some(0) => "/".to_string(),
+            Some(i) => path[..i].to_string(),
+            None => ".".to_string(),
+        };
+        // O_NONBLOCK: a FIFO in the volumes dir's place is never waited on.
+        let opened = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&parent);
+        match opened {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+            Err(e) => return Err(builtin("", PathError::new("open", &parent, e))),
+            Ok(_) => {}
+        }
         let removed = match fs::symlink_metadata(&path) {
             Ok(meta) if meta.is_dir() => fs::remove_dir_all(&path),
             Ok(_) => fs::remove_file(&path),

@@ -299,3 +299,21 @@ fn a_failed_chown_removes_the_directory() {
         assert!(!path.exists());
     }
 }
+
+/// The one deliberate difference: the path is built from the id, so an id
+/// that is not a UUID (`..`, a path) is refused before anything is touched.
+#[test]
+fn a_volume_id_that_is_not_a_uuid_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for id in ["..", "../x", "a/b", "NOT-A-UUID"] {
+        let mut req = request(dir.path(), None);
+        req.volume_id = id.into();
+        assert_eq!(
+            error_of(MkdirPlugin::create_now(&req)),
+            format!("invalid volume id {}", go_quote(id))
+        );
+        let del = DeleteRequest::for_created(&req, "");
+        assert!(MkdirPlugin::delete_now(&del).is_err(), "{id}");
+    }
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+}

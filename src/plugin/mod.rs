@@ -17,6 +17,7 @@ mod plugin_call;
 pub use fingerprint_decode::{decode_fingerprint, shown_version};
 pub mod external;
 mod go_os;
+mod go_root;
 mod go_strconv;
 pub mod mkdir;
 mod record;
@@ -25,6 +26,7 @@ mod timeouts;
 pub mod transport;
 
 use std::future::Future;
+use std::os::unix::ffi::OsStrExt;
 use std::pin::Pin;
 
 pub use crate::contract::go_quote;
@@ -91,16 +93,16 @@ pub trait HostVolumePlugin: Send + Sync + std::fmt::Debug {
 #[non_exhaustive]
 pub enum PluginError {
     /// The id does not name an entry of the plugin dir (or escapes it).
-    #[error("no such plugin: {}", go_quote(id))]
+    #[error("no such plugin: {}", crate::contract::go_quote_bytes(id.as_bytes()))]
     NoSuchPlugin {
-        /// The plugin id asked for.
-        id: String,
+        /// The plugin id asked for (any bytes, as Nomad takes any Go string).
+        id: std::ffi::OsString,
     },
-    /// The entry exists but has no execute bit.
-    #[error("plugin not executable: {}", go_quote(id))]
+    /// The entry is a directory or has no execute bit.
+    #[error("plugin not executable: {}", crate::contract::go_quote_bytes(id.as_bytes()))]
     NotExecutable {
         /// The plugin id asked for.
-        id: String,
+        id: std::ffi::OsString,
     },
     /// The plugin could not be started at all (no shebang, missing interpreter…).
     #[error("{message}")]

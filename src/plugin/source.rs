@@ -1,6 +1,7 @@
 //! The one parser from what a user names (`mkdir`, a path, or an id in a
 //! plugin dir) to a callable plugin, and the options a caller runs it with.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -19,12 +20,17 @@ pub enum PluginSource {
     Executable(PathBuf),
     /// A plugin found in a plugin dir by [`lookup`](Self::lookup): the path
     /// Nomad starts it by, and the file the lookup checked, which is what runs
-    /// (so that a symlink swapped after the check cannot lead outside the dir).
+    /// by default (so that a symlink swapped after the check cannot lead
+    /// outside the dir; [`CallOptions::exec_by_path`] runs the path, as Nomad).
     Found {
-        /// `<plugin_dir>/<id>`: `argv[0]`, its id and plugin dir.
+        /// `<plugin_dir>/<id>` as Go's `filepath.Join` makes it: `argv[0]`.
         executable: PathBuf,
         /// The file confined to the plugin dir, symlinks resolved.
         checked: PathBuf,
+        /// The id it was looked up by.
+        id: OsString,
+        /// The plugin dir, as given (`DHV_PLUGIN_DIR`).
+        plugin_dir: PathBuf,
     },
 }
 
@@ -54,6 +60,10 @@ pub struct CallOptions {
     /// Watches every call's changes of state (see
     /// [`ExternalPlugin::with_at_changes`]); default: not.
     pub at_changes: Option<crate::exec::AtChanges>,
+    /// A plugin found by lookup runs by its path in the plugin dir, as
+    /// Nomad runs it (see [`ExternalPlugin::exec_by_path`]); default: the
+    /// file the lookup checked.
+    pub exec_by_path: bool,
 }
 
 impl CallOptions {
@@ -88,7 +98,8 @@ impl CallOptions {
 impl PluginSource {
     /// `mkdir` means the built-in; anything else is a path. Nothing is checked
     /// here, so that a file that cannot run is reported by the call that tries.
-    pub fn parse(arg: &str) -> PluginSource {
+    pub fn parse(arg: impl AsRef<OsStr>) -> PluginSource {
+        let arg = arg.as_ref();
         if arg == MKDIR_ID {
             PluginSource::Builtin
         } else {
@@ -98,17 +109,25 @@ impl PluginSource {
 
     /// Plugin `id` as a Nomad client finds it: the built-in `mkdir`, or an
     /// executable of `plugin_dir`, confined to it (see [`ExternalPlugin::lookup`]).
-    pub fn lookup(plugin_dir: Option<&Path>, id: &str) -> Result<PluginSource, PluginError> {
+    pub fn lookup(
+        plugin_dir: Option<&Path>,
+        id: impl AsRef<OsStr>,
+    ) -> Result<PluginSource, PluginError> {
+        let id = id.as_ref();
         if id == MKDIR_ID {
             return Ok(PluginSource::Builtin);
         }
         let Some(dir) = plugin_dir else {
-            return Err(PluginError::NoSuchPlugin { id: id.to_string() });
+            return Err(PluginError::NoSuchPlugin {
+                id: id.to_os_string(),
+            });
         };
         let found = ExternalPlugin::lookup(dir, id)?;
         Ok(PluginSource::Found {
             executable: found.executable().to_path_buf(),
             checked: found.program().to_path_buf(),
+            id: id.to_os_string(),
+            plugin_dir: dir.to_path_buf(),
         })
     }
 
@@ -134,7 +153,16 @@ impl PluginSource {
             PluginSource::Found {
                 executable,
                 checked,
-            } => ExternalPlugin::from_checked(executable, checked),
+                id,
+                plugin_dir,
+            } => {
+                let found = ExternalPlugin::found(id, executable, checked, plugin_dir);
+                if opts.exec_by_path {
+                    found.exec_by_path()
+                } else {
+                    found
+                }
+            }
         };
         let mut plugin = plugin
             .with_timeouts(opts.timeouts)

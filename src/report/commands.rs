@@ -76,6 +76,14 @@ pub struct RunOutput {
     /// Every point where this run could not reproduce Nomad, in words.
     #[serde(default)]
     pub not_reproduced: Vec<String>,
+    /// The volumes dir the plugin was given (`DHV_VOLUMES_DIR`); `None`
+    /// when no call ran.
+    #[serde(default)]
+    pub volumes_dir: Option<String>,
+    /// What the volumes dir was, and what `run` did about it (as a Nomad
+    /// client: nothing), in words.
+    #[serde(default)]
+    pub volumes_dir_note: Option<String>,
 }
 
 /// A decoded create response.

@@ -45,6 +45,7 @@ mod manager_safety;
 mod manager_state;
 mod mounts;
 mod mutants;
+mod nomad_fidelity_corners;
 mod nomad_fidelity_run;
 mod nomad_job;
 mod one_finding;

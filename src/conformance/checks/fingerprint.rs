@@ -244,8 +244,8 @@ pub(crate) const LOOKUP: CheckSpec = CheckSpec {
     id: "fingerprint.lookup",
     level: Level::Should,
     rule: "a plugin given by path is one Nomad's lookup finds by its file name in its own dir (confined to the dir: no symlink leading outside)",
-    why: "Nomad 2.0.5 looks a plugin up by its id in `client.host_volume_plugin_dir`, confined to that dir (Go's os.Root, CVE-2026-7474): a symlink that leads outside the dir is `no such plugin: \"ID\"`, so the plugin is never fingerprinted and no volume can be created with it, although running the file by path works.",
-    fix: "Install the executable itself in the plugin dir (copy it, or link to a file inside the dir), not a symlink to a file elsewhere.",
+    why: "Nomad 2.0.5 looks a plugin up by its id in `client.host_volume_plugin_dir`, confined to that dir (Go's os.Root, CVE-2026-7474): a symlink that leads outside the dir, or whose target is an absolute path, is `no such plugin: \"ID\"`, so the plugin is never fingerprinted and no volume can be created with it, although running the file by path works.",
+    fix: "Install the executable itself in the plugin dir (copy it, or link to a file inside the dir with a relative target), not a symlink to a file elsewhere.",
     samples: &[],
     needs: Needs::Any,
     run: scenario!(lookup),
@@ -268,7 +268,7 @@ async fn lookup(ctx: &Ctx) -> CheckResult {
         return Err(Finding::Skip("the path has no file name".into()));
     };
     let id = id.to_string_lossy();
-    match ExternalPlugin::lookup(dir, &id) {
+    match ExternalPlugin::lookup(dir, &*id) {
         Ok(_) => Ok(Finding::Pass(format!(
             "Nomad's lookup of {id:?} in its own dir finds it"
         ))),
@@ -278,9 +278,19 @@ async fn lookup(ctx: &Ctx) -> CheckResult {
             needs(&RUNS)
         ))),
         Err(e) => {
-            let leads_to = std::fs::canonicalize(&path)
-                .map(|p| format!(": it leads to {}, outside the dir", p.display()))
-                .unwrap_or_default();
+            let inside = |p: &std::path::Path| {
+                dir.canonicalize()
+                    .is_ok_and(|d| p.parent().is_some_and(|parent| parent.starts_with(&d)))
+            };
+            let absolute_link = std::fs::read_link(&path).is_ok_and(|t| t.is_absolute());
+            let leads_to = match std::fs::canonicalize(&path) {
+                Ok(p) if !inside(&p) => format!(": it leads to {}, outside the dir", p.display()),
+                Ok(p) if absolute_link => format!(
+                    ": it leads to {} by an absolute symlink, which Go's os.Root refuses even inside the dir",
+                    p.display()
+                ),
+                _ => String::new(),
+            };
             Err(Finding::Fail(format!(
                 "expected Nomad's lookup of {id:?} in its plugin dir {} to find it, as a Nomad client \
                  looks plugins up; Nomad 2.0.5 says: {e}{leads_to} (plugins are confined to their dir)",
