@@ -8,7 +8,7 @@ use std::time::Duration;
 use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
 
 use super::check_args::CheckArgs;
-use super::check_outputs::{check_outputs, write_files, write_reports};
+use super::check_outputs::{Outputs, open_outputs, write_files, write_reports};
 use super::check_rounds::{Rounds, Tally};
 use super::config::Config;
 use super::progress_lines::{Ending, Format, Printer, Stream};
@@ -45,7 +45,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     }
     let chosen = selection(&args)?;
     let target = target(&args.plugin)?;
-    check_outputs(&args)?;
+    let outputs = open_outputs(&args, &inputs(&args, &target, config.as_ref(), &requests))?;
     let claims = match &config {
         Some(c) => c.claims.clone(),
         None if target.is_builtin() => Claims::builtin_mkdir(),
@@ -118,7 +118,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         interrupted: outcome.report.interrupted.as_deref(),
     }));
     let _ = ticker.join();
-    let code = finish(&args, outcome, node, started, color, table_to)?;
+    let code = finish(&args, &outputs, outcome, node, started, color, table_to)?;
     match late.arrived() {
         Some((number, name)) => Err(CliError {
             code: 128u8.saturating_add(number as u8),
@@ -159,6 +159,32 @@ fn requests(args: &CheckArgs, config: Option<&Config>) -> Result<Vec<Request>, C
             template: RequestTemplate::default(),
         }]),
     }
+}
+
+/// The files the run reads, which no output may write over: the plugin, its
+/// config, the fixtures, and the snapshot being compared.
+fn inputs(
+    args: &CheckArgs,
+    target: &conformance::Target,
+    config: Option<&Config>,
+    requests: &[Request],
+) -> Vec<(&'static str, std::path::PathBuf)> {
+    let mut inputs = Vec::new();
+    if let Some(plugin) = target.path() {
+        inputs.push(("the plugin", plugin.to_path_buf()));
+    }
+    if let Some(c) = config {
+        inputs.push(("its config", c.path.clone()));
+    }
+    for r in requests {
+        if let Some(f) = &r.fixture {
+            inputs.push(("the fixture", f.into()));
+        }
+    }
+    if let Some(s) = args.snapshot.as_ref().filter(|_| !args.bless) {
+        inputs.push(("the snapshot being compared", s.clone()));
+    }
+    inputs
 }
 
 /// One request the suite runs with.
@@ -266,6 +292,7 @@ fn template(fixture: Option<&Path>) -> Result<RequestTemplate, CliError> {
 /// report files and the snapshot gate, and the exit code they come to.
 fn finish(
     args: &CheckArgs,
+    outputs: &Outputs,
     outcome: conformance::SuiteOutcome,
     node: Option<report::NodeInfo>,
     started: std::time::SystemTime,
@@ -288,9 +315,9 @@ fn finish(
     let note = temp_dir_note(teardown);
     table_to.write(&table(&report, color, args.quiet, &note));
     if let Some(signal) = outcome.interrupted {
-        return interrupted(args, &report, signal, &teardown.summary());
+        return interrupted(args, outputs, &report, signal, &teardown.summary());
     }
-    let code = write_reports(args, &report)?;
+    let code = write_reports(args, outputs, &report)?;
     if outcome.harness_failed {
         return Ok(EXIT_HARNESS);
     }
@@ -306,11 +333,12 @@ fn finish(
 /// of behaviour), and the exit is 128 + the signal's number.
 fn interrupted(
     args: &CheckArgs,
+    outputs: &Outputs,
     report: &report::Report,
     signal: i32,
     teardown: &str,
 ) -> CliResult {
-    write_files(args, report)?;
+    write_files(outputs, report)?;
     let name = report.interrupted.as_deref().unwrap_or("a signal");
     let snapshot = if args.snapshot.is_some() {
         "; the snapshot was not compared"
