@@ -12,7 +12,7 @@ use super::check_outputs::{Outputs, open_outputs, write_files, write_reports};
 use super::check_rounds::{Rounds, Tally};
 use super::config::Config;
 use super::progress_lines::{Ending, Format, Printer, Stream};
-use super::selection::{describe, list, rfc3339_utc, selection, target};
+use super::selection::{config_leaves_some, describe, list, rfc3339_utc, selection, target};
 use super::signals::LateEnding;
 use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, print_stderr};
 use crate::conformance::{
@@ -51,6 +51,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         None if target.is_builtin() => Claims::builtin_mkdir(),
         None => Claims::default(),
     };
+    config_leaves_some(&args, &claims, config.as_ref().map(|c| c.path.as_path()))?;
     super::clean::before_a_run();
     check_work_dir(args.work_dir.as_deref())?;
     let (progress_to, table_to) = match (args.reports.json_to_stdout(), format) {
