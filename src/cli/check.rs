@@ -81,7 +81,10 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     let mut outcomes = Vec::new();
     for request in requests {
         if several {
-            print_stderr(&format!("dhv-conform: request {}\n", request.name));
+            print_stderr(&format!(
+                "dhv-conform: request {}\n",
+                report::printable_line(&request.name)
+            ));
         }
         let hook = printer.clone();
         let opts = SuiteOptions {

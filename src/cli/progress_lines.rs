@@ -116,6 +116,8 @@ impl Printer {
             })),
             _ => {
                 let s = if count == 1 { "" } else { "s" };
+                // The plugin's file name is the user's, or a plugin dir's: escaped.
+                let what = crate::report::printable_line(what);
                 self.stream
                     .write(&format!("\nchecking {what}\nrunning {count} check{s}\n"));
             }
@@ -125,6 +127,7 @@ impl Printer {
     /// A line of its own between checks' lines (not in JSON format).
     pub fn note(&self, text: &str) {
         if self.format != Format::Json {
+            let text = crate::report::printable_line(text);
             self.stream.write(&format!("{text}\n"));
         }
     }
