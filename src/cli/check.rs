@@ -71,6 +71,9 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     if let Some(c) = &config {
         what.push_str(&format!(" (config {})", c.path.display()));
     }
+    // Pinned once for every round and request: the plugin that ran is the
+    // plugin reported, and a change between rounds shows too.
+    let pin = crate::plugin::PluginPin::for_source(&target);
     printer.begin(&what, chosen * requests.len());
     let ticker = printer.watch_slow();
 
@@ -93,6 +96,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
                 template: request.template,
                 timeout_scale: args.timeout_scale.unwrap_or(1.0),
                 claims: claims.clone(),
+                pin: pin.clone(),
             },
             strict: args.strict,
             fixture: request.fixture.clone(),
@@ -117,6 +121,12 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     }
     let mut outcome = merged(outcomes);
     outcome.report.config = config_info(config.as_ref(), &claims);
+    // Last, as merging rounds and requests recounts the verdict.
+    if let Some(change) = pin.as_ref().and_then(|p| p.change()) {
+        outcome
+            .report
+            .mark_plugin_changed(conformance::plugin_changed(change));
+    }
     printer.end(Some(Ending {
         verdict: outcome.report.summary.verdict,
         interrupted: outcome.report.interrupted.as_deref(),

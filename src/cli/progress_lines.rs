@@ -210,6 +210,7 @@ impl Printer {
         if self.format == Format::Json {
             let event = match ending.interrupted {
                 Some(_) => "interrupted",
+                None if ending.verdict == Verdict::Inconclusive => "inconclusive",
                 None if ok => "ok",
                 None => "failed",
             };
@@ -223,6 +224,11 @@ impl Printer {
         let result = match ending.interrupted {
             // Cut short: neither ok nor failed, what was skipped was never judged.
             Some(signal) => self.paint(Status::Skip, &format!("interrupted by {signal}")),
+            // The plugin file changed mid-run: no verdict either way.
+            None if ending.verdict == Verdict::Inconclusive => self.paint(
+                Status::Skip,
+                "inconclusive (the plugin file changed mid-run)",
+            ),
             None if ok => self.paint(Status::Pass, "ok"),
             None => self.paint(Status::Fail, "FAILED"),
         };

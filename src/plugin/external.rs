@@ -43,6 +43,8 @@ pub struct ExternalPlugin {
     refuse: Option<Refusal>,
     recorder: Option<Recorder>,
     supervisor: Supervisor,
+    /// The file pinned for the run, looked at before every call.
+    pin: Option<std::sync::Arc<super::PluginPin>>,
     /// Where its process runs (a local process unless told otherwise).
     transport: std::sync::Arc<dyn Transport>,
 }
@@ -125,6 +127,7 @@ impl ExternalPlugin {
             refuse: None,
             recorder: None,
             supervisor: Supervisor::new(),
+            pin: None,
             transport: std::sync::Arc::new(LocalProcess),
         }
     }
@@ -199,6 +202,13 @@ impl ExternalPlugin {
         self
     }
 
+    /// Looks at `pin` before every call: a plugin file changed mid-run is
+    /// recorded there (see [`PluginPin`](super::PluginPin)).
+    pub fn with_pin(mut self, pin: std::sync::Arc<super::PluginPin>) -> Self {
+        self.pin = Some(pin);
+        self
+    }
+
     /// The supervisor the calls run under.
     pub fn supervisor(&self) -> &Supervisor {
         &self.supervisor
@@ -252,6 +262,10 @@ impl ExternalPlugin {
         timeout: Duration,
     ) -> PluginRun {
         env.extend(self.extra_env.iter().cloned());
+        if let Some(pin) = &self.pin {
+            // The one place every call of the plugin starts from.
+            pin.before_call();
+        }
         let launch = Launch {
             program: self.program.clone(),
             arg0: self.executable.clone(),

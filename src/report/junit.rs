@@ -230,6 +230,9 @@ fn suite_properties(report: &Report) -> Vec<Property> {
     if let Some(signal) = &report.interrupted {
         props.push(Property::new("interrupted", signal));
     }
+    if let Some(change) = &report.plugin_changed {
+        props.push(Property::new("plugin_changed", change.describe()));
+    }
     props
 }
 

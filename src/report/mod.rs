@@ -41,9 +41,9 @@ pub use json::{from_json, to_json};
 pub use junit::to_junit;
 pub use markdown::to_markdown;
 pub use model::{
-    CheckResult, ConfigInfo, DEFAULT_EXCERPT_CAP, Invocation, Level, NodeInfo, PluginInfo, Report,
-    RunConditions, RunOptions, SCHEMA, Status, Summary, TOOL_NAME, TimingProfile, ToolInfo,
-    Verdict, VersionInfo, excerpt,
+    CheckResult, ConfigInfo, DEFAULT_EXCERPT_CAP, Invocation, Level, NodeInfo, PluginChanged,
+    PluginInfo, Report, RunConditions, RunOptions, SCHEMA, Status, Summary, TOOL_NAME,
+    TimingProfile, ToolInfo, Verdict, VersionInfo, excerpt,
 };
 pub use redact::Redactions;
 pub use requests::{RequestOutcome, merge_requests};

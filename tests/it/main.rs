@@ -47,6 +47,7 @@ mod nomad_fidelity_run;
 mod nomad_job;
 mod one_finding;
 mod outputs;
+mod plugin_pin;
 mod processes;
 mod repeatable;
 mod report_html;
