@@ -36,6 +36,8 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         }
     }
     validate_numbers(&args)?;
+    // Every call cgroup of the run gets these (the defaults without a config).
+    crate::exec::set_call_limits(config.as_ref().map(|c| c.limits).unwrap_or_default());
     let color = color_choice(args.color.as_deref())?.unwrap_or(false);
     let format = progress_format(&args)?;
     let requests = requests(&args, config.as_ref())?;

@@ -10,6 +10,7 @@ mod samples;
 mod util;
 
 mod block_device;
+mod call_limits;
 mod catalogue_power;
 mod check_repeat;
 mod ci_gate;
