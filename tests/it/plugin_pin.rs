@@ -33,8 +33,12 @@ fn a_plugin_that_rewrites_itself_mid_run_is_inconclusive_in_every_format() {
     let markdown = dir.path().join("summary.md");
     let html = dir.path().join("report.html");
     let json = dir.path().join("report.json");
+    let snapshot = dir.path().join("shifty.snap");
     let out = util::check::check([
         plugin.as_os_str(),
+        "--snapshot".as_ref(),
+        snapshot.as_os_str(),
+        "--bless".as_ref(),
         "create.".as_ref(),
         "--color".as_ref(),
         "never".as_ref(),
@@ -50,6 +54,12 @@ fn a_plugin_that_rewrites_itself_mid_run_is_inconclusive_in_every_format() {
     .run();
     assert!(dir.path().join("rewritten").exists(), "{}", out.stderr);
     assert_eq!(out.code, Some(4), "{}\n{}", out.stdout, out.stderr);
+    assert!(!snapshot.exists(), "a run of an unknown plugin was blessed");
+    assert!(
+        out.stderr.contains("neither compared nor written"),
+        "{}",
+        out.stderr
+    );
 
     let report: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
