@@ -131,6 +131,16 @@ fn make_run() -> Option<Run> {
     };
     let pids = enable("pids");
     let memory = enable("memory");
+    if pids {
+        // All calls together, however many run at once, keep to half the
+        // host's pid space: the harness and the host keep the other half.
+        if let Some(max) = fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+        {
+            let _ = fs::write(dir.join("pids.max"), (max / 2).max(1).to_string());
+        }
+    }
     Some(Run {
         dir,
         rel,
