@@ -200,6 +200,7 @@ fn suite(rt: &tokio::runtime::Runtime, plugin: &std::path::Path, threads: Option
             template: RequestTemplate::default(),
             timeout_scale: 1.0,
             claims: Default::default(),
+            pin: None,
         },
         strict: false,
         fixture: None,

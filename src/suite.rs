@@ -276,6 +276,7 @@ fn suite(
             template: config.template,
             timeout_scale: config.timeout_scale,
             claims: config.claims,
+            pin: None,
         },
         strict: config.strict,
         fixture: None,

@@ -8,11 +8,11 @@ use std::time::Duration;
 use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
 
 use super::check_args::CheckArgs;
-use super::check_outputs::{check_outputs, write_files, write_reports};
+use super::check_outputs::{Outputs, open_outputs, write_files, write_reports};
 use super::check_rounds::{Rounds, Tally};
 use super::config::Config;
 use super::progress_lines::{Ending, Format, Printer, Stream};
-use super::selection::{describe, list, rfc3339_utc, selection, target};
+use super::selection::{config_leaves_some, describe, list, rfc3339_utc, selection, target};
 use super::signals::LateEnding;
 use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, print_stderr};
 use crate::conformance::{
@@ -36,6 +36,8 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         }
     }
     validate_numbers(&args)?;
+    // Every call cgroup of the run gets these (the defaults without a config).
+    crate::exec::set_call_limits(config.as_ref().map(|c| c.limits).unwrap_or_default());
     let color = color_choice(args.color.as_deref())?.unwrap_or(false);
     let format = progress_format(&args)?;
     let requests = requests(&args, config.as_ref())?;
@@ -45,12 +47,13 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     }
     let chosen = selection(&args)?;
     let target = target(&args.plugin)?;
-    check_outputs(&args)?;
+    let outputs = open_outputs(&args, &inputs(&args, &target, config.as_ref(), &requests))?;
     let claims = match &config {
         Some(c) => c.claims.clone(),
         None if target.is_builtin() => Claims::builtin_mkdir(),
         None => Claims::default(),
     };
+    config_leaves_some(&args, &claims, config.as_ref().map(|c| c.path.as_path()))?;
     super::clean::before_a_run();
     check_work_dir(args.work_dir.as_deref())?;
     let (progress_to, table_to) = match (args.reports.json_to_stdout(), format) {
@@ -70,6 +73,9 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     if let Some(c) = &config {
         what.push_str(&format!(" (config {})", c.path.display()));
     }
+    // Pinned once for every round and request: the plugin that ran is the
+    // plugin reported, and a change between rounds shows too.
+    let pin = crate::plugin::PluginPin::for_source(&target);
     printer.begin(&what, chosen * requests.len());
     let ticker = printer.watch_slow();
 
@@ -80,7 +86,10 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     let mut outcomes = Vec::new();
     for request in requests {
         if several {
-            print_stderr(&format!("dhv-conform: request {}\n", request.name));
+            print_stderr(&format!(
+                "dhv-conform: request {}\n",
+                report::printable_line(&request.name)
+            ));
         }
         let hook = printer.clone();
         let opts = SuiteOptions {
@@ -89,6 +98,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
                 template: request.template,
                 timeout_scale: args.timeout_scale.unwrap_or(1.0),
                 claims: claims.clone(),
+                pin: pin.clone(),
             },
             strict: args.strict,
             fixture: request.fixture.clone(),
@@ -113,12 +123,18 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     }
     let mut outcome = merged(outcomes);
     outcome.report.config = config_info(config.as_ref(), &claims);
+    // Last, as merging rounds and requests recounts the verdict.
+    if let Some(change) = pin.as_ref().and_then(|p| p.change()) {
+        outcome
+            .report
+            .mark_plugin_changed(conformance::plugin_changed(change));
+    }
     printer.end(Some(Ending {
         verdict: outcome.report.summary.verdict,
         interrupted: outcome.report.interrupted.as_deref(),
     }));
     let _ = ticker.join();
-    let code = finish(&args, outcome, node, started, color, table_to)?;
+    let code = finish(&args, &outputs, outcome, node, started, color, table_to)?;
     match late.arrived() {
         Some((number, name)) => Err(CliError {
             code: 128u8.saturating_add(number as u8),
@@ -159,6 +175,32 @@ fn requests(args: &CheckArgs, config: Option<&Config>) -> Result<Vec<Request>, C
             template: RequestTemplate::default(),
         }]),
     }
+}
+
+/// The files the run reads, which no output may write over: the plugin, its
+/// config, the fixtures, and the snapshot being compared.
+fn inputs(
+    args: &CheckArgs,
+    target: &conformance::Target,
+    config: Option<&Config>,
+    requests: &[Request],
+) -> Vec<(&'static str, std::path::PathBuf)> {
+    let mut inputs = Vec::new();
+    if let Some(plugin) = target.path() {
+        inputs.push(("the plugin", plugin.to_path_buf()));
+    }
+    if let Some(c) = config {
+        inputs.push(("its config", c.path.clone()));
+    }
+    for r in requests {
+        if let Some(f) = &r.fixture {
+            inputs.push(("the fixture", f.into()));
+        }
+    }
+    if let Some(s) = args.snapshot.as_ref().filter(|_| !args.bless) {
+        inputs.push(("the snapshot being compared", s.clone()));
+    }
+    inputs
 }
 
 /// One request the suite runs with.
@@ -266,6 +308,7 @@ fn template(fixture: Option<&Path>) -> Result<RequestTemplate, CliError> {
 /// report files and the snapshot gate, and the exit code they come to.
 fn finish(
     args: &CheckArgs,
+    outputs: &Outputs,
     outcome: conformance::SuiteOutcome,
     node: Option<report::NodeInfo>,
     started: std::time::SystemTime,
@@ -288,9 +331,9 @@ fn finish(
     let note = temp_dir_note(teardown);
     table_to.write(&table(&report, color, args.quiet, &note));
     if let Some(signal) = outcome.interrupted {
-        return interrupted(args, &report, signal, &teardown.summary());
+        return interrupted(args, outputs, &report, signal, &teardown.summary());
     }
-    let code = write_reports(args, &report)?;
+    let code = write_reports(args, outputs, &report)?;
     if outcome.harness_failed {
         return Ok(EXIT_HARNESS);
     }
@@ -306,11 +349,12 @@ fn finish(
 /// of behaviour), and the exit is 128 + the signal's number.
 fn interrupted(
     args: &CheckArgs,
+    outputs: &Outputs,
     report: &report::Report,
     signal: i32,
     teardown: &str,
 ) -> CliResult {
-    write_files(args, report)?;
+    write_files(outputs, report)?;
     let name = report.interrupted.as_deref().unwrap_or("a signal");
     let snapshot = if args.snapshot.is_some() {
         "; the snapshot was not compared"

@@ -83,5 +83,5 @@ Exit codes:
   1  non-conformant: a must failed (or a should, with --strict)
   2  usage or input error: bad flag, missing plugin, bad fixture, no check matches the filter
   3  --snapshot missing or different
-  4  the harness itself failed
+  4  the harness itself failed, or inconclusive: the plugin file changed mid-run
   130/143/129  interrupted by SIGINT/SIGTERM/SIGHUP";

@@ -46,6 +46,9 @@ pub struct Config {
     pub requests: Vec<Request>,
     /// The claims, and the skips with their reasons.
     pub claims: Claims,
+    /// `[limits]`: each plugin call's `pids.max` and `memory.max` (the
+    /// defaults where the file does not set them).
+    pub limits: crate::exec::CallLimits,
 }
 
 #[derive(Deserialize)]
@@ -60,6 +63,48 @@ struct RawConfig {
     claims: RawClaims,
     #[serde(default)]
     skip: BTreeMap<String, String>,
+    #[serde(default)]
+    limits: RawLimits,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    pids_max: Option<u64>,
+    memory_max: Option<RawBytes>,
+}
+
+/// A size: a number of bytes, or a string such as `"512MiB"`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawBytes {
+    Number(u64),
+    Text(String),
+}
+
+/// The fewest processes a call may be limited to: a shell and a few steps.
+const MIN_PIDS_MAX: u64 = 16;
+/// The most a call may be allowed: the kernel's own ceiling on pids.
+const MAX_PIDS_MAX: u64 = 1 << 22;
+/// The least memory a call may be limited to.
+const MIN_MEMORY_MAX: u64 = 16 << 20;
+
+/// `4GiB`, `512 MiB`, `1048576`: bytes, with a binary unit or none.
+fn parse_bytes(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let n: u64 = text[..digits].parse().ok()?;
+    let unit = match text[digits..].trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        _ => return None,
+    };
+    n.checked_mul(unit)
 }
 
 #[derive(Deserialize)]
@@ -172,6 +217,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, String> {
             at("timeout_scale")
         ));
     }
+    let limits = limits(&raw.limits, &at)?;
     let mut requests = Vec::new();
     for r in raw.request {
         if r.name.trim().is_empty() {
@@ -242,7 +288,39 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, String> {
             skips,
             implicit: false,
         },
+        limits,
     })
+}
+
+/// `[limits]`, checked: each within bounds a plugin can run in and the
+/// kernel accepts; the defaults for what it does not set.
+fn limits(raw: &RawLimits, at: &dyn Fn(&str) -> String) -> Result<crate::exec::CallLimits, String> {
+    let mut limits = crate::exec::CallLimits::default();
+    if let Some(n) = raw.pids_max {
+        if !(MIN_PIDS_MAX..=MAX_PIDS_MAX).contains(&n) {
+            return Err(format!(
+                "{}: [limits] pids_max must be from {MIN_PIDS_MAX} to {MAX_PIDS_MAX}, not {n}",
+                at("pids_max")
+            ));
+        }
+        limits.pids_max = n;
+    }
+    if let Some(m) = &raw.memory_max {
+        let bytes = match m {
+            RawBytes::Number(n) => Some(*n),
+            RawBytes::Text(t) => parse_bytes(t),
+        };
+        match bytes {
+            Some(b) if b >= MIN_MEMORY_MAX => limits.memory_max = b,
+            _ => {
+                return Err(format!(
+                    "{}: [limits] memory_max must be bytes (a number, or a string such as \"512MiB\" or \"4GiB\") of at least 16MiB",
+                    at("memory_max")
+                ));
+            }
+        }
+    }
+    Ok(limits)
 }
 
 /// The 1-based line of byte `offset`.
@@ -387,5 +465,27 @@ values = ["0750"]
                 "docs/config.md misses {effect}"
             );
         }
+    }
+
+    #[test]
+    fn limits_have_defaults_bounds_and_units() {
+        let c = parse_text("").unwrap();
+        assert_eq!(c.limits, crate::exec::CallLimits::default());
+        let c = parse_text("[limits]\npids_max = 256\nmemory_max = \"512MiB\"\n").unwrap();
+        assert_eq!(c.limits.pids_max, 256);
+        assert_eq!(c.limits.memory_max, 512 << 20);
+        let c = parse_text("[limits]\nmemory_max = 1073741824\n").unwrap();
+        assert_eq!(c.limits.memory_max, 1 << 30);
+        let err = parse_text("[limits]\npids_max = 2\n").unwrap_err();
+        assert!(
+            err.contains(":2: [limits] pids_max must be from 16"),
+            "{err}"
+        );
+        let err = parse_text("[limits]\nmemory_max = \"4GB\"\n").unwrap_err();
+        assert!(err.contains("memory_max must be bytes"), "{err}");
+        let err = parse_text("[limits]\nmemory_max = \"1KiB\"\n").unwrap_err();
+        assert!(err.contains("at least 16MiB"), "{err}");
+        let err = parse_text("[limits]\npid_max = 20\n").unwrap_err();
+        assert!(err.contains("did you mean `pids_max`"), "{err}");
     }
 }

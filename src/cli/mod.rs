@@ -2,7 +2,8 @@
 //!
 //! Exit codes (DESIGN.md): 0 conformant or success; 1 non-conformant or the
 //! operation failed as Nomad would report it; 2 usage or input error; 3 snapshot
-//! missing or different; 4 the harness itself failed.
+//! missing or different; 4 the harness itself failed, or the run is
+//! inconclusive (the plugin file changed mid-run).
 
 mod check;
 mod check_args;

@@ -116,6 +116,8 @@ impl Printer {
             })),
             _ => {
                 let s = if count == 1 { "" } else { "s" };
+                // The plugin's file name is the user's, or a plugin dir's: escaped.
+                let what = crate::report::printable_line(what);
                 self.stream
                     .write(&format!("\nchecking {what}\nrunning {count} check{s}\n"));
             }
@@ -125,6 +127,7 @@ impl Printer {
     /// A line of its own between checks' lines (not in JSON format).
     pub fn note(&self, text: &str) {
         if self.format != Format::Json {
+            let text = crate::report::printable_line(text);
             self.stream.write(&format!("{text}\n"));
         }
     }
@@ -207,6 +210,7 @@ impl Printer {
         if self.format == Format::Json {
             let event = match ending.interrupted {
                 Some(_) => "interrupted",
+                None if ending.verdict == Verdict::Inconclusive => "inconclusive",
                 None if ok => "ok",
                 None => "failed",
             };
@@ -220,6 +224,11 @@ impl Printer {
         let result = match ending.interrupted {
             // Cut short: neither ok nor failed, what was skipped was never judged.
             Some(signal) => self.paint(Status::Skip, &format!("interrupted by {signal}")),
+            // The plugin file changed mid-run: no verdict either way.
+            None if ending.verdict == Verdict::Inconclusive => self.paint(
+                Status::Skip,
+                "inconclusive (the plugin file changed mid-run)",
+            ),
             None if ok => self.paint(Status::Pass, "ok"),
             None => self.paint(Status::Fail, "FAILED"),
         };

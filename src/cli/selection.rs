@@ -40,6 +40,33 @@ pub(super) fn selection(args: &CheckArgs) -> Result<usize, CliError> {
     )))
 }
 
+/// A config whose `[skip]` leaves none of the `chosen` checks to run is
+/// exit 2, as `--skip` leaving none is: "passed: 0 ... conformant" from a
+/// plugin's own config would be the plugin vouching for itself.
+pub(super) fn config_leaves_some(
+    args: &CheckArgs,
+    claims: &conformance::Claims,
+    config: Option<&Path>,
+) -> Result<(), CliError> {
+    let Some(config) = config else { return Ok(()) };
+    let selector = selector(args);
+    let mut chosen = CATALOGUE
+        .iter()
+        .filter(|c| conformance::selected(&selector, c.id));
+    if chosen.any(|c| claims.skip_reason(c.id).is_none()) {
+        return Ok(());
+    }
+    let narrowed = if args.filter.is_some() || !args.skip.is_empty() {
+        " of those the filter and --skip select"
+    } else {
+        ""
+    };
+    Err(CliError::usage(format!(
+        "config {}: its [skip] leaves no check{narrowed} to run; a run that checks nothing proves nothing",
+        config.display()
+    )))
+}
+
 /// The filter options alone, as the engine's `selected` reads them.
 fn selector(args: &CheckArgs) -> Arguments {
     Arguments {

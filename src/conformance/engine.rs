@@ -443,6 +443,9 @@ impl RunState {
             checks,
             checks::timing_profiles(&self.shared),
         );
+        if let Some(change) = self.shared.pin.as_ref().and_then(|p| p.change()) {
+            report.mark_plugin_changed(plugin_changed(change));
+        }
         report.conditions = Some(crate::report::RunConditions {
             cores: evidence::cores(),
             load_average_start: self.load_start,
@@ -457,6 +460,16 @@ impl RunState {
             teardown: super::Teardown::default(),
             interrupted: None,
         }
+    }
+}
+
+/// The report's record of a plugin file changed mid-run.
+pub(crate) fn plugin_changed(change: crate::plugin::PluginChange) -> crate::report::PluginChanged {
+    crate::report::PluginChanged {
+        calls_before: change.calls_before,
+        sha256_before: change.sha256_before,
+        sha256_after: change.sha256_after,
+        detail: change.detail,
     }
 }
 

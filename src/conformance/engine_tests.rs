@@ -19,6 +19,7 @@ fn a_finished_run_frees_its_shared_state() {
         template: Default::default(),
         timeout_scale: 1.0,
         claims: crate::conformance::Claims::builtin_mkdir(),
+        pin: None,
     };
     let root = super::super::teardown::make_root(Some(work.path())).unwrap();
     let shared = Arc::new(Shared::new(settings.clone(), root));

@@ -4,8 +4,6 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use sha2::{Digest, Sha256};
-
 use super::context::Shared;
 use crate::plugin::PluginSource;
 use crate::plugin::{PluginRun, Timeouts, env_lines};
@@ -40,23 +38,15 @@ pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
         } => PluginInfo {
             path: path.display().to_string(),
             builtin: false,
-            sha256: sha256_of(path),
+            // What the run pinned at its start: the plugin its calls ran
+            // (a change mid-run is the report's `plugin_changed`).
+            sha256: match &shared.pin {
+                Some(pin) => pin.sha256().map(str::to_owned),
+                None => crate::plugin::sha256_of(path),
+            },
             version,
         },
     }
-}
-
-/// The most of a plugin file hashed: past it, the report has no sha256.
-const MAX_PLUGIN_HASHED: u64 = 4 << 30;
-
-/// The sha256 of the plugin file, streamed; none for anything but a regular
-/// file (a FIFO swapped in is never waited on) or one past [`MAX_PLUGIN_HASHED`].
-fn sha256_of(path: &std::path::Path) -> Option<String> {
-    use std::io::Read as _;
-    let file = crate::safe_fs::open_regular(path, crate::safe_fs::Links::Follow).ok()?;
-    let mut hasher = Sha256::new();
-    let copied = std::io::copy(&mut file.take(MAX_PLUGIN_HASHED + 1), &mut hasher).ok()?;
-    (copied <= MAX_PLUGIN_HASHED).then(|| hex(&hasher.finalize()))
 }
 
 /// The machine's cores and the load average now, for the report.
@@ -69,10 +59,6 @@ pub(crate) fn load_average() -> Option<[f64; 3]> {
 /// The CPUs available to this process.
 pub(crate) fn cores() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The calls behind a verdict, failing ones first when the check did not pass;

@@ -51,8 +51,11 @@ impl Call {
         let duration = call.start.elapsed();
         let cpu_wait = call.call.cpu_wait();
         call.guard.leader_reaped = true;
+        let tracked = call.call.clone();
         let mut outcome = self.finish(call, exit, timed_out, duration).await;
         outcome.cpu_wait = cpu_wait;
+        // After the sweep: a leftover that hit a limit before it was killed counts.
+        outcome.limits_reached = tracked.limits_reached();
         Ok(outcome)
     }
 
@@ -250,6 +253,7 @@ impl Call {
             leftovers,
             duration,
             cpu_wait: None,
+            limits_reached: None,
             pid: call.pid as u32,
             held: seen.held,
             changes: seen.changes,

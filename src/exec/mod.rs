@@ -45,7 +45,7 @@ compile_error!(
      sweep_detached, ...) as a module of its own"
 );
 
-pub use os::{NO_CGROUP_VAR, remove_dead_run_cgroups};
+pub use os::{CallLimits, NO_CGROUP_VAR, remove_dead_run_cgroups, set_call_limits};
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -206,6 +206,10 @@ pub struct Outcome {
     /// CPU because the host was busy (its cgroup's `cpu.pressure`); `None`
     /// where the call had no cgroup or the kernel no pressure information.
     pub cpu_wait: Option<Duration>,
+    /// The limits of the call's cgroup it reached (`pids.max`, `memory.max`,
+    /// see [`CallLimits`]), in words: the plugin's doing, a finding about it.
+    /// `None` when it reached none, or had no cgroup with those controllers.
+    pub limits_reached: Option<String>,
     /// The leader's process id.
     pub pid: u32,
     /// Where the call was held for its burst ([`Call::hold`]): `None` when

@@ -103,6 +103,15 @@ pub enum StateError {
         #[source]
         source: std::io::Error,
     },
+    /// Something other than a regular file stands at the lock or state file's
+    /// name (a FIFO, a device, a socket, a symlink): planted, never opened.
+    #[error("state dir file {} is {kind}, not a regular file (not made by dhv-conform): refusing to use it; remove it if it should not be there", .path.display())]
+    Planted {
+        /// The file.
+        path: PathBuf,
+        /// What it is ("a FIFO").
+        kind: &'static str,
+    },
     /// The new state cannot be written.
     #[error("cannot write state file {}: {source}", .path.display())]
     Write {
@@ -121,6 +130,7 @@ impl StateError {
         matches!(
             self,
             StateError::CreateDir { .. }
+                | StateError::Planted { .. }
                 | StateError::Read { .. }
                 | StateError::Corrupt { .. }
                 | StateError::Invalid { .. }
@@ -331,6 +341,12 @@ fn read_state(path: &Path) -> Result<State, StateError> {
     let bytes = match crate::safe_fs::read_bounded(path, MAX_STATE_BYTES, Links::Refuse) {
         Ok(b) => b,
         Err(e) if e.is_not_found() => return Ok(State::default()),
+        Err(crate::safe_fs::ReadError::NotRegular { kind, .. }) => {
+            return Err(StateError::Planted {
+                path: path.to_path_buf(),
+                kind,
+            });
+        }
         Err(e) => {
             return Err(StateError::Read {
                 path: path.to_path_buf(),
@@ -381,28 +397,69 @@ fn parse_state(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
 }
 
 /// Takes the exclusive lock on `state.lock`; released when the value drops.
+/// Anything but a regular file there (a FIFO, a device, a socket, a symlink)
+/// was planted: refused, naming it, and never opened for use, so opening it
+/// cannot block or reach a device.
 fn lock_dir(dir: &Path) -> Result<Flock<File>, StateError> {
     let path = dir.join(LOCK_FILE);
     let lock_err = |source| StateError::Lock {
         path: path.clone(),
         source,
     };
-    let mut file = OpenOptions::new()
+    let planted = |kind| StateError::Planted {
+        path: path.clone(),
+        kind,
+    };
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if !m.file_type().is_file() => return Err(planted(kind_of(&m.file_type()))),
+        _ => {}
+    }
+    let mut file = match OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
-        // A symlink planted as the lock file must not make a file elsewhere.
-        .custom_flags(libc::O_NOFOLLOW)
+        // A symlink planted as the lock file must not make a file elsewhere;
+        // one swapped in after the look above must not block or be a tty.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(&path)
-        .map_err(lock_err)?;
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(planted("a symbolic link")),
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(planted("a socket")),
+        Err(e) => return Err(lock_err(e)),
+    };
+    let kind = file.metadata().map_err(lock_err)?.file_type();
+    if !kind.is_file() {
+        return Err(planted(kind_of(&kind)));
+    }
     loop {
         match Flock::lock(file, FlockArg::LockExclusive) {
             Ok(lock) => return Ok(lock),
             Err((f, nix::errno::Errno::EINTR)) => file = f,
             Err((_, errno)) => return Err(lock_err(errno.into())),
         }
+    }
+}
+
+/// What a file that is not a regular one is, in words.
+fn kind_of(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
     }
 }
 

@@ -47,6 +47,8 @@ pub struct ExternalPlugin {
     at_changes: Option<AtChanges>,
     recorder: Option<Recorder>,
     supervisor: Supervisor,
+    /// The file pinned for the run, looked at before every call.
+    pin: Option<std::sync::Arc<super::PluginPin>>,
     /// Where its process runs (a local process unless told otherwise).
     transport: std::sync::Arc<dyn Transport>,
 }
@@ -149,6 +151,7 @@ impl ExternalPlugin {
             at_changes: None,
             recorder: None,
             supervisor: Supervisor::new(),
+            pin: None,
             transport: std::sync::Arc::new(LocalProcess),
         }
     }
@@ -233,6 +236,13 @@ impl ExternalPlugin {
         self
     }
 
+    /// Looks at `pin` before every call: a plugin file changed mid-run is
+    /// recorded there (see [`PluginPin`](super::PluginPin)).
+    pub fn with_pin(mut self, pin: std::sync::Arc<super::PluginPin>) -> Self {
+        self.pin = Some(pin);
+        self
+    }
+
     /// The supervisor the calls run under.
     pub fn supervisor(&self) -> &Supervisor {
         &self.supervisor
@@ -286,6 +296,10 @@ impl ExternalPlugin {
         timeout: Duration,
     ) -> PluginRun {
         env.extend(self.extra_env.iter().cloned());
+        if let Some(pin) = &self.pin {
+            // The one place every call of the plugin starts from.
+            pin.before_call();
+        }
         let launch = Launch {
             program: self.program.clone(),
             arg0: self.executable.clone(),

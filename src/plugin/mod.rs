@@ -13,6 +13,7 @@
 
 mod exec_failure;
 mod fingerprint_decode;
+mod pin;
 mod plugin_call;
 pub use fingerprint_decode::{decode_fingerprint, shown_version};
 pub mod external;
@@ -36,6 +37,7 @@ use crate::version::VersionInfo;
 pub use crate::exec::{KillMode, Supervisor};
 pub use external::{ExternalPlugin, PluginRun, Recorder, Timeouts};
 pub use mkdir::MkdirPlugin;
+pub use pin::{PluginChange, PluginPin, sha256_of};
 pub use plugin_call::PluginCall;
 pub(crate) use record::env_lines;
 pub use source::{CallOptions, PluginSource};

@@ -77,9 +77,18 @@ pub struct StartFailure {
 }
 
 impl PluginRun {
-    /// Whether Nomad would call this a success (started, exit 0).
+    /// Whether Nomad would call this a success (started, exit 0), and it
+    /// stayed within its call cgroup's limits: a call that reached one (a
+    /// fork refused at `pids.max`, an OOM kill at `memory.max`) failed, by
+    /// the plugin's doing, whatever its exit.
     pub fn succeeded(&self) -> bool {
-        matches!(&self.result, Ok(o) if o.exit.success() && !o.timed_out)
+        matches!(&self.result, Ok(o) if o.exit.success() && !o.timed_out && o.limits_reached.is_none())
+    }
+
+    /// The call cgroup's limits it reached, in words (see
+    /// [`CallLimits`](crate::exec::CallLimits)).
+    pub fn limits_reached(&self) -> Option<&str> {
+        self.result.as_ref().ok()?.limits_reached.as_deref()
     }
 
     /// The captured stdout (empty when it never started).
@@ -134,12 +143,17 @@ impl PluginRun {
     }
 
     /// Go's rendering of how the call ended: `exit status 1`, `signal: killed`,
-    /// or the `fork/exec` error.
+    /// or the `fork/exec` error; followed by the limits it reached, if any
+    /// (which Nomad does not set: there is no Nomad text to keep).
     pub fn exit_error(&self) -> String {
-        match &self.result {
+        let ended = match &self.result {
             Ok(o) if o.timed_out => ExitReason::Signal(libc::SIGKILL).go_string(),
             Ok(o) => o.exit.go_string(),
             Err(e) => e.go_error.clone(),
+        };
+        match self.limits_reached() {
+            Some(limits) => format!("{ended} ({limits})"),
+            None => ended,
         }
     }
 
@@ -225,5 +239,55 @@ pub fn shell_quote(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(limits_reached: Option<&str>) -> PluginRun {
+        PluginRun {
+            executable: PathBuf::from("/p/plugin"),
+            operation: "create".into(),
+            env: Vec::new(),
+            cwd: None,
+            refused: None,
+            timeout: Duration::from_secs(60),
+            result: Ok(Outcome {
+                exit: ExitReason::Code(0),
+                stdout: b"{}".to_vec(),
+                stderr: Vec::new(),
+                stdout_truncated: false,
+                stderr_truncated: false,
+                stdout_len: 2,
+                stderr_len: 0,
+                closed_after_exit: Some(Duration::ZERO),
+                timed_out: false,
+                leaked: false,
+                leftovers: Vec::new(),
+                duration: Duration::from_millis(5),
+                cpu_wait: None,
+                limits_reached: limits_reached.map(str::to_owned),
+                pid: 1,
+            }),
+            started_at: Instant::now(),
+        }
+    }
+
+    /// A call that reached a limit of its cgroup failed, by the plugin's
+    /// doing, whatever its exit, and its error says which limit.
+    #[test]
+    fn a_call_that_reached_a_limit_failed_and_says_which() {
+        assert!(run(None).succeeded());
+        assert_eq!(run(None).exit_error(), "exit status 0");
+        let hit = run(Some(
+            "the call reached its limit of 32 processes (pids.max)",
+        ));
+        assert!(!hit.succeeded());
+        assert_eq!(
+            hit.exit_error(),
+            "exit status 0 (the call reached its limit of 32 processes (pids.max))"
+        );
     }
 }

@@ -64,6 +64,9 @@ pub struct CallOptions {
     /// Nomad runs it (see [`ExternalPlugin::exec_by_path`]); default: the
     /// file the lookup checked.
     pub exec_by_path: bool,
+    /// The plugin file pinned for the run: looked at before every call
+    /// (see [`PluginPin`](super::PluginPin)); default: not pinned.
+    pub pin: Option<std::sync::Arc<super::PluginPin>>,
 }
 
 impl CallOptions {
@@ -85,6 +88,12 @@ impl CallOptions {
     /// Every raw call is kept in `recorder` too.
     pub fn recorded_in(mut self, recorder: &Recorder) -> CallOptions {
         self.recorder = Some(recorder.clone());
+        self
+    }
+
+    /// Every call first looks at the pinned plugin file (`None`: not pinned).
+    pub fn pinned(mut self, pin: Option<Arc<super::PluginPin>>) -> CallOptions {
+        self.pin = pin;
         self
     }
 
@@ -181,6 +190,9 @@ impl PluginSource {
         }
         if let Some(supervisor) = &opts.supervisor {
             plugin = plugin.with_supervisor(supervisor.clone());
+        }
+        if let Some(pin) = &opts.pin {
+            plugin = plugin.with_pin(pin.clone());
         }
         Arc::new(plugin)
     }

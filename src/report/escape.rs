@@ -14,10 +14,13 @@
 
 use std::borrow::Cow;
 
-/// Whether `c` is shown escaped: every control character (C0, DEL, C1) and
-/// the characters that change the direction or order of the text shown.
-fn hidden(c: char) -> bool {
+/// Whether `c` is shown escaped: every control character (C0, DEL, C1), the
+/// characters that change the direction or order of the text shown, and the
+/// noncharacters (U+FDD0..U+FDEF, U+FFFE, U+FFFF and their like in every
+/// plane), which XML 1.0 cannot carry (U+FFFE, U+FFFF) and nothing should show.
+pub(crate) fn hidden(c: char) -> bool {
     c.is_control()
+        || noncharacter(c)
         || matches!(c,
             '\u{061c}'            // ARABIC LETTER MARK
             | '\u{200b}'..='\u{200f}' // zero widths, LRM, RLM
@@ -27,6 +30,13 @@ fn hidden(c: char) -> bool {
             | '\u{2066}'..='\u{2069}' // isolates
             | '\u{feff}'              // byte order mark
         )
+}
+
+/// A Unicode noncharacter: U+FDD0..U+FDEF, and the last two code points of
+/// every plane.
+pub(crate) fn noncharacter(c: char) -> bool {
+    let n = c as u32;
+    (0xfdd0..=0xfdef).contains(&n) || n & 0xfffe == 0xfffe
 }
 
 fn escape(text: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
@@ -87,6 +97,11 @@ mod tests {
         assert_eq!(printable_line("\u{2066}x\u{2069}"), "\\u{2066}x\\u{2069}");
         assert_eq!(printable_line("plain /mnt/é"), "plain /mnt/é");
         assert!(matches!(printable_line("plain"), Cow::Borrowed(_)));
+        assert_eq!(
+            printable_line("a\u{fffe}b\u{ffff}\u{fdd0}\u{10ffff}"),
+            "a\\u{fffe}b\\u{ffff}\\u{fdd0}\\u{10ffff}"
+        );
+        assert_eq!(printable_line("\u{fffd}\u{fdf0}"), "\u{fffd}\u{fdf0}");
     }
 
     #[test]

@@ -107,7 +107,15 @@ pub fn summary_table_noted(report: &Report, color: bool, note: Option<&str>) -> 
         (Some(signal), _) => paint.apply(YELLOW, &format!("none, interrupted by {signal}")),
         (None, Verdict::Conformant) => paint.apply(GREEN, "conformant"),
         (None, Verdict::NonConformant) => paint.apply(RED, "NON-CONFORMANT"),
+        (None, Verdict::Inconclusive) => paint.apply(YELLOW, "INCONCLUSIVE"),
     };
+    if let Some(change) = &report.plugin_changed {
+        let _ = writeln!(
+            out,
+            "\n{}",
+            paint.apply(YELLOW, &printable_line(&change.describe()))
+        );
+    }
     let _ = writeln!(
         out,
         "\npassed: {}, failed: {}, warnings: {}, skipped: {}, info: {} — verdict: {verdict}",

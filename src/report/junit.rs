@@ -111,7 +111,28 @@ pub(crate) fn render<'a>(
     }
     xml.push_str(ROOT_END);
     xml.push('\n');
-    xml
+    xml_chars(xml)
+}
+
+/// The document with every character XML 1.0 cannot carry (C0 controls but
+/// tab, newline and carriage return; U+FFFE; U+FFFF) written as its escape
+/// text (`\u{fffe}`): whichever field it came in (a message, a plugin path, a
+/// version, a node name), the file stays well-formed, and the reader sees
+/// what was there. No markup holds such a character, so only text changes.
+fn xml_chars(xml: String) -> String {
+    let invalid = |c: char| matches!(c, '\u{0}'..='\u{8}' | '\u{b}' | '\u{c}' | '\u{e}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}');
+    if !xml.contains(invalid) {
+        return xml;
+    }
+    let mut out = String::with_capacity(xml.len() + 16);
+    for c in xml.chars() {
+        if invalid(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn serialise(report: &quick_junit::Report) -> String {
@@ -208,6 +229,9 @@ fn suite_properties(report: &Report) -> Vec<Property> {
     }
     if let Some(signal) = &report.interrupted {
         props.push(Property::new("interrupted", signal));
+    }
+    if let Some(change) = &report.plugin_changed {
+        props.push(Property::new("plugin_changed", change.describe()));
     }
     props
 }

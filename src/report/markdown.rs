@@ -22,6 +22,13 @@ pub fn to_markdown(report: &Report) -> String {
             escape(signal)
         );
     }
+    if let Some(change) = &report.plugin_changed {
+        let _ = writeln!(
+            md,
+            "**Plugin changed mid-run**: {}.\n",
+            escape(&change.describe())
+        );
+    }
     if report.options.filtered {
         filtered_note(&mut md, &checks);
     }

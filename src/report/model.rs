@@ -145,6 +145,10 @@ pub enum Verdict {
     Conformant,
     /// A must failed, or a should failed under `--strict`.
     NonConformant,
+    /// The run cannot vouch for one plugin: its file changed mid-run
+    /// ([`Report::plugin_changed`]), so its calls may have run different
+    /// programs. Exit 4.
+    Inconclusive,
 }
 
 impl Verdict {
@@ -153,6 +157,7 @@ impl Verdict {
         match self {
             Verdict::Conformant => "conformant",
             Verdict::NonConformant => "non-conformant",
+            Verdict::Inconclusive => "inconclusive",
         }
     }
 
@@ -161,6 +166,7 @@ impl Verdict {
         match self {
             Verdict::Conformant => 0,
             Verdict::NonConformant => 1,
+            Verdict::Inconclusive => 4,
         }
     }
 }
@@ -222,6 +228,43 @@ pub struct Report {
     /// checks that finished. `None` (and left out of the JSON) for a run that ended by itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<String>,
+    /// The plugin file changed while the run made its calls: the verdict is
+    /// [`Verdict::Inconclusive`]. `None` (and left out of the JSON) when the
+    /// file stayed as it was pinned at the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_changed: Option<PluginChanged>,
+}
+
+/// The plugin file changed mid-run (see [`Report::plugin_changed`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginChanged {
+    /// Plugin calls started before the change was seen: those ran the file
+    /// the report's `plugin.sha256` names.
+    pub calls_before: u64,
+    /// The file's sha256 at the start of the run (as `plugin.sha256`).
+    pub sha256_before: Option<String>,
+    /// Its sha256 when the change was seen; `None` when it was gone, not a
+    /// regular file, or too large to hash.
+    pub sha256_after: Option<String>,
+    /// What changed (inode, size, mtime, ctime), in words.
+    pub detail: String,
+}
+
+impl PluginChanged {
+    /// One line for a reader: what changed and after how many calls.
+    pub fn describe(&self) -> String {
+        let short = |s: &Option<String>| {
+            s.as_deref()
+                .map_or("unreadable".to_owned(), |h| h.chars().take(12).collect())
+        };
+        format!(
+            "the plugin file changed mid-run ({}) after {} calls: sha256 {} at the start, {} after; the calls may have run different programs, so the verdict is inconclusive",
+            self.detail,
+            self.calls_before,
+            short(&self.sha256_before),
+            short(&self.sha256_after)
+        )
+    }
 }
 
 /// Which config a run used and what it claimed.
@@ -255,6 +298,7 @@ impl Report {
             config: None,
             requests: Vec::new(),
             interrupted: None,
+            plugin_changed: None,
             started_at: None,
             duration_ms: None,
             conditions: None,
@@ -266,12 +310,20 @@ impl Report {
         }
     }
 
-    /// The process exit code for the run: 0 conformant, 1 non-conformant.
+    /// The process exit code for the run: 0 conformant, 1 non-conformant, 4
+    /// inconclusive (the plugin file changed mid-run).
     ///
     /// Follows the recorded [`Summary::verdict`], so the exit code always agrees with what
     /// the reports say.
     pub fn exit_code(&self) -> u8 {
         self.summary.verdict.exit_code()
+    }
+
+    /// Records that the plugin file changed mid-run: the verdict becomes
+    /// [`Verdict::Inconclusive`] whatever the checks found.
+    pub fn mark_plugin_changed(&mut self, change: PluginChanged) {
+        self.plugin_changed = Some(change);
+        self.summary.verdict = Verdict::Inconclusive;
     }
 
     /// The checks ordered by id: the one order every report form uses, because checks run

@@ -133,6 +133,7 @@ pub(crate) fn report(strict: bool) -> Report {
         config: None,
         requests: Vec::new(),
         interrupted: None,
+        plugin_changed: None,
         duration_ms: Some(2_345),
         conditions: Some(RunConditions {
             cores: 2,

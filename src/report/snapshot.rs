@@ -51,6 +51,14 @@ pub fn normalise(report: &Report, redactions: &Redactions) -> String {
         redactions.apply(version),
         Summary::from_checks(&report.checks, false).verdict,
     );
+    if report.plugin_changed.is_some() {
+        // What changed is machine-specific; that it changed is no behaviour
+        // to bless: a run whose plugin changed never matches a snapshot.
+        out.insert_str(
+            out.len() - 1,
+            "plugin changed mid-run: the verdict is inconclusive\n",
+        );
+    }
     for check in report.checks_by_id() {
         if let Some(why) = &check.unpinned {
             // Reported in full elsewhere; pinned here is only that it is not.

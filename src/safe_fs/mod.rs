@@ -25,7 +25,8 @@
 //!   write: regular files only, never waiting on a FIFO, at most a stated size;
 //! - [`write_file`] is the crate's one writer of output files: regular files
 //!   are replaced atomically, anything else (a device, a FIFO, a symlink's
-//!   target) is written in place.
+//!   target) is written in place; [`Output`] does the same for an output
+//!   opened before the work, written later through what was opened.
 //!
 //! It depends on nothing else in the crate.
 
@@ -47,4 +48,6 @@ pub use mountinfo::{Mount, mounts_under};
 pub use read::{Links, ReadError, list_dir, open_regular, read_bounded, read_text_bounded};
 pub use remove::{Removal, remove_held, remove_tree};
 pub use unmount::{Unmounted, unmount_under, unmount_under_held};
-pub use write::{WriteError, WriteOptions, check_target, replace_file, write_file};
+pub use write::{
+    Output, WriteError, WriteOptions, check_target, replace_file, resolved_path, write_file,
+};

@@ -95,6 +95,16 @@ impl ReadError {
 
 /// Opens `path` for reading if, once open, it is a regular file; never waits.
 pub fn open_regular(path: &Path, links: Links) -> Result<File, ReadError> {
+    if links == Links::Refuse {
+        // A device or FIFO is refused without being opened at all: opening
+        // a device can act (a tape rewinds, a watchdog arms).
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            let kind = m.file_type();
+            if !kind.is_file() && !kind.is_symlink() {
+                return Err(not_regular(path, kind_name(&kind)));
+            }
+        }
+    }
     let mut flags = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     if links == Links::Refuse {
         flags |= libc::O_NOFOLLOW;
@@ -119,22 +129,7 @@ pub fn open_regular(path: &Path, links: Links) -> Result<File, ReadError> {
     if kind.is_file() {
         return Ok(file);
     }
-    Err(not_regular(
-        path,
-        if kind.is_dir() {
-            "a directory"
-        } else if kind.is_fifo() {
-            "a FIFO"
-        } else if kind.is_char_device() {
-            "a character device"
-        } else if kind.is_block_device() {
-            "a block device"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "not a file"
-        },
-    ))
+    Err(not_regular(path, kind_name(&kind)))
 }
 
 /// The whole content of the regular file `path`, at most `limit` bytes.
@@ -172,6 +167,22 @@ pub fn read_text_bounded(path: &Path, limit: u64, links: Links) -> Result<String
             "stream did not contain valid UTF-8",
         ),
     })
+}
+
+fn kind_name(kind: &std::fs::FileType) -> &'static str {
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
 }
 
 fn not_regular(path: &Path, kind: &'static str) -> ReadError {

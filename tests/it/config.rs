@@ -260,3 +260,42 @@ fn a_requested_mode_that_a_plugin_ignores_is_caught_without_a_claim() {
         assert_eq!(status, expect, "{plugin}: {message}");
     }
 }
+
+/// A config whose `[skip]` leaves nothing to run is exit 2 before any plugin
+/// call, as `--skip .` is: "passed: 0 ... conformant" from a plugin's own
+/// config would be the plugin vouching for itself. Skipping all but one
+/// check still runs that one.
+#[test]
+fn a_config_that_skips_every_check_is_exit_2() {
+    use dhv_conform::conformance::CATALOGUE;
+    let all: String = CATALOGUE
+        .iter()
+        .map(|c| format!("{:?} = \"trust me\"\n", c.id))
+        .collect();
+    let dir = Scratch::new();
+    let plugin = plugin_with_config(&dir, "hanging-create", &format!("[skip]\n{all}"));
+    let started = std::time::Instant::now();
+    let out = check([plugin.as_os_str()]).run();
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("leaves no check") && out.stderr.contains("dhv-conform.toml"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // Filtered to skipped checks only: the same.
+    let out = check([plugin.as_os_str(), "create.".as_ref()]).run();
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("of those the filter"), "{}", out.stderr);
+
+    let dir = Scratch::new();
+    let but_one: String = CATALOGUE
+        .iter()
+        .filter(|c| c.id != "fingerprint.runs")
+        .map(|c| format!("{:?} = \"trust me\"\n", c.id))
+        .collect();
+    let plugin = plugin_with_config(&dir, "reference", &format!("[skip]\n{but_one}"));
+    let out = check([plugin.as_os_str(), "-q".as_ref()]).run();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+}

@@ -11,6 +11,7 @@ mod util;
 
 mod blind_spots;
 mod block_device;
+mod call_limits;
 mod catalogue_power;
 mod check_repeat;
 mod ci_gate;
@@ -50,6 +51,7 @@ mod nomad_fidelity_run;
 mod nomad_job;
 mod one_finding;
 mod outputs;
+mod plugin_pin;
 mod processes;
 mod repeatable;
 mod report_html;

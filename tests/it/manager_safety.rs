@@ -307,3 +307,75 @@ fn a_state_with_a_host_path_of_the_root_is_refused() {
         }
     }
 }
+
+/// A FIFO, a character device, a socket or a symlink planted as the state
+/// dir's `state.lock` or `state.json` is refused at once (exit 2, one line
+/// naming the file and what it is), never opened blocking, and left as it is.
+#[test]
+fn special_files_planted_in_the_state_dir_are_refused_naming_them() {
+    use std::os::unix::fs::FileTypeExt as _;
+    let root = nix::unistd::Uid::effective().is_root();
+    if !root {
+        util::skip(
+            "special_files_planted_in_the_state_dir_are_refused_naming_them",
+            "mknod of a character device needs root: that kind is not tried",
+        );
+    }
+    for name in ["state.lock", "state.json"] {
+        for kind in [
+            "a FIFO",
+            "a character device",
+            "a socket",
+            "a symbolic link",
+        ] {
+            if kind == "a character device" && !root {
+                continue;
+            }
+            let node = Node::new();
+            fs::create_dir_all(node.state()).unwrap();
+            let planted = node.state().join(name);
+            let _listener;
+            match kind {
+                "a FIFO" => {
+                    nix::unistd::mkfifo(&planted, nix::sys::stat::Mode::from_bits_truncate(0o600))
+                        .unwrap()
+                }
+                "a character device" => nix::sys::stat::mknod(
+                    &planted,
+                    nix::sys::stat::SFlag::S_IFCHR,
+                    nix::sys::stat::Mode::from_bits_truncate(0o600),
+                    nix::sys::stat::makedev(1, 3),
+                )
+                .unwrap(),
+                "a socket" => {
+                    _listener = std::os::unix::net::UnixListener::bind(&planted).unwrap();
+                }
+                _ => std::os::unix::fs::symlink("/nonexistent/elsewhere", &planted).unwrap(),
+            }
+            for args in [
+                vec!["list"],
+                vec!["register", "--name", "mine", "--path", "/srv/mine"],
+            ] {
+                let started = std::time::Instant::now();
+                let out = volume_cmd(&node, &args);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                let what = format!("{name} as {kind}, {args:?}");
+                assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+                assert!(
+                    stderr.contains(&planted.display().to_string()) && stderr.contains(kind),
+                    "{what}: {stderr}"
+                );
+                assert_eq!(stderr.lines().count(), 1, "{what}: {stderr}");
+                assert!(started.elapsed() < Duration::from_secs(10), "{what}");
+            }
+            let meta = fs::symlink_metadata(&planted).unwrap();
+            let still = match kind {
+                "a FIFO" => meta.file_type().is_fifo(),
+                "a character device" => meta.file_type().is_char_device(),
+                "a socket" => meta.file_type().is_socket(),
+                _ => meta.file_type().is_symlink(),
+            };
+            assert!(still, "{name} as {kind} was replaced: {meta:?}");
+        }
+    }
+}

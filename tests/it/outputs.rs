@@ -278,13 +278,24 @@ impl FullFifo {
     }
 }
 
-/// Whether process `pid` has `path` open.
+/// Whether process `pid` has `path` open for writing (the harness holds
+/// every output from the start, but by an `O_PATH` descriptor, not for writing).
 fn holds_open(pid: u32, path: &std::path::Path) -> bool {
     fs::read_dir(format!("/proc/{pid}/fd"))
         .into_iter()
         .flatten()
         .flatten()
-        .any(|fd| fs::read_link(fd.path()).is_ok_and(|p| p == path))
+        .any(|fd| {
+            fs::read_link(fd.path()).is_ok_and(|p| p == path) && {
+                let info = format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy());
+                fs::read_to_string(info).is_ok_and(|text| {
+                    text.lines()
+                        .find_map(|l| l.strip_prefix("flags:"))
+                        .and_then(|f| i64::from_str_radix(f.trim(), 8).ok())
+                        .is_some_and(|flags| flags & 3 == 1)
+                })
+            }
+        })
 }
 
 /// Two reports aimed at one file would keep only the last: refused before
@@ -340,4 +351,147 @@ fn one_file_for_two_reports_and_a_snapshot_in_a_missing_dir_are_refused() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
         assert!(!same.exists() && !missing.parent().unwrap().exists());
     }
+}
+
+/// An output that is one of the run's inputs (the plugin, by its path, a
+/// link or a hard link; its config; the fixture; the snapshot being
+/// compared, even one not made yet) is refused before anything runs: exit 2,
+/// one line, the input unchanged.
+#[test]
+fn an_output_that_is_an_input_is_refused_before_the_run() {
+    let dir = util::Scratch::new();
+    let body = fs::read_to_string(sample("hanging-create")).unwrap();
+    let plugin = dir.plugin("plugin", &body);
+    let config = dir.path().join("dhv-conform.toml");
+    fs::write(&config, "").unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink("plugin", &link).unwrap();
+    let hard = dir.path().join("hard");
+    fs::hard_link(&plugin, &hard).unwrap();
+    let fixture = dir.path().join("request.json");
+    fs::write(&fixture, r#"{"name": "x"}"#).unwrap();
+    let snap = dir.path().join("not-yet.snap");
+    let p = plugin.as_os_str();
+    let cases: Vec<(Vec<&std::ffi::OsStr>, &str)> = vec![
+        (vec!["--json".as_ref(), p], "the plugin"),
+        (vec!["--junit".as_ref(), link.as_os_str()], "the plugin"),
+        (vec!["--markdown".as_ref(), hard.as_os_str()], "the plugin"),
+        (
+            vec!["--snapshot".as_ref(), p, "--bless".as_ref()],
+            "the plugin",
+        ),
+        (vec!["--html".as_ref(), config.as_os_str()], "its config"),
+        (
+            vec![
+                "--fixture".as_ref(),
+                fixture.as_os_str(),
+                "--json".as_ref(),
+                fixture.as_os_str(),
+            ],
+            "the fixture",
+        ),
+        (
+            vec![
+                "--snapshot".as_ref(),
+                snap.as_os_str(),
+                "--json".as_ref(),
+                snap.as_os_str(),
+            ],
+            "the snapshot being compared",
+        ),
+    ];
+    for (args, want) in cases {
+        let tmp = util::Scratch::new();
+        let started = Instant::now();
+        let out = Command::cargo_bin("dhv-conform")
+            .unwrap()
+            .arg("check")
+            .arg(&plugin)
+            .arg("-q")
+            .args(&args)
+            .env("TMPDIR", tmp.path())
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+        assert!(stderr.contains("an input of the run"), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{args:?}");
+        assert_eq!(fs::read_to_string(&plugin).unwrap(), body, "{args:?}");
+        assert_eq!(fs::read_to_string(&config).unwrap(), "", "{args:?}");
+        assert!(fs::read_to_string(&fixture).unwrap().contains("name"));
+        assert!(!snap.exists(), "{args:?}");
+        let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{args:?}: temp files left: {left:?}");
+    }
+}
+
+/// A plugin that, on its first create, turns the `--json` target into a
+/// symlink to an outside file and swaps the `--junit` file's directory for
+/// a symlink to an outside directory redirects neither write: the outputs
+/// were opened before the run and are written through what was opened.
+#[test]
+fn outputs_swapped_for_links_mid_run_are_not_redirected() {
+    let dir = util::Scratch::new();
+    let victim = dir.path().join("victim");
+    fs::write(&victim, "outside file").unwrap();
+    let outside = dir.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    let reports = dir.path().join("reports");
+    fs::create_dir(&reports).unwrap();
+    let json = dir.path().join("report.json");
+    let junit = reports.join("junit.xml");
+    let d = dir.path().display();
+    let plugin = dir.plugin(
+        "swapper",
+        &format!(
+            "#!/bin/sh\n\
+             if [ \"$1\" = create ] && /bin/mkdir {d}/swapped 2>/dev/null; then\n\
+             /bin/ln -s {d}/victim {d}/report.json\n\
+             /bin/mv {d}/reports {d}/moved && /bin/ln -s {d}/outside {d}/reports\n\
+             fi\n\
+             exec {} \"$@\"\n",
+            sample("reference")
+        ),
+    );
+    let tmp = util::Scratch::new();
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .arg("check")
+        .arg(&plugin)
+        .args(["create.succeeds", "-q", "--json"])
+        .arg(&json)
+        .arg("--junit")
+        .arg(&junit)
+        .env("TMPDIR", tmp.path())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        dir.path().join("swapped").exists(),
+        "the plugin never swapped: {stderr}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "outside file");
+    assert!(
+        fs::symlink_metadata(&json).unwrap().is_file(),
+        "the link was followed"
+    );
+    assert!(
+        fs::read_to_string(&json)
+            .unwrap()
+            .contains("dhv-conform/report/v1")
+    );
+    assert_eq!(
+        fs::read_dir(&outside).unwrap().count(),
+        0,
+        "written through the swapped dir"
+    );
+    let xml = fs::read_to_string(dir.path().join("moved/junit.xml")).unwrap();
+    assert!(xml.contains("<testsuites"), "{xml}");
+    let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "temp files left: {left:?}");
 }

@@ -90,3 +90,79 @@ fn run_shows_a_hostile_name_on_one_escaped_line() {
     assert!(stdout.contains("DHV_VOLUME_NAME=evil"), "{stdout}");
     assert_clean("run", &stdout);
 }
+
+/// A plugin whose error text holds code points XML 1.0 cannot carry (U+FFFE,
+/// U+FFFF, C0 controls) and other hidden characters gets them escaped in
+/// every format: the JUnit file stays well-formed XML, the Markdown, HTML
+/// and terminal hold none of them raw, and each is shown as what it was.
+#[test]
+fn code_points_a_format_cannot_carry_are_escaped_in_every_format() {
+    let dir = util::Scratch::new();
+    // U+FFFE, U+FFFF and U+FDD0 as raw UTF-8; U+0001, U+000B and U+202E as JSON escapes.
+    // The file name too: the suite's name in JUnit, the first line on the terminal.
+    let plugin = dir.plugin(
+        "nonchars\u{fffe}\u{1}",
+        r#"#!/bin/sh
+case "$1" in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+  printf 'bad \357\277\276 \357\277\277 \357\267\220\n' >&2
+  printf '{"error": "bad \357\277\276 \357\277\277 \\u0001 \\u000b \\u202e end"}\n'
+  exit 1 ;;
+delete) exit 0 ;;
+esac
+"#,
+    );
+    let junit = dir.path().join("junit.xml");
+    let markdown = dir.path().join("summary.md");
+    let html = dir.path().join("report.html");
+    let out = util::check::check([
+        plugin.as_os_str(),
+        "create.succeeds".as_ref(),
+        "--color".as_ref(),
+        "never".as_ref(),
+        "--junit".as_ref(),
+        junit.as_os_str(),
+        "--markdown".as_ref(),
+        markdown.as_os_str(),
+        "--html".as_ref(),
+        html.as_os_str(),
+    ])
+    .run();
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let invalid = |c: char| matches!(c, '\u{0}'..='\u{8}' | '\u{b}' | '\u{c}' | '\u{e}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}');
+    assert!(
+        !xml.contains(invalid),
+        "invalid XML 1.0 characters in:\n{xml}"
+    );
+    assert!(
+        xml.contains("\\u{fffe}") && xml.contains("\\u{ffff}"),
+        "{xml}"
+    );
+    assert!(xml.contains("nonchars\\u{fffe}\\u{1}"), "{xml}");
+    let mut reader = quick_xml::Reader::from_str(&xml);
+    loop {
+        match reader.read_event() {
+            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(_) => {}
+            Err(e) => panic!("the JUnit file is not XML: {e}\n{xml}"),
+        }
+    }
+    let hidden = [
+        '\u{fffe}', '\u{ffff}', '\u{fdd0}', '\u{1}', '\u{b}', '\u{202e}',
+    ];
+    for (what, text) in [
+        ("markdown", std::fs::read_to_string(&markdown).unwrap()),
+        ("html", std::fs::read_to_string(&html).unwrap()),
+        ("stdout", out.stdout.clone()),
+        ("stderr", out.stderr.clone()),
+    ] {
+        for c in hidden {
+            assert!(!text.contains(c), "{what}: raw {c:?} in:\n{text}");
+        }
+    }
+    let md = std::fs::read_to_string(&markdown).unwrap();
+    assert!(md.contains("\\u{fffe}"), "{md}");
+    assert!(out.stdout.contains("\\u{ffff}"), "{}", out.stdout);
+}

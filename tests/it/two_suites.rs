@@ -20,6 +20,7 @@ fn options(plugin: &str) -> SuiteOptions {
             template: RequestTemplate::default(),
             timeout_scale: 1.0,
             claims: Default::default(),
+            pin: None,
         },
         strict: false,
         fixture: None,

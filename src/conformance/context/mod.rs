@@ -131,6 +131,10 @@ pub struct Settings {
     pub timeout_scale: f64,
     /// What the plugin claims its volumes are, and the checks its config skips.
     pub claims: crate::conformance::claims::Claims,
+    /// The plugin file pinned for the run (shared by every round and request
+    /// of one command, so a change between them shows too); `None`: the run
+    /// pins it itself when it starts.
+    pub pin: Option<std::sync::Arc<crate::plugin::PluginPin>>,
 }
 
 impl Settings {
@@ -185,6 +189,8 @@ pub(crate) struct Shared {
     names: std::sync::atomic::AtomicUsize,
     /// Every plugin call of the run runs under it: an interrupt cancels it.
     pub supervisor: crate::exec::Supervisor,
+    /// The plugin file pinned for the run: every call looks at it first.
+    pub pin: Option<Arc<crate::plugin::PluginPin>>,
     /// Volumes created and not yet deleted, for an interrupted run's teardown.
     pub live: super::live::LiveVolumes,
     /// Calls that failed in a bystander check and succeeded made again alone.
@@ -198,7 +204,12 @@ pub(crate) struct Shared {
 impl Shared {
     pub fn new(settings: Settings, root: crate::safe_fs::HeldDir) -> Shared {
         let supervisor = crate::exec::Supervisor::new();
+        let pin = settings
+            .pin
+            .clone()
+            .or_else(|| crate::plugin::PluginPin::for_source(&settings.target));
         Shared {
+            pin,
             settings,
             root: root.path().to_path_buf(),
             root_dir: Arc::new(root),
@@ -261,6 +272,7 @@ impl Shared {
         CallOptions::new(timeouts)
             .under(self.supervisor.clone())
             .recorded_in(recorder)
+            .pinned(self.pin.clone())
     }
 
     /// Runs the timing phase ([`timing`]) once; call when every parallel
@@ -456,6 +468,7 @@ mod tests {
             },
             timeout_scale: 1.0,
             claims: Default::default(),
+            pin: None,
         };
         let root = crate::safe_fs::HeldDir::make_temp("dhv-conform-test-").unwrap();
         let path = root.path().to_path_buf();

@@ -31,6 +31,46 @@ use crate::lock;
 /// to the same promises on a machine that has cgroups.
 pub const NO_CGROUP_VAR: &str = "DHV_CONFORM_NO_CGROUP";
 
+/// The limits every call cgroup gets: `pids.max` and `memory.max`. A call
+/// that reaches one is the plugin's doing (a fork bomb, a leak), and is said
+/// as such; the host and the harness keep their pids and memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLimits {
+    /// The most processes and threads a call's cgroup may hold at once.
+    pub pids_max: u64,
+    /// The most memory (bytes) a call's cgroup may use; past it the kernel
+    /// reclaims, then its OOM killer kills a process of the call.
+    pub memory_max: u64,
+}
+
+impl CallLimits {
+    /// 4096 processes: no plugin step needs more than a few dozen, and far
+    /// below any host's pid space even with every check's calls in flight.
+    pub const DEFAULT_PIDS_MAX: u64 = 4096;
+    /// 4 GiB: more than a `mkfs` or a copy of a volume needs.
+    pub const DEFAULT_MEMORY_MAX: u64 = 4 << 30;
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        CallLimits {
+            pids_max: CallLimits::DEFAULT_PIDS_MAX,
+            memory_max: CallLimits::DEFAULT_MEMORY_MAX,
+        }
+    }
+}
+
+/// The limits calls started from now on get (see [`CallLimits`]); by
+/// default [`CallLimits::default`].
+pub fn set_call_limits(limits: CallLimits) {
+    *lock(&LIMITS) = limits;
+}
+
+static LIMITS: Mutex<CallLimits> = Mutex::new(CallLimits {
+    pids_max: CallLimits::DEFAULT_PIDS_MAX,
+    memory_max: CallLimits::DEFAULT_MEMORY_MAX,
+});
+
 /// The cgroup of this run, with the path below the cgroup2 mount that
 /// `/proc/<pid>/cgroup` shows for processes inside it.
 struct Run {
@@ -46,6 +86,11 @@ struct Run {
     /// waited for them.
     cpu_stat: Option<fs::File>,
     pressure: Option<fs::File>,
+    /// The `pids` and `memory` controllers are on for the call cgroups
+    /// (where the hierarchy offers them: a cgroup2 mount of a hybrid
+    /// setup has none).
+    pids: bool,
+    memory: bool,
 }
 
 /// This run's cgroup, made once when first needed: `None` where cgroups
@@ -79,12 +124,31 @@ fn make_run() -> Option<Run> {
     let _own_procs = fs::File::open(base.join("cgroup.procs")).ok();
     let cpu_stat = fs::File::open(dir.join("cpu.stat")).ok();
     let pressure = fs::File::open(dir.join("cpu.pressure")).ok();
+    // The run's cgroup holds no process of its own, so it may hand the
+    // controllers to the call cgroups, one at a time (either may be missing).
+    let enable = |controller: &str| {
+        fs::write(dir.join("cgroup.subtree_control"), format!("+{controller}")).is_ok()
+    };
+    let pids = enable("pids");
+    let memory = enable("memory");
+    if pids {
+        // All calls together, however many run at once, keep to half the
+        // host's pid space: the harness and the host keep the other half.
+        if let Some(max) = fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+        {
+            let _ = fs::write(dir.join("pids.max"), (max / 2).max(1).to_string());
+        }
+    }
     Some(Run {
         dir,
         rel,
         _own_procs,
         cpu_stat,
         pressure,
+        pids,
+        memory,
     })
 }
 
@@ -177,6 +241,11 @@ struct Slot {
     /// that read and the sweep's look waited for a CPU in that moment is
     /// counted to the next call: microseconds, never a verdict.
     pressure_baseline: Option<std::time::Duration>,
+    /// The limits written to it, and its `pids.events` and `memory.events`
+    /// (held open, as `cgroup.events` is) where those controllers are on.
+    limits: Option<CallLimits>,
+    pids_events: Option<fs::File>,
+    memory_events: Option<fs::File>,
 }
 
 impl Slot {
@@ -197,6 +266,15 @@ impl Slot {
             Ok((fd, events)) => {
                 let pressure = fs::File::open(dir.join("cpu.pressure")).ok();
                 let _procs = fs::File::open(dir.join("cgroup.procs")).ok();
+                let run = run()?;
+                let pids_events = run
+                    .pids
+                    .then(|| fs::File::open(dir.join("pids.events")).ok())
+                    .flatten();
+                let memory_events = run
+                    .memory
+                    .then(|| fs::File::open(dir.join("memory.events")).ok())
+                    .flatten();
                 Some(Slot {
                     n,
                     dir,
@@ -205,6 +283,9 @@ impl Slot {
                     pressure,
                     _procs,
                     pressure_baseline: None,
+                    limits: None,
+                    pids_events,
+                    memory_events,
                 })
             }
             Err(_) => {
@@ -239,6 +320,35 @@ impl Slot {
     /// cgroups.
     fn childless(&self) -> bool {
         nix::sys::stat::fstat(&self.fd).is_ok_and(|m| m.st_nlink == 2)
+    }
+
+    /// Writes `limits` to its `pids.max` and `memory.max` unless they are
+    /// there already (a pooled cgroup keeps them).
+    fn limit(&mut self, limits: CallLimits) {
+        if self.limits == Some(limits) {
+            return;
+        }
+        if self.pids_events.is_some() {
+            let _ = fs::write(self.dir.join("pids.max"), limits.pids_max.to_string());
+        }
+        if self.memory_events.is_some() {
+            let _ = fs::write(self.dir.join("memory.max"), limits.memory_max.to_string());
+        }
+        self.limits = Some(limits);
+    }
+
+    /// How often the call cgroup has refused a fork at `pids.max`, and how
+    /// often the OOM killer acted in it (counts since it was made).
+    fn limit_counts(&self) -> LimitCounts {
+        let count = |file: &Option<fs::File>, keys: &[&str]| {
+            file.as_ref()
+                .and_then(|f| super::procfs::reread_small(f, |text| event_count(text, keys)).ok())
+                .unwrap_or(0)
+        };
+        LimitCounts {
+            pids: count(&self.pids_events, &["max"]),
+            oom_kills: count(&self.memory_events, &["oom_kill"]),
+        }
     }
 
     /// `cpu.pressure`'s `some total`.
@@ -279,6 +389,62 @@ pub(crate) struct CallCgroup {
     /// Its total at the call's last read ([`CallCgroup::cpu_wait`]): the
     /// next call's start.
     pressure_last: Mutex<Option<std::time::Duration>>,
+    /// The limits in force, and the limit events counted before the call.
+    limits: CallLimits,
+    counts_at_start: LimitCounts,
+}
+
+/// What a call cgroup's `pids.events` and `memory.events` count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct LimitCounts {
+    /// Forks refused at `pids.max`.
+    pids: u64,
+    /// Processes the OOM killer killed at `memory.max`.
+    oom_kills: u64,
+}
+
+/// The sum of the counts of `keys` in an events file's text (`max 3\n`).
+fn event_count(text: &[u8], keys: &[&str]) -> u64 {
+    let Ok(text) = std::str::from_utf8(text) else {
+        return 0;
+    };
+    text.lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(k, _)| keys.contains(k))
+        .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
+        .sum()
+}
+
+/// What a call that reached its limits is told, in words; `None` when it
+/// reached none.
+fn limits_reached(limits: CallLimits, before: LimitCounts, now: LimitCounts) -> Option<String> {
+    let mut said = Vec::new();
+    let forks = now.pids.saturating_sub(before.pids);
+    if forks > 0 {
+        said.push(format!(
+            "the call reached its limit of {} processes (pids.max): {forks} fork{} refused (pids.events)",
+            limits.pids_max,
+            if forks == 1 { " was" } else { "s were" }
+        ));
+    }
+    let kills = now.oom_kills.saturating_sub(before.oom_kills);
+    if kills > 0 {
+        said.push(format!(
+            "the call reached its memory limit of {} (memory.max): the kernel's OOM killer killed {kills} of its processes (memory.events)",
+            bytes_text(limits.memory_max)
+        ));
+    }
+    (!said.is_empty()).then(|| said.join("; "))
+}
+
+/// `4 GiB`, `512 MiB`, or bytes.
+fn bytes_text(n: u64) -> String {
+    for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if n >= size && n % size == 0 {
+            return format!("{} {unit}", n / size);
+        }
+    }
+    format!("{n} bytes")
 }
 
 /// The `some total` of a `cpu.pressure` file's text.
@@ -310,6 +476,9 @@ impl CallCgroup {
             None => Slot::new()?,
         };
         lock(&LIVE).push(slot.n);
+        let limits = *lock(&LIMITS);
+        slot.limit(limits);
+        let counts_at_start = slot.limit_counts();
         let pressure_at_start = slot
             .pressure_baseline
             .take()
@@ -321,6 +490,8 @@ impl CallCgroup {
             killed: AtomicBool::new(false),
             pressure_at_start,
             pressure_last: Mutex::new(None),
+            limits,
+            counts_at_start,
         })
     }
 
@@ -377,6 +548,16 @@ impl CallCgroup {
         let now = self.slot().pressure_total()?;
         *lock(&self.pressure_last) = Some(now);
         Some(now.saturating_sub(self.pressure_at_start?))
+    }
+
+    /// The limits the call reached since it took the cgroup, in words (see
+    /// [`CallLimits`]); `None` when it reached none, or no controller is on.
+    pub fn limits_reached(&self) -> Option<String> {
+        limits_reached(
+            self.limits,
+            self.counts_at_start,
+            self.slot().limit_counts(),
+        )
     }
 
     /// Removes the cgroups a plugin made below the call's; true once nothing
@@ -441,6 +622,39 @@ impl Drop for CallCgroup {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn limit_events_are_counted_and_said() {
+        assert_eq!(event_count(b"max 3\n", &["max"]), 3);
+        let memory = b"low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n";
+        assert_eq!(event_count(memory, &["oom_kill"]), 1);
+        let limits = CallLimits::default();
+        let before = LimitCounts {
+            pids: 5,
+            oom_kills: 1,
+        };
+        assert_eq!(limits_reached(limits, before, before), None);
+        let said = limits_reached(
+            limits,
+            before,
+            LimitCounts {
+                pids: 7,
+                oom_kills: 2,
+            },
+        )
+        .unwrap();
+        assert!(
+            said.contains("4096 processes (pids.max): 2 forks were refused"),
+            "{said}"
+        );
+        assert!(
+            said.contains("memory limit of 4 GiB (memory.max)"),
+            "{said}"
+        );
+        assert!(said.contains("killed 1 of its processes"), "{said}");
+        assert_eq!(bytes_text(512 << 20), "512 MiB");
+        assert_eq!(bytes_text(1000), "1000 bytes");
+    }
 
     #[test]
     fn the_usage_and_the_stall_are_read_off_their_files() {

@@ -58,6 +58,12 @@ impl Tracked {
         self.cgroup.as_ref().and_then(|c| c.cpu_wait())
     }
 
+    /// The limits the call reached (`pids.max`, `memory.max`), in words;
+    /// `None` when it reached none or has no cgroup.
+    pub fn limits_reached(&self) -> Option<String> {
+        self.cgroup.as_ref().and_then(|c| c.limits_reached())
+    }
+
     /// SIGKILL to every process of the call at once: its group, its cgroup,
     /// and every member found (a cancel; the sweep reaps them).
     pub fn kill_all(&self) {

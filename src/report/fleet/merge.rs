@@ -181,18 +181,25 @@ impl Merger {
             .iter()
             .filter(|n| n.verdict == Verdict::NonConformant)
             .count();
+        let conformant = nodes
+            .iter()
+            .filter(|n| n.verdict == Verdict::Conformant)
+            .count();
         FleetReport {
             schema: FLEET_SCHEMA.to_owned(),
             tool: ToolInfo::current(),
             summary: FleetSummary {
                 nodes: nodes.len(),
-                conformant: nodes.len() - non_conformant,
+                conformant,
                 non_conformant,
                 builds: builds.len(),
-                verdict: if non_conformant == 0 {
-                    Verdict::Conformant
-                } else {
+                // A node whose plugin changed mid-run vouches for nothing.
+                verdict: if non_conformant > 0 {
                     Verdict::NonConformant
+                } else if conformant < nodes.len() {
+                    Verdict::Inconclusive
+                } else {
+                    Verdict::Conformant
                 },
             },
             checks: rows,

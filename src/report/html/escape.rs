@@ -77,6 +77,8 @@ fn visible(c: char) -> Option<String> {
         0x80..=0x9F | 0x061C | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x2069 | 0xFEFF => {
             Some(format!("\u{27E8}U+{n:04X}\u{27E9}"))
         }
+        // Noncharacters (U+FFFE, U+FFFF, ...): an HTML parser reports them as errors.
+        _ if crate::report::escape::noncharacter(c) => Some(format!("\u{27E8}U+{n:04X}\u{27E9}")),
         _ => None,
     }
 }

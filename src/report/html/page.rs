@@ -46,6 +46,13 @@ fn top(out: &mut String, report: &Report) {
         s.info,
         text(&report.plugin.path),
     );
+    if let Some(change) = &report.plugin_changed {
+        let _ = writeln!(
+            out,
+            "<p class=\"plugin-changed\" id=\"plugin-changed\"><strong>Plugin changed mid-run</strong>: {}</p>",
+            text(&change.describe())
+        );
+    }
 }
 
 /// The plugin, the node, the conditions and the options the run was made with.
