@@ -492,7 +492,7 @@ fn a_refusal_refuses_its_calls_and_only_them() {
     if !dhv_conform::exec::can_refuse() {
         util::skip(
             "a_refusal_refuses_its_calls_and_only_them",
-            "system calls cannot be refused to a call here (no cgroup per call)",
+            "system calls cannot be refused to a call here (x86-64 and clone3 needed)",
         );
         return;
     }
@@ -536,4 +536,42 @@ mkdir -m 0700 m; echo "mkdir-m $?"
         "rm-file 0\nrmdir 0\nchmod 1\nmkdir-m 0\n"
     );
     assert_eq!(run(Some(Refusal::Mounts)), all_work);
+}
+
+/// A refusal needs no cgroup per call (nor root): a harness without one
+/// (`DHV_CONFORM_NO_CGROUP`, as one that is not root) judges the refusal
+/// checks of the reference plugin as one with, rather than skipping them.
+#[test]
+fn refusal_checks_judge_without_a_cgroup_per_call() {
+    if !dhv_conform::exec::can_refuse() {
+        util::skip(
+            "refusal_checks_judge_without_a_cgroup_per_call",
+            "system calls cannot be refused to a call here (x86-64 and clone3 needed)",
+        );
+        return;
+    }
+    let out = assert_cmd::Command::new(util::bin())
+        .args(["check", &util::sample("reference")])
+        .args(["failure.", "--json", "-"])
+        .env(dhv_conform::exec::NO_CGROUP_VAR, "1")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = |id: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .map(|c| c["status"].clone())
+    };
+    for id in ["failure.chmod-refused", "failure.remove-refused"] {
+        assert_eq!(
+            status(id),
+            Some("pass".into()),
+            "{id}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

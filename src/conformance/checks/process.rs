@@ -243,7 +243,15 @@ async fn cwd_independent(ctx: &Ctx) -> CheckResult {
         .dirs()
         .make_dirs(std::path::Path::new("unrelated-cwd"))
         .map_err(|e| Finding::Skip(format!("cannot make a working dir: {e}")))?;
-    let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o555));
+    // Read-only to a plugin that runs as anyone but root. Root writes through
+    // the mode bits, so a harness that is not root leaves the dir writable:
+    // then a plugin that writes there and ignores a failure leaves the same
+    // file, and is judged the same, as under a root harness.
+    let mode = match nix::unistd::Uid::effective().is_root() {
+        true => 0o555,
+        false => 0o755,
+    };
+    let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(mode));
     let elsewhere = ctx.variant(|o| o.cwd = Some(cwd.clone()));
     let here = ctx.variant(|_| {});
     let mut problems = Vec::new();

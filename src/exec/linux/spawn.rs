@@ -54,11 +54,11 @@ pub(crate) struct Spawned {
     pub stderr: OwnedFd,
 }
 
-/// Why a call that was to be refused mounts cannot start.
+/// Why a call that was to be refused system calls cannot start.
 fn no_refusal() -> Error {
     Error::new(
         ErrorKind::Unsupported,
-        "system calls can be refused to a plugin only where its leader is born in a cgroup of its own (x86-64, cgroup v2)",
+        "system calls can be refused to a plugin only where the harness can start it with clone3 (x86-64, Linux 5.5 or later, clone3 not filtered)",
     )
 }
 
@@ -84,8 +84,9 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// that cgroup (see [`clone_spawn`]).
 ///
 /// With `refuse`, the leader and all it starts are refused those system
-/// calls (see `seccomp`): only by the clone, so where the leader cannot be
-/// born in a cgroup the call fails with [`ErrorKind::Unsupported`].
+/// calls (see `seccomp`): only by the clone (in the cgroup when one is
+/// given, else in ours), so where `clone3` cannot be used the call fails
+/// with [`ErrorKind::Unsupported`].
 ///
 /// `posix_spawn` rather than `std::process::Command`: std sorts the environment
 /// (Nomad does not), and its `execvp` falls back to `/bin/sh` for a script without
@@ -103,9 +104,6 @@ pub(crate) fn spawn(
         Some(r) => Some(super::seccomp::filter(r).ok_or_else(no_refusal)?),
         None => None,
     };
-    if filter.is_some() && cgroup.is_none() {
-        return Err(no_refusal());
-    }
     let path = cstr(program.as_os_str().as_bytes())?;
     let mut argv_owned = vec![cstr(arg0.as_os_str().as_bytes())?];
     for a in args {
@@ -123,19 +121,24 @@ pub(crate) fn spawn(
     // Above 2 for the clone's child (a no-op unless our own stdio is closed);
     // the same ends serve `posix_spawn`'s `dup2`s.
     let (out_w, err_w) = (above_stdio(out_w)?, above_stdio(err_w)?);
-    let cloned = match cgroup {
-        Some(cgroup) => {
+    // The clone is needed for a cgroup or for a filter: a refused call where
+    // no cgroup is given (not root, no delegated cgroup) is cloned into ours.
+    let cloned = match (cgroup, filter.as_ref()) {
+        (None, None) => None,
+        (cgroup, filter) => {
             let fds = ChildFds {
                 stdin: dev_null()?,
                 stdout: out_w.as_raw_fd(),
                 stderr: err_w.as_raw_fd(),
-                cgroup: cgroup.as_raw_fd(),
+                cgroup: cgroup.map(|c| c.as_raw_fd()),
             };
-            match clone_spawn(&path, &argv, &envp, cwd.as_ref(), fds, filter.as_ref()) {
+            match clone_spawn(&path, &argv, &envp, cwd.as_ref(), fds, filter) {
                 Ok(pid) => Some(pid),
                 Err(CloneFailure::Child(e)) => return Err(e),
                 Err(CloneFailure::Clone(e)) if cgroup_refused(&e) => {
-                    CallCgroup::refused();
+                    if cgroup.is_some() {
+                        CallCgroup::refused();
+                    }
                     if filter.is_some() {
                         return Err(no_refusal());
                     }
@@ -144,9 +147,8 @@ pub(crate) fn spawn(
                 Err(CloneFailure::Clone(e)) => return Err(e),
             }
         }
-        None => None,
     };
-    let in_cgroup = cloned.is_some();
+    let in_cgroup = cloned.is_some() && cgroup.is_some();
     let pid = match cloned {
         Some(pid) => pid,
         None => {
