@@ -104,6 +104,44 @@ fn the_gate_holds_the_snapshot() {
     );
 }
 
+/// A must that failed is `non-conformant` in the outputs and the summary even when
+/// the snapshot differs too; the exit code stays 3 (the snapshot's), as documented.
+#[test]
+fn a_must_failure_is_non_conformant_even_when_the_snapshot_differs() {
+    let missing = util::Scratch::new();
+    let snap = missing.path().join("conformance.snap");
+    let g = gate("bad-version", &[("DHV_SNAPSHOT", snap.to_str().unwrap())]);
+    assert_eq!(g.code, Some(3), "{}", g.stderr);
+    let env = std::fs::read_to_string(g.reports.join("gate.env")).unwrap();
+    assert!(env.contains("DHV_VERDICT=non-conformant\n"), "{env}");
+    assert!(env.contains("DHV_EXIT_CODE=3\n"), "{env}");
+    let summary = std::fs::read_to_string(&g.summary).unwrap();
+    let headline = summary.lines().nth(1).unwrap_or_default();
+    assert!(
+        headline.contains("**non-conformant, and the snapshot is missing or differs** (exit 3)"),
+        "{summary}"
+    );
+    assert!(
+        g.stderr.contains("dhv-conform gate: non-conformant"),
+        "{}",
+        g.stderr
+    );
+}
+
+/// Without a plugin the gate is a usage error (exit 2), and still leaves its
+/// outputs and a summary that says why.
+#[test]
+fn the_gate_without_a_plugin_leaves_outputs_and_a_summary() {
+    let g = gate("reference", &[("DHV_PLUGIN", "")]);
+    assert_eq!(g.code, Some(2), "{}", g.stderr);
+    let env = std::fs::read_to_string(g.reports.join("gate.env")).unwrap();
+    assert!(env.contains("DHV_VERDICT=error\n"), "{env}");
+    assert!(env.contains("DHV_EXIT_CODE=2\n"), "{env}");
+    let summary = std::fs::read_to_string(&g.summary).unwrap();
+    assert!(summary.contains("**error** (exit 2)"), "{summary}");
+    assert!(summary.contains("set DHV_PLUGIN"), "{summary}");
+}
+
 /// Every shell step of the action is the script (tests/it/ci_github.rs runs them as
 /// GitHub does); the GitLab template runs the same script, caches the build and
 /// hands the outputs on as a dotenv report.
