@@ -109,6 +109,9 @@ enum Command {
     #[command(subcommand)]
     Report(report::ReportCommand),
     /// Write a commented dhv-conform.toml for an existing plugin, from what one create shows.
+    ///
+    /// Exit 0 when written; 1 when the plugin's create failed (the config is
+    /// written with every claim commented out, the error on stderr); 2 for bad input.
     Init(init::InitArgs),
     /// Write a new plugin that passes every check, with its config, snapshot and CI files.
     New(new::NewArgs),

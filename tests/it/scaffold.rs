@@ -167,6 +167,28 @@ fn init_writes_a_config_of_what_it_saw_and_never_overwrites_one() {
     assert_eq!(fs::read_to_string(&config).unwrap(), text);
 }
 
+/// A create that fails is exit 1 with the error on stderr, not only in a
+/// comment of the config (written all the same, claiming nothing).
+#[test]
+fn init_exits_1_with_the_error_on_stderr_when_create_fails() {
+    let work = Scratch::new();
+    let tmp = Scratch::new();
+    let plugin = copied(&work, "needs-home");
+    let (code, stderr) = dhv(&tmp, &["init".as_ref(), plugin.as_os_str()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("init: the plugin's create of the default request failed"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("exit status 2"), "the call's own error: {stderr}");
+    let text = fs::read_to_string(work.path().join("dhv-conform.toml")).unwrap();
+    assert!(
+        text.contains("# A create with the default request failed"),
+        "{text}"
+    );
+    assert!(!text.contains("\ncapacity ="), "{text}");
+}
+
 #[test]
 fn init_sees_loop_ext4s_filesystem_and_its_claims_hold() {
     let test = "init_sees_loop_ext4s_filesystem_and_its_claims_hold";
