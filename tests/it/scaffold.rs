@@ -180,7 +180,10 @@ fn init_exits_1_with_the_error_on_stderr_when_create_fails() {
         stderr.contains("init: the plugin's create of the default request failed"),
         "{stderr}"
     );
-    assert!(stderr.contains("exit status 2"), "the call's own error: {stderr}");
+    assert!(
+        stderr.contains("exit status 2"),
+        "the call's own error: {stderr}"
+    );
     let text = fs::read_to_string(work.path().join("dhv-conform.toml")).unwrap();
     assert!(
         text.contains("# A create with the default request failed"),
