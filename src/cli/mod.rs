@@ -1,6 +1,6 @@
 //! The command line: clap definitions and one module per command.
 //!
-//! Exit codes (DESIGN.md): 0 conformant or success; 1 non-conformant or the
+//! Exit codes (README, "Exit codes"): 0 conformant or success; 1 non-conformant or the
 //! operation failed as Nomad would report it; 2 usage or input error; 3 snapshot
 //! missing or different; 4 the harness itself failed.
 

@@ -36,8 +36,9 @@ pub enum DeleteOutcome {
 /// The host volume manager of one node: Nomad's `HostVolumeManager`, over a
 /// state dir.
 ///
-/// It behaves like Nomad's (see NOMAD-CONTRACT.md, "The manager around the
-/// plugins"), and is deliberately safer where Nomad is not:
+/// It behaves like Nomad's (`client/hostvolumemanager`; docs/nomad-fidelity.md
+/// lists the behaviours and the differences), and is deliberately safer where
+/// Nomad is not:
 /// - **Compensating delete.** When a volume was created but cannot be saved,
 ///   and it was the volume's first create, Nomad deletes it with
 ///   `DHV_CREATED_PATH` set to the *volumes dir* and an empty name and namespace:
