@@ -174,6 +174,36 @@ fn the_action_and_the_template_run_the_script() {
     assert!(gitlab.contains("DHV_CACHE: $CI_PROJECT_DIR/.dhv-conform/cache"));
 }
 
+/// The README's workflow, the GitLab template and CHANGELOG.md name one release,
+/// this crate's version: what a plugin repository pins is a release described.
+#[test]
+fn the_pins_and_the_changelog_name_this_release() {
+    let version = env!("CARGO_PKG_VERSION");
+    let read = |file: &str| std::fs::read_to_string(repo().join(file)).unwrap();
+    let readme = read("README.md");
+    assert!(
+        readme.contains(&format!("uses: OWNER/dhv-conform@v{version} ")),
+        "README pins another release"
+    );
+    assert_eq!(
+        readme.matches("dhv-conform@v").count(),
+        1,
+        "one pin in README"
+    );
+    let gitlab = read("examples/gitlab-ci.yml");
+    assert!(
+        gitlab.contains(&format!("    DHV_CONFORM_REF: v{version}\n")),
+        "{gitlab}"
+    );
+    assert!(gitlab.contains(&format!("[v{version}]")), "{gitlab}");
+    let changelog = read("CHANGELOG.md");
+    assert!(changelog.contains("## [Unreleased]"), "{changelog}");
+    assert!(
+        changelog.contains(&format!("## [{version}] - ")),
+        "CHANGELOG.md has no entry for {version}"
+    );
+}
+
 /// A GitLab job: the template's variables, GitLab's environment, no GitHub one. The
 /// dotenv report holds the outputs, and a second job with the cache restored (the
 /// same project dir) does not build the harness again.

@@ -52,6 +52,15 @@ fn new_plugin_passes_its_own_check(lang: &str) {
     ] {
         assert!(dir.join(file).is_file(), "{file} missing: {stderr}");
     }
+    // Its CI files pin the release the action and the GitLab template name.
+    let pin = format!("v{}", env!("CARGO_PKG_VERSION"));
+    let github = fs::read_to_string(dir.join(".github/workflows/dhv-conform.yml")).unwrap();
+    assert!(github.contains(&format!("/dhv-conform@{pin} ")), "{github}");
+    let gitlab = fs::read_to_string(dir.join(".gitlab-ci.yml")).unwrap();
+    assert!(
+        gitlab.contains(&format!("DHV_CONFORM_REF: {pin}\n")),
+        "{gitlab}"
+    );
     // The config beside it says strict: a single warning would fail this run.
     let plugin = dir.join(&name);
     let snapshot = dir.join("snapshots").join(format!("{name}.snap"));
