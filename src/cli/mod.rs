@@ -4,12 +4,12 @@
 //! operation failed as Nomad would report it; 2 usage or input error; 3 snapshot
 //! missing or different; 4 the harness itself failed.
 
-mod check;
+pub(crate) mod check;
 mod check_args;
 mod check_outputs;
 mod check_rounds;
 mod clean;
-mod config;
+pub(crate) mod config;
 mod explain;
 mod init;
 mod new;
@@ -20,7 +20,7 @@ mod report_files;
 mod run;
 mod run_fidelity;
 mod run_output;
-mod selection;
+pub(crate) mod selection;
 mod signals;
 mod volume;
 
