@@ -177,6 +177,7 @@ fn fds_below(dir: &Path) -> Vec<std::path::PathBuf> {
 /// open (and its probes' dirs, its call log, every output it captured), so a
 /// run that was never freed shows as a descriptor left on a removed dir.
 #[test]
+#[ignore = "long (soak): 50 suites in one process; run by scripts/long-tests"]
 fn fifty_runs_in_one_process_hold_nothing_afterwards() {
     const RUNS: usize = 50;
     let plugins = util::Scratch::new();
