@@ -156,6 +156,22 @@ pub struct SuiteRequest {
     pub template: RequestTemplate,
 }
 
+impl SuiteRequest {
+    /// A request named `name`, `template` as read from `fixture` (a JSON or
+    /// HCL fixture, as `--fixture` takes).
+    pub fn new(
+        name: impl Into<String>,
+        fixture: impl Into<PathBuf>,
+        template: RequestTemplate,
+    ) -> SuiteRequest {
+        SuiteRequest {
+            name: name.into(),
+            fixture: fixture.into(),
+            template,
+        }
+    }
+}
+
 impl SuiteConfig {
     /// The CLI's defaults for `plugin` (`mkdir` is the built-in, anything else a path).
     pub fn new(plugin: impl AsRef<str>) -> SuiteConfig {
@@ -223,11 +239,11 @@ impl SuiteConfig {
             (None, Some(c)) => {
                 for r in &c.requests {
                     check::fits_the_kernel(&r.fixture, &r.template).map_err(input)?;
-                    suite.requests.push(SuiteRequest {
-                        name: r.name.clone(),
-                        fixture: r.fixture.clone(),
-                        template: r.template.clone(),
-                    });
+                    suite.requests.push(SuiteRequest::new(
+                        r.name.clone(),
+                        r.fixture.clone(),
+                        r.template.clone(),
+                    ));
                 }
             }
             (None, None) => {}
