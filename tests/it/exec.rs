@@ -550,28 +550,17 @@ fn refusal_checks_judge_without_a_cgroup_per_call() {
         );
         return;
     }
-    let out = assert_cmd::Command::new(util::bin())
-        .args(["check", &util::sample("reference")])
-        .args(["failure.", "--json", "-"])
-        .env(dhv_conform::exec::NO_CGROUP_VAR, "1")
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let status = |id: &str| {
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == id)
-            .map(|c| c["status"].clone())
-    };
+    let out = util::check::check([
+        util::sample("reference").as_str(),
+        "failure.",
+        "--json",
+        "-",
+    ])
+    .env(dhv_conform::exec::NO_CGROUP_VAR, "1")
+    .run();
+    let report = out.report();
     for id in ["failure.chmod-refused", "failure.remove-refused"] {
-        assert_eq!(
-            status(id),
-            Some("pass".into()),
-            "{id}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let check = util::check::find(&report, id);
+        assert_eq!(check.status.as_str(), "pass", "{id}: {}", check.message);
     }
 }

@@ -262,12 +262,7 @@ fn from_files_runs_the_suite_as_check_does_with_a_config_and_a_fixture() {
     assert_eq!(statuses(&done.report), statuses(&cli_report));
     assert_eq!(done.exit_code() as i32, cli.code.unwrap(), "{}", cli.stderr);
     assert!(done.report.options.strict);
-    let update = done
-        .report
-        .checks
-        .iter()
-        .find(|c| c.id == "create.update")
-        .unwrap();
+    let update = util::check::find(&done.report, "create.update");
     assert!(
         update.message.contains("not supported yet"),
         "{}",
