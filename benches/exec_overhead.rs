@@ -10,7 +10,7 @@
 //! Two programs: a `#!/bin/sh` script that prints `{"version":"1.0.0"}` (what a
 //! trivial plugin costs) and `/bin/true` (spawn cost alone, no interpreter). The
 //! calls alternate between the runner and the bare spawn so that drift in the
-//! machine's load hits both sides alike. The target (DESIGN.md, Performance) is
+//! machine's load hits both sides alike. The target (docs/performance.md) is
 //! an overhead below 0.3 ms per call, and below Nomad's own Go path.
 //!
 //! Nomad's path: when `go` is on `PATH`, the bench also builds a small Go

@@ -14,7 +14,7 @@
 //! sandboxes, judging, the runner) against the plugin's (every process it
 //! started), at most 0.3x, with the harness's CPU per call.
 //!
-//! The design's goal (DESIGN.md, Performance): wall time within 1.2x of the
+//! The goal (docs/performance.md): wall time within 1.2x of the
 //! sum of the plugin's own run times divided by the cores. Three yardsticks for
 //! "the plugin's own run times", from the loosest to the strictest:
 //!

@@ -30,7 +30,10 @@
 #   DHV_DOTENV        the dotenv file of the outputs (GitLab's artifacts:reports:dotenv)
 #                     [$DHV_REPORTS/gate.env]
 # Exit: dhv-conform's own code (0 conformant, 1 non-conformant, 2 usage,
-# 3 snapshot missing or different, 4 harness failure).
+# 3 snapshot missing or different, 4 harness failure); 4 too when the harness
+# fails to build or the gate itself fails, and 2 when DHV_PLUGIN is not set.
+# Whatever ends it, the gate leaves its outputs (verdict, exit-code) and its
+# step summary: a failure before the check is verdict `error`.
 set -euo pipefail
 
 source_dir="${DHV_CONFORM_SOURCE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
@@ -46,14 +49,17 @@ lock_hash() {
 }
 
 if [ "${1:-}" = revision ]; then
-  keys="lock=$(lock_hash)
-revision=$(revision)"
+  # Never fails: a step that did would skip the gate's, and with it the
+  # outputs and the summary; an unknown key only misses the cache.
+  lock="$(lock_hash 2>/dev/null)" || lock=unknown
+  rev="$(revision 2>/dev/null)" || rev=unknown
+  keys="lock=$lock
+revision=$rev"
   echo "$keys"
   if [ -n "${GITHUB_OUTPUT:-}" ]; then echo "$keys" >> "$GITHUB_OUTPUT"; fi
   exit 0
 fi
 
-: "${DHV_PLUGIN:?set DHV_PLUGIN to the plugin executable to check}"
 reports="${DHV_REPORTS:-dhv-conform-reports}"
 dotenv="${DHV_DOTENV:-$reports/gate.env}"
 mkdir -p "$reports"
@@ -67,6 +73,41 @@ output() {
   echo "$key=$2" >> "$dotenv"
 }
 : > "$dotenv"
+
+# The step summary's headline, then what explains it. Written once, by
+# `finish` (the check ran) or by `fail` (it could not).
+summary() {
+  if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+    { echo "### dhv-conform gate: **$1** (exit $2)"; echo; cat; } >> "$GITHUB_STEP_SUMMARY"
+  else
+    cat > /dev/null
+  fi
+}
+finished=false
+# Ends the gate before or without a check: verdict `error`, exit code $1,
+# the summary says why ($2) and shows the log's end ($3, when given).
+fail() {
+  finished=true
+  output verdict error
+  output exit-code "$1"
+  {
+    echo "$2"
+    if [ -n "${3:-}" ] && [ -s "$3" ]; then
+      echo
+      echo '```'
+      tail -n 30 "$3"
+      echo '```'
+    fi
+  } | summary "error" "$1"
+  echo "dhv-conform gate: $2" >&2
+  exit "$1"
+}
+# A gate that stops on an error of its own (set -e) still leaves its outputs.
+trap 'code=$?; if [ "$finished" != true ]; then fail 4 "the gate failed (exit $code) before the check could report"; fi' EXIT
+
+if [ -z "${DHV_PLUGIN:-}" ]; then
+  fail 2 "set DHV_PLUGIN to the plugin executable to check"
+fi
 
 # An artifact name no other job of the workflow uses: a matrix job differs from its
 # siblings by plugin, arguments, snapshot or runner, so those are hashed into it.
@@ -94,9 +135,18 @@ if [ -z "$harness" ]; then
     echo "dhv-conform gate: using the cached harness (revision $rev): $harness" >&2
   else
     echo "dhv-conform gate: building the harness (revision $rev) from $source_dir; cold about 4 min on 2 cores, under 2 with the dependencies cached" >&2
-    # Not --quiet: cargo's "Compiling ..." lines are the progress.
+    # Not --quiet: cargo's "Compiling ..." lines are the progress, shown as
+    # they come and kept for the summary should the build fail.
+    build_log="$reports/build.log"
+    set +e
     cargo build --release --locked --manifest-path "$source_dir/Cargo.toml" \
-      --target-dir "$cache/target" --bin dhv-conform >&2
+      --target-dir "$cache/target" --bin dhv-conform 2>&1 | tee "$build_log" >&2
+    built="${PIPESTATUS[0]}"
+    set -e
+    if [ "$built" != 0 ]; then
+      fail 4 "the harness failed to build (cargo exited $built); its last lines:" "$build_log"
+    fi
+    rm -f "$build_log"
     mkdir -p "$cache/bin"
     cp "$cache/target/release/dhv-conform" "$harness.new"
     mv "$harness.new" "$harness"
@@ -145,40 +195,48 @@ if [ "${run[0]}" = sudo ]; then
   sudo chown -R "$(id -u):$(id -g)" "$reports" || true
 fi
 
+# The report's own verdict: a must that failed is non-conformant, whether or
+# not the snapshot differs too (the exit code is then 3, as documented).
+report_verdict="$(grep -o '"verdict": *"[a-z-]*"' "$reports/report.json" 2>/dev/null |
+  tail -n 1 | sed 's/.*"\([a-z-]*\)"$/\1/' || true)"
 case "$status" in
   0) verdict=conformant; headline="conformant" ;;
   1) verdict=non-conformant; headline="non-conformant" ;;
-  3) verdict=snapshot-differs; headline="the snapshot is missing or differs" ;;
+  3) if [ "$report_verdict" = non-conformant ]; then
+       verdict=non-conformant; headline="non-conformant, and the snapshot is missing or differs"
+     else
+       verdict=snapshot-differs; headline="the snapshot is missing or differs"
+     fi ;;
   *) verdict=error; headline="error: dhv-conform exited $status" ;;
 esac
+finished=true
 output verdict "$verdict"
 output exit-code "$status"
 
 # The step summary: the gate's result first, the snapshot's diff next, then the report.
-if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
-  {
-    echo "### dhv-conform gate: **$headline** (exit $status)"
-    echo
-    if [ -n "${DHV_SNAPSHOT:-}" ]; then
-      if [ "$status" = 3 ]; then
-        echo "**Snapshot** \`$DHV_SNAPSHOT\`: the results differ (or it is missing). Review the diff; to accept it, bless locally with \`--bless\` and commit the snapshot."
-        grep -E '^dhv-conform: snapshot .* (was written by|does not exist)' "$log" | sed 's/^dhv-conform: /> /' || true
-        echo
-        echo '```diff'
-        awk '/^--- /{on=1} on && /^(--- |\+\+\+ |@@ |[-+ \\])/{print; next} on && !/^$/{on=0}' "$log"
-        echo '```'
-      else
-        echo "**Snapshot** \`$DHV_SNAPSHOT\`: matched."
-      fi
+{
+  if [ -n "${DHV_SNAPSHOT:-}" ]; then
+    if [ "$status" = 3 ]; then
+      echo "**Snapshot** \`$DHV_SNAPSHOT\`: the results differ (or it is missing). Review the diff; to accept it, bless locally with \`--bless\` and commit the snapshot."
+      grep -E '^dhv-conform: snapshot .* (was written by|does not exist)' "$log" | sed 's/^dhv-conform: /> /' || true
       echo
+      echo '```diff'
+      awk '/^--- /{on=1} on && /^(--- |\+\+\+ |@@ |[-+ \\])/{print; next} on && !/^$/{on=0}' "$log"
+      echo '```'
+    else
+      echo "**Snapshot** \`$DHV_SNAPSHOT\`: matched."
     fi
-    if [ -f "$reports/summary.md" ]; then cat "$reports/summary.md"; fi
-  } >> "$GITHUB_STEP_SUMMARY"
-fi
+    echo
+  fi
+  if [ -f "$reports/summary.md" ]; then cat "$reports/summary.md"; fi
+} | summary "$headline" "$status"
 case "$status" in
   0) echo "dhv-conform gate: conformant" >&2 ;;
   1) echo "dhv-conform gate: non-conformant (see $reports/summary.md)" >&2 ;;
-  3) echo "dhv-conform gate: the snapshot is missing or differs; review the diff above, then bless it locally with --bless and commit it" >&2 ;;
+  3) if [ "$verdict" = non-conformant ]; then
+       echo "dhv-conform gate: non-conformant (see $reports/summary.md), and the snapshot is missing or differs" >&2
+     fi
+     echo "dhv-conform gate: the snapshot is missing or differs; review the diff above, then bless it locally with --bless and commit it" >&2 ;;
   *) echo "dhv-conform gate: dhv-conform exited $status" >&2 ;;
 esac
 exit "$status"

@@ -175,7 +175,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Accepted rows of NOMAD-CONTRACT.md's go-version table, plus neighbours.
+    /// Versions go-version 1.9 accepts (its canonical form, as Nomad 2.0.5 uses it;
+    /// docs/nomad-fidelity.md), plus neighbours.
     #[test]
     fn accepted_versions_have_go_versions_canonical_form() {
         let cases = [

@@ -20,6 +20,10 @@ use crate::conformance::{
 };
 use crate::report;
 
+/// `--test-threads`' default: every check at once (a check mostly waits on its
+/// plugin), for `check` and the library alike.
+pub(crate) const DEFAULT_TEST_THREADS: usize = CATALOGUE.len();
+
 /// The largest `--timeout-scale`: beyond it a limit stops meaning anything.
 const MAX_TIMEOUT_SCALE: f64 = 100.0;
 
@@ -122,7 +126,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         }
     }
     let mut outcome = merged(outcomes);
-    outcome.report.config = config_info(config.as_ref(), &claims);
+    outcome.report.config = config_info(config.as_ref().map(|c| c.path.as_path()), &claims);
     // Last, as merging rounds and requests recounts the verdict.
     if let Some(change) = pin.as_ref().and_then(|p| p.change()) {
         outcome
@@ -215,7 +219,21 @@ struct Request {
 /// run's harness failure. An earlier run's teardown that left something is
 /// said now (the last one's is said by [`finish`]).
 fn merged(
+    outcomes: Vec<(String, Option<String>, conformance::SuiteOutcome)>,
+) -> conformance::SuiteOutcome {
+    merge_outcomes(outcomes, |name, teardown| {
+        print_stderr(&format!(
+            "dhv-conform: request {name}: {}\n",
+            teardown.summary()
+        ));
+    })
+}
+
+/// [`merged`] without its words: `left(name, teardown)` is told of each earlier
+/// run whose teardown left something (the library and `check` share this).
+pub(crate) fn merge_outcomes(
     mut outcomes: Vec<(String, Option<String>, conformance::SuiteOutcome)>,
+    mut left: impl FnMut(&str, &conformance::Teardown),
 ) -> conformance::SuiteOutcome {
     let (name, fixture, mut last) = outcomes.pop().expect("at least one request");
     if outcomes.is_empty() {
@@ -224,10 +242,7 @@ fn merged(
     let mut runs = Vec::new();
     for (name, fixture, o) in outcomes {
         if !o.teardown.removed && !o.teardown.kept_on_request {
-            print_stderr(&format!(
-                "dhv-conform: request {name}: {}\n",
-                o.teardown.summary()
-            ));
+            left(&name, &o.teardown);
         }
         last.harness_failed |= o.harness_failed;
         runs.push((name, fixture, o.report));
@@ -241,12 +256,12 @@ fn merged(
 }
 
 /// The config and claims, for the report.
-fn config_info(config: Option<&Config>, claims: &Claims) -> Option<report::ConfigInfo> {
+pub(crate) fn config_info(config: Option<&Path>, claims: &Claims) -> Option<report::ConfigInfo> {
     if config.is_none() && !claims.any() {
         return None;
     }
     Some(report::ConfigInfo {
-        path: config.map(|c| c.path.display().to_string()),
+        path: config.map(|path| path.display().to_string()),
         claims: serde_json::to_value(claims).unwrap_or_default(),
     })
 }
@@ -293,7 +308,7 @@ fn run_rounds(
 }
 
 /// The request template: the fixture's, or the default one.
-fn template(fixture: Option<&Path>) -> Result<RequestTemplate, CliError> {
+pub(crate) fn template(fixture: Option<&Path>) -> Result<RequestTemplate, CliError> {
     let Some(path) = fixture else {
         return Ok(RequestTemplate::default());
     };
@@ -432,7 +447,7 @@ fn validate_numbers(args: &CheckArgs) -> Result<(), CliError> {
 /// A fixture whose request the kernel cannot hand to a plugin (`E2BIG`) is
 /// bad input: exit 2 naming the fixture, rather than every create failing to
 /// start. The paths and ids of the run are not known yet: generous stand-ins.
-fn fits_the_kernel(path: &Path, template: &RequestTemplate) -> Result<(), CliError> {
+pub(crate) fn fits_the_kernel(path: &Path, template: &RequestTemplate) -> Result<(), CliError> {
     let stand_in = "x".repeat(200);
     let request = stand_in_request(template, &stand_in);
     match crate::exec::env_too_large(&request.env()) {
@@ -451,7 +466,7 @@ fn stand_in_request(t: &RequestTemplate, stand_in: &str) -> crate::contract::Cre
 }
 
 /// `--work-dir` must be a directory that exists: the run makes its temp dir in it.
-fn check_work_dir(dir: Option<&Path>) -> Result<(), CliError> {
+pub(crate) fn check_work_dir(dir: Option<&Path>) -> Result<(), CliError> {
     let Some(dir) = dir else { return Ok(()) };
     match std::fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => Ok(()),
@@ -517,7 +532,7 @@ fn libtest_args(args: &CheckArgs) -> Result<Arguments, CliError> {
         logfile: Some("/dev/null".to_owned()),
         // Checks mostly wait (on plugin processes, or on a shared probe): one
         // thread each, so a slow probe never keeps an independent check waiting.
-        test_threads: Some(args.test_threads.unwrap_or(CATALOGUE.len())),
+        test_threads: Some(args.test_threads.unwrap_or(DEFAULT_TEST_THREADS)),
         color: Some(ColorSetting::Never),
         format: Some(FormatSetting::Pretty),
         ..Arguments::default()

@@ -2,11 +2,16 @@
 //! plugin, with what one create of the default request showed (a mounted
 //! filesystem? a block device? the bytes it reported), for the author to
 //! confirm. Nothing is claimed that was not seen.
+//!
+//! Exit: 0 when the create worked and the config was written; 1 when the
+//! plugin's create failed (the config is written all the same, every claim
+//! commented out, and the error is on stderr as well as in the file); 2 for
+//! bad input (an existing config without `--force`, the built-in plugin).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::{CliError, CliResult, EXIT_OK, print_stderr};
+use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_stderr};
 use crate::conformance::RequestTemplate;
 use crate::conformance::volume_facts::{Kind, VolumeFacts};
 use crate::contract::DeleteRequest;
@@ -61,6 +66,17 @@ pub async fn run(args: InitArgs) -> CliResult {
         &crate::safe_fs::WriteOptions::default(),
     )
     .map_err(|e| CliError::usage(e.to_string()))?;
+    if let Some(error) = &seen.error {
+        // The file alone would hide it: a script or a CI step reads the exit code.
+        print_stderr(&format!(
+            "dhv-conform: init: the plugin's create of the default request failed, so nothing \
+             was observed: {error}\ndhv-conform: wrote {} with every claim commented out; fix \
+             the create, then `dhv-conform init --force {}`\n",
+            output.display(),
+            args.plugin.display()
+        ));
+        return Ok(EXIT_FAIL);
+    }
     print_stderr(&format!(
         "dhv-conform: wrote {}: confirm what it says, then `dhv-conform check {}`\n",
         output.display(),

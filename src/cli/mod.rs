@@ -1,16 +1,16 @@
 //! The command line: clap definitions and one module per command.
 //!
-//! Exit codes (DESIGN.md): 0 conformant or success; 1 non-conformant or the
+//! Exit codes (README, "Exit codes"): 0 conformant or success; 1 non-conformant or the
 //! operation failed as Nomad would report it; 2 usage or input error; 3 snapshot
 //! missing or different; 4 the harness itself failed, or the run is
 //! inconclusive (the plugin file changed mid-run).
 
-mod check;
+pub(crate) mod check;
 mod check_args;
 mod check_outputs;
 mod check_rounds;
 mod clean;
-mod config;
+pub(crate) mod config;
 mod explain;
 mod init;
 mod new;
@@ -21,7 +21,7 @@ mod report_files;
 mod run;
 mod run_fidelity;
 mod run_output;
-mod selection;
+pub(crate) mod selection;
 mod signals;
 mod volume;
 
@@ -110,6 +110,9 @@ enum Command {
     #[command(subcommand)]
     Report(report::ReportCommand),
     /// Write a commented dhv-conform.toml for an existing plugin, from what one create shows.
+    ///
+    /// Exit 0 when written; 1 when the plugin's create failed (the config is
+    /// written with every claim commented out, the error on stderr); 2 for bad input.
     Init(init::InitArgs),
     /// Write a new plugin that passes every check, with its config, snapshot and CI files.
     New(new::NewArgs),

@@ -112,7 +112,7 @@ pub(super) fn list(args: &CheckArgs, format: Format) -> CliResult {
 }
 
 /// The plugin to check; a missing file or a directory is exit 2.
-pub(super) fn target(arg: &str) -> Result<Target, CliError> {
+pub(crate) fn target(arg: &str) -> Result<Target, CliError> {
     let target = Target::parse(arg);
     let Some(path) = target.path() else {
         return Ok(target);

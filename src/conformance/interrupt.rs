@@ -104,6 +104,16 @@ impl Signals {
         }
     }
 
+    /// The same signals for another run of the same caller (the library's run
+    /// of each request): what this one received ends that one too. The
+    /// listener stays with this one, which must outlive it.
+    pub fn share(&self) -> Signals {
+        Signals {
+            received: self.received.clone(),
+            listener: None,
+        }
+    }
+
     /// Ends the run from code as its first signal would.
     pub fn trigger(&self) -> Trigger {
         Trigger(self.received.clone())

@@ -4,7 +4,8 @@
 //! manager must call plugins exactly as Nomad does; both read the contract
 //! from here and nowhere else, so that a fact (a variable's position, a
 //! timeout, an error's wording) has one definition. The facts come from
-//! NOMAD-CONTRACT.md (Nomad's `client/hostvolumemanager`, spec `nomad-1.10`).
+//! Nomad 2.0.5's client (`client/hostvolumemanager`, spec `nomad-1.10`), as
+//! docs/nomad-fidelity.md lists them.
 //! This module only describes; it runs nothing and depends on no other module.
 
 mod decode_error;

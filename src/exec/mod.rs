@@ -378,9 +378,9 @@ impl Call {
 
     /// Refuses the call's processes a family of system calls (see
     /// [`Refusal`]): they fail with `EPERM`. For fault injection: what a
-    /// plugin does when a step fails. Only where the leader is born in a
-    /// cgroup of its own (x86-64, cgroup v2, see [`can_refuse`]); elsewhere
-    /// the call fails to start, with [`std::io::ErrorKind::Unsupported`].
+    /// plugin does when a step fails. Root or not, with or without a cgroup
+    /// per call, where [`can_refuse`] (x86-64, `clone3`); elsewhere the call
+    /// fails to start, with [`std::io::ErrorKind::Unsupported`].
     pub fn refuse(mut self, refusal: Option<Refusal>) -> Self {
         self.refuse = refusal;
         self

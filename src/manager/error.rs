@@ -29,8 +29,9 @@ pub enum ManagerError {
     Plugin(#[from] PluginError),
     /// The plugin exited 0 but its output is not what Nomad accepts. Nomad's text for
     /// it is Go's bare `encoding/json` error, which names neither the plugin nor the
-    /// operation; this names both, then gives Nomad's text.
-    #[error("{operation} of volume {} with plugin {}: {source}", go_quote(.id), go_quote(.plugin_id))]
+    /// operation; this names both, then gives Nomad's text. For a create, `cleanup`
+    /// says what was done about what the plugin may have made (it exited 0).
+    #[error("{operation} of volume {} with plugin {}: {source}{}", go_quote(.id), go_quote(.plugin_id), cleanup_note(.cleanup))]
     Response {
         /// `create` or `delete`.
         operation: &'static str,
@@ -41,6 +42,9 @@ pub enum ManagerError {
         /// The plugin layer's error (Nomad's text).
         #[source]
         source: PluginError,
+        /// For a create: the compensating delete of a first create (see
+        /// [`HostVolumeManager`](super::HostVolumeManager)); `None` for a delete.
+        cleanup: Option<Box<Cleanup>>,
     },
     /// A volume id that is not a lower-case UUID: plugins build paths from it.
     #[error("invalid volume id {}: expected a lower-case UUID (8-4-4-4-12 hex digits)", go_quote(.id))]
@@ -176,6 +180,13 @@ pub enum Cleanup {
     /// saved it meanwhile, as read under the state's lock): it was left as it
     /// is, since the state still describes it.
     KeptExisting,
+}
+
+/// `; ` and the cleanup, when there is one, for an error's text.
+fn cleanup_note(cleanup: &Option<Box<Cleanup>>) -> String {
+    cleanup
+        .as_ref()
+        .map_or_else(String::new, |c| format!("; {c}"))
 }
 
 impl std::fmt::Display for Cleanup {

@@ -36,8 +36,9 @@ pub enum DeleteOutcome {
 /// The host volume manager of one node: Nomad's `HostVolumeManager`, over a
 /// state dir.
 ///
-/// It behaves like Nomad's (see NOMAD-CONTRACT.md, "The manager around the
-/// plugins"), and is deliberately safer where Nomad is not:
+/// It behaves like Nomad's (`client/hostvolumemanager`; docs/nomad-fidelity.md
+/// lists the behaviours and the differences), and is deliberately safer where
+/// Nomad is not:
 /// - **Compensating delete.** When a volume was created but cannot be saved,
 ///   and it was the volume's first create, Nomad deletes it with
 ///   `DHV_CREATED_PATH` set to the *volumes dir* and an empty name and namespace:
@@ -46,6 +47,12 @@ pub enum DeleteOutcome {
 ///   that cannot be saved is left in place, since the state still describes it;
 ///   whether it was the first create is read from the state under its lock, so
 ///   a volume another create of the same id saved meanwhile is never deleted.
+/// - **An unreadable create answer.** A create that exits 0 with an answer
+///   Nomad cannot decode fails, and Nomad forgets it, leaving whatever the
+///   plugin made. We undo a first create of the volume as Nomad undoes one it
+///   cannot keep: a compensating delete with the volume's own path
+///   `<volumes_dir>/<id>` (an update is left in place, as the state still
+///   describes it).
 /// - **Paths.** Nomad saves whatever path create returns, and so do we (a dir
 ///   in the volumes dir, a block device such as `/dev/loop3`, a dir
 ///   elsewhere), except the volumes dir itself, one of its parents or a path
@@ -258,28 +265,28 @@ impl HostVolumeManager {
             &self.node_pool,
             &self.node_id,
         );
-        let resp = plugin
-            .create(&req)
-            .await
-            .result
-            .map_err(|e| named("create", &spec.id, &spec.plugin_id, e))?;
+        let resp = match plugin.create(&req).await.result {
+            Ok(resp) => resp,
+            Err(source @ PluginError::Response { .. }) => {
+                // It exited 0: it may well have made the volume, which no
+                // state will ever name.
+                let cleanup = self
+                    .undo_unsaved(&*plugin, &req, volumes_dir, &spec.id)
+                    .await;
+                return Err(ManagerError::Response {
+                    operation: "create",
+                    id: spec.id,
+                    plugin_id: spec.plugin_id,
+                    source,
+                    cleanup: Some(Box::new(cleanup)),
+                });
+            }
+            Err(e) => return Err(named("create", &spec.id, &spec.plugin_id, e)),
+        };
         if !deletable(&resp.path, volumes_dir) {
-            // Read again: another create of this id may have saved it while
-            // our plugin call ran, and undoing it then would destroy it.
-            let first_create = self
-                .state
-                .load_async()
-                .await
-                .is_ok_and(|s| !s.volumes.contains_key(&spec.id));
-            let cleanup = if first_create {
-                let undo = DeleteRequest::for_created(&req, &own_path(volumes_dir, &spec.id));
-                match plugin.delete(&undo).await.result {
-                    Ok(()) => Cleanup::Deleted,
-                    Err(e) => Cleanup::DeleteFailed(e),
-                }
-            } else {
-                Cleanup::KeptExisting
-            };
+            let cleanup = self
+                .undo_unsaved(&*plugin, &req, volumes_dir, &spec.id)
+                .await;
             return Err(ManagerError::PathRefused {
                 id: spec.id,
                 plugin_id: spec.plugin_id,
@@ -320,6 +327,32 @@ impl HostVolumeManager {
                     cleanup,
                 })
             }
+        }
+    }
+
+    /// Undoes a create that will not be saved, with the volume's own path
+    /// `<volumes_dir>/<id>`, when it was the volume's first: the state is read
+    /// again, since another create of this id may have saved it while our
+    /// plugin call ran, and undoing it then would destroy it.
+    async fn undo_unsaved(
+        &self,
+        plugin: &dyn HostVolumePlugin,
+        req: &contract::CreateRequest,
+        volumes_dir: &Path,
+        id: &str,
+    ) -> Cleanup {
+        let first_create = self
+            .state
+            .load_async()
+            .await
+            .is_ok_and(|s| !s.volumes.contains_key(id));
+        if !first_create {
+            return Cleanup::KeptExisting;
+        }
+        let undo = DeleteRequest::for_created(req, &own_path(volumes_dir, id));
+        match plugin.delete(&undo).await.result {
+            Ok(()) => Cleanup::Deleted,
+            Err(e) => Cleanup::DeleteFailed(e),
         }
     }
 
@@ -501,6 +534,7 @@ fn named(operation: &'static str, id: &str, plugin_id: &str, e: PluginError) -> 
             id: id.to_owned(),
             plugin_id: plugin_id.to_owned(),
             source: e,
+            cleanup: None,
         },
         other => ManagerError::Plugin(other),
     }

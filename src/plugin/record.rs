@@ -270,6 +270,9 @@ mod tests {
                 cpu_wait: None,
                 limits_reached: limits_reached.map(str::to_owned),
                 pid: 1,
+                held: None,
+                changes: Vec::new(),
+                killed_at_change: false,
             }),
             started_at: Instant::now(),
         }

@@ -8,11 +8,13 @@
 //!   whole id, the level and the status are properties;
 //! - a failure is `<failure type="must|should">`, its first line the message;
 //! - a skip is `<skipped message>`, counted in the suite's `skipped`: never silent;
+//! - a case's name is the same whatever its status, so a CI system's history of a
+//!   check (GitLab's, Jenkins') follows it from pass to warning and back;
 //! - a warning fails only under `--strict` (when it fails the run). Otherwise the case
-//!   passes, so dashboards go red exactly when the exit code does, but its name says
-//!   ` [warning]` (GitLab's and Jenkins' test lists show names, and little else of a
-//!   passing case), its text is in `system-err` and in a `warning` property. Under
-//!   `--strict` it is a `<failure type="should">` of the same name.
+//!   passes, so dashboards go red exactly when the exit code does, with the warning in
+//!   a `warning` property and first in `system-out` (as nextest reports a flaky test
+//!   that passed), and `status` `warn`. Under `--strict` it is a
+//!   `<failure type="should">`.
 //!
 //! The shape is the one Jenkins' and GitLab's JUnit schema describe (a test validates
 //! both documents against it). quick-junit holds a whole document in memory, and a
@@ -29,8 +31,6 @@ use std::time::Duration;
 const ROOT_NAME: &str = "dhv-conform";
 /// quick-junit's closing root tag, on a line of its own.
 const ROOT_END: &str = "</testsuites>";
-/// The suffix of a warning's testcase name.
-const WARNING_SUFFIX: &str = " [warning]";
 /// The timestamp of a suite whose report has none (the schema requires one).
 const UNKNOWN_TIME: &str = "1970-01-01T00:00:00Z";
 
@@ -236,20 +236,14 @@ fn suite_properties(report: &Report) -> Vec<Property> {
     props
 }
 
-/// The testcase's name: the id without its group (the classname), and a warning
-/// says so.
-fn case_name(case: &Case<'_>) -> String {
-    let rest = case
-        .id
+/// The testcase's name: the id without its group (the classname), whatever the
+/// status.
+fn case_name<'a>(case: &Case<'a>) -> &'a str {
+    case.id
         .strip_prefix(case.group)
         .and_then(|r| r.strip_prefix('.'))
         .filter(|r| !r.is_empty())
-        .unwrap_or(case.id);
-    if case.status == Status::Warn {
-        format!("{rest}{WARNING_SUFFIX}")
-    } else {
-        rest.to_owned()
-    }
+        .unwrap_or(case.id)
 }
 
 fn test_case(case: Case<'_>, strict: bool) -> TestCase {
@@ -275,18 +269,18 @@ fn test_case(case: Case<'_>, strict: bool) -> TestCase {
         .add_property(Property::new("id", case.id))
         .add_property(Property::new("level", case.level.as_str()))
         .add_property(Property::new("status", case.status.as_str()));
-    let mut err = case.err;
+    let mut system_out = case.out;
     if case.status == Status::Warn && !fails_run {
-        // A passing warning: its name says so; its text goes where readers look
-        // (a property, and stderr, which fewer readers hide than stdout).
+        // A passing warning keeps its name (a renamed case starts a new history);
+        // its text goes where readers look for a passing case's news.
         out.add_property(Property::new("warning", clean(first_line(case.message))));
-        err.insert_str(0, &format!("warning: {}\n", clean(case.message)));
+        system_out.insert_str(0, &format!("warning: {}\n", clean(case.message)));
     }
-    if !case.out.is_empty() {
-        out.set_system_out(case.out);
+    if !system_out.is_empty() {
+        out.set_system_out(system_out);
     }
-    if !err.is_empty() {
-        out.set_system_err(err);
+    if !case.err.is_empty() {
+        out.set_system_err(case.err);
     }
     out
 }
@@ -378,23 +372,38 @@ mod tests {
         assert!(xml.contains(r#"<property name="id" value="create.idempotent"/>"#));
     }
 
-    /// A warning is visible by name in reporters that show nothing else of a passing
-    /// case, and fails only under strict, under the same name.
+    /// A warning keeps the check's one name (a CI's history of the case goes on),
+    /// says so in a property and first in its stdout, and fails only under strict.
     #[test]
-    fn a_warning_says_so_in_its_name() {
+    fn a_warning_keeps_its_name_and_says_so_in_a_property_and_stdout() {
         for strict in [false, true] {
             let xml = to_junit(&sample::report(strict));
+            assert!(!xml.contains("[warning]"), "{xml}");
             let parsed = quick_junit::Report::deserialize_from_str(&xml).unwrap();
             let case = parsed.test_suites[0]
                 .test_cases
                 .iter()
-                .find(|c| c.name.as_str() == "version-semver [warning]")
+                .find(|c| c.name.as_str() == "version-semver")
                 .unwrap_or_else(|| panic!("{xml}"));
             assert_eq!(
                 matches!(case.status, quick_junit::TestCaseStatus::Success { .. }),
                 !strict,
                 "{xml}"
             );
+            let warning = case
+                .properties
+                .iter()
+                .find(|p| p.name.as_str() == "warning");
+            let stdout = case.system_out.as_ref().map(|o| o.as_str());
+            if strict {
+                assert!(warning.is_none(), "{xml}");
+            } else {
+                assert!(warning.is_some(), "{xml}");
+                assert!(
+                    stdout.is_some_and(|o| o.starts_with("warning: version \"1.2\"")),
+                    "{xml}"
+                );
+            }
         }
     }
 
@@ -489,15 +498,15 @@ mod tests {
                             <property name="status" value="pass"/>
                         </properties>
                     </testcase>
-                    <testcase name="version-semver [warning]" classname="fingerprint" time="0.012">
+                    <testcase name="version-semver" classname="fingerprint" time="0.012">
                         <properties>
                             <property name="id" value="fingerprint.version-semver"/>
                             <property name="level" value="should"/>
                             <property name="status" value="warn"/>
                             <property name="warning" value="version &quot;1.2&quot; is accepted by go-version but is not SemVer 2.0 | use &quot;1.2.0&quot;"/>
                         </properties>
-                        <system-err>warning: version &quot;1.2&quot; is accepted by go-version but is not SemVer 2.0 | use &quot;1.2.0&quot;
-            </system-err>
+                        <system-out>warning: version &quot;1.2&quot; is accepted by go-version but is not SemVer 2.0 | use &quot;1.2.0&quot;
+            </system-out>
                     </testcase>
                     <testcase name="no-orphans" classname="process" time="0.012">
                         <properties>

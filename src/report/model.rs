@@ -161,7 +161,7 @@ impl Verdict {
         }
     }
 
-    /// The process exit code for this verdict (DESIGN.md, "Exit codes").
+    /// The process exit code for this verdict (README, "Exit codes").
     pub fn exit_code(self) -> u8 {
         match self {
             Verdict::Conformant => 0,

@@ -104,6 +104,44 @@ fn the_gate_holds_the_snapshot() {
     );
 }
 
+/// A must that failed is `non-conformant` in the outputs and the summary even when
+/// the snapshot differs too; the exit code stays 3 (the snapshot's), as documented.
+#[test]
+fn a_must_failure_is_non_conformant_even_when_the_snapshot_differs() {
+    let missing = util::Scratch::new();
+    let snap = missing.path().join("conformance.snap");
+    let g = gate("bad-version", &[("DHV_SNAPSHOT", snap.to_str().unwrap())]);
+    assert_eq!(g.code, Some(3), "{}", g.stderr);
+    let env = std::fs::read_to_string(g.reports.join("gate.env")).unwrap();
+    assert!(env.contains("DHV_VERDICT=non-conformant\n"), "{env}");
+    assert!(env.contains("DHV_EXIT_CODE=3\n"), "{env}");
+    let summary = std::fs::read_to_string(&g.summary).unwrap();
+    let headline = summary.lines().nth(1).unwrap_or_default();
+    assert!(
+        headline.contains("**non-conformant, and the snapshot is missing or differs** (exit 3)"),
+        "{summary}"
+    );
+    assert!(
+        g.stderr.contains("dhv-conform gate: non-conformant"),
+        "{}",
+        g.stderr
+    );
+}
+
+/// Without a plugin the gate is a usage error (exit 2), and still leaves its
+/// outputs and a summary that says why.
+#[test]
+fn the_gate_without_a_plugin_leaves_outputs_and_a_summary() {
+    let g = gate("reference", &[("DHV_PLUGIN", "")]);
+    assert_eq!(g.code, Some(2), "{}", g.stderr);
+    let env = std::fs::read_to_string(g.reports.join("gate.env")).unwrap();
+    assert!(env.contains("DHV_VERDICT=error\n"), "{env}");
+    assert!(env.contains("DHV_EXIT_CODE=2\n"), "{env}");
+    let summary = std::fs::read_to_string(&g.summary).unwrap();
+    assert!(summary.contains("**error** (exit 2)"), "{summary}");
+    assert!(summary.contains("set DHV_PLUGIN"), "{summary}");
+}
+
 /// Every shell step of the action is the script (tests/it/ci_github.rs runs them as
 /// GitHub does); the GitLab template runs the same script, caches the build and
 /// hands the outputs on as a dotenv report.
@@ -134,6 +172,36 @@ fn the_action_and_the_template_run_the_script() {
     ));
     assert!(gitlab.contains("CARGO_HOME: $CI_PROJECT_DIR/.dhv-conform/cargo"));
     assert!(gitlab.contains("DHV_CACHE: $CI_PROJECT_DIR/.dhv-conform/cache"));
+}
+
+/// The README's workflow, the GitLab template and CHANGELOG.md name one release,
+/// this crate's version: what a plugin repository pins is a release described.
+#[test]
+fn the_pins_and_the_changelog_name_this_release() {
+    let version = env!("CARGO_PKG_VERSION");
+    let read = |file: &str| std::fs::read_to_string(repo().join(file)).unwrap();
+    let readme = read("README.md");
+    assert!(
+        readme.contains(&format!("uses: OWNER/dhv-conform@v{version} ")),
+        "README pins another release"
+    );
+    assert_eq!(
+        readme.matches("dhv-conform@v").count(),
+        1,
+        "one pin in README"
+    );
+    let gitlab = read("examples/gitlab-ci.yml");
+    assert!(
+        gitlab.contains(&format!("    DHV_CONFORM_REF: v{version}\n")),
+        "{gitlab}"
+    );
+    assert!(gitlab.contains(&format!("[v{version}]")), "{gitlab}");
+    let changelog = read("CHANGELOG.md");
+    assert!(changelog.contains("## [Unreleased]"), "{changelog}");
+    assert!(
+        changelog.contains(&format!("## [{version}] - ")),
+        "CHANGELOG.md has no entry for {version}"
+    );
 }
 
 /// A GitLab job: the template's variables, GitLab's environment, no GitHub one. The

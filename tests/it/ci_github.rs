@@ -84,6 +84,29 @@ fn a_github_run_writes_outputs_and_a_summary_that_tells_the_gates_result() {
     assert_eq!(runner.builds(), 1, "{}", run.stderr);
 }
 
+/// A harness that fails to build still leaves the gate's outputs (verdict
+/// `error`, exit code 4), a step summary that shows the build's error, and the
+/// upload step runs.
+#[test]
+fn a_harness_that_fails_to_build_leaves_outputs_and_a_summary() {
+    let scratch = util::Scratch::new();
+    let runner = Runner::new(scratch.path());
+    runner.break_build();
+    let run = runner.run(&action(), "check", &[("plugin", &plugin("reference"))]);
+    assert_eq!(run.gate_code(), Some(4), "{}", run.stderr);
+    assert_eq!(run.output("gate", "verdict"), "error");
+    assert_eq!(run.output("gate", "exit-code"), "4");
+    assert!(!run.output("gate", "artifact-name").is_empty());
+    let first = run.summary.lines().next().unwrap_or_default();
+    assert!(first.contains("**error** (exit 4)"), "{}", run.summary);
+    assert!(
+        run.summary.contains("failed to build") && run.summary.contains("error[E0425]"),
+        "{}",
+        run.summary
+    );
+    assert!(run.used("actions/upload-artifact@").is_some());
+}
+
 /// Two jobs of a matrix (same job id, two plugins) upload under two names, and the
 /// second, with the harness unchanged and its cache restored, compiles nothing.
 #[test]

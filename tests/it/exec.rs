@@ -492,7 +492,7 @@ fn a_refusal_refuses_its_calls_and_only_them() {
     if !dhv_conform::exec::can_refuse() {
         util::skip(
             "a_refusal_refuses_its_calls_and_only_them",
-            "system calls cannot be refused to a call here (no cgroup per call)",
+            "system calls cannot be refused to a call here (x86-64 and clone3 needed)",
         );
         return;
     }
@@ -556,4 +556,31 @@ fn a_plugin_leads_a_session_of_its_own_with_no_terminal() {
         "{text}"
     );
     assert!(text.ends_with("no-tty\n"), "{text}");
+}
+
+/// A refusal needs no cgroup per call (nor root): a harness without one
+/// (`DHV_CONFORM_NO_CGROUP`, as one that is not root) judges the refusal
+/// checks of the reference plugin as one with, rather than skipping them.
+#[test]
+fn refusal_checks_judge_without_a_cgroup_per_call() {
+    if !dhv_conform::exec::can_refuse() {
+        util::skip(
+            "refusal_checks_judge_without_a_cgroup_per_call",
+            "system calls cannot be refused to a call here (x86-64 and clone3 needed)",
+        );
+        return;
+    }
+    let out = util::check::check([
+        util::sample("reference").as_str(),
+        "failure.",
+        "--json",
+        "-",
+    ])
+    .env(dhv_conform::exec::NO_CGROUP_VAR, "1")
+    .run();
+    let report = out.report();
+    for id in ["failure.chmod-refused", "failure.remove-refused"] {
+        let check = util::check::find(&report, id);
+        assert_eq!(check.status.as_str(), "pass", "{id}: {}", check.message);
+    }
 }

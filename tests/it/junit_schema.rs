@@ -378,15 +378,17 @@ fn the_fleet_junit_matches_the_schema_too() {
             );
         }
     }
-    // node-b ran --strict: its warning is a failure, under the warning's name.
+    // node-b ran --strict: its warning is a failure, under the check's one name.
     assert!(
-        xml.contains(r#"<testcase name="version-semver [warning]" classname="fingerprint""#),
+        xml.contains(r#"<testcase name="version-semver" classname="fingerprint""#),
         "{xml}"
     );
+    assert!(!xml.contains("[warning]"), "{xml}");
 }
 
 /// The counts on the testsuite agree with its testcases; skips are `<skipped message>`,
-/// and a warning that does not fail the run is visible as a property and on stderr.
+/// and a warning that does not fail the run keeps the check's name and is visible as
+/// a property and first in its stdout.
 #[test]
 fn junit_counts_skips_and_warnings() {
     // A failure (create.path-exists), a warning (create.path-in-volumes-dir)
@@ -424,8 +426,8 @@ fn junit_counts_skips_and_warnings() {
     }
     let warned = cases
         .iter()
-        .find(|c| c.attr("name") == Some("path-in-volumes-dir [warning]"))
-        .expect("create.path-in-volumes-dir, a warning by name");
+        .find(|c| c.attr("name") == Some("path-in-volumes-dir"))
+        .expect("create.path-in-volumes-dir, under its one name");
     assert_eq!(warned.attr("classname"), Some("create"));
     assert!(
         !warned.children.iter().any(|k| k.name == "failure"),
@@ -441,12 +443,18 @@ fn junit_counts_skips_and_warnings() {
         props.iter().any(|p| p.attr("name") == Some("warning")),
         "{xml}"
     );
-    let err = warned
+    assert!(
+        props
+            .iter()
+            .any(|p| p.attr("name") == Some("status") && p.attr("value") == Some("warn")),
+        "{xml}"
+    );
+    let out = warned
         .children
         .iter()
-        .find(|k| k.name == "system-err")
-        .expect("system-err");
-    assert!(err.text.starts_with("warning: "), "{}", err.text);
+        .find(|k| k.name == "system-out")
+        .expect("system-out");
+    assert!(out.text.starts_with("warning: "), "{}", out.text);
 }
 
 /// The validator itself: documents that break the schema are caught.

@@ -8,7 +8,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use dhv_conform::suite::{Progress, ProgressEvent, SuiteConfig, run, run_blocking};
+use dhv_conform::manager::{Cleanup, ManagerError, VolumeSpec};
+use dhv_conform::suite::{
+    Progress, ProgressEvent, SuiteConfig, SuiteError, SuiteRequest, run, run_blocking,
+};
 
 fn sample(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -174,6 +177,7 @@ fn fds_below(dir: &Path) -> Vec<std::path::PathBuf> {
 /// open (and its probes' dirs, its call log, every output it captured), so a
 /// run that was never freed shows as a descriptor left on a removed dir.
 #[test]
+#[ignore = "long (soak): 50 suites in one process; run by scripts/long-tests"]
 fn fifty_runs_in_one_process_hold_nothing_afterwards() {
     const RUNS: usize = 50;
     let plugins = util::Scratch::new();
@@ -208,4 +212,151 @@ esac
         "{} descriptors still held on the runs' dirs after {RUNS} runs: {held:?}",
         held.len()
     );
+}
+
+/// The statuses of a report's checks, by id.
+fn statuses(report: &dhv_conform::report::Report) -> Vec<(String, String)> {
+    report
+        .checks
+        .iter()
+        .map(|c| (c.id.clone(), c.status.as_str().to_owned()))
+        .collect()
+}
+
+/// `SuiteConfig::from_files` runs the suite as `check` does with the plugin's
+/// `dhv-conform.toml` (its strict, its skips, its two requests) or a fixture:
+/// the same checks, the same statuses, the same config in the report.
+#[test]
+fn from_files_runs_the_suite_as_check_does_with_a_config_and_a_fixture() {
+    let work = util::Scratch::new();
+    let plugin = work.path().join("reference");
+    std::fs::copy(sample("reference"), &plugin).unwrap();
+    std::fs::write(
+        work.path().join("small.json"),
+        r#"{"name": "small", "capacity_min": "1MiB"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        work.path().join("dhv-conform.toml"),
+        "strict = true\n\n[[request]]\nname = \"default-like\"\nfixture = \"small.json\"\n\n\
+         [[request]]\nname = \"again\"\nfixture = \"small.json\"\n\n\
+         [skip]\n\"create.update\" = \"not supported yet\"\n",
+    )
+    .unwrap();
+    let plugin_arg = plugin.to_str().unwrap();
+    let mut config =
+        SuiteConfig::from_files(plugin_arg, None, None).expect("read as check reads it");
+    assert!(config.strict);
+    assert_eq!(config.requests.len(), 2);
+    assert_eq!(config.test_threads, None);
+    config.filter = Some("create.".into());
+    let done = run_blocking(config).expect("the suite ran");
+    let cli = util::check::check([
+        plugin.as_os_str(),
+        "create.".as_ref(),
+        "--json".as_ref(),
+        "-".as_ref(),
+    ])
+    .run();
+    let cli_report = cli.report();
+    assert_eq!(statuses(&done.report), statuses(&cli_report));
+    assert_eq!(done.exit_code() as i32, cli.code.unwrap(), "{}", cli.stderr);
+    assert!(done.report.options.strict);
+    let update = util::check::find(&done.report, "create.update");
+    assert!(
+        update.message.contains("not supported yet"),
+        "{}",
+        update.message
+    );
+    assert_eq!(
+        done.report.config.as_ref().and_then(|c| c.path.clone()),
+        cli_report.config.as_ref().and_then(|c| c.path.clone())
+    );
+    assert!(done.report.config.and_then(|c| c.path).is_some());
+
+    // A fixture replaces the config's requests, as `--fixture` does.
+    let fixture = work.path().join("small.json");
+    let config = SuiteConfig::from_files(plugin_arg, None, Some(&fixture)).unwrap();
+    assert!(config.requests.is_empty());
+    assert_eq!(config.fixture.as_deref(), Some(fixture.as_path()));
+    let _: &[SuiteRequest] = &config.requests;
+}
+
+/// What `check` refuses with exit 2 is `SuiteError::Input` (exit code 2), never a
+/// non-conformant report: a missing plugin, from `from_files` or from `new`; a
+/// malformed config; a fixture that is not there.
+#[test]
+fn bad_input_is_an_input_error_with_exit_2_as_for_the_cli() {
+    let work = util::Scratch::new();
+    let missing = work.path().join("no-such-plugin");
+    let missing = missing.to_str().unwrap();
+    let err = SuiteConfig::from_files(missing, None, None).unwrap_err();
+    assert!(matches!(err, SuiteError::Input(_)), "{err:?}");
+    assert_eq!(err.exit_code(), 2);
+    let cli = util::check::check([missing]).run();
+    assert_eq!(cli.code, Some(2));
+    assert!(
+        cli.stderr.contains(&err.to_string()),
+        "{} / {err}",
+        cli.stderr
+    );
+
+    let err = run_blocking(SuiteConfig::new(missing)).unwrap_err();
+    assert!(matches!(err, SuiteError::Input(_)), "{err:?}");
+    assert_eq!(err.exit_code(), 2);
+
+    let config = work.path().join("bad.toml");
+    std::fs::write(&config, "stritc = true\n").unwrap();
+    let err = SuiteConfig::from_files("mkdir", Some(&config), None).unwrap_err();
+    assert!(
+        matches!(&err, SuiteError::Input(m) if m.contains("bad.toml")),
+        "{err:?}"
+    );
+    let err =
+        SuiteConfig::from_files("mkdir", None, Some(&work.path().join("none.json"))).unwrap_err();
+    assert!(matches!(err, SuiteError::Input(_)), "{err:?}");
+}
+
+/// The library's manager undoes a first create whose plugin exited 0 with an
+/// answer that cannot be decoded: what the plugin made is deleted, with the
+/// volume's own path, and the error says so.
+#[test]
+fn a_malformed_create_answer_is_undone_by_a_compensating_delete() {
+    let node = util::Node::new();
+    let log = node.work.path().join("calls.log");
+    node.plugins.plugin(
+        "half",
+        &format!(
+            "#!/bin/sh\n\
+             echo \"$DHV_OPERATION $DHV_CREATED_PATH\" >> '{}'\n\
+             case \"$DHV_OPERATION\" in\n\
+             fingerprint) echo '{{\"version\": \"1.0.0\"}}' ;;\n\
+             create) mkdir -p \"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\" && echo '{{\"path\": ' ;;\n\
+             delete) rm -rf \"$DHV_CREATED_PATH\" ;;\n\
+             esac\n",
+            log.display()
+        ),
+    );
+    let m = node.manager();
+    let rt = util::manager::rt();
+    let id = util::manager::ID1;
+    let err = rt
+        .block_on(m.create(VolumeSpec::new("half", "v").with_id(id)))
+        .unwrap_err();
+    assert!(
+        matches!(&err, ManagerError::Response { cleanup: Some(c), .. } if matches!(**c, Cleanup::Deleted)),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().ends_with("; the plugin deleted it again"),
+        "{err}"
+    );
+    let own = node.volumes().join(id);
+    assert!(!own.exists(), "the half-made volume is left: {own:?}");
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        calls.contains(&format!("delete {}", own.display())),
+        "{calls}"
+    );
+    assert!(rt.block_on(m.list()).unwrap().is_empty());
 }

@@ -497,7 +497,8 @@ fn an_unreadable_create_output_names_the_plugin_and_the_operation() {
     assert_eq!(
         err.to_string(),
         format!(
-            "create of volume \"{ID1}\" with plugin \"junk\": invalid character 'g' looking for beginning of value"
+            "create of volume \"{ID1}\" with plugin \"junk\": invalid character 'g' looking for beginning of value; \
+             the plugin deleted it again"
         )
     );
     assert!(

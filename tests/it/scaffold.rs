@@ -52,6 +52,15 @@ fn new_plugin_passes_its_own_check(lang: &str) {
     ] {
         assert!(dir.join(file).is_file(), "{file} missing: {stderr}");
     }
+    // Its CI files pin the release the action and the GitLab template name.
+    let pin = format!("v{}", env!("CARGO_PKG_VERSION"));
+    let github = fs::read_to_string(dir.join(".github/workflows/dhv-conform.yml")).unwrap();
+    assert!(github.contains(&format!("/dhv-conform@{pin} ")), "{github}");
+    let gitlab = fs::read_to_string(dir.join(".gitlab-ci.yml")).unwrap();
+    assert!(
+        gitlab.contains(&format!("DHV_CONFORM_REF: {pin}\n")),
+        "{gitlab}"
+    );
     // The config beside it says strict: a single warning would fail this run.
     let plugin = dir.join(&name);
     let snapshot = dir.join("snapshots").join(format!("{name}.snap"));
@@ -165,6 +174,31 @@ fn init_writes_a_config_of_what_it_saw_and_never_overwrites_one() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--force"), "{stderr}");
     assert_eq!(fs::read_to_string(&config).unwrap(), text);
+}
+
+/// A create that fails is exit 1 with the error on stderr, not only in a
+/// comment of the config (written all the same, claiming nothing).
+#[test]
+fn init_exits_1_with_the_error_on_stderr_when_create_fails() {
+    let work = Scratch::new();
+    let tmp = Scratch::new();
+    let plugin = copied(&work, "needs-home");
+    let (code, stderr) = dhv(&tmp, &["init".as_ref(), plugin.as_os_str()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("init: the plugin's create of the default request failed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("exit status 2"),
+        "the call's own error: {stderr}"
+    );
+    let text = fs::read_to_string(work.path().join("dhv-conform.toml")).unwrap();
+    assert!(
+        text.contains("# A create with the default request failed"),
+        "{text}"
+    );
+    assert!(!text.contains("\ncapacity ="), "{text}");
 }
 
 #[test]

@@ -164,6 +164,7 @@ macro_rules! swept {
     ($($test:ident => $name:literal),* $(,)?) => {
         $(
             #[test]
+            #[ignore = "long (sweep): three interrupted runs per sample; run by scripts/long-tests"]
             fn $test() {
                 every_signal($name);
             }
@@ -218,6 +219,7 @@ fn reference_normal_end() {
 
 /// loop-ext4 mounts: in a private mount namespace, every ending.
 #[test]
+#[ignore = "long (sweep): four runs of a mounting plugin; run by scripts/long-tests"]
 fn loop_ext4_every_ending() {
     if let Some(why) = util::loop_devices_unusable() {
         util::skip("loop-ext4 sweep", &why);
@@ -232,6 +234,7 @@ fn loop_ext4_every_ending() {
 
 /// loop-block attaches loop devices: every ending detaches them all.
 #[test]
+#[ignore = "long (sweep): four runs of a loop-device plugin; run by scripts/long-tests"]
 fn loop_block_every_ending() {
     if let Some(why) = util::loop_devices_unusable() {
         assert!(

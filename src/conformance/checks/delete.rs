@@ -113,7 +113,7 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
     id: "delete.idempotent",
     level: Level::Must,
     rule: "a second delete of the same volume exits 0",
-    why: "Nomad may send delete again (a retried RPC, an operator running the command twice): failing because the volume is already gone leaves a volume that cannot be deleted.",
+    why: "A delete can come again for a volume already gone (an operator running the command twice, or again after a delete that failed part way; Nomad itself never retries one): failing because the volume is already gone leaves a volume that cannot be deleted.",
     fix: "Treat a volume that is already gone as deleted: `rm -rf`, `umount` only when mounted, exit 0.",
     samples: &["fails-on-missing-dir"],
     needs: Needs::Any,

@@ -266,7 +266,7 @@ pub(crate) const CRASH_DELETE: CheckSpec = CheckSpec {
     id: "lifecycle.crash-delete",
     level: Level::Should,
     rule: "delete killed before each of its steps (as for lifecycle.crash-create), then delete again succeeds and the path is gone",
-    why: "A delete killed part way is retried; if the retry fails, the volume can never be deleted.",
+    why: "Nomad does not retry a delete killed part way (at its 60 s limit, say): it returns the error and keeps the volume, and an operator sends delete again; if that delete fails on the first one's partial work, the volume can never be deleted.",
     fix: "Make each step of delete tolerate the previous attempt's partial work (`rm -rf`, unmount only when mounted).",
     samples: &[],
     needs: Needs::Alone,

@@ -245,7 +245,15 @@ async fn cwd_independent(ctx: &Ctx) -> CheckResult {
         .dirs()
         .make_dirs(std::path::Path::new("unrelated-cwd"))
         .map_err(|e| Finding::Skip(format!("cannot make a working dir: {e}")))?;
-    let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o555));
+    // Read-only to a plugin that runs as anyone but root. Root writes through
+    // the mode bits, so a harness that is not root leaves the dir writable:
+    // then a plugin that writes there and ignores a failure leaves the same
+    // file, and is judged the same, as under a root harness.
+    let mode = match nix::unistd::Uid::effective().is_root() {
+        true => 0o555,
+        false => 0o755,
+    };
+    let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(mode));
     let elsewhere = ctx.variant(|o| o.cwd = Some(cwd.clone()));
     let here = ctx.variant(|_| {});
     let mut problems = Vec::new();
@@ -358,7 +366,7 @@ pub(crate) const REPEATABLE: CheckSpec = CheckSpec {
     id: "process.repeatable",
     level: Level::Must,
     rule: "the same call made again alone gives the same outcome: a call that fails inside a check about another operation is made again alone, and one that then succeeds is a race in the plugin",
-    why: "Nomad never retries a plugin call: a create that fails by chance loses the volume request, and a delete that fails by chance leaves the volume stuck for good. A call that fails, then succeeds made again alone with the same request, is a race inside the plugin (a pipeline that breaks under `pipefail`, a check-then-act on a shared file, a `losetup -f` taken by a neighbour).",
+    why: "Nomad itself never retries a failed plugin call: it returns the error. A create that fails by chance fails the volume request (the user must send it again), and a delete that fails by chance keeps the volume until someone sends delete again (which delete.idempotent and lifecycle.crash-delete judge). A call that fails, then succeeds made again alone with the same request, is a race inside the plugin (a pipeline that breaks under `pipefail`, a check-then-act on a shared file, a `losetup -f` taken by a neighbour).",
     fix: "Find the race from the two outcomes and their stderr: make each step safe to run while other calls run (locks per volume, `mkdir -p`, no `cmd | grep -q` under `pipefail`), and check the state a step needs rather than assuming it.",
     samples: &[],
     needs: Needs::Any,
@@ -367,9 +375,9 @@ pub(crate) const REPEATABLE: CheckSpec = CheckSpec {
 
 /// The same call made again alone gives the same outcome. A call that failed in
 /// a check about something else was made again alone; one that then succeeded
-/// is a race in the plugin, reported here once (Nomad never retries: a delete
-/// that fails by chance leaves a volume stuck for good), with the call, both
-/// outcomes and their stderr.
+/// is a race in the plugin, reported here once (Nomad itself never retries a
+/// failed call: a delete that fails by chance keeps the volume until someone
+/// sends it again), with the call, both outcomes and their stderr.
 fn repeatable(log: &RunLog) -> CheckResult {
     if log.repeats.is_empty() {
         return Ok(Finding::Pass(
@@ -384,8 +392,9 @@ fn repeatable(log: &RunLog) -> CheckResult {
     let mut lines: Vec<String> = log.repeats.iter().map(|r| r.describe()).collect();
     lines.sort();
     Err(Finding::Fail(format!(
-        "expected the same call made again alone to give the same outcome (Nomad never retries: a \
-         create or delete that fails by chance is a volume lost or stuck); a call failed, then \
+        "expected the same call made again alone to give the same outcome (Nomad itself never \
+         retries a failed call: a create or delete that fails by chance fails the user's request); \
+         a call failed, then \
          succeeded made again alone, a race in the plugin: {}",
         lines.into_iter().take(3).collect::<Vec<_>>().join("; ")
     )))

@@ -281,7 +281,7 @@ pub(super) async fn refused_after_reboot(
 }
 
 /// Why a check that needs a refusal cannot judge on this host.
-pub(super) const CANNOT_REFUSE: &str = "system calls cannot be refused to a plugin here (its calls need a cgroup of their own, on x86-64)";
+pub(super) const CANNOT_REFUSE: &str = "system calls cannot be refused to a plugin here (the harness needs clone3 to install a seccomp filter: x86-64, Linux 5.7 or later, clone3 not filtered by a container)";
 
 /// `Err(skip)` where a plugin's calls cannot be refused system calls; the
 /// verdict is then the host's, not the plugin's, and is not pinned.

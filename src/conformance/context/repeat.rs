@@ -2,8 +2,8 @@
 //! that fails inside a check whose subject is another operation (a clean-up
 //! delete in an input check, say) is made again alone, with the same
 //! request. If it succeeds alone, the failure was a race in the plugin: it is
-//! recorded once for `process.repeatable` (Nomad never retries: a delete that
-//! fails by chance is a volume stuck for good), and the bystander does not
+//! recorded once for `process.repeatable` (Nomad itself never retries a failed
+//! call: a delete that fails by chance fails the user's request), and the bystander does not
 //! fail for it. If it fails alone too, the failure stands, and says so.
 
 use crate::contract::Operation;

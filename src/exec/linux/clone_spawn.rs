@@ -1,5 +1,9 @@
 //! Starting a leader directly in its call's cgroup: `clone3` with
-//! `CLONE_INTO_CGROUP` (Linux 5.7), which `posix_spawn` cannot do.
+//! `CLONE_INTO_CGROUP` (Linux 5.7), which `posix_spawn` cannot do. The same
+//! clone, without a cgroup, starts a call that is refused system calls
+//! where there is no cgroup to give it (not root): the filter is installed
+//! by the child between the clone and `execve`, which `posix_spawn` cannot
+//! do either, and needs nothing of a cgroup.
 //!
 //! Why not move the leader in after `posix_spawn`: the plugin would already
 //! be running (and could fork out of reach first), and moving a process
@@ -270,6 +274,52 @@ unsafe fn clone_on(child: &mut Child<'_>, stack: *mut u8) -> Result<i32, Error> 
         return Err(Error::from_raw_os_error(-ret as i32));
     }
     Ok(ret as i32)
+}
+
+/// Whether [`clone_spawn`] can work here, asked once without starting
+/// anything: `clone3` with `CLONE_INTO_CGROUP` and a cgroup no descriptor
+/// can be. A kernel that knows both (5.7, so `CLONE_CLEAR_SIGHAND`'s 5.5
+/// too) rejects it as invalid (`EINVAL`); an older one finds fields it does
+/// not know (`E2BIG`) or no `clone3` (`ENOSYS`), and a seccomp filter of a
+/// container answers `ENOSYS` or `EPERM`.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn clone3_usable() -> bool {
+    static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *USABLE.get_or_init(|| {
+        let args = CloneArgs {
+            flags: CLONE_INTO_CGROUP | CLONE_CLEAR_SIGHAND,
+            exit_signal: libc::SIGCHLD as u64,
+            cgroup: u64::MAX,
+            ..CloneArgs::default()
+        };
+        // SAFETY: the kernel only reads `args`, and refuses it before it
+        // would start a process (an invalid cgroup).
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                &args as *const CloneArgs,
+                std::mem::size_of::<CloneArgs>(),
+            )
+        };
+        let errno = Error::last_os_error().raw_os_error();
+        match ret {
+            // No kernel starts one with that cgroup; were one to, it is a
+            // plain fork of ours, which leaves at once.
+            // SAFETY: `_exit` in a forked child runs nothing of ours.
+            0 => unsafe { libc::_exit(127) },
+            pid if pid > 0 => {
+                crate::exec::signal::reap_blocking(pid as i32);
+                false
+            }
+            _ => errno == Some(libc::EINVAL),
+        }
+    })
+}
+
+/// Elsewhere there is no clone's child.
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) fn clone3_usable() -> bool {
+    false
 }
 
 /// Elsewhere no cgroup is used: the caller falls back to `posix_spawn` and

@@ -128,10 +128,10 @@ pub(crate) fn start_leader(
 }
 
 /// Whether a call can be refused system calls here ([`Call::refuse`](super::Call::refuse)):
-/// its leader must be started by the clone, which installs the filter (x86-64).
-/// No cgroup is needed, so an unprivileged user can refuse as root does.
+/// on x86-64, where `clone3` may be used (the child installs the filter;
+/// no cgroup is needed, nor root: `no_new_privs` lets anyone install one).
 pub fn can_refuse() -> bool {
-    seccomp::filter(super::Refusal::Mounts).is_some()
+    seccomp::filter(super::Refusal::Mounts).is_some() && clone_spawn::clone3_usable()
 }
 
 /// Whether any process of `call` holds a pipe of one of these `inodes`.

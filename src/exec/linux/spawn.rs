@@ -60,7 +60,7 @@ pub(crate) struct Spawned {
 fn no_refusal() -> Error {
     Error::new(
         ErrorKind::Unsupported,
-        "system calls can be refused to a plugin only where it is started by clone3 (x86-64, Linux 5.5)",
+        "system calls can be refused to a plugin only where the harness can start it with clone3 (x86-64, Linux 5.7 or later, clone3 not filtered)",
     )
 }
 

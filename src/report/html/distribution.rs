@@ -176,43 +176,81 @@ fn chart(out: &mut String, profile: &TimingProfile, durations: &[f64]) {
         );
     }
     out.push('\n');
-    // Labels above the plot, each on the side of its line that keeps them apart.
+    // Labels above the plot, each on the side of its line that keeps it inside
+    // the plot, on the first row where it overlaps no label placed before it:
+    // half the limit is a fraction of a decade from the limit on a log axis.
     let mut lines = vec![
-        (
-            "limit",
-            limit,
-            format!("limit {}", ms(limit)),
-            "start",
-            12.0,
-        ),
-        (
-            "half",
-            half,
-            format!("half the limit {}", ms(half)),
-            "end",
-            12.0,
-        ),
+        ("limit", limit, format!("limit {}", ms(limit)), "start"),
+        ("half", half, format!("half the limit {}", ms(half)), "end"),
     ];
     if let Some(p) = p95 {
-        lines.push(("pct", p, format!("p95 {}", ms(p)), "start", 36.0));
+        lines.push(("pct", p, format!("p95 {}", ms(p)), "start"));
     }
-    for (class, at, label, side, ty) in lines {
-        let x = axis.x(at);
-        let anchor = match side {
-            "start" if x > LEFT + PLOT * 0.8 => "end",
-            "end" if x < LEFT + PLOT * 0.2 => "start",
-            other => other,
-        };
-        let tx = if anchor == "end" { x - 3.0 } else { x + 3.0 };
+    let placed: Vec<(f64, &str, f64)> = lines
+        .iter()
+        .map(|(_, at, _, side)| {
+            let x = axis.x(*at);
+            let anchor = match *side {
+                "start" if x > LEFT + PLOT * 0.8 => "end",
+                "end" if x < LEFT + PLOT * 0.2 => "start",
+                other => other,
+            };
+            let tx = if anchor == "end" { x - 3.0 } else { x + 3.0 };
+            (x, anchor, tx)
+        })
+        .collect();
+    let spans: Vec<(f64, f64)> = placed
+        .iter()
+        .zip(&lines)
+        .map(|((_, anchor, tx), (_, _, label, _))| {
+            let width = label.chars().count() as f64 * LABEL_CHAR_WIDTH;
+            match *anchor {
+                "end" => (tx - width, *tx),
+                _ => (*tx, tx + width),
+            }
+        })
+        .collect();
+    let rows = label_rows(&spans);
+    for (((class, _, label, _), (x, anchor, tx)), ty) in lines.iter().zip(&placed).zip(rows) {
         let _ = writeln!(
             out,
             "<line class=\"{class}\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"4\" y2=\"{:.1}\"/>\
              <text class=\"axis\" x=\"{tx:.1}\" y=\"{ty}\" text-anchor=\"{anchor}\">{}</text>",
             base + STRIP,
-            text(&label)
+            text(label)
         );
     }
     out.push_str("</svg>\n");
+}
+
+/// The width a label's character takes at most, on average, in the chart's
+/// 11 px sans-serif font (digits and lower case are about 6 px).
+const LABEL_CHAR_WIDTH: f64 = 6.5;
+/// The baselines of the label rows above the histogram, top first.
+const LABEL_ROWS: [f64; 3] = [12.0, 24.0, 36.0];
+
+/// The baseline of each label, given its horizontal extent, in order: the first
+/// row where it overlaps (with a gap) no label placed before it; the last row
+/// when none is free.
+fn label_rows(spans: &[(f64, f64)]) -> Vec<f64> {
+    const GAP: f64 = 6.0;
+    let mut taken: Vec<(f64, (f64, f64))> = Vec::new();
+    spans
+        .iter()
+        .map(|&(from, to)| {
+            let row = LABEL_ROWS
+                .iter()
+                .copied()
+                .find(|&row| {
+                    !taken
+                        .iter()
+                        .any(|&(r, (a, b))| r == row && from < b + GAP && a < to + GAP)
+                })
+                .unwrap_or(LABEL_ROWS[LABEL_ROWS.len() - 1]);
+            taken.push((row, (from, to)));
+            row
+        })
+        .collect()
 }
 
 /// The nearest-rank percentile of sorted values; `None` for none.
@@ -234,6 +272,21 @@ mod tests {
         assert!((axis.lo - 0.1).abs() < 1e-12 && (axis.hi - 1e5).abs() < 1e-6);
         assert!(axis.x(3.0) < axis.x(30_000.0));
         assert_eq!(axis.bin(1e9), BINS - 1);
+    }
+
+    /// The limit and half of it, a fraction of a decade apart, with their
+    /// labels on the side that keeps them in the plot: never on one row.
+    #[test]
+    fn the_limit_and_half_labels_never_share_a_row_where_they_would_overlap() {
+        assert_eq!(
+            label_rows(&[(900.0, 1000.0), (800.0, 950.0), (100.0, 150.0)]),
+            [12.0, 24.0, 12.0]
+        );
+        assert_eq!(label_rows(&[(0.0, 10.0), (100.0, 110.0)]), [12.0, 12.0]);
+        assert_eq!(
+            label_rows(&[(0.0, 10.0), (0.0, 10.0), (0.0, 10.0), (0.0, 10.0)]),
+            [12.0, 24.0, 36.0, 36.0]
+        );
     }
 
     #[test]

@@ -273,6 +273,22 @@ impl Runner {
         }
     }
 
+    /// Makes the stub cargo fail every build as a compile error does (exit 101).
+    pub fn break_build(&self) {
+        let stub = self.bin.join("cargo");
+        std::fs::write(
+            &stub,
+            format!(
+                "#!/bin/sh\necho \"$*\" >> '{}'\n\
+                 echo 'error[E0425]: cannot find value `x` in this scope' >&2\n\
+                 exit 101\n",
+                self.cargo_log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
     /// The stub cargo's `build` calls so far.
     pub fn builds(&self) -> usize {
         std::fs::read_to_string(&self.cargo_log)
