@@ -115,7 +115,11 @@ pub(crate) fn invocation(run: &PluginRun) -> Invocation {
         started_ms: None,
         duration_ms: run.duration().as_secs_f64() * 1e3,
         timed_out: ended.timed_out,
-        killed_by_check_ms: None,
+        // A crash point at one of its steps (lifecycle.crash-*): killed on
+        // purpose, when it got there.
+        killed_by_check_ms: outcome
+            .filter(|o| o.killed_at_change)
+            .map(|o| o.duration.as_millis() as u64),
         leaked: ended.leaked,
         leftovers: ended.leftovers,
         stdout_truncated: ended.stdout_truncated,

@@ -181,7 +181,7 @@ pub(crate) const CRASH_CREATE: CheckSpec = CheckSpec {
     rule: "create killed before each of its steps (every change of state in its dirs, mount, loop device or process start; SIGKILL to all its processes), then create again succeeds and delete leaves nothing",
     why: "Nomad kills a create that overruns its limit, and nodes crash; the next create of that volume must repair or finish it, not report a half-made volume as ready.",
     fix: "Do the work under a temporary name and rename at the end, or check every step before skipping it; record \"done\" only after the work.",
-    samples: &["crash-unsafe"],
+    samples: &["crash-unsafe", "racy-concurrency"],
     needs: Needs::Alone,
     run: scenario!(crash_create),
 };
