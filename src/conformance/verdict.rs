@@ -28,9 +28,6 @@ pub(super) fn to_result(
         Finding::Pass(m) => (Status::Pass, m),
         Finding::Fail(m) if spec.level == Level::Should => (Status::Warn, m),
         Finding::Fail(m) => (Status::Fail, m),
-        // A must is pass, fail or skip: what would be a warning there is a
-        // verdict the evidence could not reach, and says so.
-        Finding::Warn(m) if spec.level == Level::Must => (Status::Skip, inconclusive(&m)),
         Finding::Warn(m) => (Status::Warn, m),
         Finding::Skip(m) => (Status::Skip, m),
         Finding::Info(m) => (Status::Info, m),
@@ -48,17 +45,6 @@ pub(super) fn to_result(
         phase: Some(spec.phase()),
     }
 }
-
-/// The skip reason of a must check whose evidence reached no verdict.
-fn inconclusive(why: &str) -> String {
-    match why.strip_prefix(INCONCLUSIVE) {
-        Some(_) => why.to_string(),
-        None => format!("{INCONCLUSIVE}{why}"),
-    }
-}
-
-/// How the reason of an inconclusive must check begins.
-pub(crate) const INCONCLUSIVE: &str = "inconclusive: ";
 
 /// How libtest shows a result: warnings pass unless `--strict`; skips are
 /// "ignored" with their reason.

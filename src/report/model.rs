@@ -47,7 +47,7 @@ impl fmt::Display for Level {
 }
 
 /// What a check's question needs of the host while it runs: the run's plan
-/// (docs/checks.md, "The plan"). A check declares it; the engine schedules by
+/// (docs/report-schema.md, `needs` and `phase`). A check declares it; the engine schedules by
 /// it, so a neighbour never decides a verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -61,9 +61,11 @@ pub enum Needs {
     /// so it runs where no neighbour shares that room (after the parallel
     /// checks, one at a time).
     OwnStorage,
-    /// Nothing else of the run in flight: what it measures (a kill point, a
-    /// reboot) would move with the host's load. Runs after the parallel
-    /// checks, one at a time.
+    /// Nothing else of the run in flight: what it measures would move with
+    /// the host's load. Runs after the parallel checks, one at a time. (No
+    /// check of today's catalogue needs it: the crash checks' kill points are
+    /// the plugin's own steps, and the deadlines are judged on calls made
+    /// alone in the timing phase.)
     Alone,
 }
 

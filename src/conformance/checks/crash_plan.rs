@@ -60,6 +60,12 @@ impl CrashPlan {
                 o.at_changes = Some(AtChanges::Record(scope));
             }
         });
+        // Steps are the plugin's own whatever runs beside it; a timing is
+        // taken alone (and the kills made alone too, see `crasher`).
+        let variant = match watched {
+            true => variant,
+            false => variant.alone(),
+        };
         let call = measure(&variant).await;
         let steps = call
             .run
@@ -115,7 +121,7 @@ impl CrashPlan {
                     o.at_changes = Some(AtChanges::KillAt(scope, n));
                 })
             }
-            At::After(after) => ctx.crasher(after),
+            At::After(after) => ctx.crasher(after).alone(),
         }
     }
 

@@ -182,7 +182,7 @@ pub(crate) const CRASH_CREATE: CheckSpec = CheckSpec {
     why: "Nomad kills a create that overruns its limit, and nodes crash; the next create of that volume must repair or finish it, not report a half-made volume as ready.",
     fix: "Do the work under a temporary name and rename at the end, or check every step before skipping it; record \"done\" only after the work.",
     samples: &["crash-unsafe", "racy-concurrency"],
-    needs: Needs::Alone,
+    needs: Needs::Any,
     run: scenario!(crash_create),
 };
 
@@ -202,7 +202,8 @@ async fn crash_create(ctx: &Ctx) -> CheckResult {
     // The check runs alone (its phase): the measuring create has the host
     // to itself, and its steps are the plugin's own.
     let (plan, call) = CrashPlan::measure(ctx, async |v: &Variant<'_>| {
-        v.create(&probe, Expect::Success, "measuring create").await
+        v.create_unloaded(&probe, Expect::Success, "measuring create")
+            .await
     })
     .await;
     let resp = ctx.steps().need(call, "measuring create").await?;
@@ -269,7 +270,7 @@ pub(crate) const CRASH_DELETE: CheckSpec = CheckSpec {
     why: "Nomad does not retry a delete killed part way (at its 60 s limit, say): it returns the error and keeps the volume, and an operator sends delete again; if that delete fails on the first one's partial work, the volume can never be deleted.",
     fix: "Make each step of delete tolerate the previous attempt's partial work (`rm -rf`, unmount only when mounted).",
     samples: &[],
-    needs: Needs::Alone,
+    needs: Needs::Any,
     run: scenario!(crash_delete),
 };
 

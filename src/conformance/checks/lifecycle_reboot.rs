@@ -68,7 +68,7 @@ pub(crate) const REBOOT: CheckSpec = CheckSpec {
     why: "A node reboot takes every mount and loop device away, and the Nomad client calls create for every volume when it starts. A plugin that formats again what it finds unmounted wipes every volume of the node; `lifecycle.restore` cannot see it, as the mounts are still up there. A volume that a tmpfs backs loses its files by nature: the finding says so rather than blaming the plugin.",
     fix: "In create, tell a volume that exists but is not mounted (its image or data is on disk) from one never made: mount it again (attaching its image anew), and format only an image that was never complete.",
     samples: &["mkfs-on-reboot"],
-    needs: Needs::Alone,
+    needs: Needs::Any,
     run: scenario!(reboot),
 };
 
