@@ -730,33 +730,14 @@ mod tests {
 
     /// Runs the program on a call as the kernel does: the answer it gives.
     fn answer(p: &[libc::sock_filter], nr: libc::c_long, args: [u32; 3]) -> u32 {
-        let word = |offset: u32| match offset {
+        super::super::seccomp::run(p, |offset| match offset {
             NR_OFFSET => nr as u32,
             ARCH_OFFSET => ARCH,
             o if o == arg_low(0) => args[0],
             o if o == arg_low(1) => args[1],
             o if o == arg_low(2) => args[2],
             other => panic!("load of offset {other}"),
-        };
-        let (mut pc, mut a) = (0usize, 0u32);
-        loop {
-            let i = p[pc];
-            let code = i.code as u32;
-            match code & 0x07 {
-                libc::BPF_LD => a = word(i.k),
-                libc::BPF_RET => return i.k,
-                libc::BPF_JMP => {
-                    let taken = match code & 0xf0 {
-                        libc::BPF_JEQ => a == i.k,
-                        libc::BPF_JSET => a & i.k != 0,
-                        other => panic!("jump {other:#x}"),
-                    };
-                    pc += usize::from(if taken { i.jt } else { i.jf });
-                }
-                other => panic!("class {other:#x}"),
-            }
-            pc += 1;
-        }
+        })
     }
 
     #[test]

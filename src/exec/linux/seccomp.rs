@@ -194,37 +194,44 @@ pub(crate) unsafe fn install(prog: *const libc::sock_fprog) -> libc::c_int {
     }
 }
 
+/// Runs a program the way the kernel does, the words of `struct
+/// seccomp_data` read through `word` (by offset): the answer it gives. For the
+/// tests of every filter built here (the loads, jumps and returns they use).
+#[cfg(test)]
+pub(super) fn run(p: &[libc::sock_filter], word: impl Fn(u32) -> u32) -> u32 {
+    let (mut pc, mut a) = (0usize, 0u32);
+    loop {
+        let i = p[pc];
+        let code = i.code as u32;
+        match code & 0x07 {
+            libc::BPF_LD => a = word(i.k),
+            libc::BPF_RET => return i.k,
+            libc::BPF_JMP => {
+                let taken = match code & 0xf0 {
+                    libc::BPF_JEQ => a == i.k,
+                    libc::BPF_JSET => a & i.k != 0,
+                    other => panic!("jump {other:#x}"),
+                };
+                pc += usize::from(if taken { i.jt } else { i.jf });
+            }
+            other => panic!("class {other:#x}"),
+        }
+        pc += 1;
+    }
+}
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
 
     /// Runs `p` on a call the way the kernel does: the answer it gives.
     fn answer(p: &[libc::sock_filter], nr: libc::c_long, arch: u32, arg2: u32) -> u32 {
-        let word = |offset: u32| match offset {
+        run(p, |offset| match offset {
             NR_OFFSET => nr as u32,
             ARCH_OFFSET => arch,
             ARG2_LOW_OFFSET => arg2,
             other => panic!("load of offset {other}"),
-        };
-        let (mut pc, mut a) = (0usize, 0u32);
-        loop {
-            let i = p[pc];
-            let code = i.code as u32;
-            match code & 0x07 {
-                libc::BPF_LD => a = word(i.k),
-                libc::BPF_RET => return i.k,
-                libc::BPF_JMP => {
-                    let taken = match code & 0xf0 {
-                        libc::BPF_JEQ => a == i.k,
-                        libc::BPF_JSET => a & i.k != 0,
-                        other => panic!("jump {other:#x}"),
-                    };
-                    pc += usize::from(if taken { i.jt } else { i.jf });
-                }
-                other => panic!("class {other:#x}"),
-            }
-            pc += 1;
-        }
+        })
     }
 
     const DENY: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
