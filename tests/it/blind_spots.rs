@@ -61,3 +61,32 @@ fn an_escape_one_level_above_where_a_naive_traversal_lands_is_caught() {
     assert_eq!(status, "fail", "{message}");
     assert!(message.contains("outside the volumes dir"), "{message}");
 }
+
+#[test]
+fn a_delete_that_removes_every_empty_volume_is_caught() {
+    let s = Scratch::new();
+    let p = plugin(
+        &s,
+        "sweeps-empty",
+        "remove_volume() {\n\trm -rf -- \"$path\" || fail 'cannot remove'\n\tfind \"$dir\" -mindepth 1 -maxdepth 1 -type d -empty -exec rmdir {} + 2>/dev/null || true\n}",
+    );
+    let (status, message) = verdict(&p, "delete.isolated");
+    assert_eq!(status, "fail", "{message}");
+    assert!(message.contains("empty, to survive"), "{message}");
+}
+
+#[test]
+fn a_delete_that_did_its_work_and_exits_non_zero_says_so() {
+    let s = Scratch::new();
+    let p = plugin(
+        &s,
+        "fails-after",
+        "remove_volume() {\n\trm -rf -- \"$path\"\n\tfail 'could not update the index'\n}",
+    );
+    let (status, message) = verdict(&p, "delete.succeeds");
+    assert_eq!(status, "fail", "{message}");
+    assert!(
+        message.contains("it removed the path all the same"),
+        "{message}"
+    );
+}

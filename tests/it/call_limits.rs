@@ -28,6 +28,7 @@ fn pids_controller_offered() -> Option<String> {
 /// fails that create, the check says `pids.max`, and the run ends as a
 /// verdict on the plugin (exit 1), not a harness error.
 #[test]
+#[ignore = "needs a cgroup2 hierarchy that offers the pids controller to the harness (CI's machines are hybrid: none); run on such a host with `cargo test --test it call_limits:: -- --ignored`"]
 fn a_call_that_reaches_pids_max_fails_naming_the_limit() {
     if pids_controller_offered().is_none() {
         util::skip(

@@ -69,9 +69,18 @@ async fn succeeds(ctx: &Ctx) -> CheckResult {
             "exit 0 in {:.1} ms{note}",
             call.duration.as_secs_f64() * 1e3
         ))),
-        Err(e) => Err(Finding::Fail(format!(
-            "expected delete of a created volume holding a file (DHV_CREATED_PATH={path:?}) to exit 0; got: {e}{note}"
-        ))),
+        Err(e) => {
+            // What the failed delete did, observed: a path it removed before
+            // failing is said (Nomad keeps the volume and its state all the
+            // same, so the next delete meets a volume that is gone).
+            let removed = match !path.is_empty() && !Path::new(&path).exists() {
+                true => " (it removed the path all the same: the delete did its work, then failed)",
+                false => "",
+            };
+            Err(Finding::Fail(format!(
+                "expected delete of a created volume holding a file (DHV_CREATED_PATH={path:?}) to exit 0; got: {e}{removed}{note}"
+            )))
+        }
     }
 }
 
@@ -193,7 +202,7 @@ async fn never_created(ctx: &Ctx) -> CheckResult {
 pub(crate) const ISOLATED: CheckSpec = CheckSpec {
     id: "delete.isolated",
     level: Level::Must,
-    rule: "deleting one volume leaves every other volume and its files intact",
+    rule: "deleting one volume leaves every other volume intact: one holding a file (which survives too), and one empty",
     why: "A delete that touches other volumes destroys other jobs' data.",
     fix: "Remove only `$DHV_CREATED_PATH` (and the files the plugin keeps for that one volume id).",
     samples: &[],
@@ -216,6 +225,10 @@ async fn isolated(ctx: &Ctx) -> CheckResult {
         }
     }
     let canary = plant_in_volume(ctx, &b.path, "create of volume B")?;
+    // An empty sibling too: a delete that removes every empty volume
+    // directory leaves B (it holds a file) and takes C.
+    let c_req = ctx.request();
+    let c = ctx.steps().create_ok(&c_req, "create of volume C").await?;
     ctx.steps()
         .delete_ok(&a_req, &a.path, "delete of volume A")
         .await?;
@@ -224,14 +237,22 @@ async fn isolated(ctx: &Ctx) -> CheckResult {
             "expected volume B ({:?}) and its files to survive the delete of volume A ({:?}); B is gone or changed",
             b.path, a.path
         )))
+    } else if c.path != a.path && !Path::new(&c.path).exists() {
+        Err(Finding::Fail(format!(
+            "expected volume C ({:?}), empty, to survive the delete of volume A ({:?}); C is gone",
+            c.path, a.path
+        )))
     } else {
         Ok(Finding::Pass(
-            "the other volume and its files are intact".into(),
+            "the other volumes, one holding a file and one empty, are intact".into(),
         ))
     };
-    ctx.calls()
-        .delete(&b_req, &b.path, Expect::Success, "delete of volume B")
-        .await;
+    for (req, path, step) in [
+        (&b_req, &b.path, "delete of volume B"),
+        (&c_req, &c.path, "delete of volume C"),
+    ] {
+        ctx.calls().delete(req, path, Expect::Success, step).await;
+    }
     result
 }
 
