@@ -251,7 +251,16 @@ pub fn in_private_mount_ns(test: &str) -> bool {
     let out = std::process::Command::new("unshare")
         .args(["-m", "--propagation", "private", "--"])
         .arg(me)
-        .args(["--exact", full, "--nocapture", "--test-threads", "1"])
+        // --include-ignored: the test may be a long one (`#[ignore]`, run by
+        // scripts/long-tests), and its re-run must run it all the same.
+        .args([
+            "--exact",
+            full,
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env(INSIDE, "1")
         .output();
     let out = match out {
