@@ -170,8 +170,7 @@ impl PluginPin {
 }
 
 /// The sha256 of the file at `path`, streamed; none for anything but a
-/// regular file (a FIFO swapped in is never waited on) or one past
-/// [`MAX_PLUGIN_HASHED`].
+/// regular file (a FIFO swapped in is never waited on) or one past 4 GiB.
 pub fn sha256_of(path: &Path) -> Option<String> {
     let file = crate::safe_fs::open_regular(path, crate::safe_fs::Links::Follow).ok()?;
     let mut hasher = Sha256::new();
