@@ -411,7 +411,9 @@ fn lock_dir(dir: &Path) -> Result<Flock<File>, StateError> {
         kind,
     };
     match std::fs::symlink_metadata(&path) {
-        Ok(m) if !m.file_type().is_file() => return Err(planted(kind_of(&m.file_type()))),
+        Ok(m) if !m.file_type().is_file() => {
+            return Err(planted(crate::safe_fs::kind_name(&m.file_type())));
+        }
         _ => {}
     }
     let mut file = match OpenOptions::new()
@@ -432,7 +434,7 @@ fn lock_dir(dir: &Path) -> Result<Flock<File>, StateError> {
     };
     let kind = file.metadata().map_err(lock_err)?.file_type();
     if !kind.is_file() {
-        return Err(planted(kind_of(&kind)));
+        return Err(planted(crate::safe_fs::kind_name(&kind)));
     }
     loop {
         match Flock::lock(file, FlockArg::LockExclusive) {
@@ -440,26 +442,6 @@ fn lock_dir(dir: &Path) -> Result<Flock<File>, StateError> {
             Err((f, nix::errno::Errno::EINTR)) => file = f,
             Err((_, errno)) => return Err(lock_err(errno.into())),
         }
-    }
-}
-
-/// What a file that is not a regular one is, in words.
-fn kind_of(kind: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt as _;
-    if kind.is_symlink() {
-        "a symbolic link"
-    } else if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
     }
 }
 

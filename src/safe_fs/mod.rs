@@ -45,6 +45,7 @@ pub use loopdev::{
     loop_backing, loops_backed_under, sized_loops_backed_under, wait_detached, write_marker,
 };
 pub use mountinfo::{Mount, mounts_under};
+pub(crate) use read::kind_name;
 pub use read::{Links, ReadError, list_dir, open_regular, read_bounded, read_text_bounded};
 pub use remove::{Removal, remove_held, remove_tree};
 pub use unmount::{Unmounted, unmount_under, unmount_under_held};

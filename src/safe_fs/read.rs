@@ -169,8 +169,11 @@ pub fn read_text_bounded(path: &Path, limit: u64, links: Links) -> Result<String
     })
 }
 
-fn kind_name(kind: &std::fs::FileType) -> &'static str {
-    if kind.is_dir() {
+/// What a file that is not a regular one is, in an error's words.
+pub(crate) fn kind_name(kind: &std::fs::FileType) -> &'static str {
+    if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_dir() {
         "a directory"
     } else if kind.is_fifo() {
         "a FIFO"
