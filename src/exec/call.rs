@@ -30,7 +30,7 @@ struct Started {
 }
 
 /// What was seen of a call's changes, filled in by the task that answers them.
-type Seen = super::rendezvous::PointSlot;
+type Seen = super::rendezvous::SeenSlot;
 
 /// A task aborted when its handle is dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

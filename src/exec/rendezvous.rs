@@ -161,15 +161,16 @@ struct Inner {
     released: tokio::sync::Notify,
 }
 
-/// Where a held call's [`HoldPoint`] is kept, shared with its call.
-pub(crate) type PointSlot = Arc<Mutex<Watched>>;
+/// What is seen of a call's changes ([`Watched`]), shared by the task that
+/// answers them, its call, and the rendezvous that lets it go.
+pub(crate) type SeenSlot = Arc<Mutex<Watched>>;
 
 #[derive(Default)]
 struct State {
     /// Seats taken so far (the next call gets this one).
     seated: usize,
     /// Calls held, by seat, not yet let go.
-    held: Vec<(usize, HeldCall, PointSlot)>,
+    held: Vec<(usize, HeldCall, SeenSlot)>,
     /// Calls held or ended without a change: the burst is complete when
     /// they are all of it.
     accounted: usize,
@@ -290,7 +291,7 @@ impl Seat {
 
     /// This call reached its first change: `call` is held (recorded in
     /// `point`) until the burst is let go, or passes when it already was.
-    pub fn arrive(&mut self, call: HeldCall, point: PointSlot) -> Arrival {
+    pub fn arrive(&mut self, call: HeldCall, point: SeenSlot) -> Arrival {
         self.arrived = true;
         let r = &self.rendezvous;
         {

@@ -218,7 +218,7 @@ fn tagged_in(dirs: &[PathBuf], tag: &str) -> Vec<PathBuf> {
 /// happened: `refused` for a non-zero exit; an exit 0 whose answer Nomad
 /// cannot decode is said as such (Nomad counts it as a failed create).
 fn refusal<T>(call: &crate::plugin::PluginCall<T>, e: &crate::plugin::PluginError) -> String {
-    match call.run.as_ref().is_some_and(|r| r.succeeded()) {
+    match call.exited_zero() {
         true => format!("exited 0 with an answer Nomad cannot decode ({e})"),
         false => "refused".to_string(),
     }

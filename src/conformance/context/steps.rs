@@ -336,7 +336,7 @@ impl<'a> Steps<'a> {
                 // refusal, and not failure.clean's (whose rule is about
                 // non-zero exits): this check's own finding when it left
                 // something, and said as what it is when not.
-                let exited_zero = call.run.as_ref().is_some_and(|r| r.succeeded());
+                let exited_zero = call.exited_zero();
                 if exited_zero && !(left.own.is_empty() && procs.is_empty()) {
                     return Err(Finding::Fail(format!(
                         "{label}: create exited 0 with an answer Nomad cannot decode ({e}), so Nomad \

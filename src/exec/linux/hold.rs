@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use super::seccomp::{jump, stmt};
-use crate::exec::rendezvous::{Arrival, MAX_CHANGES, PointSlot, Seat};
+use crate::exec::rendezvous::{Arrival, MAX_CHANGES, Seat, SeenSlot};
 use crate::exec::{AtChanges, Change, HoldPoint};
 
 /// `AUDIT_ARCH_X86_64`.
@@ -193,16 +193,16 @@ enum To {
 
 /// Elsewhere: allow everything (never installed: [`can_hold`] is false).
 #[cfg(not(target_arch = "x86_64"))]
-fn program(_forks: bool) -> Vec<libc::sock_filter> {
+fn program(_starts: bool) -> Vec<libc::sock_filter> {
     vec![stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW)]
 }
 
 /// The program, laid out: other architectures and other calls are allowed;
 /// the calls of [`KINDS`] notify (open/openat with `O_CREAT`, ioctl with a
-/// loop request), those that start a process only with `forks` (a crash
-/// point, never a hold: a burst's calls fork without a round trip to us).
+/// loop request), those that start a program (`execve`) only with `starts` (a crash
+/// point, never a hold: a burst's calls start programs without a round trip to us).
 #[cfg(target_arch = "x86_64")]
-fn program(forks: bool) -> Vec<libc::sock_filter> {
+fn program(starts: bool) -> Vec<libc::sock_filter> {
     const LOAD_WORD: u32 = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
     // (instruction, jump-if-true, jump-if-false), targets symbolic.
     let mut ops: Vec<(libc::sock_filter, To, To)> = Vec::new();
@@ -214,7 +214,7 @@ fn program(forks: bool) -> Vec<libc::sock_filter> {
     let plain = KINDS
         .iter()
         .filter(|k| ![libc::SYS_open, libc::SYS_openat, libc::SYS_ioctl].contains(&k.nr))
-        .filter(|k| forks || k.name != STARTS_A_PROCESS);
+        .filter(|k| starts || k.name != STARTS_A_PROCESS);
     for k in plain {
         ops.push(eq(k.nr as u32));
     }
@@ -265,15 +265,15 @@ fn program(forks: bool) -> Vec<libc::sock_filter> {
 /// The watch filter (with process starts, or not), in the form `seccomp(2)`
 /// takes; built once, kept for the life of the process (the clone's child
 /// reads it after the fork).
-pub(crate) fn filter(forks: bool) -> &'static libc::sock_fprog {
+pub(crate) fn filter(starts: bool) -> &'static libc::sock_fprog {
     struct Prog(libc::sock_fprog);
     // SAFETY: the program it points to is never freed nor written again.
     unsafe impl Send for Prog {}
     unsafe impl Sync for Prog {}
     static BUILT: [OnceLock<(Vec<libc::sock_filter>, Prog)>; 2] = [const { OnceLock::new() }; 2];
-    &BUILT[usize::from(forks)]
+    &BUILT[usize::from(starts)]
         .get_or_init(|| {
-            let p = program(forks);
+            let p = program(starts);
             let prog = libc::sock_fprog {
                 len: p.len() as u16,
                 filter: p.as_ptr().cast_mut(),
@@ -321,11 +321,11 @@ pub(crate) struct HandOver {
 
 impl HandOver {
     /// A message on `sock`, made in place (it points into itself: boxed), for
-    /// the filter that notifies process starts too or not (`forks`).
-    pub(crate) fn new(sock: BorrowedFd<'_>, forks: bool) -> Box<HandOver> {
+    /// the filter that notifies process starts too or not (`starts`).
+    pub(crate) fn new(sock: BorrowedFd<'_>, starts: bool) -> Box<HandOver> {
         // SAFETY: all-zero is a valid value of every field (plain C data).
         let mut h: Box<HandOver> = Box::new(unsafe { std::mem::zeroed() });
-        h.prog = filter(forks);
+        h.prog = filter(starts);
         h.sock = sock.as_raw_fd();
         h.iov = libc::iovec {
             iov_base: (&mut h.byte as *mut u8).cast(),
@@ -624,7 +624,7 @@ pub(crate) async fn serve(
     listener: OwnedFd,
     watch: AtChanges,
     mut seat: Option<Seat>,
-    seen: PointSlot,
+    seen: SeenSlot,
     kill: impl Fn(),
 ) {
     use tokio::io::unix::AsyncFd;

@@ -86,7 +86,7 @@ pub(crate) struct StartWith<'a> {
     pub cgroup: Option<&'a OwnedFd>,
     /// System calls its processes are refused.
     pub refuse: Option<crate::exec::Refusal>,
-    /// Install the watch filter (`Some(forks)`: whether process starts
+    /// Install the watch filter (`Some(starts)`: whether program starts
     /// notify too) and hand its listener back.
     pub hold: Option<bool>,
 }
@@ -138,10 +138,10 @@ pub(crate) fn spawn(
     // Above 2 for the clone's child (a no-op unless our own stdio is closed);
     // the same ends serve `posix_spawn`'s `dup2`s.
     let (out_w, err_w) = (above_stdio(out_w)?, above_stdio(err_w)?);
-    let forks = with.hold.filter(|_| super::hold::can_hold());
-    let hold = forks.map(|_| super::hold::hand_over_pair()).transpose()?;
-    let mut hand_over = hold.as_ref().zip(forks).map(|((send, _), forks)| {
-        super::hold::HandOver::new(std::os::fd::AsFd::as_fd(send), forks)
+    let starts = with.hold.filter(|_| super::hold::can_hold());
+    let hold = starts.map(|_| super::hold::hand_over_pair()).transpose()?;
+    let mut hand_over = hold.as_ref().zip(starts).map(|((send, _), starts)| {
+        super::hold::HandOver::new(std::os::fd::AsFd::as_fd(send), starts)
     });
     let needs_clone = filter.is_some() || hand_over.is_some();
     let cloned = if with.cgroup.is_some() || needs_clone {
