@@ -210,12 +210,13 @@ impl Call {
         // are, and no timer is armed at all.
         drain_until(out, err, self.wait_delay).await;
         let open_after_delay = !(out.eof && err.eof);
-        // A holder seen now is a leak, whether or not it closes while we
-        // follow it.
-        let mut held = false;
-        if open_after_delay && !self.follow.is_zero() {
-            let inodes = pipe_inodes(out, err);
-            held = os::pipe_held(&call.call, &inodes);
+        let kept = match open_after_delay {
+            true => kept_open(&call.call, out, err, self.wait_delay).await,
+            false => Holding::Closed,
+        };
+        // A holder that kept a pipe is a leak, whether or not it closes while
+        // we follow it.
+        if kept == Holding::Kept && !self.follow.is_zero() {
             drain_until(out, err, self.follow).await;
         }
         let exited_at = call.start + duration;
@@ -231,8 +232,11 @@ impl Call {
         // A leak is a pipe held past the wait-delay by someone: a leftover seen
         // holding it, or a holder we could not find (the pipe never closed). A
         // pipe that was merely read late on a loaded machine is not one.
-        let leaked = open_after_delay
-            && (held || leftovers.iter().any(|l| l.held_stdio) || !(out.eof && err.eof));
+        let leaked = match kept {
+            Holding::Closed => false,
+            Holding::Kept => true,
+            Holding::Unseen => leftovers.iter().any(|l| l.held_stdio) || !(out.eof && err.eof),
+        };
         // Every process of the call is gone: its holds are over.
         let seen = call
             .holds
@@ -274,6 +278,87 @@ fn ended_with(this: &Capture, other: &mut Capture, pid: i32) -> Option<ExitReaso
     os::try_reap(pid)
 }
 
+/// How a call's pipes, still open after the wait-delay, came to be closed or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holding {
+    /// Every holder let go on its own while still on its way (runnable, having
+    /// used less CPU than the wait-delay): a shell between its fork and its
+    /// redirection on a loaded host, say. Not a leak.
+    Closed,
+    /// A holder was seen keeping a pipe: waiting for something (asleep or
+    /// stopped) two looks in a row, having run longer than the wait-delay, or
+    /// still holding when the bound ran out.
+    Kept,
+    /// No process of the call could be seen holding a pipe that is open: the
+    /// sweep and the pipes' state decide.
+    Unseen,
+}
+
+/// How often, and how long at most, the holders of a pipe left open after the
+/// wait-delay are looked at. Waiting for a CPU is not holding: on a loaded host
+/// a shell's background child can wait longer than the wait-delay to run the
+/// redirection that lets go of stdout, and that is the host's doing, not the
+/// plugin's. The bound is reached only by a holder that neither waits, nor
+/// runs, nor lets go: one stuck in an uninterruptible wait.
+const HOLDER_LOOK: Duration = Duration::from_millis(5);
+const HOLDER_BOUND: Duration = Duration::from_secs(5);
+
+/// Tells a holder keeping a call's pipe open from one still on its way to
+/// letting go, by what the holder does rather than by the time it took: a
+/// holder waiting for something while it holds the pipe (seen asleep or
+/// stopped twice in a row), or one that used more CPU than the wait-delay,
+/// keeps it; one that is only waiting for a CPU is given it.
+async fn kept_open(
+    call: &Tracked,
+    out: &mut Capture,
+    err: &mut Capture,
+    wait_delay: Duration,
+) -> Holding {
+    let bound = Instant::now() + HOLDER_BOUND;
+    let mut asleep: Vec<i32> = Vec::new();
+    let mut unseen = 0;
+    loop {
+        if out.eof && err.eof {
+            return Holding::Closed;
+        }
+        let holders = os::pipe_holders(call, &pipe_inodes(out, err));
+        if holders.is_empty() {
+            // Gone between the read and the look, or out of sight: three
+            // looks in a row without one decide.
+            unseen += 1;
+            if unseen >= 3 {
+                return Holding::Unseen;
+            }
+        } else {
+            unseen = 0;
+        }
+        let was_asleep = std::mem::take(&mut asleep);
+        if keeps(&holders, &was_asleep, wait_delay, &mut asleep) || Instant::now() >= bound {
+            return Holding::Kept;
+        }
+        drain_until(out, err, HOLDER_LOOK).await;
+    }
+}
+
+/// Whether one of these `holders` keeps the pipe: it used more CPU than the
+/// wait-delay, or it is waiting now and was waiting at the last look (in
+/// `was_asleep`). The ones waiting now are put in `asleep` for the next look.
+fn keeps(
+    holders: &[(i32, os::Activity)],
+    was_asleep: &[i32],
+    wait_delay: Duration,
+    asleep: &mut Vec<i32>,
+) -> bool {
+    let mut kept = false;
+    for &(pid, activity) in holders {
+        kept |= activity.cpu > wait_delay || (activity.waiting && was_asleep.contains(&pid));
+        if activity.waiting {
+            asleep.push(pid);
+        }
+    }
+    kept
+}
+
 /// The inodes of a call's stdout and stderr pipes, so that leftovers holding
 /// the other ends can be recognised; found only when something is left.
 fn pipe_inodes(out: &Capture, err: &Capture) -> Vec<u64> {
@@ -300,5 +385,42 @@ impl Drop for CallGuard {
                 supervisor.release(pgid)
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(pid: i32, waiting: bool, cpu_ms: u64) -> (i32, os::Activity) {
+        let cpu = Duration::from_millis(cpu_ms);
+        (pid, os::Activity { waiting, cpu })
+    }
+
+    #[test]
+    fn a_holder_waiting_for_a_cpu_does_not_keep_the_pipe_however_long_it_waits() {
+        let delay = Duration::from_millis(100);
+        let mut asleep = Vec::new();
+        // Runnable, barely run: on its way to letting go, look after look.
+        for _ in 0..100 {
+            let was = std::mem::take(&mut asleep);
+            assert!(!keeps(&[holder(7, false, 2)], &was, delay, &mut asleep));
+        }
+        assert!(asleep.is_empty());
+    }
+
+    #[test]
+    fn a_holder_asleep_twice_in_a_row_or_that_ran_past_the_delay_keeps_the_pipe() {
+        let delay = Duration::from_millis(100);
+        let mut asleep = Vec::new();
+        // Asleep once (a page fault, a short wait) is not yet keeping.
+        assert!(!keeps(&[holder(7, true, 0)], &[], delay, &mut asleep));
+        assert_eq!(asleep, [7]);
+        let was = std::mem::take(&mut asleep);
+        assert!(keeps(&[holder(7, true, 0)], &was, delay, &mut asleep));
+        // A different holder asleep is not the same one asleep twice.
+        assert!(!keeps(&[holder(8, true, 0)], &[7], delay, &mut Vec::new()));
+        // Running, but longer than the wait-delay: a busy holder keeps it.
+        assert!(keeps(&[holder(9, false, 150)], &[], delay, &mut Vec::new()));
     }
 }

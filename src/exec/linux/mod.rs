@@ -15,8 +15,8 @@
 //!   blocking a thread, and reap it;
 //! - [`Tracked::cpu_wait`], [`Tracked::kill_all`]: the time the call waited
 //!   for a CPU (or `None`), and a kill of every process of the call at once;
-//! - [`pipe_inode`], [`pipe_held`]: tell whether a process of the call still
-//!   holds its pipes;
+//! - [`pipe_inode`], [`pipe_holders`]: which processes of the call still hold
+//!   its pipes, and what each is doing ([`Activity`]);
 //! - [`sweep`](fn@sweep), [`sweep_detached`]: find, record ([`Leftover`]), kill and
 //!   reap whatever the call left behind, awaited or from a dropped future;
 //!   [`forget_leader`] once the leader is reaped;
@@ -50,6 +50,7 @@ use std::time::Instant;
 pub use cgroup::{CallLimits, NO_CGROUP_VAR, remove_dead_run_cgroups, set_call_limits};
 pub(crate) use hold::{HeldCall, can_hold, serve as serve_holds};
 pub(crate) use process_wide::{ensure_subreaper, forget_leader};
+pub(crate) use procfs::Activity;
 pub(crate) use spawn::{EnvBlock, Spawned, env_block, pidfd, pipe_inode, try_reap, wait_exit};
 pub use sweep::Leftover;
 pub(crate) use sweep::{Tracked, sweep, sweep_detached};
@@ -134,9 +135,12 @@ pub fn can_refuse() -> bool {
     seccomp::filter(super::Refusal::Mounts).is_some() && clone_spawn::clone3_usable()
 }
 
-/// Whether any process of `call` holds a pipe of one of these `inodes`.
-pub(crate) fn pipe_held(call: &Tracked, inodes: &[u64]) -> bool {
+/// The processes of `call` that hold a pipe of one of these `inodes`, each with
+/// what it is doing.
+pub(crate) fn pipe_holders(call: &Tracked, inodes: &[u64]) -> Vec<(i32, Activity)> {
     sweep::member_pids(call)
         .into_iter()
-        .any(|pid| procfs::holds_pipe(pid, inodes))
+        .filter(|&pid| procfs::holds_pipe(pid, inodes))
+        .filter_map(|pid| Some((pid, procfs::activity(pid)?)))
+        .collect()
 }

@@ -44,6 +44,30 @@ pub(crate) fn read_stat(pid: i32) -> Option<Proc> {
     })
 }
 
+/// What a process is doing: whether it is waiting (asleep or stopped, not
+/// runnable nor in an uninterruptible wait), and the CPU it has used so far.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Activity {
+    /// Asleep (`S`) or stopped (`T`, `t`): it waits for something, not for a CPU.
+    pub waiting: bool,
+    /// User and system time since it started.
+    pub cpu: std::time::Duration,
+}
+
+/// What `pid` is doing now, or `None` when it is gone (or unreadable).
+pub(crate) fn activity(pid: i32) -> Option<Activity> {
+    let text = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat_fields(&text)?.collect();
+    let field = |n: usize| fields.get(n - 3).copied();
+    let ticks: u64 = field(14)?.parse::<u64>().ok()? + field(15)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(Activity {
+        waiting: matches!(field(3)?, "S" | "T" | "t"),
+        cpu: std::time::Duration::from_nanos(ticks.saturating_mul(1_000_000_000 / hz)),
+    })
+}
+
 /// Every process we can see.
 pub(crate) fn process_table() -> Vec<Proc> {
     let Ok(dir) = fs::read_dir("/proc") else {
