@@ -14,7 +14,8 @@ use super::evidence;
 use crate::plugin::{PluginRun, Timeouts};
 use crate::report::{CheckResult, Level, Status};
 
-/// Applies the level: a failed should is a warning; a must cannot be info.
+/// Applies the level: a failed should is a warning; a must never warns (it
+/// passes, fails or is skipped) and cannot be info.
 pub(super) fn to_result(
     spec: &CheckSpec,
     finding: Finding,
@@ -28,6 +29,9 @@ pub(super) fn to_result(
         Finding::Pass(m) => (Status::Pass, m),
         Finding::Fail(m) if spec.level == Level::Should => (Status::Warn, m),
         Finding::Fail(m) => (Status::Fail, m),
+        // A must ends pass, fail or skip: whatever its rule finds broken
+        // breaks a must.
+        Finding::Warn(m) if spec.level == Level::Must => (Status::Fail, m),
         Finding::Warn(m) => (Status::Warn, m),
         Finding::Skip(m) => (Status::Skip, m),
         Finding::Info(m) => (Status::Info, m),
@@ -54,5 +58,37 @@ pub(super) fn libtest_verdict(result: &CheckResult, strict: bool) -> Result<Comp
         Status::Warn if !strict => Ok(Completion::Completed),
         Status::Skip => Ok(Completion::ignored_with(&result.message)),
         Status::Warn | Status::Fail => Err(Failed::from(result.message.as_str())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::checks::{create, delete};
+
+    fn status_of(spec: &CheckSpec, finding: Finding) -> Status {
+        let limits = Timeouts::default();
+        let result = to_result(
+            spec,
+            finding,
+            Duration::ZERO,
+            &[],
+            &HashMap::new(),
+            &limits,
+            Instant::now(),
+        );
+        result.status
+    }
+
+    #[test]
+    fn a_must_never_warns_and_a_should_fails_as_a_warning() {
+        let warn = || Finding::Warn("a finding".into());
+        let fail = || Finding::Fail("a finding".into());
+        assert_eq!(create::IDEMPOTENT.level, Level::Must);
+        assert_eq!(status_of(&create::IDEMPOTENT, warn()), Status::Fail);
+        assert_eq!(status_of(&create::IDEMPOTENT, fail()), Status::Fail);
+        assert_eq!(delete::NO_RESIDUE.level, Level::Should);
+        assert_eq!(status_of(&delete::NO_RESIDUE, warn()), Status::Warn);
+        assert_eq!(status_of(&delete::NO_RESIDUE, fail()), Status::Warn);
     }
 }

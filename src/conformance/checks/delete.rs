@@ -148,7 +148,7 @@ async fn idempotent(ctx: &Ctx) -> CheckResult {
 pub(crate) const NEVER_CREATED: CheckSpec = CheckSpec {
     id: "delete.never-created",
     level: Level::Must,
-    rule: "delete of a volume id that was never created exits 0; so should it when the volumes dir does not exist either",
+    rule: "delete of a volume id that was never created exits 0, also when the volumes dir does not exist",
     why: "Nomad sends delete for volumes whose create failed part way or never ran; failing there keeps a broken volume in the state forever. Nomad does not make the volumes dir itself (only a create makes it), so the delete of a volume whose create failed early can find no volumes dir at all.",
     fix: "Exit 0 when there is nothing to delete, including when the volumes dir is missing (do not take a lock file inside a dir that is not there).",
     samples: &["fails-on-missing-dir"],
@@ -192,7 +192,7 @@ async fn never_created(ctx: &Ctx) -> CheckResult {
         Ok(()) => Ok(Finding::Pass(
             "exit 0, and exit 0 with no volumes dir either".into(),
         )),
-        Err(e) => Err(Finding::Warn(format!(
+        Err(e) => Err(Finding::Fail(format!(
             "expected delete of a volume that was never created to exit 0 when the volumes dir \
              does not exist either (Nomad does not make it: only a create does); got: {e}"
         ))),

@@ -7,7 +7,9 @@
 //! `refused`.
 
 use super::{CheckResult, CheckSpec, Level, Needs, shown};
-use crate::conformance::context::{Ctx, Expect, Finding, LoggedCall, RunLog, is_provoked, listing};
+use crate::conformance::context::{
+    Ctx, Expect, Fact, Finding, LoggedCall, RunLog, is_provoked, listing,
+};
 
 /// What the failure provoked on purpose is (made in the timing phase, when
 /// create works and does not hang), in the words of the messages.
@@ -90,7 +92,19 @@ fn clean(log: &RunLog) -> CheckResult {
         .into_iter()
         .filter(|c| c.plugin_failed)
         .collect();
-    if let Some(what) = &log.false_success {
+    let false_success = log
+        .facts
+        .iter()
+        .find(|f| matches!(f, Fact::FalseSuccess { .. }));
+    // Failed creates whose leftovers another check saw (in its own volumes
+    // dir, with nothing else of it running): this check owns that finding.
+    let seen_elsewhere: Vec<String> = log
+        .facts
+        .iter()
+        .filter(|f| matches!(f, Fact::FailedCreateLeft { .. }))
+        .map(Fact::describe)
+        .collect();
+    if let Some(what) = false_success.map(Fact::describe) {
         if let Some(c) = provoked(log) {
             log.cite(c);
         }
@@ -98,7 +112,7 @@ fn clean(log: &RunLog) -> CheckResult {
             "expected a create that cannot work to fail; {what}"
         )));
     }
-    if failed.is_empty() && log.failed_leftovers.is_empty() {
+    if failed.is_empty() && seen_elsewhere.is_empty() {
         return Err(Finding::Skip(cannot_fail(log)));
     }
     let mut dirty = Vec::new();
@@ -122,9 +136,7 @@ fn clean(log: &RunLog) -> CheckResult {
         log.cite(c);
         dirty.push(format!("{}: left {}", who(c), left.join(" and ")));
     }
-    // Failed creates whose leftovers another check saw (in its own volumes
-    // dir, with nothing else of it running): this check owns that finding.
-    dirty.extend(log.failed_leftovers.iter().cloned());
+    dirty.extend(seen_elsewhere);
     let dirty = in_stable_order(dirty);
     if !dirty.is_empty() {
         return Err(Finding::Fail(format!(

@@ -70,7 +70,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
             if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Create).await {
                 return Err(Finding::Skip(needs));
             }
-            return Err(Finding::Warn(format!(
+            return Err(Finding::Fail(format!(
                 "expected create to work in a volumes dir whose path holds a space ({volumes:?}); \
                  it failed: {e} (it works in the default volumes dir: quote every path)"
             )));
@@ -78,7 +78,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     };
     let volume = VolumeAt::before_delete(&resp.path);
     if !volume.is_block() && !Path::new(&resp.path).is_dir() {
-        return Err(Finding::Warn(format!(
+        return Err(Finding::Fail(format!(
             "expected create in a volumes dir whose path holds a space to make its volume; \
              it answered path {:?}, which is not a directory",
             resp.path
@@ -123,13 +123,13 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
             if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Create).await {
                 return Err(Finding::Skip(needs));
             }
-            return Err(Finding::Warn(format!(
+            return Err(Finding::Fail(format!(
                 "expected create again to work in a volumes dir whose path holds a space \
                  ({volumes:?}), as it does in the default one; it failed: {e}"
             )));
         }
         Ok(r) if r.path != resp.path || lost => {
-            return Err(Finding::Warn(format!(
+            return Err(Finding::Fail(format!(
                 "expected create again in a volumes dir whose path holds a space to return the \
                  same volume with its files, as it does in the default one; it answered {:?} \
                  (first {:?}){}",
@@ -158,13 +158,13 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
         if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Delete).await {
             return Err(Finding::Skip(needs));
         }
-        return Err(Finding::Warn(format!(
+        return Err(Finding::Fail(format!(
             "expected delete to work in a volumes dir whose path holds a space ({volumes:?}); \
              it failed: {e}"
         )));
     }
     if !volume.gone().await {
-        return Err(Finding::Warn(format!(
+        return Err(Finding::Fail(format!(
             "expected delete in a volumes dir whose path holds a space to remove the volume; {}",
             volume.still_there()
         )));
@@ -174,7 +174,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     // delete.no-residue's finding.
     let left = ctx.probes().left_since(&volumes, &BTreeSet::new()).await;
     if !left.own.is_empty() {
-        return Err(Finding::Warn(format!(
+        return Err(Finding::Fail(format!(
             "expected delete in a volumes dir whose path holds a space to leave nothing of the \
              volume, as it does in the default volumes dir; it left {}{} (a removal given the \
              path unquoted removes `.../host` and a name in its working directory instead)",
@@ -216,7 +216,7 @@ async fn neighbour_kept(
     )?;
     // The neighbour in the way of a command given the path unquoted.
     let met_the_file = |step: &str, e| {
-        Finding::Warn(format!(
+        Finding::Fail(format!(
             "{step}: expected it to work, as it does without that file; it failed: {e} (a \
              command given the path unquoted met the file)"
         ))
@@ -311,7 +311,7 @@ async fn failed_there_leaves_nothing(
         let step = "create with every mount refused, in a volumes dir without a space";
         match leaves(plain()?, step).await {
             Some(there) if there.own.is_empty() => {
-                return Err(Finding::Warn(format!(
+                return Err(Finding::Fail(format!(
                     "a create in {volumes:?} with every mount refused failed, and left {}{}; in a \
                      volumes dir without a space the same create leaves nothing (its clean-up \
                      gives a path unquoted: split at the space, it removes other names)",
@@ -329,7 +329,7 @@ async fn failed_there_leaves_nothing(
         AfterReboot::Removed(e, names) => {
             match refused_after_reboot(ctx, &plain()?, Some(cwd)).await? {
                 AfterReboot::Kept => {
-                    return Err(Finding::Warn(format!(
+                    return Err(Finding::Fail(format!(
                         "after a reboot, a create again in {volumes:?} with every mount refused \
                          failed ({e}) and removed {} of the volume, which exists; in a volumes dir \
                          without a space the same create keeps it (a test of what exists is given \
@@ -386,7 +386,7 @@ async fn gone_dir_as_plain(ctx: &Ctx, there: &Variant<'_>) -> Result<(), Finding
         step,
     )?;
     match (plain.result, spaced.result) {
-        (Ok(()), Err(e)) => Err(Finding::Warn(format!(
+        (Ok(()), Err(e)) => Err(Finding::Fail(format!(
             "{step}: expected exit 0, as without the space; got: {e}"
         ))),
         _ => Ok(()),
@@ -408,7 +408,7 @@ async fn as_in_the_default_dir(
         return Ok(());
     };
     if probe.request.admits_bytes(first.bytes) && !req.admits_bytes(resp.bytes) {
-        return Err(Finding::Warn(format!(
+        return Err(Finding::Fail(format!(
             "expected create in a volumes dir whose path holds a space to report bytes within \
              the capacity asked for, as it does in the default volumes dir ({}); it reported {}",
             first.bytes, resp.bytes
@@ -418,7 +418,7 @@ async fn as_in_the_default_dir(
         return Ok(());
     };
     if *default != here {
-        return Err(Finding::Warn(format!(
+        return Err(Finding::Fail(format!(
             "expected the new volume in a volumes dir whose path holds a space to be as one made \
              in the default volumes dir ({}); it is {}",
             default.describe(),
@@ -478,7 +478,7 @@ async fn outside_unchanged(
 /// here is the space's doing.
 fn not_hung<T>(call: PluginCall<T>, step: &str) -> Result<PluginCall<T>, Finding> {
     match call.timed_out() {
-        true => Err(Finding::Warn(format!(
+        true => Err(Finding::Fail(format!(
             "{step}: expected it to finish, as it does in the default volumes dir; it overran its \
              time limit, and again alone (an unquoted path split at the space can loop or wait \
              forever)"

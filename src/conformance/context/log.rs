@@ -95,10 +95,8 @@ pub(crate) struct RunLog {
     pub in_process: bool,
     /// Calls that failed in a bystander check and succeeded made again alone.
     pub repeats: Vec<super::Repeat>,
-    /// What failed creates left, as the checks that made them saw it.
-    pub failed_leftovers: Vec<String>,
-    /// A create that could not have worked and reported success.
-    pub false_success: Option<String>,
+    /// What checks established that a run-wide check's rule owns.
+    pub facts: Vec<super::Fact>,
     /// Calls a verdict cites as its evidence.
     cited: Mutex<Vec<PluginRun>>,
     /// Why the verdict is not pinned in a snapshot, if it is not.
@@ -113,8 +111,7 @@ impl RunLog {
             refused: shared.refused_log.calls(),
             in_process,
             repeats: shared.repeats(),
-            failed_leftovers: shared.failed_leftovers(),
-            false_success: crate::lock(&shared.false_success).clone(),
+            facts: shared.facts.all(),
             cited: Mutex::new(Vec::new()),
             unpinned: Mutex::new(None),
         }

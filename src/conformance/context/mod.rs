@@ -26,6 +26,7 @@
 
 mod calls;
 mod dirs;
+mod facts;
 mod ledger;
 mod log;
 mod managed;
@@ -44,6 +45,7 @@ use std::sync::{Arc, Mutex};
 
 pub(crate) use calls::{Calls, Expect};
 pub(crate) use dirs::Dirs;
+pub(crate) use facts::{Fact, Facts};
 pub(crate) use log::{CallLog, LoggedCall, RunLog, shown};
 pub(crate) use managed::Managed;
 pub(crate) use probes::{FreshVolume, Prereqs, Probes, is_mount_point};
@@ -151,8 +153,9 @@ pub enum Finding {
     Pass(String),
     /// The rule is broken: expected vs. got.
     Fail(String),
-    /// A finding the rule itself puts at should level, even in a must check
-    /// (a warning, and a failure under `--strict`).
+    /// A finding the rule itself puts at should level (a warning, and a
+    /// failure under `--strict`). Only a should check warns: in a must check
+    /// it is a failure, as a must ends pass, fail or skip.
     Warn(String),
     /// Not evaluated, with the reason.
     Skip(String),
@@ -195,10 +198,8 @@ pub(crate) struct Shared {
     pub live: super::live::LiveVolumes,
     /// Calls that failed in a bystander check and succeeded made again alone.
     repeats: Mutex<Vec<Repeat>>,
-    /// What failed creates of other checks left, for `failure.clean`.
-    failed_leftovers: Mutex<Vec<String>>,
-    /// A create that cannot work and reported success, for `failure.clean`.
-    false_success: Mutex<Option<String>>,
+    /// What checks established that another check's rule owns.
+    pub facts: Facts,
 }
 
 impl Shared {
@@ -225,8 +226,7 @@ impl Shared {
             timing: tokio::sync::OnceCell::new(),
             gate: tokio::sync::RwLock::new(()),
             repeats: Mutex::new(Vec::new()),
-            failed_leftovers: Mutex::new(Vec::new()),
-            false_success: Mutex::new(None),
+            facts: Facts::default(),
         }
     }
 
@@ -240,23 +240,6 @@ impl Shared {
             0 => base.to_string(),
             n => format!("{base}-{n}"),
         }
-    }
-
-    /// Hands what a failed create left (seen by another check) to
-    /// `failure.clean`, which owns that finding.
-    pub fn hand_to_failure_clean(&self, what: String) {
-        crate::lock(&self.failed_leftovers).push(what);
-    }
-
-    /// Hands a create that could not have worked but reported success (its
-    /// path cannot exist) to `failure.clean`: a failure hidden as a success.
-    pub fn hand_false_success(&self, what: String) {
-        *crate::lock(&self.false_success) = Some(what);
-    }
-
-    /// What failed creates left, as other checks saw it.
-    pub fn failed_leftovers(&self) -> Vec<String> {
-        crate::lock(&self.failed_leftovers).clone()
     }
 
     /// How a check's calls are made, Nomad's and a variant's alike: under the

@@ -365,23 +365,19 @@ impl<'a> Steps<'a> {
                     }
                     return Ok(format!("{label}: refused cleanly{}", left.citation()));
                 }
-                let files = if left.own.is_empty() {
-                    String::new()
-                } else {
-                    format!(" files: {}", left.own.join(", "))
-                };
-                let procs = if procs.is_empty() {
-                    String::new()
-                } else {
-                    format!(" processes: {}", procs.join(", "))
-                };
                 // What a failed create left is failure.clean's finding, not
                 // this check's (its input caused no command, no escape): it
-                // is handed over, and this check names the owner.
-                self.calls.shared.hand_to_failure_clean(format!(
-                    "{} ({label}): failed ({e}) and left{files}{procs}",
-                    self.calls.check
-                ));
+                // is published for that check, and this one names the owner.
+                self.calls
+                    .shared
+                    .facts
+                    .publish(super::Fact::FailedCreateLeft {
+                        check: self.calls.check,
+                        step: label.to_string(),
+                        error: e.to_string(),
+                        files: left.own.clone(),
+                        processes: procs,
+                    });
                 if holds.succeeds {
                     return Err(Finding::Warn(format!(
                         "{label}: expected create to succeed, as it does for the default \

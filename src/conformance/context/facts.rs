@@ -1,0 +1,106 @@
+//! The run's facts: what one check established that another check's rule
+//! owns, published once as a typed value ([`Fact`]) and judged once by its
+//! owner, a run-wide check that reads them from its [`RunLog`](super::RunLog).
+//! The variant is the contract between the two: no check is named by a
+//! string, and no verdict is changed after the check that gave it ended.
+
+use std::sync::Mutex;
+
+/// One fact a check met and another check's rule owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fact {
+    /// A create made by a check about something else (a hostile name, a
+    /// capacity) failed and left files in its volumes dir or processes
+    /// behind: `failure.clean`'s finding.
+    FailedCreateLeft {
+        /// The check that made it.
+        check: &'static str,
+        /// Its step in that check.
+        step: String,
+        /// Nomad's error text for it.
+        error: String,
+        /// What it left in its volumes dir.
+        files: Vec<String>,
+        /// The command lines of the processes it left running.
+        processes: Vec<String>,
+    },
+    /// The create provoked to fail (its volumes dir lies under a regular
+    /// file) exited 0 with a path that cannot exist: a failed step the
+    /// plugin went past, `failure.clean`'s finding.
+    FalseSuccess {
+        /// The path it answered.
+        path: String,
+    },
+}
+
+impl Fact {
+    /// The fact in words, as its owner reports it.
+    pub fn describe(&self) -> String {
+        match self {
+            Fact::FailedCreateLeft {
+                check,
+                step,
+                error,
+                files,
+                processes,
+            } => {
+                let mut left = String::new();
+                if !files.is_empty() {
+                    left.push_str(&format!(" files: {}", files.join(", ")));
+                }
+                if !processes.is_empty() {
+                    left.push_str(&format!(" processes: {}", processes.join(", ")));
+                }
+                format!("{check} ({step}): failed ({error}) and left{left}")
+            }
+            Fact::FalseSuccess { path } => format!(
+                "the create provoked to fail (its volumes dir lies under a regular file) exited 0 \
+                 with path {path:?}, which cannot exist: a failed step the plugin went past"
+            ),
+        }
+    }
+}
+
+/// Every fact of the run, in the order published.
+#[derive(Debug, Default)]
+pub(crate) struct Facts(Mutex<Vec<Fact>>);
+
+impl Facts {
+    /// Publishes a fact for its owner; the same fact twice is kept once.
+    pub fn publish(&self, fact: Fact) {
+        let mut facts = crate::lock(&self.0);
+        if !facts.contains(&fact) {
+            facts.push(fact);
+        }
+    }
+
+    /// Every fact published so far.
+    pub fn all(&self) -> Vec<Fact> {
+        crate::lock(&self.0).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fact_is_kept_once_and_said_with_what_was_left() {
+        let facts = Facts::default();
+        let left = Fact::FailedCreateLeft {
+            check: "input.name-injection",
+            step: "name \"a b\"".into(),
+            error: "exit status 1".into(),
+            files: vec!["a".into()],
+            processes: Vec::new(),
+        };
+        facts.publish(left.clone());
+        facts.publish(left.clone());
+        facts.publish(Fact::FalseSuccess { path: "/x".into() });
+        assert_eq!(facts.all().len(), 2);
+        assert_eq!(
+            left.describe(),
+            "input.name-injection (name \"a b\"): failed (exit status 1) and left files: a"
+        );
+    }
+}
