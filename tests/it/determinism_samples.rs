@@ -1,15 +1,17 @@
 //! Snapshots are deterministic: every sample gives a byte-identical snapshot
 //! (the normalised report with the declared variations pinned, the form
 //! `reports.rs` compares) on every run, whether the machine is idle or its CPUs
-//! are oversubscribed four times over by a load generator inside the test
-//! ([`util::Load`]: four busy threads per core, bounded in time).
+//! are oversubscribed sixteen times over by a load generator inside the test
+//! ([`util::Load`]: sixteen busy threads per core, bounded in time;
+//! `DHV_DETERMINISM_LOAD` sets another number).
 //! Every run is compared with the snapshot stored in `snapshots/`, never with
 //! another run, so a sweep cannot pass by construction.
 //!
 //! `scripts/long-tests` (not `cargo test`: it is long) runs
 //! [`snapshots_are_the_same_idle_and_loaded`]: the reference 10 times
 //! idle and 5 times loaded, the slow-start (Python) plugin 3 times idle and 5 times
-//! loaded, and every other sample once loaded. Each sample's idle run is
+//! loaded, and every other sample once loaded (the loaded runs three samples
+//! at a time, all under the one load). Each sample's idle run is
 //! `reports::sample_<name>`'s, which compares the same snapshot text on every
 //! `cargo test`; running it again here would only double the suite's longest
 //! test. `scripts/determinism-samples` runs longer sweeps ([`full_sweep`]: every
@@ -83,62 +85,111 @@ fn keep_report(name: &str, phase: &str, json: &serde_json::Value) -> String {
     }
 }
 
-/// Busy threads per core in a loaded phase: 4x oversubscription.
-const OVERSUBSCRIBED: usize = 4;
+/// Busy threads per core in a loaded phase: 16x oversubscription, or
+/// `DHV_DETERMINISM_LOAD` per core.
+fn oversubscribed() -> usize {
+    std::env::var("DHV_DETERMINISM_LOAD")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(16)
+}
 
 /// Runs `name` `idle` times, then `loaded` times under [`util::Load`], comparing
 /// each snapshot with the stored one.
 fn sweep(name: &str, idle: usize, loaded: usize) -> Tally {
-    let expected = samples::stored_snapshot(name);
-    let mut tally = Tally {
-        name: name.to_owned(),
-        idle: (0, idle),
-        loaded: (0, loaded),
-        first_diff: None,
-        phases: Vec::new(),
-    };
-    let one = |tally: &mut Tally, under_load: bool| {
-        let run = samples::run_sample(name, samples::scale(name));
-        let diff = difference(&expected, &samples::compared_snapshot_text(name, &run));
-        let (slot, phase) = match under_load {
-            true => (&mut tally.loaded, "loaded"),
-            false => (&mut tally.idle, "idle"),
-        };
-        slot.0 += usize::from(diff.is_none());
-        if let (Some(diff), None) = (diff, &tally.first_diff) {
-            let kept = keep_report(name, phase, &run.json);
-            tally.first_diff = Some(format!("{phase} run (its report: {kept}):\n{diff}"));
-        }
-    };
-    let phase = |tally: &mut Tally, under_load: bool, runs: usize| {
-        let (start, before) = (Instant::now(), load_average());
-        let mut runnable = 0;
-        for _ in 0..runs {
-            one(tally, under_load);
-            runnable += procs_running();
-        }
-        tally.phases.push(format!(
-            "{} {:.0} s, load {before} -> {}, {:.1} runnable",
-            if under_load { "loaded" } else { "idle" },
-            start.elapsed().as_secs_f64(),
-            load_average(),
-            runnable as f64 / runs as f64
-        ));
-    };
+    let mut tally = Tally::new(name, idle, loaded);
     if idle > 0 {
-        phase(&mut tally, false, idle);
+        tally.phase(false, idle);
     }
     if loaded > 0 {
         // Bounded well past the longest sweep: the threads end on their own.
-        let _load = util::Load::oversubscribed(Duration::from_secs(30 * 60), OVERSUBSCRIBED);
-        phase(&mut tally, true, loaded);
+        let _load = util::Load::oversubscribed(Duration::from_secs(30 * 60), oversubscribed());
+        tally.phase(true, loaded);
     }
     // As it comes: a long sweep that is stopped still says what it saw.
     println!("{}", tally.line());
     tally
 }
 
+/// Each sample's idle runs one after the other, then every loaded run under one
+/// [`util::Load`], `workers` samples at a time: a sample's share of the CPUs is
+/// set by the busy threads, which outnumber the samples' own processes, so
+/// running a few side by side keeps each at least as oversubscribed and takes
+/// a fraction of the time.
+fn sweep_all(samples: &[(String, usize, usize)], workers: usize) -> Vec<Tally> {
+    let mut tallies: Vec<Tally> = samples
+        .iter()
+        .map(|(name, idle, loaded)| {
+            let mut tally = Tally::new(name, *idle, *loaded);
+            if *idle > 0 {
+                tally.phase(false, *idle);
+            }
+            tally
+        })
+        .collect();
+    let queue = std::sync::Mutex::new(tallies.iter_mut().filter(|t| t.loaded.1 > 0));
+    let _load = util::Load::oversubscribed(Duration::from_secs(30 * 60), oversubscribed());
+    std::thread::scope(|scope| {
+        for _ in 0..workers.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                    let Some(tally) = next else { break };
+                    let runs = tally.loaded.1;
+                    tally.phase(true, runs);
+                    println!("{}", tally.line());
+                }
+            });
+        }
+    });
+    tallies
+}
+
 impl Tally {
+    fn new(name: &str, idle: usize, loaded: usize) -> Tally {
+        Tally {
+            name: name.to_owned(),
+            idle: (0, idle),
+            loaded: (0, loaded),
+            first_diff: None,
+            phases: Vec::new(),
+        }
+    }
+
+    /// One run, compared with the stored snapshot.
+    fn one(&mut self, under_load: bool) {
+        let name = self.name.as_str();
+        let expected = samples::stored_snapshot(name);
+        let run = samples::run_sample(name, samples::scale(name));
+        let diff = difference(&expected, &samples::compared_snapshot_text(name, &run));
+        let (slot, phase) = match under_load {
+            true => (&mut self.loaded, "loaded"),
+            false => (&mut self.idle, "idle"),
+        };
+        slot.0 += usize::from(diff.is_none());
+        if let (Some(diff), None) = (diff, &self.first_diff) {
+            let kept = keep_report(name, phase, &run.json);
+            self.first_diff = Some(format!("{phase} run (its report: {kept}):\n{diff}"));
+        }
+    }
+
+    /// `runs` runs, idle or under load, with the phase's record.
+    fn phase(&mut self, under_load: bool, runs: usize) {
+        let (start, before) = (Instant::now(), load_average());
+        let mut runnable = 0;
+        for _ in 0..runs {
+            self.one(under_load);
+            runnable += procs_running();
+        }
+        self.phases.push(format!(
+            "{} {:.0} s, load {before} -> {}, {:.1} runnable",
+            if under_load { "loaded" } else { "idle" },
+            start.elapsed().as_secs_f64(),
+            load_average(),
+            runnable as f64 / runs as f64
+        ));
+    }
+
     /// `<sample> idle x/y loaded x/y (<phases>)`.
     fn line(&self) -> String {
         format!(
@@ -194,15 +245,20 @@ const DEEP: &[(&str, usize, usize)] = &[("reference", 10, 5), ("slow-start", 3, 
 #[ignore = "long (determinism): minutes on a loaded 2-core machine; run by scripts/long-tests"]
 fn snapshots_are_the_same_idle_and_loaded() {
     let started = Instant::now();
-    let mut tallies: Vec<Tally> = DEEP.iter().map(|(n, i, l)| sweep(n, *i, *l)).collect();
+    let mut runs: Vec<(String, usize, usize)> =
+        DEEP.iter().map(|(n, i, l)| (n.to_string(), *i, *l)).collect();
     for name in swept() {
         if !DEEP.iter().any(|(deep, _, _)| *deep == name) {
-            tallies.push(sweep(&name, 0, 1));
+            runs.push((name, 0, 1));
         }
     }
+    let tallies = sweep_all(&runs, LOADED_WORKERS);
     println!("sweep: {:.0} s", started.elapsed().as_secs_f64());
     assert_identical(&tallies);
 }
+
+/// Samples run side by side in the loaded phase of the default sweep.
+const LOADED_WORKERS: usize = 3;
 
 /// The full sweep: `DHV_DETERMINISM_RUNS=<idle>,<loaded>` (default 10,5) for
 /// every sample; `DHV_DETERMINISM_SAMPLES=a,b` for some only.
