@@ -12,7 +12,10 @@ pub fn met(ok: bool) -> &'static str {
 /// says why it could not (no `go` on `PATH`, a failed build). The benchmarks
 /// use it for their Nomad baselines: small Go programs that run plugins the
 /// way Nomad's client does.
-#[allow(dead_code, reason = "suite_efficiency has no Go baseline")]
+#[allow(
+    dead_code,
+    reason = "suite_efficiency and sample_wall have no Go baseline"
+)]
 pub fn build_go(dir: &Path, name: &str, source: &str) -> Result<PathBuf, String> {
     let src = dir.join(format!("{name}.go"));
     let bin = dir.join(name);

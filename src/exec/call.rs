@@ -46,10 +46,14 @@ impl Call {
     /// its supervisor, or under a fresh one of its own when none was given.
     pub async fn run(&self) -> Result<Outcome, SpawnError> {
         let supervisor = self.supervisor.clone().unwrap_or_default();
+        let ours_before = os::thread_cpu_wait();
         let mut call = self.start(supervisor)?;
         let (exit, timed_out) = self.wait_leader(&mut call).await;
         let duration = call.start.elapsed();
-        let cpu_wait = call.call.cpu_wait();
+        let cpu_wait = call
+            .call
+            .cpu_wait()
+            .map(|plugin| plugin + ours_waited(ours_before, os::thread_cpu_wait()));
         call.guard.leader_reaped = true;
         let tracked = call.call.clone();
         let mut outcome = self.finish(call, exit, timed_out, duration).await;
@@ -278,6 +282,18 @@ fn ended_with(this: &Capture, other: &mut Capture, pid: i32) -> Option<ExitReaso
     os::try_reap(pid)
 }
 
+/// What the thread that started a call and saw it end waited for a CPU in
+/// between: on a busy host, the end of a call is seen late by as much, and
+/// that is the host's doing, not the plugin's. Nothing when the call's future
+/// moved to another thread (a runtime of several) or the kernel keeps no
+/// scheduler statistics.
+fn ours_waited(before: Option<(i32, Duration)>, after: Option<(i32, Duration)>) -> Duration {
+    match (before, after) {
+        (Some((tid, was)), Some((same, now))) if tid == same => now.saturating_sub(was),
+        _ => Duration::ZERO,
+    }
+}
+
 /// How a call's pipes, still open after the wait-delay, came to be closed or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Holding {
@@ -395,6 +411,19 @@ mod tests {
     fn holder(pid: i32, waiting: bool, cpu_ms: u64) -> (i32, os::Activity) {
         let cpu = Duration::from_millis(cpu_ms);
         (pid, os::Activity { waiting, cpu })
+    }
+
+    #[test]
+    fn only_the_same_threads_wait_is_counted() {
+        let ms = Duration::from_millis;
+        assert_eq!(ours_waited(Some((7, ms(10))), Some((7, ms(35)))), ms(25));
+        // Another thread's total says nothing about this call.
+        assert_eq!(ours_waited(Some((7, ms(10))), Some((8, ms(900)))), ms(0));
+        assert_eq!(ours_waited(None, Some((7, ms(35)))), ms(0));
+        // This thread's own figure, read twice, is counted as it grew.
+        let (tid, _) = os::thread_cpu_wait().expect("schedstat");
+        let later = os::thread_cpu_wait().map(|(t, w)| (t, w + ms(1)));
+        assert!(!ours_waited(Some((tid, ms(0))), later).is_zero());
     }
 
     #[test]

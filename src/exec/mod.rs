@@ -203,7 +203,8 @@ pub struct Outcome {
     /// From spawn to the leader's exit.
     pub duration: Duration,
     /// Of that, the time the call's processes were runnable but waited for a
-    /// CPU because the host was busy (its cgroup's `cpu.pressure`); `None`
+    /// CPU because the host was busy (its cgroup's `cpu.pressure`), and the
+    /// time the thread that saw the call end waited for one as well; `None`
     /// where the call had no cgroup or the kernel no pressure information.
     pub cpu_wait: Option<Duration>,
     /// The limits of the call's cgroup it reached (`pids.max`, `memory.max`,

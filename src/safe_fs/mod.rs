@@ -21,6 +21,7 @@
 //!   to any depth, clearing immutable and append-only flags of its own files;
 //! - [`loops_backed_under`] finds the loop devices a plugin left attached to
 //!   files of a dir, and [`detach`] lets them go;
+//! - [`HeldApart`] holds a file open where no process we start can inherit it;
 //! - [`read_bounded`] is the crate's one reader of files it did not just
 //!   write: regular files only, never waiting on a FIFO, at most a stated size;
 //! - [`write_file`] is the crate's one writer of output files: regular files
@@ -30,6 +31,7 @@
 //!
 //! It depends on nothing else in the crate.
 
+mod apart;
 mod fd;
 mod held;
 mod loopdev;
@@ -39,6 +41,7 @@ mod remove;
 mod unmount;
 mod write;
 
+pub use apart::HeldApart;
 pub use held::{AlreadyThere, FileId, HeldDir, create_new, create_new_file, remove_if_same};
 pub use loopdev::{
     LoopDevice, attach, detach, detach_and_wait, has_marker, hold, is_attached, is_block_device,

@@ -245,8 +245,10 @@ const DEEP: &[(&str, usize, usize)] = &[("reference", 10, 5), ("slow-start", 3, 
 #[ignore = "long (determinism): minutes on a loaded 2-core machine; run by scripts/long-tests"]
 fn snapshots_are_the_same_idle_and_loaded() {
     let started = Instant::now();
-    let mut runs: Vec<(String, usize, usize)> =
-        DEEP.iter().map(|(n, i, l)| (n.to_string(), *i, *l)).collect();
+    let mut runs: Vec<(String, usize, usize)> = DEEP
+        .iter()
+        .map(|(n, i, l)| (n.to_string(), *i, *l))
+        .collect();
     for name in swept() {
         if !DEEP.iter().any(|(deep, _, _)| *deep == name) {
             runs.push((name, 0, 1));

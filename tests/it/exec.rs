@@ -584,3 +584,34 @@ fn refusal_checks_judge_without_a_cgroup_per_call() {
         assert_eq!(check.status.as_str(), "pass", "{id}: {}", check.message);
     }
 }
+
+/// A plugin starts with stdin, stdout and stderr and nothing else of ours, even
+/// a descriptor we left without close-on-exec: the clone's child closes them
+/// before anything else, so that no file the harness has closed stays open in
+/// a child on its way to the exec (a volume a check let go of could not be
+/// unmounted while a neighbour's call was starting on a loaded host).
+#[test]
+fn a_plugin_inherits_no_descriptor_of_ours_but_its_stdio() {
+    let s = Scratch::new();
+    let p = s.plugin("p", "#!/bin/sh\nls /proc/$$/fd\n");
+    let file = std::fs::File::open(s.path()).unwrap();
+    // F_DUPFD (not F_DUPFD_CLOEXEC): a descriptor the exec would keep.
+    let inherited = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_DUPFD(100)).unwrap();
+    let out = rt().block_on(Call::new(&p).run());
+    // SAFETY: a descriptor this test made and owns.
+    drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(inherited) });
+    let out = out.unwrap();
+    let fds: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    // `ls` opens one more of its own, to read the directory.
+    assert!(
+        !fds.contains(&inherited.to_string()),
+        "the plugin inherited descriptor {inherited}: {fds:?}"
+    );
+    assert!(
+        fds.len() <= 4 && ["0", "1", "2"].iter().all(|f| fds.contains(&f.to_string())),
+        "{fds:?}"
+    );
+}

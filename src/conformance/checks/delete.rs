@@ -484,8 +484,14 @@ async fn in_use(ctx: &Ctx) -> CheckResult {
         ));
     }
     let canary = plant_in_volume(ctx, &path, "create")?;
-    let held = crate::safe_fs::open_regular(&canary, crate::safe_fs::Links::Refuse)
-        .map_err(|e| Finding::Skip(format!("cannot open the file written into the volume: {e}")))?;
+    // Held where no plugin call of a neighbour check can inherit it, so that
+    // once let go it is closed (see safe_fs::HeldApart).
+    let file = canary.clone();
+    let held = crate::safe_fs::HeldApart::open(move || {
+        crate::safe_fs::open_regular(&file, crate::safe_fs::Links::Refuse)
+            .map_err(std::io::Error::other)
+    })
+    .map_err(|e| Finding::Skip(format!("cannot open the file written into the volume: {e}")))?;
     let mounted = is_mount_point(Path::new(&path));
     let delete = DeleteRequest::for_created(&req, &path);
     let step = "delete while a file in the volume is open";

@@ -40,9 +40,14 @@ async fn device_held(ctx: &Ctx) -> CheckResult {
             "not applicable: the create attached no loop device (to a file of the check's)".into(),
         ));
     }
+    // Held where no plugin call of a neighbour check can inherit them, so
+    // that once let go they are closed (see safe_fs::HeldApart).
     let held = devices
         .iter()
-        .map(crate::safe_fs::hold)
+        .map(|d| {
+            let d = d.clone();
+            crate::safe_fs::HeldApart::open(move || crate::safe_fs::hold(&d))
+        })
         .collect::<std::io::Result<Vec<_>>>();
     let held = match held {
         Ok(held) => held,

@@ -54,7 +54,7 @@ pub(crate) use residue::{Residue, around};
 pub(crate) use route::{Race, Start};
 pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
 pub(crate) use steps::{Holds, LOOP_RELEASE, Steps, VolumeAt, plant_in_volume, still_attached};
-pub(crate) use timing::{Phase, is_provoked, overran};
+pub(crate) use timing::{Phase, is_provoked, late, overran};
 pub(crate) use unloaded::Settled;
 pub(crate) use variant::Variant;
 

@@ -84,17 +84,33 @@ impl Residue {
     }
 }
 
+/// A run of 8 or more hex digits (a part of a volume id, its first 8 say), or
+/// of decimal digits (a date, a time, a pid, a counter).
+static VARYING: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new("[0-9a-f]{8,}|[0-9]+").expect("valid regex"));
+
 /// The shape of an entry: volume ids become `{id}`, volume names `{name}`
-/// (the default names, or `fixture`, `fixture-1`, … when a fixture names them).
+/// (the default names, or `fixture`, `fixture-1`, … when a fixture names them),
+/// what remains of 8 hex digits or more `{hex}` (a part of an id) and of
+/// decimal digits `{n}` (a date, a pid): what differs from one volume to the
+/// next, however a plugin spells it (`20261205-0b9c8f6e-data.img`).
 fn shape(entry: &str, fixture: Option<&str>) -> String {
     let text = UUID.replace_all(entry, "{id}");
     let text = DEFAULT_NAME.replace_all(&text, "{name}");
     let fixture =
         fixture.and_then(|base| Regex::new(&format!("{}(-[0-9]+)?", regex::escape(base))).ok());
-    match fixture {
+    let text = match fixture {
         Some(re) => re.replace_all(&text, "{name}").into_owned(),
         None => text.into_owned(),
-    }
+    };
+    VARYING
+        .replace_all(&text, |m: &regex::Captures| {
+            match m[0].bytes().all(|b| b.is_ascii_digit()) {
+                true => "{n}",
+                false => "{hex}",
+            }
+        })
+        .into_owned()
 }
 
 impl Prereqs<'_> {
@@ -138,8 +154,19 @@ mod tests {
         );
         assert_eq!(shape("pg-data-12/lock", Some("pg-data")), "{name}/lock");
         assert_eq!(shape("pg-data/lock", Some("pg-data")), "{name}/lock");
-        // What a traversal makes keeps its own shape: it is never explained.
-        assert_eq!(shape("escape-1f2d3c4b", None), "escape-1f2d3c4b");
+        // What a traversal makes keeps its own word: it is never explained
+        // by what a plain create leaves.
+        assert_eq!(shape("escape-1f2d3c4b", None), "escape-{hex}");
+        // A date, a part of the id and the name, however a plugin spells them.
+        assert_eq!(
+            shape("20261205-0b9c8f6e-conformance-0b9c8f6e.img", None),
+            "{n}-{hex}-{name}.img"
+        );
+        assert_eq!(
+            shape("20261206-3f1d4c4e-conformance-3f1d4c4e.img", None),
+            shape("20261205-0b9c8f6e-conformance-0b9c8f6e.img", None)
+        );
+        assert_eq!(shape("mkfs.4242.log", None), "mkfs.{n}.log");
     }
 
     #[test]

@@ -40,6 +40,16 @@ pub(crate) fn overran(call: &LoggedCall) -> bool {
     call.duration > call.limit || call.run.as_ref().is_some_and(|r| r.timed_out())
 }
 
+/// Whether a call was late by its own doing: it overran its limit, and either
+/// it was killed there (how long it would have taken is unknown) or, less
+/// the time it and the harness waited for a CPU, it still took longer than
+/// its limit. A call that finished late only because the host kept it
+/// waiting is the host's doing: on an idle host it is in time.
+pub(crate) fn late(call: &LoggedCall) -> bool {
+    let killed = call.run.as_ref().is_some_and(|r| r.timed_out());
+    overran(call) && (killed || call.own_time() > call.limit)
+}
+
 /// Runs the timing phase once every parallel check has finished.
 pub(crate) async fn run(shared: Arc<Shared>) {
     let log = shared.log.calls();
@@ -50,13 +60,13 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     for op in Operation::ALL.into_iter().filter(|op| exercised(*op)) {
         for _ in 0..TIMING_CALLS {
             let call = one_call(&ctx, op).await;
-            if !overran(&call) {
+            if !late(&call) {
                 continue;
             }
-            // An overrun the host's load may explain (less the time it
-            // waited for a CPU it was within its limit) counts only when it
-            // repeats: once more, alone.
-            if call.own_time() >= call.limit || overran(&one_call(&ctx, op).await) {
+            // A kill at the limit the host's load may explain (less the time
+            // it waited for a CPU it was within its limit) counts only when
+            // it repeats: once more, alone.
+            if call.own_time() >= call.limit || late(&one_call(&ctx, op).await) {
                 // Confirmed alone: more calls would only wait as long again.
                 hangs.push(op);
                 break;

@@ -366,6 +366,16 @@ impl Child<'_> {
             {
                 return errno();
             }
+            // Our descriptors are close-on-exec, but until the exec the
+            // child holds a reference to each: on a loaded host that can
+            // last long enough for another check to find a file it just
+            // closed still open (a volume that cannot be unmounted). Closed
+            // now, but for the one the hold's listener goes out by.
+            let keep = match self.hand_over.is_null() {
+                true => None,
+                false => Some((*self.hand_over).sock),
+            };
+            close_from_3_but(keep);
             if !self.cwd.is_null() && libc::chdir(self.cwd) != 0 {
                 return errno();
             }
@@ -396,6 +406,28 @@ impl Child<'_> {
             );
             errno()
         }
+    }
+}
+
+/// Closes every descriptor from 3 up but `keep`, where the kernel can
+/// (`close_range`, Linux 5.9; elsewhere close-on-exec does it at the exec).
+///
+/// # Safety
+/// Only in the clone's child: async-signal-safe system calls.
+unsafe fn close_from_3_but(keep: Option<libc::c_int>) {
+    let close = |first: libc::c_uint, last: libc::c_uint| {
+        if first <= last {
+            // SAFETY: close_range takes plain numbers; a failure leaves the
+            // descriptors to close-on-exec.
+            unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) };
+        }
+    };
+    match keep {
+        Some(fd) if fd >= 3 => {
+            close(3, fd as libc::c_uint - 1);
+            close(fd as libc::c_uint + 1, libc::c_uint::MAX);
+        }
+        _ => close(3, libc::c_uint::MAX),
     }
 }
 

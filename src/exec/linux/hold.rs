@@ -311,7 +311,8 @@ pub(crate) fn hand_over_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
 pub(crate) struct HandOver {
     /// The filter to install.
     prog: *const libc::sock_fprog,
-    sock: libc::c_int,
+    /// Our end of the socket pair the listener is sent over.
+    pub(super) sock: libc::c_int,
     iov: libc::iovec,
     byte: u8,
     /// Room for one `cmsghdr` and one descriptor, aligned as the kernel wants.

@@ -50,7 +50,7 @@ use std::time::Instant;
 pub use cgroup::{CallLimits, NO_CGROUP_VAR, remove_dead_run_cgroups, set_call_limits};
 pub(crate) use hold::{HeldCall, can_hold, serve as serve_holds};
 pub(crate) use process_wide::{ensure_subreaper, forget_leader};
-pub(crate) use procfs::Activity;
+pub(crate) use procfs::{Activity, thread_cpu_wait};
 pub(crate) use spawn::{EnvBlock, Spawned, env_block, pidfd, pipe_inode, try_reap, wait_exit};
 pub use sweep::Leftover;
 pub(crate) use sweep::{Tracked, sweep, sweep_detached};

@@ -68,6 +68,17 @@ pub(crate) fn activity(pid: i32) -> Option<Activity> {
     })
 }
 
+/// The calling thread's id and the time it has spent runnable, waiting for a
+/// CPU (`/proc/thread-self/schedstat`'s second field); `None` where the kernel
+/// keeps no scheduler statistics.
+pub(crate) fn thread_cpu_wait() -> Option<(i32, std::time::Duration)> {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let text = fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let waited: u64 = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    Some((tid, std::time::Duration::from_nanos(waited)))
+}
+
 /// Every process we can see.
 pub(crate) fn process_table() -> Vec<Proc> {
     let Ok(dir) = fs::read_dir("/proc") else {
