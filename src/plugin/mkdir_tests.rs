@@ -271,8 +271,8 @@ fn mode_is_a_go_file_mode_and_ids_of_minus_one_leave_the_owner() {
     MkdirPlugin::create_now(&req).unwrap();
     let meta = fs::metadata(&path).unwrap();
     // A new directory gets our ids (or the parent's group, when it is setgid).
-    assert_eq!(meta.uid(), unsafe { libc::geteuid() });
-    assert!(meta.gid() == unsafe { libc::getegid() } || meta.gid() == before.gid());
+    assert_eq!(meta.uid(), nix::unistd::geteuid().as_raw());
+    assert!(meta.gid() == nix::unistd::getegid().as_raw() || meta.gid() == before.gid());
     fs::remove_dir(&path).unwrap();
 }
 
@@ -284,7 +284,7 @@ fn a_failed_chown_removes_the_directory() {
         dir.path(),
         Some(params(&[("uid", "4242"), ("gid", "4242")])),
     );
-    if unsafe { libc::geteuid() } == 0 {
+    if nix::unistd::geteuid().is_root() {
         MkdirPlugin::create_now(&req).unwrap();
         let meta = fs::metadata(&path).unwrap();
         assert_eq!((meta.uid(), meta.gid()), (4242, 4242));

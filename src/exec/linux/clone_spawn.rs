@@ -210,6 +210,10 @@ struct Child<'a> {
 /// copy and a fault on every page we touch afterwards). The child starts on a
 /// stack of its own, so it must not return into this function: the assembly
 /// calls [`child_entry`] on that stack right after the system call.
+///
+/// # Safety
+/// `child`'s pointers must stay valid until this returns (the child reads
+/// them until it executes), and every signal must be blocked around the call.
 #[cfg(target_arch = "x86_64")]
 unsafe fn clone_into_cgroup(child: &mut Child<'_>) -> Result<i32, Error> {
     // One stack per thread, reused by its every spawn: the thread is held
@@ -230,6 +234,10 @@ const STACK_SIZE: usize = 64 * 1024;
 
 /// [`clone_into_cgroup`] with the child on `stack`, [`STACK_SIZE`] bytes
 /// that stay ours until this returns.
+///
+/// # Safety
+/// As [`clone_into_cgroup`]'s, and `stack` must be [`STACK_SIZE`] bytes no one
+/// else uses until this returns.
 #[cfg(target_arch = "x86_64")]
 unsafe fn clone_on(child: &mut Child<'_>, stack: *mut u8) -> Result<i32, Error> {
     let args = CloneArgs {
@@ -324,6 +332,9 @@ pub(crate) fn clone3_usable() -> bool {
 
 /// Elsewhere no cgroup is used: the caller falls back to `posix_spawn` and
 /// the subreaper.
+///
+/// # Safety
+/// None needed: it does nothing; `unsafe` to match the x86-64 signature.
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn clone_into_cgroup(_child: &mut Child<'_>) -> Result<i32, Error> {
     Err(Error::from_raw_os_error(libc::ENOSYS))
