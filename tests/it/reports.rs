@@ -259,6 +259,7 @@ samples! {
     sample_string_bytes => "string-bytes",
     sample_text_error => "text-error",
     sample_writes_cwd => "writes-cwd",
+    sample_wipes_on_update => "wipes-on-update",
 }
 
 #[test]

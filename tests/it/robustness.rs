@@ -269,6 +269,7 @@ hostile! {
     side_file_leaves_nothing => "side-file" at "1",
     string_bytes_leaves_nothing => "string-bytes" at "1",
     text_error_leaves_nothing => "text-error" at "1",
+    wipes_on_update_leaves_nothing => "wipes-on-update" at "1",
 }
 
 /// The sweep above covers every sample but the three good ones and `writes-cwd`.

@@ -210,6 +210,7 @@ swept! {
     string_bytes_every_signal => "string-bytes",
     text_error_every_signal => "text-error",
     writes_cwd_every_signal => "writes-cwd",
+    wipes_on_update_every_signal => "wipes-on-update",
 }
 
 #[test]
