@@ -241,7 +241,8 @@ hostile! {
 // Every other broken sample, held to the same bounds: whatever its fault, a
 // run ends with a verdict and leaves nothing behind. Left out: `writes-cwd`,
 // whose fault is writing into its working dir (the harness's own, as under
-// Nomad); `process.cwd-independent` reports it.
+// Nomad); `process.cwd-independent` reports it. And `tmp-log`, whose fault is
+// writing into the node's `/tmp`; `delete.no-residue` reports it.
 hostile! {
     bad_version_leaves_nothing => "bad-version" at "1",
     busy_pool_leaves_nothing => "busy-pool" at "1",
@@ -293,6 +294,7 @@ fn the_sweep_covers_every_broken_sample() {
                 "mkfs-on-reboot",
                 "slow-start",
                 "writes-cwd",
+                "tmp-log",
             ]
             .contains(&n.as_str())
         })
