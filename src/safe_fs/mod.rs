@@ -31,6 +31,7 @@
 //! It depends on nothing else in the crate.
 
 mod fd;
+mod filler;
 mod held;
 mod loopdev;
 pub mod mountinfo;
@@ -39,6 +40,7 @@ mod remove;
 mod unmount;
 mod write;
 
+pub use filler::{MountFiller, private_namespace};
 pub use held::{AlreadyThere, FileId, HeldDir, create_new, create_new_file, remove_if_same};
 pub use loopdev::{
     LoopDevice, attach, detach, detach_and_wait, has_marker, hold, is_attached, is_block_device,
