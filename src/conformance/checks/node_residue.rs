@@ -94,6 +94,14 @@ fn ours(path: &Path) -> bool {
     })
 }
 
+/// Whether `path` is a node's device or kernel state, not a file left
+/// behind: a loop device node `losetup` made where no udev does, say. Only
+/// `/dev/shm`, a temp dir, is looked at under `/dev`.
+fn kernel_state(path: &Path) -> bool {
+    ["/proc", "/sys"].iter().any(|d| path.starts_with(d))
+        || (path.starts_with("/dev") && !path.starts_with("/dev/shm"))
+}
+
 /// Whether `path` landed directly in the working dir: process.cwd-independent's
 /// to judge (it gives the plugin a dir of its own to see it), not this check's.
 fn in_cwd(path: &Path, cwd: Option<&Path>) -> bool {
@@ -115,7 +123,7 @@ pub(super) fn left_by_calls(per_volume: &[Vec<Change>], since: SystemTime) -> Ve
         .into_iter()
         .filter(|(_, volumes)| volumes.len() == 1)
         .map(|(path, _)| path)
-        .filter(|p| !in_cwd(p, cwd.as_deref()))
+        .filter(|p| !in_cwd(p, cwd.as_deref()) && !kernel_state(p))
         .filter(|p| born_since(p, since))
         .collect()
 }
@@ -199,7 +207,7 @@ mod tests {
     }
 
     #[test]
-    fn the_harness_own_dirs_and_the_working_dir_are_not_judged_here() {
+    fn the_harness_dirs_the_working_dir_and_device_nodes_are_not_judged_here() {
         assert!(ours(Path::new("/tmp/dhv-conform-x1/a")));
         assert!(ours(Path::new("/tmp/dhv-test-y")));
         assert!(!ours(Path::new("/tmp/plugin.log")));
@@ -211,5 +219,7 @@ mod tests {
             Path::new("/tmp/.last-op"),
             Some(Path::new("/srv/cwd"))
         ));
+        assert!(kernel_state(Path::new("/dev/loop7")));
+        assert!(!kernel_state(Path::new("/dev/shm/plugin.sem")));
     }
 }
