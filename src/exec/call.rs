@@ -79,12 +79,15 @@ impl Call {
             .admit(|| {
                 let argv0 = self.arg0.as_deref().unwrap_or(&self.program);
                 let program = (self.program.as_path(), argv0);
-                // A burst is held at changes of state only; a crash point
-                // or a record counts process starts too.
-                let hold = self
-                    .at_changes
-                    .as_ref()
-                    .map(|w| !matches!(w, super::AtChanges::Hold(_)));
+                // A burst is held at changes of state only, and what is
+                // made outside a dir is names only; a crash point or a
+                // record counts process starts too.
+                let hold = self.at_changes.as_ref().map(|w| {
+                    !matches!(
+                        w,
+                        super::AtChanges::Hold(_) | super::AtChanges::RecordOutside(_)
+                    )
+                });
                 os::start_leader(
                     program,
                     &self.args,

@@ -218,7 +218,8 @@ pub struct Outcome {
     /// change of state before the burst was let go.
     pub held: Option<HoldPoint>,
     /// Its changes of state in order, when they were recorded
-    /// ([`AtChanges::Record`], [`AtChanges::KillAt`]), at most [`MAX_CHANGES`].
+    /// ([`AtChanges::Record`], [`AtChanges::KillAt`]; the names it made
+    /// elsewhere with [`AtChanges::RecordOutside`]), at most [`MAX_CHANGES`].
     pub changes: Vec<Change>,
     /// It was killed at its last change ([`AtChanges::KillAt`]), before that
     /// change ran.

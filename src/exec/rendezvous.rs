@@ -44,6 +44,11 @@ pub enum AtChanges {
     /// before it runs: a crash at a point of the plugin's own making, the
     /// same on any host and under any load.
     KillAt(PathBuf, usize),
+    /// The names made *outside* the dir (made, created, linked or renamed
+    /// to), recorded, each let go at once; nothing under it, nothing that
+    /// only removes, no mount or process start. Where a call writes on the
+    /// node beyond the dirs it was given, told by its own processes.
+    RecordOutside(PathBuf),
 }
 
 impl AtChanges {
@@ -51,7 +56,9 @@ impl AtChanges {
     pub(crate) fn scope(&self) -> &Path {
         match self {
             AtChanges::Hold(r) => r.scope(),
-            AtChanges::Record(scope) | AtChanges::KillAt(scope, _) => scope,
+            AtChanges::Record(scope)
+            | AtChanges::KillAt(scope, _)
+            | AtChanges::RecordOutside(scope) => scope,
         }
     }
 }

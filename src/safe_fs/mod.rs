@@ -33,6 +33,7 @@
 
 mod apart;
 mod fd;
+mod filler;
 mod held;
 mod loopdev;
 pub mod mountinfo;
@@ -42,6 +43,7 @@ mod unmount;
 mod write;
 
 pub use apart::HeldApart;
+pub use filler::{MountFiller, private_namespace};
 pub use held::{AlreadyThere, FileId, HeldDir, create_new, create_new_file, remove_if_same};
 pub use loopdev::{
     LoopDevice, attach, detach, detach_and_wait, has_marker, hold, is_attached, is_block_device,

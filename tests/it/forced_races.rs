@@ -228,3 +228,42 @@ fn a_crash_at_a_change_kills_the_call_before_that_change_runs() {
         assert_eq!(left, made[..n - 1], "killed before change {n}");
     }
 }
+
+/// What a call makes outside a dir is recorded, by name and by its own
+/// processes (a rename by its target), and nothing it makes inside the dir,
+/// nothing it only removes: where a plugin writes on the node, told apart
+/// from whatever else runs there.
+#[test]
+fn names_made_outside_a_dir_are_recorded_and_nothing_inside_it() {
+    if !need_holds("names_made_outside_a_dir_are_recorded_and_nothing_inside_it") {
+        return;
+    }
+    use dhv_conform::exec::AtChanges;
+    let s = Scratch::new();
+    let p = s.plugin(
+        "writer",
+        "#!/usr/bin/python3\nimport os\nd, o = os.environ['D'], os.environ['O']\nos.mkdir(os.path.join(d, 'in'))\nopen(os.path.join(o, 'log.tmp'), 'w').close()\nos.rename(os.path.join(o, 'log.tmp'), os.path.join(o, 'log'))\nos.mkdir(os.path.join(o, 'state'))\nos.rmdir(os.path.join(o, 'state'))\n",
+    );
+    let (inside, outside) = (s.path().join("inside"), s.path().join("outside"));
+    std::fs::create_dir(&inside).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    let call = Call::new(&p)
+        .env(vec![
+            ("D".into(), inside.to_string_lossy().into_owned()),
+            ("O".into(), outside.to_string_lossy().into_owned()),
+        ])
+        .timeout(Duration::from_secs(60))
+        .at_changes(Some(AtChanges::RecordOutside(inside.clone())));
+    let recorded = util::runtime().block_on(call.run()).unwrap();
+    assert_eq!(recorded.exit, ExitReason::Code(0));
+    let o = std::fs::canonicalize(&outside).unwrap();
+    let names: Vec<_> = recorded.changes.iter().map(|c| c.describe()).collect();
+    assert_eq!(
+        names,
+        [
+            format!("openat {}", o.join("log.tmp").display()),
+            format!("rename {}", o.join("log").display()),
+            format!("mkdir {}", o.join("state").display()),
+        ]
+    );
+}

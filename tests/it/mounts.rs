@@ -166,3 +166,96 @@ fn a_call_refused_mounts_cannot_mount() {
     let unmounted = dhv_conform::safe_fs::unmount_under(dir.path()).unwrap();
     assert!(util::mounts_below(dir.path()).is_empty(), "{unmounted:?}");
 }
+
+/// The filler's mounts go to the end of the table when made again (after a
+/// volume's mount, as a busy node's do), and none outlives it.
+#[test]
+fn the_mount_filler_follows_every_mount_made_before_it_and_leaves_none() {
+    if !util::in_private_mount_ns(
+        "the_mount_filler_follows_every_mount_made_before_it_and_leaves_none",
+    ) {
+        return;
+    }
+    let run = tempfile::tempdir().unwrap();
+    let (fill, vol) = (run.path().join("fill"), run.path().join("vol"));
+    fs::create_dir(&fill).unwrap();
+    fs::create_dir(&vol).unwrap();
+    let before = safe_fs::mountinfo::read().unwrap().len();
+    let mut filler = safe_fs::MountFiller::new(&fill, 300).unwrap();
+    assert_eq!(safe_fs::mountinfo::read().unwrap().len(), before + 300);
+    util::bind_mount(&fill.join("0000"), &vol);
+    filler.renew().unwrap();
+    let table = safe_fs::mountinfo::read().unwrap();
+    let at = table.iter().position(|m| m.mount_point == vol).unwrap();
+    let after = table[at + 1..]
+        .iter()
+        .filter(|m| m.mount_point.starts_with(&fill))
+        .count();
+    assert_eq!(after, 300, "every filler follows the volume's mount");
+    drop(filler);
+    let table = safe_fs::mountinfo::read().unwrap();
+    assert!(table.iter().all(|m| !m.mount_point.starts_with(&fill)));
+    assert_eq!(fs::read_dir(&fill).unwrap().count(), 0, "its dirs go too");
+    let out = std::process::Command::new("umount")
+        .arg(&vol)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "umount {}", vol.display());
+}
+
+/// A plugin that tests "mounted?" as `mount | grep -q` under `pipefail` reads
+/// "no" for a mounted volume once the table is a node's, and mounts it again:
+/// `concurrency.same-volume` finds it in every run (its rounds on an existing
+/// volume have 1000 mounts after the volume's); the same plugin testing with
+/// `mountpoint -q` passes.
+#[test]
+fn a_mounted_test_through_a_pipe_is_found_with_a_node_sized_mount_table() {
+    if !util::in_private_mount_ns(
+        "a_mounted_test_through_a_pipe_is_found_with_a_node_sized_mount_table",
+    ) {
+        return;
+    }
+    let s = util::Scratch::new();
+    let body = |mounted: &str| {
+        format!(
+            "#!/bin/bash\nset -o pipefail\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n\
+             p=$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\n\
+             case $1 in\n\
+             fingerprint) echo '{{\"version\": \"1.0.0\"}}' ;;\n\
+             create)\n  mkdir -p \"$DHV_VOLUMES_DIR\" && exec 9>>\"$DHV_VOLUMES_DIR/.lock\" && flock 9 || exit 1\n  \
+             mkdir -p \"$p\" || exit 1\n  \
+             if ! {mounted}; then mount -t tmpfs -o size=1m vol \"$p\" >&2 || exit 1; fi\n  \
+             echo \"{{\\\"path\\\": \\\"$p\\\", \\\"bytes\\\": 0}}\" ;;\n\
+             delete)\n  [ -d \"$DHV_VOLUMES_DIR\" ] || exit 0\n  exec 9>>\"$DHV_VOLUMES_DIR/.lock\" && flock 9 || exit 1\n  \
+             while mountpoint -q \"$p\"; do umount \"$p\" || exit 1; done\n  rm -rf \"$p\" ;;\n\
+             *) exit 1 ;;\n\
+             esac\n"
+        )
+    };
+    let piped = s.plugin("piped", &body("mount | grep -q \" $p \""));
+    let direct = s.plugin("direct", &body("mountpoint -q \"$p\""));
+    for run in 0..2 {
+        let (status, message) = same_volume(&piped);
+        assert_eq!(status, "warn", "run {run}: {message}");
+        assert!(message.contains("behind 1000 other mounts"), "{message}");
+        let (status, message) = same_volume(&direct);
+        assert_eq!(status, "pass", "run {run}: {message}");
+        assert!(message.contains("behind 1000 other mounts"), "{message}");
+    }
+}
+
+/// `concurrency.same-volume`'s status and message for `plugin`.
+fn same_volume(plugin: &std::path::Path) -> (String, String) {
+    let out = util::check::check([
+        plugin.as_os_str(),
+        "--exact".as_ref(),
+        "concurrency.same-volume".as_ref(),
+        "--json".as_ref(),
+        "-".as_ref(),
+        "-q".as_ref(),
+    ])
+    .run();
+    let report = out.report();
+    let c = util::check::find(&report, "concurrency.same-volume");
+    (c.status.to_string(), c.message.clone())
+}

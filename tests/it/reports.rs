@@ -258,7 +258,9 @@ samples! {
     sample_slow_start => "slow-start",
     sample_string_bytes => "string-bytes",
     sample_text_error => "text-error",
+    sample_tmp_log => "tmp-log",
     sample_writes_cwd => "writes-cwd",
+    sample_wipes_on_update => "wipes-on-update",
 }
 
 #[test]

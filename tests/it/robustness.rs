@@ -241,7 +241,8 @@ hostile! {
 // Every other broken sample, held to the same bounds: whatever its fault, a
 // run ends with a verdict and leaves nothing behind. Left out: `writes-cwd`,
 // whose fault is writing into its working dir (the harness's own, as under
-// Nomad); `process.cwd-independent` reports it.
+// Nomad); `process.cwd-independent` reports it. And `tmp-log`, whose fault is
+// writing into the node's `/tmp`; `delete.no-residue` reports it.
 hostile! {
     bad_version_leaves_nothing => "bad-version" at "1",
     busy_pool_leaves_nothing => "busy-pool" at "1",
@@ -269,6 +270,7 @@ hostile! {
     side_file_leaves_nothing => "side-file" at "1",
     string_bytes_leaves_nothing => "string-bytes" at "1",
     text_error_leaves_nothing => "text-error" at "1",
+    wipes_on_update_leaves_nothing => "wipes-on-update" at "1",
 }
 
 /// The sweep above covers every sample but the three good ones and `writes-cwd`.
@@ -292,6 +294,7 @@ fn the_sweep_covers_every_broken_sample() {
                 "mkfs-on-reboot",
                 "slow-start",
                 "writes-cwd",
+                "tmp-log",
             ]
             .contains(&n.as_str())
         })

@@ -210,6 +210,7 @@ swept! {
     string_bytes_every_signal => "string-bytes",
     text_error_every_signal => "text-error",
     writes_cwd_every_signal => "writes-cwd",
+    wipes_on_update_every_signal => "wipes-on-update",
 }
 
 #[test]
@@ -262,6 +263,9 @@ fn the_sweep_covers_every_sample() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| !n.starts_with('.') && !n.ends_with(".md") && !n.starts_with("loop-"))
         .filter(|n| n != "mkfs-on-reboot")
+        // Its fault is files in the node's /tmp, which a sweep would leave
+        // there; reports.rs runs it and removes them.
+        .filter(|n| n != "tmp-log")
         .filter(|n| !swept.contains(n.as_str()))
         .collect();
     assert!(missing.is_empty(), "samples not swept: {missing:?}");

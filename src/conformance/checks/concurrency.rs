@@ -269,9 +269,9 @@ async fn futures_pair<A: std::future::Future, B: std::future::Future>(
 pub(crate) const SAME_VOLUME: CheckSpec = CheckSpec {
     id: "concurrency.same-volume",
     level: Level::Should,
-    rule: "6 identical creates of one volume at once (started aligned, held at their first change of state and let go together, a different one first each round; 8 rounds, a fresh volume each) all exit 0 with the same path",
-    why: "Restore and an update can race on one volume: both calls create the same volume at the same time.",
-    fix: "Make create of one volume safe to run twice at once: `mkdir -p`, or a per-volume lock around the steps.",
+    rule: "6 identical creates of one volume at once (started aligned, held at their first change of state and let go together, a different one first each round; 8 rounds, a fresh volume each) all exit 0 with the same path; where volumes are mounts, each is mounted once at its path, and every other round races creates of a volume that exists, with 1000 other mounts after its own (in the run's own mount namespace, as on a busy node)",
+    why: "Restore and an update can race on one volume: both calls create the same volume at the same time. On a node the mount table is long and a volume's line is followed by others: a test for \"mounted?\" that reads it through a pipe (`mount | grep -q` under `pipefail`) can read \"no\" for a mounted volume, and a second mount hides the first.",
+    fix: "Make create of one volume safe to run twice at once: `mkdir -p`, or a per-volume lock around the steps. Test for a mount with `mountpoint -q`, or read the whole table before matching (`grep -q` ends its reader early).",
     samples: &["check-then-mkdir"],
     needs: Needs::Concurrent,
     run: scenario!(same_volume),
@@ -281,11 +281,56 @@ pub(crate) const SAME_VOLUME: CheckSpec = CheckSpec {
 /// [`SAME_VOLUME_ROUNDS`] rounds on fresh volumes.
 async fn same_volume(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
+    let mounts = ctx.probes().create_probe().await.mounted;
+    // A node's mount table, where volumes are mounts and the run has a
+    // mount namespace of its own; said either way.
+    let (mut filler, table) = match mounts {
+        false => (None, String::new()),
+        true => match ctx
+            .dirs()
+            .make_dirs(Path::new("mount-table"))
+            .and_then(|d| crate::safe_fs::MountFiller::new(&d, FILLER_MOUNTS))
+        {
+            Ok(f) => (
+                Some(f),
+                format!(
+                    "; every other round on an existing volume, behind {FILLER_MOUNTS} other mounts"
+                ),
+            ),
+            Err(e) => (
+                None,
+                format!("; the mount table was the run's own, not a node's ({e})"),
+            ),
+        },
+    };
     let mut problems = Vec::new();
     let mut failed = false;
     let mut split = false;
     for round in 0..SAME_VOLUME_ROUNDS {
         let req = ctx.request();
+        // Restore racing an update of a volume that exists: created first,
+        // then the fillers made again after its mount, as a busy node's
+        // mounts follow a volume's line.
+        if let Some(filler) = filler.as_mut().filter(|_| round % 2 == 1) {
+            let first = ctx
+                .calls()
+                .create(
+                    &req,
+                    Expect::Success,
+                    "create of the volume the identical creates race on",
+                )
+                .await;
+            if let Err(e) = &first.result {
+                problems.push(format!("the create before them failed: {e}"));
+                break;
+            }
+            if let Err(e) = filler.renew() {
+                problems.push(format!(
+                    "(harness) the mount table could not be refilled: {e}"
+                ));
+                break;
+            }
+        }
         let race = Race::new(ctx.calls(), SAME_VOLUME_BURST, round);
         // Either: the rule judges each outcome below.
         let calls = join_all((0..SAME_VOLUME_BURST).map(|_| {
@@ -310,6 +355,17 @@ async fn same_volume(ctx: &Ctx) -> CheckResult {
             split = true;
             problems.push(format!("different paths: {paths:?}"));
         }
+        if mounts {
+            for path in &paths {
+                let stacked = mounted_at(Path::new(path));
+                if stacked > 1 {
+                    problems.push(format!(
+                        "{path:?} is mounted {stacked} times: a create that found the volume \
+                         unmounted mounted it again over its own mount"
+                    ));
+                }
+            }
+        }
         let mut cleaned = true;
         for path in &paths {
             cleaned &= ctx
@@ -328,9 +384,11 @@ async fn same_volume(ctx: &Ctx) -> CheckResult {
             break;
         }
     }
+    // The fillers go before the verdict: nothing of them outlives the check.
+    drop(filler.take());
     if problems.is_empty() {
         Ok(Finding::Pass(format!(
-            "{SAME_VOLUME_BURST} at once, {SAME_VOLUME_ROUNDS} rounds: all exit 0, one path{}",
+            "{SAME_VOLUME_BURST} at once, {SAME_VOLUME_ROUNDS} rounds: all exit 0, one path{}{table}",
             unheld(ctx)
         )))
     } else if let Some(needs) = match failed && !split {
@@ -342,8 +400,24 @@ async fn same_volume(ctx: &Ctx) -> CheckResult {
     } else {
         Err(Finding::Fail(format!(
             "expected {SAME_VOLUME_BURST} identical concurrent creates (restore racing an update) to all \
-             exit 0 with the same path; {}",
+             exit 0 with the same path{}; {}{table}",
+            match mounts {
+                true => ", mounted once",
+                false => "",
+            },
             problems.join("; ")
         )))
     }
+}
+
+/// How many mounts a node has beyond a small run's: enough that the lines
+/// after a volume's in `mount`'s output outgrow a pipe's buffer (64 KiB), so
+/// that a reader that stops at the volume's line cuts the writer off.
+const FILLER_MOUNTS: usize = 1000;
+
+/// How many mounts sit at `path` (stacked: 2 or more).
+fn mounted_at(path: &Path) -> usize {
+    crate::safe_fs::mountinfo::read()
+        .map(|m| m.iter().filter(|m| m.mount_point == path).count())
+        .unwrap_or(0)
 }

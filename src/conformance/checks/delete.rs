@@ -3,12 +3,13 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, Needs, needs};
+use super::{CheckResult, CheckSpec, Level, Needs, needs, node_residue};
 use crate::conformance::context::{
-    Ctx, Expect, Finding, RunLog, Settled, Start, VolumeAt, around, canary_intact, is_mount_point,
-    listing, plant_in_volume,
+    Ctx, Expect, Finding, Race, RunLog, Settled, Start, VolumeAt, around, canary_intact,
+    is_mount_point, listing, plant_in_volume,
 };
 use crate::contract::{DeleteRequest, Operation};
+use crate::exec::AtChanges;
 
 /// The `delete.*` checks, in catalogue order.
 pub(crate) const CHECKS: &[CheckSpec] = &[
@@ -259,28 +260,49 @@ async fn isolated(ctx: &Ctx) -> CheckResult {
 pub(crate) const NO_RESIDUE: CheckSpec = CheckSpec {
     id: "delete.no-residue",
     level: Level::Should,
-    rule: "after every volume is deleted, nothing the plugin made remains in or beside the volumes dir; other checks that find the same leftovers cite this one",
-    why: "Images, lock files and state left by a delete accumulate on the node and are found by no one; a mount left behind keeps a device busy and exposes whatever it shows to anything that cleans up the volumes dir.",
-    fix: "Unmount the volume (every stacked mount) before removing anything, then remove every file the plugin made for the volume: images, lock and state files, mount points.",
-    samples: &["side-file"],
+    rule: "after every volume is deleted, nothing the plugin made remains in or beside the volumes dir, nor anywhere else on the node its calls wrote (`/tmp`, `/var/tmp`, `/run`, `/dev/shm`, ...: told by the plugin's own processes where they can be watched, else by a volume's id or name in the name); other checks that find the same leftovers cite this one",
+    why: "Images, lock files and state left by a delete accumulate on the node and are found by no one; a mount left behind keeps a device busy and exposes whatever it shows to anything that cleans up the volumes dir. Plugins run with the node's temp dirs: a log or state file left there by every create fills `/tmp` (or `/run`, which is memory) one volume at a time.",
+    fix: "Unmount the volume (every stacked mount) before removing anything, then remove every file the plugin made for the volume: images, lock and state files, mount points, and any log or temp file written elsewhere (remove it before exiting, or keep it in the volumes dir beside the volume and remove it on delete).",
+    samples: &["side-file", "tmp-log"],
     needs: Needs::Any,
     run: scenario!(no_residue),
 };
 
 /// Nothing the plugin made remains after all deletes, in the volumes dir or
-/// beside it. The one finding for what every create and delete leaves: other
+/// beside it, or elsewhere on the node (see [`node_residue`]). The one finding for what every create and delete leaves: other
 /// checks cite it ([`Prereqs::leftovers`](crate::conformance::context::Prereqs::leftovers)).
 async fn no_residue(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let before = around(ctx.dirs().volumes());
     let reqs = [ctx.request(), ctx.request()];
+    // Outside the run's dir, what the plugin's own processes make is
+    // recorded as they make it (see node_residue); where they cannot be
+    // watched, the node's temp dirs are listed before and after.
+    let watched = Race::holds(ctx.calls());
+    let since = std::time::SystemTime::now();
+    let node_before = (!watched).then(node_residue::listing);
+    let nomad = ctx.watched(AtChanges::RecordOutside(
+        ctx.dirs().run_root().to_path_buf(),
+    ));
+    let made_outside = |call_changes: &mut Vec<crate::exec::Change>,
+                        run: Option<&crate::plugin::PluginRun>| {
+        if let Some(outcome) = run.and_then(|r| r.result.as_ref().ok()) {
+            call_changes.extend(outcome.changes.iter().cloned());
+        }
+    };
+    let mut outside: Vec<Vec<crate::exec::Change>> = vec![Vec::new(); reqs.len()];
     let mut made = Vec::new();
-    for req in &reqs {
-        made.push(ctx.steps().create_ok(req, "create").await?.path);
+    for (req, changes) in reqs.iter().zip(outside.iter_mut()) {
+        let call = nomad.create(req, Expect::Success, "create").await;
+        made_outside(changes, call.run.as_ref());
+        made.push(ctx.steps().need(call, "create").await?.path);
     }
     let volumes: Vec<VolumeAt> = made.iter().map(|p| VolumeAt::before_delete(p)).collect();
-    for (req, path) in reqs.iter().zip(&made) {
-        ctx.steps().delete_ok(req, path, "delete").await?;
+    for ((req, path), changes) in reqs.iter().zip(&made).zip(outside.iter_mut()) {
+        let del = DeleteRequest::for_created(req, path);
+        let call = nomad.delete(&del, Expect::Success, "delete").await;
+        made_outside(changes, call.run.as_ref());
+        ctx.steps().need(call, "delete").await?;
     }
     // A loop device a delete detached is released once its last opener lets
     // go: waited for here. One still backing its volume is delete.removes'
@@ -313,13 +335,60 @@ async fn no_residue(ctx: &Ctx) -> CheckResult {
         .difference(&before)
         .cloned()
         .collect();
-    if left.is_empty() {
-        Ok(Finding::Pass("volumes dir as it was".into()))
-    } else {
-        Err(Finding::Fail(format!(
+    let (elsewhere, told) = match &node_before {
+        None => (
+            node_residue::left_by_calls(&outside, since),
+            "made by the plugin's own processes for one volume",
+        ),
+        Some(listed) => {
+            let tags: Vec<String> = reqs
+                .iter()
+                .flat_map(|r| [r.volume_id.clone(), r.volume_name.clone()])
+                .collect();
+            (
+                node_residue::left_by_name(listed, &tags, since),
+                "new since the check began and named after a volume: the plugin's processes \
+                 could not be watched here, so a name was told the plugin's by its volume's \
+                 id or name, not by the process that made it",
+            )
+        }
+    };
+    let elsewhere: Vec<String> = elsewhere.iter().map(|p| p.display().to_string()).collect();
+    let node = || match node_before {
+        None => format!(
+            "outside the run's dirs, still there: {} ({told})",
+            elsewhere.join(", ")
+        ),
+        Some(_) => format!(
+            "in {}, still there: {} ({told})",
+            node_residue::NODE_DIRS.join(", "),
+            elsewhere.join(", ")
+        ),
+    };
+    match (left.is_empty(), elsewhere.is_empty()) {
+        (true, true) => Ok(Finding::Pass(match node_before {
+            None => "volumes dir as it was".into(),
+            Some(_) => {
+                "volumes dir as it was (outside it, only names after a volume were looked for: \
+                        the plugin's processes could not be watched here)"
+                    .into()
+            }
+        })),
+        (false, true) => Err(Finding::Fail(format!(
             "expected nothing in or beside the volumes dir after every volume was deleted; left behind: {}",
             left.join(", ")
-        )))
+        ))),
+        (true, false) => Err(Finding::Fail(format!(
+            "expected nothing the plugin's calls made on the node to remain after every volume was deleted; \
+             left behind {}",
+            node()
+        ))),
+        (false, false) => Err(Finding::Fail(format!(
+            "expected nothing the plugin's calls made on the node to remain after every volume was deleted; \
+             left behind in or beside the volumes dir: {}; and {}",
+            left.join(", "),
+            node()
+        ))),
     }
 }
 

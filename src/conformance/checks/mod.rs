@@ -34,6 +34,7 @@ pub(crate) mod input;
 mod input_space;
 pub(crate) mod lifecycle;
 mod lifecycle_reboot;
+mod node_residue;
 pub(crate) mod process;
 mod refused;
 pub(crate) mod timing;

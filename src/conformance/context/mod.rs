@@ -320,6 +320,12 @@ impl Ctx {
         Variant::new(&self.calls, adjust)
     }
 
+    /// Nomad's calls, each watched as `watch` says (see
+    /// [`Variant::watched`]): logged and made again alone as Nomad's are.
+    pub fn watched(&self, watch: crate::exec::AtChanges) -> Variant<'_> {
+        Variant::watched(&self.calls, watch)
+    }
+
     /// The same plugin, each create or delete killed (SIGKILL to its whole
     /// group) `after` it starts: the crash checks'. Killed on purpose, so
     /// make its calls expecting either outcome (`Expect::Either`).

@@ -46,6 +46,21 @@ impl<'a> Variant<'a> {
         }
     }
 
+    /// Nomad's calls, as Nomad makes them, each watched as `watch` says:
+    /// the plugin sees nothing of it but a pause at each watched system
+    /// call, so they stay Nomad's (logged for the run-wide checks, made
+    /// again alone when one fails in a bystander).
+    pub(super) fn watched(calls: &'a Calls, watch: crate::exec::AtChanges) -> Variant<'a> {
+        let mut opts = calls.shared.call_options(&calls.recorder);
+        opts.at_changes = Some(watch);
+        Variant {
+            calls,
+            plugin: calls.shared.settings.target.open(&opts),
+            start: Start::Now,
+            caller: Caller::Nomad,
+        }
+    }
+
     /// The same plugin killed (SIGKILL to its whole group) `after` a create
     /// or delete starts: the crash checks' calls. Killed on purpose, so make
     /// its calls expecting either outcome.

@@ -531,6 +531,30 @@ impl Notice {
     pub(crate) fn path(&self, listener: BorrowedFd<'_>) -> Option<PathBuf> {
         let kind = KINDS.iter().find(|k| k.nr == self.nr)?;
         let (arg, dirfd) = kind.path?;
+        self.path_at(listener, arg, dirfd)
+    }
+
+    /// The name it makes (a directory, a file opened with `O_CREAT`, a
+    /// link, a node, a rename's target), read as [`path`](Self::path)
+    /// reads; `None` for a call that makes no name.
+    pub(crate) fn made_path(&self, listener: BorrowedFd<'_>) -> Option<PathBuf> {
+        match self.name() {
+            "rename" => self.path_at(listener, 1, None),
+            "renameat" | "renameat2" => self.path_at(listener, 3, Some(2)),
+            "mkdir" | "mkdirat" | "creat" | "symlink" | "symlinkat" | "link" | "linkat"
+            | "mknod" | "mknodat" | "open" | "openat" => self.path(listener),
+            _ => None,
+        }
+    }
+
+    /// The path in argument `arg`, relative to the dir fd in argument
+    /// `dirfd` (or the caller's working dir), checked as [`path`](Self::path) checks it.
+    fn path_at(
+        &self,
+        listener: BorrowedFd<'_>,
+        arg: usize,
+        dirfd: Option<usize>,
+    ) -> Option<PathBuf> {
         let name = read_string(self.pid, self.args[arg])?;
         let name = PathBuf::from(OsString::from_vec(name));
         let path = if name.is_absolute() {
@@ -663,8 +687,18 @@ pub(crate) async fn serve(
                     let passing = killed
                         || seat.as_ref().is_some_and(Seat::arrived)
                         || (seat.is_some() && notice.starts_a_process());
-                    let path = (!passing).then(|| notice.path(listener)).flatten();
-                    if passing || !notice.in_scope(path.as_deref(), &scope) {
+                    let outside = matches!(watch, AtChanges::RecordOutside(_));
+                    let path = match (passing, outside) {
+                        (true, _) => None,
+                        (false, true) => notice.made_path(listener),
+                        (false, false) => notice.path(listener),
+                    };
+                    let counts = match outside {
+                        // A name it makes, and can be read, elsewhere.
+                        true => path.as_deref().is_some_and(|p| !p.starts_with(&scope)),
+                        false => notice.in_scope(path.as_deref(), &scope),
+                    };
+                    if passing || !counts {
                         continue_call(listener, notice.id());
                         continue;
                     }

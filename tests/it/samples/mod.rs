@@ -129,6 +129,7 @@ pub fn run_sample(name: &str, scale: &str) -> SampleRun {
         Some(if must_failed { 1 } else { 0 }),
         "{name}: exit code; stderr: {stderr}"
     );
+    remove_node_logs(&tmp.path().to_string_lossy());
     let left: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()
         .flatten()
@@ -142,6 +143,24 @@ pub fn run_sample(name: &str, scale: &str) -> SampleRun {
         report,
         json,
         scratch,
+    }
+}
+
+/// Removes what `tmp-log` left in the node's `/tmp` in the run whose TMPDIR is
+/// `scratch` (its fault, which the run reports): its logs name the volume they
+/// made, under `scratch`, so another run's are never touched.
+pub fn remove_node_logs(scratch: &str) {
+    let Ok(dir) = std::fs::read_dir("/tmp") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("tmp-log-mkfs.") && name.ends_with(".log")) {
+            continue;
+        }
+        if std::fs::read_to_string(entry.path()).is_ok_and(|t| t.contains(scratch)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 
