@@ -25,7 +25,8 @@ pub(crate) const VOLUMES_DIR_SPACE: CheckSpec = CheckSpec {
     why: "The volumes dir is the operator's `host_volumes_dir` (or under the agent's `data_dir`), and a path with a space is a valid one. A plugin that leaves a path unquoted splits it in two: it makes or removes `.../host` and `volumes` in its working directory, not the volume; an operator's file named `.../host` is then removed. The clean-up of a failed create runs only on failures, where an unquoted path hides longest.",
     fix: "Quote every expansion of a path in sh (`\"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\"`, `rm -rf -- \"$path\"`), and pass paths as single arguments in other languages (no shell strings).",
     samples: &[],
-    needs: Needs::OwnStorage,
+    // Its volumes fill nothing: it runs beside the others, in a dir of its own.
+    needs: Needs::Any,
     run: scenario!(volumes_dir_space),
 };
 
