@@ -327,6 +327,35 @@ pub fn loop_backing(path: &Path) -> Option<PathBuf> {
     Some(PathBuf::from(backing_path(&text)))
 }
 
+/// Whether the detach of the loop device at `path` is only deferred: the
+/// device is told to go at its last close (its `autoclear` flag, which a
+/// detach of a busy device sets, as `mount -o loop` does) and no mount holds
+/// it. What keeps it then is an opener that is not a mount (a probe, a
+/// neighbour's starting process), or the kernel's work queue that clears it
+/// after the last close: on a loaded host either can take its time, and
+/// neither is the doing of whoever asked it to go.
+pub fn detach_deferred(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    if !is_block_device(path) {
+        return false;
+    }
+    let rdev = meta.rdev();
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    let autoclear =
+        std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/loop/autoclear"))
+            .is_ok_and(|t| t.trim() == "1");
+    // The third field of a mountinfo line is the mounted device's major:minor.
+    let device = format!("{major}:{minor}");
+    let mounted = std::fs::read_to_string("/proc/self/mountinfo").map_or(true, |m| {
+        m.lines()
+            .any(|l| l.split_ascii_whitespace().nth(2) == Some(device.as_str()))
+    });
+    autoclear && !mounted
+}
+
 /// A loop device's marker: `bytes` written at its start, when `path` is a
 /// loop device attached to a file below `root` (the run's own, so that the
 /// harness never writes to a device it did not see a plugin make there).

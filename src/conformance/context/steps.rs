@@ -77,7 +77,10 @@ impl VolumeAt {
                 return true;
             }
             if std::time::Instant::now() >= deadline {
-                return false;
+                // Told to go, and only held by an opener (the plugin's calls
+                // are over: not one of its processes): the delete did its
+                // part, the kernel clears it at the last close.
+                return crate::safe_fs::detach_deferred(Path::new(&self.path));
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
@@ -127,8 +130,16 @@ pub(crate) async fn still_attached(
             .filter(|d| crate::safe_fs::is_attached(d))
             .cloned()
             .collect();
-        if still.is_empty() || std::time::Instant::now() >= deadline {
+        if still.is_empty() {
             return still;
+        }
+        if std::time::Instant::now() >= deadline {
+            // One told to go and only held by an opener is let go of (see
+            // `VolumeAt::gone`).
+            return still
+                .into_iter()
+                .filter(|d| !crate::safe_fs::detach_deferred(&d.device))
+                .collect();
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
