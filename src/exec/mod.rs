@@ -52,8 +52,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use crate::contract::ExitReason;
+pub use os::Holder;
 pub use os::Leftover;
 pub use os::can_refuse;
+pub(crate) use os::{holders, kill_holders};
 pub use rendezvous::{AtChanges, Change, DEFAULT_HOLD_BOUND, HoldPoint, MAX_CHANGES, Rendezvous};
 pub use supervisor::Supervisor;
 

@@ -36,6 +36,7 @@ mod cgroup;
 mod cgroup_tree;
 mod clone_spawn;
 mod hold;
+mod holders;
 mod process_wide;
 mod procfs;
 mod seccomp;
@@ -49,6 +50,8 @@ use std::time::Instant;
 
 pub use cgroup::{CallLimits, NO_CGROUP_VAR, remove_dead_run_cgroups, set_call_limits};
 pub(crate) use hold::{HeldCall, can_hold, serve as serve_holds};
+pub use holders::Holder;
+pub(crate) use holders::{holders, kill_holders};
 pub(crate) use process_wide::{ensure_subreaper, forget_leader};
 pub(crate) use procfs::Activity;
 pub(crate) use spawn::{EnvBlock, Spawned, env_block, pidfd, pipe_inode, try_reap, wait_exit};
