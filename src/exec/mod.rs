@@ -76,6 +76,14 @@ pub fn process_start_time(pid: i32) -> Option<u64> {
     os::process_start_time(pid)
 }
 
+/// What a plugin did to the harness's cgroup, if it moved the harness into
+/// its call's or the run's (where a sweep would kill it with the plugin's
+/// processes): the harness has moved itself back, and the run is not to be
+/// trusted. `None` when nothing moved it.
+pub(crate) fn harness_moved() -> Option<String> {
+    os::moved()
+}
+
 /// Why `env` cannot be handed to a program at all (the kernel would refuse
 /// the exec with `E2BIG`), in words; `None` when it can. Lets a caller refuse
 /// such input up front, naming the variable, instead of failing a call.
