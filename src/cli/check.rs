@@ -58,8 +58,8 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         None => Claims::default(),
     };
     config_leaves_some(&args, &claims, config.as_ref().map(|c| c.path.as_path()))?;
-    super::clean::before_a_run();
     check_work_dir(args.work_dir.as_deref())?;
+    super::clean::before_a_run(args.work_dir.as_deref());
     let (progress_to, table_to) = match (args.reports.json_to_stdout(), format) {
         (true, _) => (Stream::Stderr, Stream::Stderr),
         (false, Format::Json) => (Stream::Stdout, Stream::Stderr),

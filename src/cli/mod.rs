@@ -23,6 +23,7 @@ mod run_fidelity;
 mod run_output;
 pub(crate) mod selection;
 mod signals;
+mod terminal;
 mod volume;
 
 use std::process::ExitCode;
@@ -167,6 +168,12 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_HARNESS);
         }
     };
+    // Only commands that run plugins: a plugin may reach the terminal.
+    let runs_plugins = !matches!(
+        cli.command,
+        Command::Explain(_) | Command::Report(_) | Command::Clean(_)
+    );
+    let terminal = runs_plugins.then(terminal::Terminal::keep).flatten();
     let result = match cli.command {
         Command::Check(args) => check::run(&runtime, *args),
         Command::Explain(args) => explain::run(args),
@@ -178,6 +185,7 @@ pub fn main() -> ExitCode {
         Command::New(args) => new::run(&runtime, args),
         Command::Clean(args) => clean::run(args),
     };
+    drop(terminal);
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

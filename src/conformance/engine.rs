@@ -255,6 +255,16 @@ fn run_in(
     // went on as it does for every ending, the report is whole and says so.
     outcome.interrupted = signals.received();
     outcome.report.interrupted = outcome.interrupted.map(signal_name);
+    // A plugin that moved the harness into a cgroup of the run's captured
+    // it: the harness stepped out before any kill, but what ran meanwhile is
+    // not to be trusted. Said, and exit 4.
+    if let Some(what) = crate::exec::harness_moved() {
+        outcome.harness_failed = true;
+        outcome
+            .report
+            .interrupted
+            .get_or_insert(format!("the plugin: {what}"));
+    }
     outcome
 }
 

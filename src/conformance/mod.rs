@@ -28,7 +28,7 @@ pub use context::{RequestTemplate, Settings};
 pub use engine::{EngineError, SuiteOptions, SuiteOutcome, run_suite, selected};
 pub(crate) use engine::{plugin_changed, run_suite_with};
 pub(crate) use interrupt::{Signals, Trigger};
-pub use leftovers::{Cleaned, OWNER_FILE, clean_leftovers};
+pub use leftovers::{Cleaned, Found, Left, OWNER_FILE, clean_leftovers, clean_leftovers_in};
 pub use progress::{InFlight, Progress, ProgressEvent};
 pub(crate) use teardown::remove_unheld;
 pub use teardown::{TEARDOWN_DEADLINE, Teardown};

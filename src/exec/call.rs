@@ -11,7 +11,7 @@ use tokio::io::unix::AsyncFd;
 use super::capture::{Capture, drain_until};
 use super::os::{self, Tracked};
 use super::signal::{signal_group, signal_one};
-use super::supervisor::Supervisor;
+use super::supervisor::{OutputBudget, Supervisor};
 use super::{Call, ExitReason, KillMode, Outcome, SpawnError};
 
 /// A started call: the leader, its pipes, and the guard that cleans up after
@@ -130,8 +130,21 @@ impl Call {
         // Both pipes are read right here, in the same loop that waits for the
         // exit and the timers: no task per pipe, no hand-off between threads.
         let out_cap = self.stdout_cap.unwrap_or(self.output_cap);
-        let out = Capture::new(spawned.stdout, out_cap).map_err(|e| self.spawn_error(e))?;
-        let err = Capture::new(spawned.stderr, self.output_cap).map_err(|e| self.spawn_error(e))?;
+        let budget = guard.supervisor.output_budget();
+        let out = Capture::new(
+            spawned.stdout,
+            out_cap,
+            budget.clone(),
+            OutputBudget::FREE_STDOUT,
+        )
+        .map_err(|e| self.spawn_error(e))?;
+        let err = Capture::new(
+            spawned.stderr,
+            self.output_cap,
+            budget,
+            OutputBudget::FREE_STDERR,
+        )
+        .map_err(|e| self.spawn_error(e))?;
         Ok(Started {
             pid,
             call,
@@ -252,8 +265,9 @@ impl Call {
             .unwrap_or_default();
         Outcome {
             exit,
-            stdout: std::mem::take(&mut out.kept),
-            stderr: std::mem::take(&mut err.kept),
+            // Kept for the run: no spare capacity from the buffers' growth.
+            stdout: shrunk(std::mem::take(&mut out.kept)),
+            stderr: shrunk(std::mem::take(&mut err.kept)),
             stdout_truncated: out.truncated,
             stderr_truncated: err.truncated,
             stdout_len: out.total,
@@ -405,6 +419,11 @@ impl Drop for CallGuard {
             });
         }
     }
+}
+
+fn shrunk(mut bytes: Vec<u8>) -> Vec<u8> {
+    bytes.shrink_to_fit();
+    bytes
 }
 
 #[cfg(test)]

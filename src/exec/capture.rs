@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tokio::net::unix::pipe;
 
+use super::supervisor::OutputBudget;
+
 /// One output stream of a call: its pipe, the bytes kept, up to the cap, and
 /// whether more came after it.
 pub(crate) struct Capture {
@@ -19,6 +21,10 @@ pub(crate) struct Capture {
     pub eof: bool,
     /// Where output past the cap is read and dropped; only a flood allocates it.
     discard: Vec<u8>,
+    /// The run's budget, which bytes past `free` are taken from.
+    budget: OutputBudget,
+    /// The first bytes kept without the budget.
+    free: usize,
 }
 
 /// Output up to the cap is read in pieces of this size.
@@ -33,7 +39,12 @@ impl Capture {
     /// `pipe` is the read end of a pipe from `pipe2` (blocking, no other
     /// status flag): it is made non-blocking here with one `fcntl`, instead
     /// of the checks and two `fcntl`s of [`pipe::Receiver::from_owned_fd`].
-    pub fn new(pipe: std::os::fd::OwnedFd, cap: usize) -> std::io::Result<Capture> {
+    pub fn new(
+        pipe: std::os::fd::OwnedFd,
+        cap: usize,
+        budget: OutputBudget,
+        free: usize,
+    ) -> std::io::Result<Capture> {
         use std::os::fd::AsRawFd;
         // SAFETY: F_SETFL on a descriptor we own; the read end of a fresh
         // pipe has no status flag but its access mode, which F_SETFL keeps.
@@ -48,6 +59,8 @@ impl Capture {
             total: 0,
             eof: false,
             discard: Vec::new(),
+            budget,
+            free,
         })
     }
 
@@ -89,22 +102,34 @@ impl Capture {
     ) {
         let mut chunk = [0u8; READ_CHUNK];
         for _ in 0..READS_PER_WAKE {
-            let room = self.cap.saturating_sub(self.kept.len());
+            let capped = self.cap.saturating_sub(self.kept.len()).min(READ_CHUNK);
+            // Past its free bytes a stream keeps only what the run's budget
+            // grants; what it does not use goes back after the read.
+            let free = self.free.saturating_sub(self.kept.len()).min(capped);
+            let granted = self.budget.take(capped - free);
+            let room = free + granted;
             let read = if room == 0 {
                 if self.discard.is_empty() {
                     self.discard = vec![0; DISCARD_BUF];
                 }
                 let read = read(&self.pipe, &mut self.discard);
-                self.truncated |= matches!(read, Ok(n) if n > 0);
+                if matches!(read, Ok(n) if n > 0) {
+                    self.truncated = true;
+                    if capped > 0 {
+                        // Dropped for the run's budget, not the call's cap.
+                        self.budget.dropped();
+                    }
+                }
                 read
             } else {
                 // Through the stack: most plugins print a line or nothing, and
                 // then an empty stream allocates nothing and a line allocates
                 // just its own length.
-                let read = read(&self.pipe, &mut chunk[..room.min(READ_CHUNK)]);
-                if let Ok(n) = read {
-                    self.kept.extend_from_slice(&chunk[..n]);
-                }
+                let read = read(&self.pipe, &mut chunk[..room]);
+                let n = *read.as_ref().unwrap_or(&0);
+                self.kept.extend_from_slice(&chunk[..n]);
+                self.budget
+                    .give_back(granted.saturating_sub(n.saturating_sub(free)));
                 read
             };
             if let Ok(n) = read {

@@ -52,8 +52,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use crate::contract::ExitReason;
+pub use os::Holder;
 pub use os::Leftover;
 pub use os::can_refuse;
+pub(crate) use os::{holders, kill_holders};
 pub use rendezvous::{AtChanges, Change, DEFAULT_HOLD_BOUND, HoldPoint, MAX_CHANGES, Rendezvous};
 pub use supervisor::Supervisor;
 
@@ -72,6 +74,14 @@ pub const MAX_ARG_STRLEN: usize = 32 * 4096;
 /// later one that reuses its pid.
 pub fn process_start_time(pid: i32) -> Option<u64> {
     os::process_start_time(pid)
+}
+
+/// What a plugin did to the harness's cgroup, if it moved the harness into
+/// its call's or the run's (where a sweep would kill it with the plugin's
+/// processes): the harness has moved itself back, and the run is not to be
+/// trusted. `None` when nothing moved it.
+pub(crate) fn harness_moved() -> Option<String> {
+    os::moved()
 }
 
 /// Why `env` cannot be handed to a program at all (the kernel would refuse

@@ -2,6 +2,7 @@
 //! has been cancelled.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::os::Tracked;
@@ -22,6 +23,8 @@ pub struct Supervisor(Arc<Shared>);
 #[derive(Default)]
 struct Shared {
     state: Mutex<State>,
+    /// What its calls may still keep of their output, all together.
+    budget: OutputBudget,
     /// Spawns hold it for reading from their check of the cancel flag until
     /// their leader is registered; [`Supervisor::cancel`] for writing, so
     /// that it sees every spawn under way registered. Spawns never wait for
@@ -116,8 +119,117 @@ impl Supervisor {
         Ok((call, spawned))
     }
 
+    /// A supervisor whose calls may keep `bytes` of output all together past
+    /// the first 64 KiB of each call's stdout and 4 KiB of its stderr (a new
+    /// one keeps 32 MiB): past it, their output is counted, not kept, and
+    /// said truncated (`stdout_truncated`, `stderr_truncated`).
+    pub fn with_output_budget(bytes: usize) -> Supervisor {
+        Supervisor(Arc::new(Shared {
+            budget: OutputBudget::new(bytes),
+            ..Shared::default()
+        }))
+    }
+
+    /// The output budget its calls share (see [`OutputBudget`]).
+    pub(crate) fn output_budget(&self) -> OutputBudget {
+        self.0.budget.clone()
+    }
+
+    /// Whether a call of this supervisor had output counted but not kept
+    /// because the budget was spent.
+    pub fn output_budget_spent(&self) -> bool {
+        self.0.budget.spent()
+    }
+
     /// Forgets a call once everything it left is dealt with.
     pub(crate) fn release(&self, pid: i32) {
         self.lock().calls.remove(&pid);
+    }
+}
+
+/// What the calls of one supervisor (a run) may keep of their output, all
+/// together, past the first [`OutputBudget::FREE_STDOUT`] and
+/// [`OutputBudget::FREE_STDERR`] bytes of each stream of each call: the per
+/// call caps alone let a run of a few hundred calls that each flood their
+/// pipes keep hundreds of MiB. Past it, output is read, counted and dropped,
+/// and the stream is marked truncated, as past a call's own cap.
+#[derive(Clone)]
+pub(crate) struct OutputBudget(Arc<BudgetState>);
+
+struct BudgetState {
+    left: AtomicUsize,
+    spent: AtomicBool,
+}
+
+impl Default for OutputBudget {
+    fn default() -> Self {
+        OutputBudget::new(OutputBudget::RUN)
+    }
+}
+
+impl OutputBudget {
+    /// The bytes a run's calls may keep past their free bytes: 32 MiB. A
+    /// run holds its calls' outputs in more than one place (the run's log,
+    /// the evidence each verdict cites), so the harness's memory is a few
+    /// times this.
+    pub(crate) const RUN: usize = 32 << 20;
+    /// The first bytes of each call's stdout kept outside the budget: any
+    /// answer a plugin means to give fits.
+    pub(crate) const FREE_STDOUT: usize = 64 << 10;
+    /// The first bytes of each call's stderr kept outside the budget: as
+    /// much as a report shows of it.
+    pub(crate) const FREE_STDERR: usize = 4 << 10;
+
+    /// A budget of `bytes`.
+    pub(crate) fn new(bytes: usize) -> OutputBudget {
+        OutputBudget(Arc::new(BudgetState {
+            left: AtomicUsize::new(bytes),
+            spent: AtomicBool::new(false),
+        }))
+    }
+
+    /// Takes up to `want` bytes; what was granted (0 once it is spent).
+    pub(crate) fn take(&self, want: usize) -> usize {
+        let mut granted = 0;
+        let _ = self
+            .0
+            .left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                granted = left.min(want);
+                Some(left - granted)
+            });
+        granted
+    }
+
+    /// Gives back bytes taken and not used.
+    pub(crate) fn give_back(&self, bytes: usize) {
+        if bytes > 0 {
+            self.0.left.fetch_add(bytes, Ordering::AcqRel);
+        }
+    }
+
+    /// Says that output was dropped because the budget was spent.
+    pub(crate) fn dropped(&self) {
+        self.0.spent.store(true, Ordering::Release);
+    }
+
+    /// Whether output was dropped because the budget was spent.
+    pub(crate) fn spent(&self) -> bool {
+        self.0.spent.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::OutputBudget;
+
+    #[test]
+    fn a_budget_grants_what_is_left_and_takes_back_what_was_not_used() {
+        let budget = OutputBudget::new(10);
+        assert_eq!(budget.take(4), 4);
+        assert_eq!(budget.take(8), 6);
+        assert_eq!(budget.take(1), 0);
+        budget.give_back(3);
+        assert_eq!(budget.take(5), 3);
     }
 }

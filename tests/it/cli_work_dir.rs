@@ -65,3 +65,85 @@ fn a_work_dir_that_is_not_a_directory_is_a_usage_error() {
         );
     }
 }
+
+/// The next run with a `--work-dir` cleans what a killed run left there,
+/// even when a process the run left holds its owner lock: a run is dead by
+/// its process (the pid and start time of its owner file), not by its lock;
+/// the holder is killed and named.
+#[test]
+fn the_next_run_in_a_work_dir_cleans_a_dead_runs_dir_whose_lock_a_leftover_holds() {
+    let work = util::Scratch::new();
+    let tmp = util::Scratch::new();
+    let dead = work.path().join("dhv-conform-killed");
+    std::fs::create_dir(&dead).unwrap();
+    std::fs::write(dead.join("left-by-a-plugin"), "x").unwrap();
+    let owner = dead.join(dhv_conform::conformance::OWNER_FILE);
+    // A pid beyond any pid_max: the run's process is gone.
+    std::fs::write(
+        &owner,
+        format!("pid=2147483646\nstart=1\nroot={}\n", dead.display()),
+    )
+    .unwrap();
+    let mut holder = std::process::Command::new("flock")
+        .args(["-x", "-w", "60"])
+        .arg(&owner)
+        .args(["sh", "-c", "echo locked; exec sleep 600"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let _ = std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut line,
+    );
+    let holder_pid = holder.id();
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .args(["check", "mkdir", "create.succeeds", "--exact", "-q"])
+        .arg("--work-dir")
+        .arg(work.path())
+        .env("TMPDIR", tmp.path())
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    // However the run went, the holder ends with the test.
+    let _ = holder.kill();
+    let status = holder.wait().unwrap();
+    assert_eq!(line, "locked\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        stderr.contains("dhv-conform: cleaned leftovers of run 2147483646 (its process is gone): ")
+            && stderr.contains(&format!("{holder_pid} (flock")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("temp dir {} removed", dead.display())),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "the holder was not killed by the run"
+    );
+    assert!(!dead.exists());
+    assert!(std::fs::read_dir(work.path()).unwrap().next().is_none());
+    assert!(std::fs::read_dir(tmp.path()).unwrap().next().is_none());
+}
+
+#[test]
+fn clean_with_a_work_dir_that_is_not_a_directory_is_a_usage_error() {
+    let scratch = util::Scratch::new();
+    let out = Command::cargo_bin("dhv-conform")
+        .unwrap()
+        .args(["clean", "--work-dir"])
+        .arg(scratch.path().join("missing"))
+        .env("TMPDIR", scratch.path())
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--work-dir"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}

@@ -615,3 +615,42 @@ fn a_plugin_inherits_no_descriptor_of_ours_but_its_stdio() {
         "{fds:?}"
     );
 }
+
+/// The output a run's calls keep is bounded for the run, not only per call:
+/// past the budget each call keeps its first bytes (64 KiB of stdout, 4 KiB
+/// of stderr), counts the rest and says it was truncated.
+#[test]
+fn a_runs_calls_share_one_output_budget() {
+    let s = Scratch::new();
+    // 300 KiB on stderr and 100 KiB on stdout, every call.
+    let p = s.plugin(
+        "p",
+        "#!/bin/sh\nhead -c 307200 /dev/zero | tr '\\0' e >&2\nhead -c 102400 /dev/zero | tr '\\0' o\n",
+    );
+    let supervisor = Supervisor::with_output_budget(1 << 20);
+    let rt = rt();
+    let outs: Vec<_> = (0..6)
+        .map(|_| {
+            rt.block_on(Call::new(&p).supervised_by(&supervisor).run())
+                .unwrap()
+        })
+        .collect();
+    let kept: usize = outs.iter().map(|o| o.stdout.len() + o.stderr.len()).sum();
+    let free = 6 * (64 * 1024 + 4 * 1024);
+    assert!(
+        kept <= (1 << 20) + free,
+        "kept {kept} bytes past a budget of 1 MiB + {free}"
+    );
+    // The first call keeps everything; the last, past the budget, its free bytes.
+    assert_eq!(outs[0].stderr.len(), 307200);
+    assert!(!outs[0].stderr_truncated && !outs[0].stdout_truncated);
+    let last = outs.last().unwrap();
+    assert_eq!(last.stderr.len(), 4 * 1024);
+    assert_eq!(last.stdout.len(), 64 * 1024);
+    assert!(last.stderr_truncated && last.stdout_truncated);
+    assert_eq!((last.stderr_len, last.stdout_len), (307200, 102400));
+    assert!(supervisor.output_budget_spent());
+    // A supervisor of its own is a budget of its own.
+    let fresh = rt.block_on(Call::new(&p).run()).unwrap();
+    assert_eq!(fresh.stderr.len(), 307200);
+}

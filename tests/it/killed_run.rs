@@ -114,9 +114,14 @@ fn run_cgroups_of(pid: u32) -> Vec<PathBuf> {
 }
 
 fn clean(tmp: &Path) -> (Option<i32>, String) {
+    clean_with(tmp, &[])
+}
+
+fn clean_with(tmp: &Path, extra: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
     let out = assert_cmd::Command::cargo_bin("dhv-conform")
         .unwrap()
         .arg("clean")
+        .args(extra)
         .env("TMPDIR", tmp)
         .timeout(Duration::from_secs(120))
         .output()
@@ -223,4 +228,153 @@ fn clean_removes_what_a_killed_run_left_and_never_a_live_runs() {
         fs::read_dir(tmp.path()).unwrap().next().is_none(),
         "the live run left its dir"
     );
+}
+
+/// A process that takes a run's owner lock as soon as the run lets go of it
+/// (dies), and keeps it: a plugin's helper outliving the harness. Gives up
+/// after 120 s, so that a run that never dies cannot hang the test; killed
+/// when the test ends, however it ends.
+struct Grabber(Option<Child>);
+
+impl Grabber {
+    fn new(owner: &Path) -> Grabber {
+        Grabber(Some(
+            Command::new("flock")
+                .args(["-x", "-w", "120"])
+                .arg(owner)
+                .args(["sh", "-c", "echo locked; exec sleep 600"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ))
+    }
+
+    fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+
+    /// Waits for its word that the lock is its (EOF if it gave up).
+    fn grabbed(&mut self) -> bool {
+        let mut line = String::new();
+        let child = self.0.as_mut().unwrap();
+        let _ = std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        );
+        line == "locked\n"
+    }
+
+    /// How it ended (bounded).
+    fn ended(mut self) -> std::process::ExitStatus {
+        util::wait_bounded(self.0.take().unwrap(), Duration::from_secs(10))
+    }
+}
+
+impl Drop for Grabber {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts a loop-ext4 run in `work`, waits until it has a volume mounted on
+/// a loop device, sets a grabber on its lock, kills the run (SIGKILL) and
+/// waits for its plugin calls to end: its dir, with what it left, and the
+/// grabber holding its lock.
+fn killed_in_work_dir(tmp: &Path, work: &Path) -> (PathBuf, Grabber) {
+    let bound = Duration::from_secs(180);
+    let mut killed = check(tmp, "loop-ext4", &["--work-dir", work.to_str().unwrap()]);
+    let mut dir = None;
+    let mounted = util::wait_for(bound, || {
+        dir = run_dirs(work).into_iter().next();
+        dir.as_ref()
+            .is_some_and(|d| !util::mounts_below(d).is_empty() && !loops_of(d).is_empty())
+    });
+    assert!(mounted, "the loop-ext4 run never mounted a volume");
+    let dir = dir.unwrap();
+    let mut grabber = Grabber::new(&dir.join(OWNER_FILE));
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(grabber.grabbed(), "the lock was never free to take");
+    let needle = dir.to_string_lossy().into_owned();
+    assert!(util::wait_for(bound, || {
+        util::processes_with_env_containing(&needle).is_empty()
+    }));
+    assert!(
+        !util::mounts_below(&dir).is_empty() && !loops_of(&dir).is_empty(),
+        "the kill left nothing to clean"
+    );
+    (dir, grabber)
+}
+
+/// Asserts that `clean`'s or a run's words name `dir` as cleaned, with the
+/// grabber killed, and that nothing of it is left.
+fn all_gone(words: &str, dir: &Path, grabber: Grabber) {
+    assert!(
+        words.contains(&format!("temp dir {} removed", dir.display())),
+        "{words}"
+    );
+    assert!(words.contains("holding its lock, killed"), "{words}");
+    assert!(
+        words.contains(&format!("{} (flock", grabber.id())),
+        "the grabber is not named: {words}"
+    );
+    let status = grabber.ended();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    assert!(util::mounts_below(dir).is_empty(), "mounts left");
+    assert!(loops_of(dir).is_empty(), "loop devices left");
+    assert!(!dir.exists(), "temp dir left");
+}
+
+#[test]
+fn a_killed_runs_leftovers_in_its_work_dir_are_found_though_a_leftover_holds_its_lock() {
+    const TEST: &str =
+        "a_killed_runs_leftovers_in_its_work_dir_are_found_though_a_leftover_holds_its_lock";
+    if let Some(why) = util::loop_devices_unusable() {
+        util::skip(TEST, &why);
+        return;
+    }
+    if !util::in_private_mount_ns(TEST) {
+        return;
+    }
+    let tmp = util::Scratch::new();
+    let work = util::Scratch::new();
+    let elsewhere = util::Scratch::new();
+
+    // `clean --work-dir`, from a temp dir that knows nothing of the run.
+    let (dir, grabber) = killed_in_work_dir(tmp.path(), work.path());
+    let (code, stdout) = clean_with(
+        elsewhere.path(),
+        &["--work-dir".as_ref(), work.path().as_os_str()],
+    );
+    println!("clean --work-dir: {stdout}");
+    assert_eq!(code, Some(0), "{stdout}");
+    all_gone(&stdout, &dir, grabber);
+    let (code, stdout) = clean_with(
+        elsewhere.path(),
+        &["--work-dir".as_ref(), work.path().as_os_str()],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with("no leftovers of killed runs"),
+        "{stdout}"
+    );
+
+    // A plain `clean` from the run's own temp dir: its breadcrumb there
+    // leads to the work dir.
+    let (dir, grabber) = killed_in_work_dir(tmp.path(), work.path());
+    let (code, stdout) = clean(tmp.path());
+    println!("clean: {stdout}");
+    assert_eq!(code, Some(0), "{stdout}");
+    all_gone(&stdout, &dir, grabber);
+    assert!(
+        fs::read_dir(tmp.path()).unwrap().next().is_none(),
+        "a breadcrumb is left in the temp dir"
+    );
+    assert!(fs::read_dir(work.path()).unwrap().next().is_none());
 }

@@ -63,6 +63,7 @@ mod scaffold;
 mod special_files;
 mod sweep;
 mod teardown;
+mod terminal;
 mod terminal_escapes;
 mod timeouts_alone;
 mod two_suites;

@@ -616,3 +616,47 @@ fn the_next_run_removes_the_cgroups_of_dead_runs_only() {
     assert_eq!(killed.signal(), Some(libc::SIGKILL));
     assert_eq!(left, (false, true), "(dead run's left, live run's left)");
 }
+
+/// A plugin that moves the harness into its own call cgroup (as root may)
+/// does not get the harness killed by that call's sweep: the harness steps
+/// back into its own cgroup before any kill, and the run ends exit 4,
+/// saying the plugin interrupted it and how. (It was killed, exit 137.)
+#[test]
+fn a_plugin_moving_the_harness_into_its_cgroup_does_not_get_it_killed() {
+    let test = "a_plugin_moving_the_harness_into_its_cgroup_does_not_get_it_killed";
+    if cgroups_or_skip(test).is_none() {
+        return;
+    }
+    let s = Scratch::new();
+    let plugin = s.plugin(
+        "captor",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n\
+             while read -r _ mnt type _; do [ \"$type\" = cgroup2 ] && root=$mnt && break; done </proc/mounts\n\
+             if [ \"$1\" = create ]; then\n\
+             echo $PPID > \"$root$(sed -n 's/^0:://p' /proc/self/cgroup)/cgroup.procs\"\n\
+             fi\n\
+             exec '{}' \"$@\"\n",
+            util::sample("reference")
+        ),
+    );
+    let out = assert_cmd::Command::new(util::bin())
+        .args([
+            "check",
+            plugin.to_str().unwrap(),
+            "create.succeeds",
+            "--exact",
+        ])
+        .args(["--color", "never"])
+        .env("TMPDIR", s.path())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        stdout.contains("interrupted by the plugin: it moved the harness into cgroup")
+            && stdout.contains("the harness moved itself back"),
+        "{stdout}"
+    );
+}

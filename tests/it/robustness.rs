@@ -433,3 +433,84 @@ fn memory_stays_flat_when_a_plugin_prints_a_gibibyte() {
         );
     }
 }
+
+/// A whole `check` run stays under 256 MiB (GNU time's `%M`, the binary's
+/// own high-water mark) against a plugin that writes 1 MiB to stderr on
+/// every call (it took 902 MiB when each call kept its 1 MiB for the run),
+/// and against one whose every create leaves 4 processes with 1.4 MiB
+/// command lines: what a run keeps of plugin output is bounded for the run
+/// (the supervisor's output budget), every read of a leftover's command
+/// line by its own cap.
+#[test]
+fn a_check_run_stays_under_its_memory_bound_whatever_its_calls_write_or_leave() {
+    const TEST: &str = "a_check_run_stays_under_its_memory_bound_whatever_its_calls_write_or_leave";
+    const BOUND_KIB: u64 = 256 * 1024;
+    let has_time = StdCommand::new("/usr/bin/time")
+        .args(["-f", "%M", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_time {
+        util::skip(TEST, "GNU time (/usr/bin/time) is not installed");
+        return;
+    }
+    let area = Area::new();
+    let reference = sample("reference");
+    let flood = area.scratch.plugin(
+        "stderr-flood",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/bin:/bin\n\
+             head -c 1048576 /dev/zero | tr '\\0' e >&2\n\
+             exec '{reference}' \"$@\"\n"
+        ),
+    );
+    let big_cmdlines = area.scratch.plugin(
+        "big-cmdlines",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/bin:/bin\n\
+             if [ \"$1\" = create ]; then\n\
+             a=$(head -c 131000 /dev/zero | tr '\\0' a)\n\
+             for i in 1 2 3 4; do\n\
+             setsid sh -c 'sleep 30; :' x $a $a $a $a $a $a $a $a $a $a $a \
+             </dev/null >/dev/null 2>&1 &\n\
+             done\nfi\n\
+             exec '{reference}' \"$@\"\n"
+        ),
+    );
+    for plugin in [flood, big_cmdlines] {
+        let maxrss = area.path().join("maxrss");
+        let out = Command::new("/usr/bin/time")
+            .args(["-f", "%M", "-o"])
+            .arg(&maxrss)
+            .arg(bin())
+            .args(["check", plugin.to_str().unwrap(), "-q", "--color", "never"])
+            .env("TMPDIR", area.tmp())
+            .current_dir(area.cwd())
+            .timeout(Duration::from_secs(300))
+            .output()
+            .unwrap();
+        // A verdict either way (the leftovers fail process.no-orphans).
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{}: {:?}: {}",
+            plugin.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = fs::read_to_string(&maxrss).unwrap();
+        let kib: u64 = text
+            .lines()
+            .last()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no number in {text:?}"));
+        eprintln!("{}: peak RSS {kib} KiB", plugin.display());
+        assert!(
+            kib < BOUND_KIB,
+            "{}: peak RSS {kib} KiB (bound {BOUND_KIB} KiB)",
+            plugin.display()
+        );
+    }
+    assert!(
+        util::processes_mentioning("sleep 30; :").is_empty(),
+        "a leftover outlived its run"
+    );
+}

@@ -91,14 +91,19 @@ struct Run {
     /// setup has none).
     pids: bool,
     memory: bool,
+    /// This process's own cgroup, where it made the run's (see [`come_home`]),
+    /// and its path as `/proc/self/cgroup` shows it.
+    home: PathBuf,
+    home_rel: String,
 }
 
 /// This run's cgroup, made once when first needed: `None` where cgroups
 /// are not usable.
 fn run() -> Option<&'static Run> {
-    static RUN: OnceLock<Option<Run>> = OnceLock::new();
     RUN.get_or_init(make_run).as_ref()
 }
+
+static RUN: OnceLock<Option<Run>> = OnceLock::new();
 
 fn make_run() -> Option<Run> {
     if std::env::var_os(NO_CGROUP_VAR).is_some() {
@@ -149,7 +154,53 @@ fn make_run() -> Option<Run> {
         pressure,
         pids,
         memory,
+        home: base,
+        home_rel: own,
     })
+}
+
+/// What a plugin did to this process's cgroup, once it was seen.
+static MOVED: Mutex<Option<String>> = Mutex::new(None);
+
+/// Puts this process back in its own cgroup if a plugin moved it (a root
+/// plugin may write the harness's pid into its call cgroup, or the run's):
+/// there a call's sweep, or the run's removal at exit, would kill the
+/// harness with the plugin's processes. Called before every kill of a
+/// cgroup and every sweep that finds something left, and at a run's end;
+/// one small read of `/proc/self/cgroup` when nothing moved. Whether it had
+/// to (see [`moved`]).
+pub(crate) fn come_home() -> bool {
+    // Never makes the run's cgroup (its making removes dead runs' cgroups,
+    // which comes here): without one, no cgroup of ours holds the harness.
+    let Some(run) = RUN.get().and_then(Option::as_ref) else {
+        return false;
+    };
+    let Some(now) = super::procfs::cgroup_path(std::process::id() as i32) else {
+        return false;
+    };
+    if now == run.home_rel {
+        return false;
+    }
+    // "0": the writer, all its threads with it.
+    let back = fs::write(run.home.join("cgroup.procs"), "0");
+    let what = match back {
+        Ok(()) => format!(
+            "it moved the harness into cgroup {now}; the harness moved itself back to {}",
+            run.home_rel
+        ),
+        Err(e) => format!(
+            "it moved the harness into cgroup {now}, and the harness could not move back: {e}"
+        ),
+    };
+    lock(&MOVED).get_or_insert(what);
+    true
+}
+
+/// What a plugin did to this process's cgroup, if it moved it (see
+/// [`come_home`], which this calls first).
+pub(crate) fn moved() -> Option<String> {
+    come_home();
+    lock(&MOVED).clone()
 }
 
 /// The CPU time every call of this run has used so far (its cgroup's

@@ -104,6 +104,8 @@ pub(crate) fn tree_pids(dir: &Path) -> Vec<i32> {
 /// 5.14, takes the subtree, processes forking right now included); before
 /// that kernel, each process listed.
 pub(crate) fn kill_tree(dir: &Path) {
+    // Never with the harness inside: a plugin may have moved it there.
+    super::cgroup::come_home();
     let killed = fs::OpenOptions::new()
         .write(true)
         .open(dir.join("cgroup.kill"))

@@ -156,9 +156,29 @@ pub(crate) fn environ_matches(pid: i32, env: &[CString]) -> bool {
     !env.is_empty() && env.iter().all(|kv| vars.contains(kv.as_bytes()))
 }
 
-/// `pid`'s command line, arguments joined by spaces (`[comm]` when it has none).
+/// The most bytes of a command line read from `/proc`: a leftover's
+/// arguments may be megabytes (each up to `MAX_ARG_STRLEN`, as many as the
+/// stack limit allows), and the harness reads them for every leftover of
+/// every call; a few KiB name a process.
+pub(crate) const CMDLINE_CAP: usize = 4096;
+
+/// `pid`'s command line, arguments joined by spaces (`[comm]` when it has
+/// none), read up to [`CMDLINE_CAP`] bytes (then ending in `...`).
 pub(crate) fn cmdline(pid: i32) -> String {
-    let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    cmdline_capped(pid, CMDLINE_CAP)
+}
+
+/// `pid`'s command line as [`cmdline`] gives it, read up to `cap` bytes.
+pub(crate) fn cmdline_capped(pid: i32, cap: usize) -> String {
+    use std::io::Read as _;
+    let mut raw = Vec::new();
+    let read = fs::File::open(format!("/proc/{pid}/cmdline"))
+        .and_then(|f| f.take(cap as u64 + 1).read_to_end(&mut raw));
+    if read.is_err() {
+        raw.clear();
+    }
+    let cut = raw.len() > cap;
+    raw.truncate(cap);
     let parts: Vec<String> = raw
         .split(|b| *b == 0)
         .filter(|p| !p.is_empty())
@@ -168,6 +188,8 @@ pub(crate) fn cmdline(pid: i32) -> String {
         fs::read_to_string(format!("/proc/{pid}/comm"))
             .map(|c| format!("[{}]", c.trim()))
             .unwrap_or_default()
+    } else if cut {
+        format!("{}...", parts.join(" "))
     } else {
         parts.join(" ")
     }

@@ -223,6 +223,8 @@ pub(crate) async fn sweep(call: &Tracked, inodes: impl FnOnce() -> Vec<u64>) -> 
     if Remains::of(call).nothing() && call.cgroup.as_ref().is_none_or(|c| c.clear()) {
         return Vec::new();
     }
+    // The harness among what is left: a plugin moved it into its cgroup.
+    super::cgroup::come_home();
     let pgid = call.pgid;
     // Walking /proc blocks: keep it off the async workers, which are timing
     // other plugins' calls.
