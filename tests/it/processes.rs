@@ -660,3 +660,49 @@ fn a_plugin_moving_the_harness_into_its_cgroup_does_not_get_it_killed() {
         "{stdout}"
     );
 }
+
+/// A plugin that freezes the run's cgroup (its parent's `cgroup.freeze`, as
+/// root may) does not hang the harness: the next call cloned into the frozen
+/// tree would never reach its exec. The run's cgroup is thawed at once, the
+/// run ends, exit 4, saying the plugin interrupted it and how. (It hung until
+/// killed.)
+#[test]
+fn a_plugin_freezing_the_runs_cgroup_does_not_hang_the_harness() {
+    let test = "a_plugin_freezing_the_runs_cgroup_does_not_hang_the_harness";
+    if cgroups_or_skip(test).is_none() {
+        return;
+    }
+    let s = Scratch::new();
+    let plugin = s.plugin(
+        "freezer",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n\
+             while read -r _ mnt type _; do [ \"$type\" = cgroup2 ] && root=$mnt && break; done </proc/mounts\n\
+             if [ \"$1\" = create ]; then\n\
+             own=$(sed -n 's/^0:://p' /proc/self/cgroup)\n\
+             echo 1 > \"$root${{own%/*}}/cgroup.freeze\"\n\
+             fi\n\
+             exec '{}' \"$@\"\n",
+            util::sample("reference")
+        ),
+    );
+    let out = assert_cmd::Command::new(util::bin())
+        .args([
+            "check",
+            plugin.to_str().unwrap(),
+            "create.",
+            "--color",
+            "never",
+        ])
+        .env("TMPDIR", s.path())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        stdout.contains("interrupted by the plugin: it froze the run's cgroup")
+            && stdout.contains("the harness thawed it"),
+        "{stdout}"
+    );
+}

@@ -146,6 +146,7 @@ fn make_run() -> Option<Run> {
             let _ = fs::write(dir.join("pids.max"), (max / 2).max(1).to_string());
         }
     }
+    thaw_whenever_frozen(&dir);
     Some(Run {
         dir,
         rel,
@@ -196,8 +197,53 @@ pub(crate) fn come_home() -> bool {
     true
 }
 
+/// How often the run's cgroup is looked at for a freeze.
+const FREEZE_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Watches the run's cgroup for the rest of the process's life, and thaws it
+/// whenever a plugin froze it (a root plugin may write 1 into its parent's
+/// `cgroup.freeze`): a call then started into a frozen cgroup never gets to
+/// its exec, and the thread that cloned it waits for it for good. One read
+/// of `cgroup.freeze` per look; the freeze is said as the run's interruption
+/// (see [`moved`]).
+fn thaw_whenever_frozen(dir: &std::path::Path) {
+    let Ok(freeze) = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join("cgroup.freeze"))
+    else {
+        return;
+    };
+    let rel = dir.display().to_string();
+    let watch = move || {
+        loop {
+            std::thread::sleep(FREEZE_LOOK);
+            let frozen = super::procfs::reread_small(&freeze, |t| t.starts_with(b"1"));
+            match frozen {
+                Ok(true) => {
+                    let thawed = std::io::Write::write_all(&mut &freeze, b"0");
+                    let what = match thawed {
+                        Ok(()) => format!("it froze the run's cgroup {rel}; the harness thawed it"),
+                        Err(e) => format!(
+                            "it froze the run's cgroup {rel}, and the harness could not thaw it: {e}"
+                        ),
+                    };
+                    lock(&MOVED).get_or_insert(what);
+                }
+                Ok(false) => {}
+                // Gone (the run's cgroup removed at exit): nothing to watch.
+                Err(_) => return,
+            }
+        }
+    };
+    let _ = std::thread::Builder::new()
+        .name("dhv-thaw".into())
+        .spawn(watch);
+}
+
 /// What a plugin did to this process's cgroup, if it moved it (see
-/// [`come_home`], which this calls first).
+/// [`come_home`], which this calls first), or to the run's, if it froze it
+/// (see [`thaw_whenever_frozen`]).
 pub(crate) fn moved() -> Option<String> {
     come_home();
     lock(&MOVED).clone()
