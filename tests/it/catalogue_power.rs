@@ -35,6 +35,19 @@ fn verdict<'a>(report: &'a Value, id: &str) -> (&'a str, &'a str) {
     )
 }
 
+/// The status of check `id` when its rule is broken: a should warns, a must
+/// fails (it never warns).
+fn broken(report: &Value, id: &str) -> &'static str {
+    let level = report["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["id"] == id))
+        .and_then(|c| c["level"].as_str());
+    match level {
+        Some("must") => "fail",
+        _ => "warn",
+    }
+}
+
 /// Asserts that check `id` alone warns `plugin` with a message holding
 /// `needle`, and passes the reference (which makes none of the slips).
 fn warns_where_the_reference_passes(scratch: &util::Scratch, plugin: &str, id: &str, needle: &str) {
@@ -54,7 +67,7 @@ fn warns_where_correct_passes(
 ) -> String {
     let report = run(plugin);
     let (status, message) = verdict(&report, id);
-    assert_eq!(status, "warn", "{message}");
+    assert_eq!(status, broken(&report, id), "{message}");
     let message = message.to_owned();
     let report = run(correct);
     let (status, passed) = verdict(&report, id);
@@ -441,7 +454,7 @@ fn an_unquoted_removal_that_takes_a_neighbour_fails() {
 /// loop-ext4 whose failed create removes its image through an unquoted
 /// path leaves the image when a create fails (every mount refused) in a
 /// volumes dir with a space, though not in one without: input.volumes-dir-space
-/// warns; loop-ext4 leaves nothing in either.
+/// fails it (a must); loop-ext4 leaves nothing in either.
 #[test]
 fn a_failed_create_that_splits_its_clean_up_is_warned() {
     if cannot_run(
@@ -645,7 +658,7 @@ fn a_create_after_a_reboot_that_changes_the_volume_is_warned() {
 /// or not the call made it) loses the volume's data: failure.mount-refused
 /// warns. One that tests the mount point through an unquoted path takes it
 /// for its own in a volumes dir with a space only, and removes it:
-/// input.volumes-dir-space warns that, and failure.mount-refused passes it.
+/// input.volumes-dir-space fails that (a must), and failure.mount-refused passes it.
 /// loop-ext4 keeps the volume in both dirs.
 #[test]
 fn a_failed_create_that_removes_an_existing_volume_is_warned() {
@@ -682,7 +695,7 @@ fn a_failed_create_that_removes_an_existing_volume_is_warned() {
     );
     let report = loop_report(&scratch, &unquoted, space, "1");
     let (status, message) = verdict(&report, space);
-    assert_eq!(status, "warn", "{message}");
+    assert_eq!(status, broken(&report, space), "{message}");
     assert!(
         message.contains("after a reboot, a create again in")
             && message.contains("in a volumes dir without a space the same create keeps it"),

@@ -706,3 +706,58 @@ fn a_plugin_freezing_the_runs_cgroup_does_not_hang_the_harness() {
         "{stdout}"
     );
 }
+
+/// A plugin that leaves a tracer attached to the harness (`strace -f -p
+/// $PPID`, as root may) does not hang it: the sweep that would stop the
+/// tracer with the rest of the call (and so every traced thread of the
+/// harness, its own too) kills it instead, and the run ends exit 4, saying
+/// the plugin interrupted it and how. (It hung 150 s.)
+#[test]
+fn a_plugin_leaving_a_tracer_on_the_harness_does_not_hang_it() {
+    let test = "a_plugin_leaving_a_tracer_on_the_harness_does_not_hang_it";
+    if !nix::unistd::Uid::effective().is_root() {
+        util::skip(test, "needs root (to trace the harness)");
+        return;
+    }
+    let strace = ["/usr/bin/strace", "/bin/strace", "/usr/local/bin/strace"]
+        .into_iter()
+        .map(std::path::Path::new)
+        .find(|p| p.exists());
+    let Some(strace) = strace else {
+        util::skip(test, "needs strace (.ci/run installs it)");
+        return;
+    };
+    let s = Scratch::new();
+    let plugin = s.plugin(
+        "tracer",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n\
+             if [ \"$1\" = create ]; then\n\
+             '{}' -f -o /dev/null -p $PPID >/dev/null 2>&1 </dev/null &\n\
+             n=0; until grep -q '^TracerPid:[[:space:]]*[1-9]' /proc/$PPID/status || [ $n -ge 500 ]; do n=$((n+1)); sleep 0.01; done\n\
+             fi\n\
+             exec '{}' \"$@\"\n",
+            strace.display(),
+            util::sample("reference")
+        ),
+    );
+    let out = assert_cmd::Command::new(util::bin())
+        .args([
+            "check",
+            plugin.to_str().unwrap(),
+            "create.succeeds",
+            "--exact",
+        ])
+        .args(["--color", "never"])
+        .env("TMPDIR", s.path())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        stdout.contains("interrupted by the plugin: it attached a tracer to the harness")
+            && stdout.contains("the harness killed it"),
+        "{stdout}"
+    );
+}

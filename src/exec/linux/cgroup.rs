@@ -146,7 +146,7 @@ fn make_run() -> Option<Run> {
             let _ = fs::write(dir.join("pids.max"), (max / 2).max(1).to_string());
         }
     }
-    thaw_whenever_frozen(&dir);
+    watch_run(&dir, rel.clone());
     Some(Run {
         dir,
         rel,
@@ -197,16 +197,14 @@ pub(crate) fn come_home() -> bool {
     true
 }
 
-/// How often the run's cgroup is looked at for a freeze.
-const FREEZE_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
+/// How often the run's cgroup is looked at for a freeze, and the harness for
+/// a tracer.
+const WATCH_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Watches the run's cgroup for the rest of the process's life, and thaws it
-/// whenever a plugin froze it (a root plugin may write 1 into its parent's
-/// `cgroup.freeze`): a call then started into a frozen cgroup never gets to
-/// its exec, and the thread that cloned it waits for it for good. One read
-/// of `cgroup.freeze` per look; the freeze is said as the run's interruption
-/// (see [`moved`]).
-fn thaw_whenever_frozen(dir: &std::path::Path) {
+/// Watches the run for the rest of the process's life (see
+/// [`thaw_if_frozen`], [`untrace`]); a thread of its own, which ends when the
+/// run's cgroup is gone.
+fn watch_run(dir: &std::path::Path, rel: String) {
     let Ok(freeze) = fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -214,36 +212,85 @@ fn thaw_whenever_frozen(dir: &std::path::Path) {
     else {
         return;
     };
-    let rel = dir.display().to_string();
+    let shown = dir.display().to_string();
     let watch = move || {
         loop {
-            std::thread::sleep(FREEZE_LOOK);
-            let frozen = super::procfs::reread_small(&freeze, |t| t.starts_with(b"1"));
-            match frozen {
-                Ok(true) => {
-                    let thawed = std::io::Write::write_all(&mut &freeze, b"0");
-                    let what = match thawed {
-                        Ok(()) => format!("it froze the run's cgroup {rel}; the harness thawed it"),
-                        Err(e) => format!(
-                            "it froze the run's cgroup {rel}, and the harness could not thaw it: {e}"
-                        ),
-                    };
-                    lock(&MOVED).get_or_insert(what);
-                }
-                Ok(false) => {}
-                // Gone (the run's cgroup removed at exit): nothing to watch.
-                Err(_) => return,
+            std::thread::sleep(WATCH_LOOK);
+            if !thaw_if_frozen(&freeze, &shown) {
+                return;
             }
+            untrace(&rel);
         }
     };
     let _ = std::thread::Builder::new()
-        .name("dhv-thaw".into())
+        .name("dhv-watch".into())
         .spawn(watch);
+}
+
+/// Thaws the run's cgroup if a plugin froze it (a root plugin may write 1
+/// into its parent's `cgroup.freeze`): a call then started into a frozen
+/// cgroup never gets to its exec, and the thread that cloned it waits for it
+/// for good. One read of `cgroup.freeze`; the freeze is said as the run's
+/// interruption (see [`moved`]). False once the cgroup is gone.
+fn thaw_if_frozen(freeze: &fs::File, shown: &str) -> bool {
+    match super::procfs::reread_small(freeze, |t| t.starts_with(b"1")) {
+        Ok(true) => {
+            let what = match std::io::Write::write_all(&mut &*freeze, b"0") {
+                Ok(()) => format!("it froze the run's cgroup {shown}; the harness thawed it"),
+                Err(e) => {
+                    format!(
+                        "it froze the run's cgroup {shown}, and the harness could not thaw it: {e}"
+                    )
+                }
+            };
+            lock(&MOVED).get_or_insert(what);
+            true
+        }
+        Ok(false) => true,
+        Err(_) => false,
+    }
+}
+
+/// Kills a process of the run's calls that traces the harness (a root plugin
+/// may leave `strace -f -p $PPID` running): every system call of ours then
+/// waits on it, and once a sweep stops it (SIGSTOP, to read its group) the
+/// harness waits for good. Killed, the tracer lets go of us; it is said as
+/// the run's interruption (see [`moved`]). A tracer outside the run (a
+/// debugger the user attached) is left alone.
+pub(crate) fn untrace(run_rel: &str) {
+    let Some(tracer) = our_tracer() else {
+        return;
+    };
+    let in_run = super::procfs::cgroup_path(tracer)
+        .is_some_and(|c| c == run_rel || c.starts_with(&format!("{run_rel}/")));
+    if in_run {
+        kill_tracer(tracer);
+    }
+}
+
+/// Kills `tracer`, a process of a call that traces the harness, and says so
+/// as the run's interruption (see [`moved`]).
+pub(crate) fn kill_tracer(tracer: i32) {
+    let cmdline = super::procfs::cmdline(tracer);
+    crate::exec::signal::signal_one(tracer, nix::sys::signal::Signal::SIGKILL);
+    lock(&MOVED).get_or_insert(format!(
+        "it attached a tracer to the harness (pid {tracer}: {cmdline}); the harness killed it"
+    ));
+}
+
+/// The process tracing this one, if any (`TracerPid` in its `status`).
+pub(crate) fn our_tracer() -> Option<i32> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .and_then(|p| p.trim().parse::<i32>().ok())
+        .filter(|&p| p > 0)
 }
 
 /// What a plugin did to this process's cgroup, if it moved it (see
 /// [`come_home`], which this calls first), or to the run's, if it froze it
-/// (see [`thaw_whenever_frozen`]).
+/// (see [`thaw_if_frozen`]), or traced it (see [`untrace`]).
 pub(crate) fn moved() -> Option<String> {
     come_home();
     lock(&MOVED).clone()

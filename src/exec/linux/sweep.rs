@@ -202,8 +202,14 @@ fn members_stopped(call: &Tracked) -> Vec<Proc> {
         if fresh.is_empty() {
             break;
         }
+        // A member tracing us is killed, never stopped: stopped, it would
+        // hold every traced thread of ours, this one too, for good.
+        let tracer = super::cgroup::our_tracer();
         for pid in fresh {
-            signal_one(pid, Signal::SIGSTOP);
+            match tracer == Some(pid) {
+                true => super::cgroup::kill_tracer(pid),
+                false => signal_one(pid, Signal::SIGSTOP),
+            }
             stopped.insert(pid);
         }
     }
