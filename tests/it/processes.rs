@@ -617,6 +617,38 @@ fn the_next_run_removes_the_cgroups_of_dead_runs_only() {
     assert_eq!(left, (false, true), "(dead run's left, live run's left)");
 }
 
+/// Runs `check` on a plugin whose create first runs `attack` (sh, with `$root`
+/// the cgroup2 mount point), then is the reference; asserts the run ends
+/// exit 4, its terminal saying the plugin interrupted it with each of `said`.
+fn interrupted_by_the_plugin(attack: &str, checks: &[&str], said: &[&str]) {
+    let s = Scratch::new();
+    let plugin = s.plugin(
+        "attacker",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n\
+             while read -r _ mnt type _; do [ \"$type\" = cgroup2 ] && root=$mnt && break; done </proc/mounts\n\
+             if [ \"$1\" = create ]; then\n{attack}\nfi\n\
+             exec '{}' \"$@\"\n",
+            util::sample("reference")
+        ),
+    );
+    let out = assert_cmd::Command::new(util::bin())
+        .arg("check")
+        .arg(&plugin)
+        .args(checks)
+        .args(["--color", "never"])
+        .env("TMPDIR", s.path())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(stdout.contains("interrupted by the plugin: "), "{stdout}");
+    for text in said {
+        assert!(stdout.contains(text), "{text:?} not said: {stdout}");
+    }
+}
+
 /// A plugin that moves the harness into its own call cgroup (as root may)
 /// does not get the harness killed by that call's sweep: the harness steps
 /// back into its own cgroup before any kill, and the run ends exit 4,
@@ -627,37 +659,13 @@ fn a_plugin_moving_the_harness_into_its_cgroup_does_not_get_it_killed() {
     if cgroups_or_skip(test).is_none() {
         return;
     }
-    let s = Scratch::new();
-    let plugin = s.plugin(
-        "captor",
-        &format!(
-            "#!/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n\
-             while read -r _ mnt type _; do [ \"$type\" = cgroup2 ] && root=$mnt && break; done </proc/mounts\n\
-             if [ \"$1\" = create ]; then\n\
-             echo $PPID > \"$root$(sed -n 's/^0:://p' /proc/self/cgroup)/cgroup.procs\"\n\
-             fi\n\
-             exec '{}' \"$@\"\n",
-            util::sample("reference")
-        ),
-    );
-    let out = assert_cmd::Command::new(util::bin())
-        .args([
-            "check",
-            plugin.to_str().unwrap(),
-            "create.succeeds",
-            "--exact",
-        ])
-        .args(["--color", "never"])
-        .env("TMPDIR", s.path())
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(4), "{out:?}");
-    assert!(
-        stdout.contains("interrupted by the plugin: it moved the harness into cgroup")
-            && stdout.contains("the harness moved itself back"),
-        "{stdout}"
+    interrupted_by_the_plugin(
+        "echo $PPID > \"$root$(sed -n 's/^0:://p' /proc/self/cgroup)/cgroup.procs\"",
+        &["create.succeeds", "--exact"],
+        &[
+            "it moved the harness into cgroup",
+            "the harness moved itself back",
+        ],
     );
 }
 
@@ -672,38 +680,10 @@ fn a_plugin_freezing_the_runs_cgroup_does_not_hang_the_harness() {
     if cgroups_or_skip(test).is_none() {
         return;
     }
-    let s = Scratch::new();
-    let plugin = s.plugin(
-        "freezer",
-        &format!(
-            "#!/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n\
-             while read -r _ mnt type _; do [ \"$type\" = cgroup2 ] && root=$mnt && break; done </proc/mounts\n\
-             if [ \"$1\" = create ]; then\n\
-             own=$(sed -n 's/^0:://p' /proc/self/cgroup)\n\
-             echo 1 > \"$root${{own%/*}}/cgroup.freeze\"\n\
-             fi\n\
-             exec '{}' \"$@\"\n",
-            util::sample("reference")
-        ),
-    );
-    let out = assert_cmd::Command::new(util::bin())
-        .args([
-            "check",
-            plugin.to_str().unwrap(),
-            "create.",
-            "--color",
-            "never",
-        ])
-        .env("TMPDIR", s.path())
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(4), "{out:?}");
-    assert!(
-        stdout.contains("interrupted by the plugin: it froze the run's cgroup")
-            && stdout.contains("the harness thawed it"),
-        "{stdout}"
+    interrupted_by_the_plugin(
+        "own=$(sed -n 's/^0:://p' /proc/self/cgroup)\necho 1 > \"$root${own%/*}/cgroup.freeze\"",
+        &["create."],
+        &["it froze the run's cgroup", "the harness thawed it"],
     );
 }
 
@@ -727,37 +707,16 @@ fn a_plugin_leaving_a_tracer_on_the_harness_does_not_hang_it() {
         util::skip(test, "needs strace (.ci/run installs it)");
         return;
     };
-    let s = Scratch::new();
-    let plugin = s.plugin(
-        "tracer",
+    interrupted_by_the_plugin(
         &format!(
-            "#!/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n\
-             if [ \"$1\" = create ]; then\n\
-             '{}' -f -o /dev/null -p $PPID >/dev/null 2>&1 </dev/null &\n\
-             n=0; until grep -q '^TracerPid:[[:space:]]*[1-9]' /proc/$PPID/status || [ $n -ge 500 ]; do n=$((n+1)); sleep 0.01; done\n\
-             fi\n\
-             exec '{}' \"$@\"\n",
-            strace.display(),
-            util::sample("reference")
+            "'{}' -f -o /dev/null -p $PPID >/dev/null 2>&1 </dev/null &\n\
+             n=0; until grep -q '^TracerPid:[[:space:]]*[1-9]' /proc/$PPID/status || [ $n -ge 500 ]; do n=$((n+1)); sleep 0.01; done",
+            strace.display()
         ),
-    );
-    let out = assert_cmd::Command::new(util::bin())
-        .args([
-            "check",
-            plugin.to_str().unwrap(),
-            "create.succeeds",
-            "--exact",
-        ])
-        .args(["--color", "never"])
-        .env("TMPDIR", s.path())
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(4), "{out:?}");
-    assert!(
-        stdout.contains("interrupted by the plugin: it attached a tracer to the harness")
-            && stdout.contains("the harness killed it"),
-        "{stdout}"
+        &["create.succeeds", "--exact"],
+        &[
+            "it attached a tracer to the harness",
+            "the harness killed it",
+        ],
     );
 }
