@@ -23,33 +23,23 @@ pub fn private_namespace(dir: &Path) -> Result<(), String> {
     if !own_namespace() {
         return Err("no mount namespace of its own: run it under `unshare -m`".into());
     }
-    let text = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("the mount table cannot be read: {e}"))?;
+    let mounts =
+        super::mountinfo::read().map_err(|e| format!("the mount table cannot be read: {e}"))?;
     // The mount holding `dir`: the last (topmost) with the longest mount point.
-    let holding = text
-        .lines()
-        .filter_map(|l| {
-            let fields: Vec<&str> = l.split(' ').collect();
-            let point = PathBuf::from(unescape(fields.get(4)?));
-            dir.starts_with(&point).then_some((point, l.to_owned()))
-        })
-        .fold(None::<(PathBuf, String)>, |best, (p, l)| match &best {
-            Some((b, _)) if b.as_os_str().len() > p.as_os_str().len() => best,
-            _ => Some((p, l)),
+    let holding = mounts
+        .iter()
+        .filter(|m| dir.starts_with(&m.mount_point))
+        .fold(None::<&super::mountinfo::Mount>, |best, m| match best {
+            Some(b) if b.mount_point.as_os_str().len() > m.mount_point.as_os_str().len() => best,
+            _ => Some(m),
         });
-    let Some((point, line)) = holding else {
+    let Some(holding) = holding else {
         return Err(format!("no mount holds {}", dir.display()));
     };
-    // Optional fields run from the 7th to the " - " separator.
-    let optional = line.split(" - ").next().unwrap_or("");
-    if optional
-        .split(' ')
-        .skip(6)
-        .any(|f| f.starts_with("shared:"))
-    {
+    if holding.shared {
         return Err(format!(
             "the mount at {} is shared with other namespaces (mount it private: `unshare -m --propagation private`)",
-            point.display()
+            holding.mount_point.display()
         ));
     }
     Ok(())
@@ -83,29 +73,6 @@ fn own_namespace() -> bool {
         }
     }
     false
-}
-
-/// The octal escapes of a mountinfo field (`\040` for a space) undone.
-fn unescape(field: &str) -> std::ffi::OsString {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 3 < bytes.len()
-            && bytes[i + 1..i + 4]
-                .iter()
-                .all(|b| (b'0'..=b'7').contains(b))
-        {
-            let v = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    std::os::unix::ffi::OsStringExt::from_vec(out)
 }
 
 /// `count` empty tmpfs mounts below a dir of the harness's, unmounted when
@@ -207,16 +174,5 @@ impl Drop for MountFiller {
         for p in &self.points {
             let _ = std::fs::remove_dir(p);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_mountinfo_field_is_unescaped() {
-        assert_eq!(unescape(r"/a\040b"), std::ffi::OsString::from("/a b"));
-        assert_eq!(unescape(r"/plain"), std::ffi::OsString::from("/plain"));
     }
 }

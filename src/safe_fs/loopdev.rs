@@ -347,12 +347,8 @@ pub fn detach_deferred(path: &Path) -> bool {
     let autoclear =
         std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/loop/autoclear"))
             .is_ok_and(|t| t.trim() == "1");
-    // The third field of a mountinfo line is the mounted device's major:minor.
-    let device = format!("{major}:{minor}");
-    let mounted = std::fs::read_to_string("/proc/self/mountinfo").map_or(true, |m| {
-        m.lines()
-            .any(|l| l.split_ascii_whitespace().nth(2) == Some(device.as_str()))
-    });
+    let mounted =
+        super::mountinfo::read().map_or(true, |all| all.iter().any(|m| m.device == (major, minor)));
     autoclear && !mounted
 }
 

@@ -21,6 +21,11 @@ pub struct Mount {
     /// The dir of the source file system that is mounted (`/` unless a bind
     /// mount of a subdir).
     pub root: PathBuf,
+    /// The device of the file system (`major:minor`).
+    pub device: (u32, u32),
+    /// It is shared with a peer group (`shared:N`): mounts made below it
+    /// propagate to the other namespaces of the group.
+    pub shared: bool,
 }
 
 impl std::fmt::Display for Mount {
@@ -49,12 +54,19 @@ fn parse_line(line: &str) -> Option<Mount> {
     let mut fields = line.split(' ');
     let id = fields.next()?.parse().ok()?;
     let parent = fields.next()?.parse().ok()?;
-    let _dev = fields.next()?;
+    let (major, minor) = fields.next()?.split_once(':')?;
+    let device = (major.parse().ok()?, minor.parse().ok()?);
     let root = unescape(fields.next()?);
     let mount_point = unescape(fields.next()?);
     let _options = fields.next()?;
     // Optional fields (shared:N, master:N, ...) end at a lone "-".
-    fields.by_ref().find(|f| *f == "-")?;
+    let mut shared = false;
+    for f in fields.by_ref() {
+        match f {
+            "-" => break,
+            f => shared |= f.starts_with("shared:"),
+        }
+    }
     let fstype = fields.next()?.to_string();
     let source = unescape(fields.next().unwrap_or("none"));
     Some(Mount {
@@ -64,6 +76,8 @@ fn parse_line(line: &str) -> Option<Mount> {
         fstype,
         source: source.to_string_lossy().into_owned(),
         root,
+        device,
+        shared,
     })
 }
 
@@ -137,6 +151,9 @@ garbage line
         assert_eq!(all[2].root, Path::new("/srv/data"));
         assert_eq!(all[2].fstype, "ext4");
         assert_eq!(all[3].source, "/dev/loop0");
+        assert_eq!((all[3].device, all[2].device), ((7, 0), (8, 1)));
+        let shared: Vec<bool> = all.iter().map(|m| m.shared).collect();
+        assert_eq!(shared, [true, true, false, false, false]);
     }
 
     #[test]
