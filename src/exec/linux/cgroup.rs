@@ -258,7 +258,7 @@ fn thaw_if_frozen(freeze: &fs::File, shown: &str) -> bool {
 /// the run's interruption (see [`moved`]). A tracer outside the run (a
 /// debugger the user attached) is left alone.
 pub(crate) fn untrace(run_rel: &str) {
-    let Some(tracer) = our_tracer() else {
+    let Some(tracer) = super::procfs::tracer() else {
         return;
     };
     let in_run = super::procfs::cgroup_path(tracer)
@@ -276,16 +276,6 @@ pub(crate) fn kill_tracer(tracer: i32) {
     lock(&MOVED).get_or_insert(format!(
         "it attached a tracer to the harness (pid {tracer}: {cmdline}); the harness killed it"
     ));
-}
-
-/// The process tracing this one, if any (`TracerPid` in its `status`).
-pub(crate) fn our_tracer() -> Option<i32> {
-    let status = fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("TracerPid:"))
-        .and_then(|p| p.trim().parse::<i32>().ok())
-        .filter(|&p| p > 0)
 }
 
 /// What a plugin did to this process's cgroup, if it moved it (see

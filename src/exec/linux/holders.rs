@@ -66,13 +66,7 @@ pub(crate) fn holders(files: &[FileId]) -> Vec<i32> {
 
 /// Whether `pid` holds one of `files`.
 fn holds_any(pid: i32, files: &[FileId]) -> bool {
-    let is_one = |path: &std::path::Path| {
-        fs::metadata(path).is_ok_and(|m| files.contains(&(m.dev(), m.ino())))
-    };
-    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return false;
-    };
-    fds.flatten().any(|fd| is_one(&fd.path()))
+    super::procfs::holds_open(pid, |m: &fs::Metadata| files.contains(&(m.dev(), m.ino())))
 }
 
 /// Kills every process that holds one of `files` (see [`holders`]) and
@@ -88,7 +82,7 @@ pub(crate) fn kill_holders(files: &[FileId]) -> Vec<Holder> {
         if !holds_any(pid, files) {
             continue;
         }
-        let command = cut(super::procfs::cmdline_capped(pid, COMMAND_CAP));
+        let command = super::procfs::cmdline_capped(pid, COMMAND_CAP);
         // SAFETY: pidfd_send_signal takes a pidfd we own, a signal number,
         // a null siginfo and no flags.
         let sent = unsafe {
@@ -107,18 +101,6 @@ pub(crate) fn kill_holders(files: &[FileId]) -> Vec<Holder> {
         killed.push(Holder { pid, command, gone });
     }
     killed
-}
-
-fn cut(mut command: String) -> String {
-    if command.len() > COMMAND_CAP {
-        let mut end = COMMAND_CAP;
-        while !command.is_char_boundary(end) {
-            end -= 1;
-        }
-        command.truncate(end);
-        command.push_str("...");
-    }
-    command
 }
 
 /// Waits until `fd` (a pidfd) is readable, that is its process has ended,

@@ -29,18 +29,33 @@ pub(crate) fn stat_fields(text: &[u8]) -> Option<std::str::SplitAsciiWhitespace<
     )
 }
 
+/// The fields of a `stat` line, by their number in proc_pid_stat(5).
+struct StatFields<'a>(Vec<&'a str>);
+
+impl<'a> StatFields<'a> {
+    /// Field `n` (3, the state, and on).
+    fn get(&self, n: usize) -> Option<&'a str> {
+        self.0.get(n.checked_sub(3)?).copied()
+    }
+}
+
+/// `f` given `pid`'s `stat` fields; `None` when it is gone (or unreadable).
+fn with_stat<R>(pid: i32, f: impl FnOnce(&StatFields<'_>) -> Option<R>) -> Option<R> {
+    let text = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    f(&StatFields(stat_fields(&text)?.collect()))
+}
+
 /// The row of `pid`, or `None` when it is gone (or unreadable).
 pub(crate) fn read_stat(pid: i32) -> Option<Proc> {
-    let text = fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat_fields(&text)?.collect();
-    let field = |n: usize| fields.get(n - 3).copied();
-    let state = field(3)?;
-    Some(Proc {
-        pid,
-        ppid: field(4)?.parse().ok()?,
-        pgid: field(5)?.parse().ok()?,
-        started: field(22)?.parse().ok()?,
-        zombie: state == "Z" || state == "X",
+    with_stat(pid, |field| {
+        let state = field.get(3)?;
+        Some(Proc {
+            pid,
+            ppid: field.get(4)?.parse().ok()?,
+            pgid: field.get(5)?.parse().ok()?,
+            started: field.get(22)?.parse().ok()?,
+            zombie: state == "Z" || state == "X",
+        })
     })
 }
 
@@ -56,15 +71,15 @@ pub(crate) struct Activity {
 
 /// What `pid` is doing now, or `None` when it is gone (or unreadable).
 pub(crate) fn activity(pid: i32) -> Option<Activity> {
-    let text = fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat_fields(&text)?.collect();
-    let field = |n: usize| fields.get(n - 3).copied();
-    let ticks: u64 = field(14)?.parse::<u64>().ok()? + field(15)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Some(Activity {
-        waiting: matches!(field(3)?, "S" | "T" | "t"),
-        cpu: std::time::Duration::from_nanos(ticks.saturating_mul(1_000_000_000 / hz)),
+    with_stat(pid, |field| {
+        let ticks: u64 =
+            field.get(14)?.parse::<u64>().ok()? + field.get(15)?.parse::<u64>().ok()?;
+        Some(Activity {
+            waiting: matches!(field.get(3)?, "S" | "T" | "t"),
+            cpu: std::time::Duration::from_nanos(
+                ticks.saturating_mul(1_000_000_000 / ticks_per_second()),
+            ),
+        })
     })
 }
 
@@ -195,23 +210,40 @@ pub(crate) fn cmdline_capped(pid: i32, cap: usize) -> String {
     }
 }
 
-/// Whether `pid` holds open a pipe with one of these inodes.
-pub(crate) fn holds_pipe(pid: i32, inodes: &[u64]) -> bool {
+/// Whether `pid` holds open, by a descriptor, a file `is_one` picks.
+pub(crate) fn holds_open(pid: i32, is_one: impl Fn(&fs::Metadata) -> bool) -> bool {
     let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
         return false;
     };
-    fds.flatten().any(|fd| {
-        fs::metadata(fd.path())
-            .map(|m| inodes.contains(&m.ino()))
-            .unwrap_or(false)
-    })
+    fds.flatten()
+        .any(|fd| fs::metadata(fd.path()).is_ok_and(|m| is_one(&m)))
+}
+
+/// Whether `pid` holds open a pipe with one of these inodes.
+pub(crate) fn holds_pipe(pid: i32, inodes: &[u64]) -> bool {
+    holds_open(pid, |m| inodes.contains(&m.ino()))
+}
+
+/// The process tracing this one, if any (`TracerPid` in its `status`).
+pub(crate) fn tracer() -> Option<i32> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .and_then(|p| p.trim().parse::<i32>().ok())
+        .filter(|&p| p > 0)
+}
+
+/// The clock ticks per second that `/proc/<pid>/stat` counts times in.
+fn ticks_per_second() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
 }
 
 /// Now, in the clock ticks since boot that `/proc/<pid>/stat` counts start
 /// times in.
 pub(crate) fn boot_ticks() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u128;
+    let hz = u128::from(ticks_per_second());
     (clock(libc::CLOCK_BOOTTIME).as_nanos() * hz / 1_000_000_000) as u64
 }
 

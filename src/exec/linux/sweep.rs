@@ -204,7 +204,7 @@ fn members_stopped(call: &Tracked) -> Vec<Proc> {
         }
         // A member tracing us is killed, never stopped: stopped, it would
         // hold every traced thread of ours, this one too, for good.
-        let tracer = super::cgroup::our_tracer();
+        let tracer = super::procfs::tracer();
         for pid in fresh {
             match tracer == Some(pid) {
                 true => super::cgroup::kill_tracer(pid),
