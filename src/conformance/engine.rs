@@ -255,10 +255,10 @@ fn run_in(
     // went on as it does for every ending, the report is whole and says so.
     outcome.interrupted = signals.received();
     outcome.report.interrupted = outcome.interrupted.map(signal_name);
-    // A plugin that moved the harness into a cgroup of the run's captured
-    // it: the harness stepped out before any kill, but what ran meanwhile is
-    // not to be trusted. Said, and exit 4.
-    if let Some(what) = crate::exec::harness_moved() {
+    // A plugin that captured the harness (moved it into a cgroup of the
+    // run's, froze the run, traced it): the harness undid it, but what ran
+    // meanwhile is not to be trusted. Said, and exit 4.
+    if let Some(what) = crate::exec::harness_interrupted() {
         outcome.harness_failed = true;
         outcome
             .report

@@ -160,8 +160,9 @@ fn make_run() -> Option<Run> {
     })
 }
 
-/// What a plugin did to this process's cgroup, once it was seen.
-static MOVED: Mutex<Option<String>> = Mutex::new(None);
+/// What a plugin did to capture the harness (moved it, froze its run,
+/// traced it), the first time it was seen.
+static INTERRUPTED: Mutex<Option<String>> = Mutex::new(None);
 
 /// Puts this process back in its own cgroup if a plugin moved it (a root
 /// plugin may write the harness's pid into its call cgroup, or the run's):
@@ -169,7 +170,7 @@ static MOVED: Mutex<Option<String>> = Mutex::new(None);
 /// harness with the plugin's processes. Called before every kill of a
 /// cgroup and every sweep that finds something left, and at a run's end;
 /// one small read of `/proc/self/cgroup` when nothing moved. Whether it had
-/// to (see [`moved`]).
+/// to (see [`interrupted`]).
 pub(crate) fn come_home() -> bool {
     // Never makes the run's cgroup (its making removes dead runs' cgroups,
     // which comes here): without one, no cgroup of ours holds the harness.
@@ -193,7 +194,7 @@ pub(crate) fn come_home() -> bool {
             "it moved the harness into cgroup {now}, and the harness could not move back: {e}"
         ),
     };
-    lock(&MOVED).get_or_insert(what);
+    lock(&INTERRUPTED).get_or_insert(what);
     true
 }
 
@@ -231,7 +232,7 @@ fn watch_run(dir: &std::path::Path, rel: String) {
 /// into its parent's `cgroup.freeze`): a call then started into a frozen
 /// cgroup never gets to its exec, and the thread that cloned it waits for it
 /// for good. One read of `cgroup.freeze`; the freeze is said as the run's
-/// interruption (see [`moved`]). False once the cgroup is gone.
+/// interruption (see [`interrupted`]). False once the cgroup is gone.
 fn thaw_if_frozen(freeze: &fs::File, shown: &str) -> bool {
     match super::procfs::reread_small(freeze, |t| t.starts_with(b"1")) {
         Ok(true) => {
@@ -243,7 +244,7 @@ fn thaw_if_frozen(freeze: &fs::File, shown: &str) -> bool {
                     )
                 }
             };
-            lock(&MOVED).get_or_insert(what);
+            lock(&INTERRUPTED).get_or_insert(what);
             true
         }
         Ok(false) => true,
@@ -255,7 +256,7 @@ fn thaw_if_frozen(freeze: &fs::File, shown: &str) -> bool {
 /// may leave `strace -f -p $PPID` running): every system call of ours then
 /// waits on it, and once a sweep stops it (SIGSTOP, to read its group) the
 /// harness waits for good. Killed, the tracer lets go of us; it is said as
-/// the run's interruption (see [`moved`]). A tracer outside the run (a
+/// the run's interruption (see [`interrupted`]). A tracer outside the run (a
 /// debugger the user attached) is left alone.
 pub(crate) fn untrace(run_rel: &str) {
     let Some(tracer) = super::procfs::tracer() else {
@@ -269,21 +270,21 @@ pub(crate) fn untrace(run_rel: &str) {
 }
 
 /// Kills `tracer`, a process of a call that traces the harness, and says so
-/// as the run's interruption (see [`moved`]).
+/// as the run's interruption (see [`interrupted`]).
 pub(crate) fn kill_tracer(tracer: i32) {
     let cmdline = super::procfs::cmdline(tracer);
     crate::exec::signal::signal_one(tracer, nix::sys::signal::Signal::SIGKILL);
-    lock(&MOVED).get_or_insert(format!(
+    lock(&INTERRUPTED).get_or_insert(format!(
         "it attached a tracer to the harness (pid {tracer}: {cmdline}); the harness killed it"
     ));
 }
 
-/// What a plugin did to this process's cgroup, if it moved it (see
-/// [`come_home`], which this calls first), or to the run's, if it froze it
-/// (see [`thaw_if_frozen`]), or traced it (see [`untrace`]).
-pub(crate) fn moved() -> Option<String> {
+/// What a plugin did to capture the harness, if it did: moved it into a
+/// cgroup of the run's (see [`come_home`], which this calls first), froze the
+/// run's cgroup (see [`thaw_if_frozen`]), or traced it (see [`untrace`]).
+pub(crate) fn interrupted() -> Option<String> {
     come_home();
-    lock(&MOVED).clone()
+    lock(&INTERRUPTED).clone()
 }
 
 /// The CPU time every call of this run has used so far (its cgroup's

@@ -48,7 +48,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub(crate) use cgroup::moved;
+pub(crate) use cgroup::interrupted;
 pub use cgroup::{CallLimits, NO_CGROUP_VAR, remove_dead_run_cgroups, set_call_limits};
 pub(crate) use hold::{HeldCall, can_hold, serve as serve_holds};
 pub use holders::Holder;
