@@ -442,10 +442,14 @@ mod tests {
         // Another thread's total says nothing about this call.
         assert_eq!(ours_waited(Some((7, ms(10))), Some((8, ms(900)))), ms(0));
         assert_eq!(ours_waited(None, Some((7, ms(35)))), ms(0));
-        // This thread's own figure, read twice, is counted as it grew.
-        let (tid, _) = os::thread_cpu_wait().expect("schedstat");
-        let later = os::thread_cpu_wait().map(|(t, w)| (t, w + ms(1)));
-        assert!(!ours_waited(Some((tid, ms(0))), later).is_zero());
+        // The figure read is this very thread's, and it never goes down.
+        let first = os::thread_cpu_wait().expect("schedstat");
+        let second = os::thread_cpu_wait().expect("schedstat");
+        assert_eq!(first.0, nix::unistd::gettid().as_raw());
+        assert_eq!(first.0, second.0);
+        assert!(second.1 >= first.1);
+        let elsewhere = std::thread::spawn(os::thread_cpu_wait).join().unwrap();
+        assert_ne!(elsewhere.map(|(t, _)| t), Some(first.0));
     }
 
     #[test]

@@ -135,18 +135,8 @@ fn a_call_that_changes_nothing_in_scope_is_not_held_and_does_not_stall_the_burst
 
 /// `concurrency.same-volume`'s status for `plugin` in one default run of it.
 fn same_volume_status(plugin: &std::path::Path) -> String {
-    let out = crate::util::check::check([
-        plugin.as_os_str(),
-        "--exact".as_ref(),
-        "concurrency.same-volume".as_ref(),
-        "--json".as_ref(),
-        "-".as_ref(),
-        "-q".as_ref(),
-    ])
-    .run();
-    let report = out.report();
-    crate::util::check::find(&report, "concurrency.same-volume")
-        .status
+    crate::util::check::only(plugin, "concurrency.same-volume")
+        .0
         .to_string()
 }
 

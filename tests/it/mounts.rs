@@ -246,16 +246,6 @@ fn a_mounted_test_through_a_pipe_is_found_with_a_node_sized_mount_table() {
 
 /// `concurrency.same-volume`'s status and message for `plugin`.
 fn same_volume(plugin: &std::path::Path) -> (String, String) {
-    let out = util::check::check([
-        plugin.as_os_str(),
-        "--exact".as_ref(),
-        "concurrency.same-volume".as_ref(),
-        "--json".as_ref(),
-        "-".as_ref(),
-        "-q".as_ref(),
-    ])
-    .run();
-    let report = out.report();
-    let c = util::check::find(&report, "concurrency.same-volume");
-    (c.status.to_string(), c.message.clone())
+    let (status, message) = util::check::only(plugin, "concurrency.same-volume");
+    (status.to_string(), message)
 }

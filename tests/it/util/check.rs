@@ -156,3 +156,18 @@ pub fn status_of(report: &Report, id: &str) -> (report::Status, String) {
         .unwrap_or_else(|| panic!("{id} not in the report"));
     (c.status, c.message.clone())
 }
+
+/// Check `id` alone on `plugin` (`check PLUGIN --exact ID --json - -q`): its
+/// status and message.
+pub fn only(plugin: &std::path::Path, id: &str) -> (report::Status, String) {
+    let out = check([
+        plugin.as_os_str(),
+        "--exact".as_ref(),
+        id.as_ref(),
+        "--json".as_ref(),
+        "-".as_ref(),
+        "-q".as_ref(),
+    ])
+    .run();
+    status_of(&out.report(), id)
+}
