@@ -234,60 +234,11 @@ fn clean_removes_what_a_killed_run_left_and_never_a_live_runs() {
     );
 }
 
-/// A process that takes a run's owner lock as soon as the run lets go of it
-/// (dies), and keeps it: a plugin's helper outliving the harness. Gives up
-/// after 120 s, so that a run that never dies cannot hang the test; killed
-/// when the test ends, however it ends.
-struct Grabber(Option<Child>);
-
-impl Grabber {
-    fn new(owner: &Path) -> Grabber {
-        Grabber(Some(
-            Command::new("flock")
-                .args(["-x", "-w", "120"])
-                .arg(owner)
-                .args(["sh", "-c", "echo locked; exec sleep 600"])
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        ))
-    }
-
-    fn id(&self) -> u32 {
-        self.0.as_ref().map_or(0, Child::id)
-    }
-
-    /// Waits for its word that the lock is its (EOF if it gave up).
-    fn grabbed(&mut self) -> bool {
-        let mut line = String::new();
-        let child = self.0.as_mut().unwrap();
-        let _ = std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-            &mut line,
-        );
-        line == "locked\n"
-    }
-
-    /// How it ended (bounded).
-    fn ended(mut self) -> std::process::ExitStatus {
-        util::wait_bounded(self.0.take().unwrap(), Duration::from_secs(10))
-    }
-}
-
-impl Drop for Grabber {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// Starts a loop-ext4 run in `work`, waits until it has a volume mounted on
 /// a loop device, sets a grabber on its lock, kills the run (SIGKILL) and
 /// waits for its plugin calls to end: its dir, with what it left, and the
 /// grabber holding its lock.
-fn killed_in_work_dir(tmp: &Path, work: &Path) -> (PathBuf, Grabber) {
+fn killed_in_work_dir(tmp: &Path, work: &Path) -> (PathBuf, util::LockHolder) {
     let bound = Duration::from_secs(180);
     let mut killed = check(tmp, "loop-ext4", &["--work-dir", work.to_str().unwrap()]);
     let mut dir = None;
@@ -298,7 +249,7 @@ fn killed_in_work_dir(tmp: &Path, work: &Path) -> (PathBuf, Grabber) {
     });
     assert!(mounted, "the loop-ext4 run never mounted a volume");
     let dir = dir.unwrap();
-    let mut grabber = Grabber::new(&dir.join(OWNER_FILE));
+    let mut grabber = util::LockHolder::new(&dir.join(OWNER_FILE));
     killed.kill().unwrap();
     killed.wait().unwrap();
     assert!(grabber.grabbed(), "the lock was never free to take");
@@ -315,7 +266,7 @@ fn killed_in_work_dir(tmp: &Path, work: &Path) -> (PathBuf, Grabber) {
 
 /// Asserts that `clean`'s or a run's words name `dir` as cleaned, with the
 /// grabber killed, and that nothing of it is left.
-fn all_gone(words: &str, dir: &Path, grabber: Grabber) {
+fn all_gone(words: &str, dir: &Path, grabber: util::LockHolder) {
     assert!(
         words.contains(&format!("temp dir {} removed", dir.display())),
         "{words}"
@@ -325,7 +276,7 @@ fn all_gone(words: &str, dir: &Path, grabber: Grabber) {
         words.contains(&format!("{} (flock", grabber.id())),
         "the grabber is not named: {words}"
     );
-    let status = grabber.ended();
+    let status = grabber.ended().expect("the grabber still runs");
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(9)

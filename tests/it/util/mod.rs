@@ -65,6 +65,63 @@ pub fn wait_bounded(mut child: Child, limit: Duration) -> ExitStatus {
     }
 }
 
+/// A process that takes an exclusive `flock` on a file as soon as it is free
+/// (within 120 s) and keeps it: a plugin's helper that took a run's owner
+/// lock when the run died. Killed when dropped, however the test ends.
+pub struct LockHolder(Option<Child>);
+
+impl LockHolder {
+    /// Starts it on `file`.
+    pub fn new(file: &Path) -> LockHolder {
+        LockHolder(Some(
+            std::process::Command::new("flock")
+                .args(["-x", "-w", "120"])
+                .arg(file)
+                .args(["sh", "-c", "echo locked; exec sleep 600"])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ))
+    }
+
+    /// Its pid.
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+
+    /// Waits for its word that the lock is its (false: it gave up).
+    pub fn grabbed(&mut self) -> bool {
+        let mut line = String::new();
+        let child = self.0.as_mut().unwrap();
+        let _ = std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        );
+        line == "locked\n"
+    }
+
+    /// How it ended, when something else ended it within 10 s; `None` when
+    /// it still runs (it is then killed, as it is dropped).
+    pub fn ended(mut self) -> Option<ExitStatus> {
+        let child = self.0.as_mut()?;
+        let mut status = None;
+        wait_for(Duration::from_secs(10), || {
+            status = child.try_wait().ok().flatten();
+            status.is_some()
+        });
+        status
+    }
+}
+
+impl Drop for LockHolder {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// A temp dir that holds throwaway plugins and whatever they make.
 pub struct Scratch {
     pub dir: tempfile::TempDir,
