@@ -415,13 +415,14 @@ async fn update(ctx: &Ctx) -> CheckResult {
             canary.display()
         ))
     };
-    let kept = |c: &Option<std::path::PathBuf>| c.as_deref().is_none_or(canary_intact);
-    let mut result = if !kept(&canary) {
+    // The file written into the volume, when it is gone or changed.
+    let lost = || canary.as_deref().filter(|c| !canary_intact(c));
+    let mut result = if let Some(lost) = lost() {
         let what = match call.result {
             Ok(_) => "an update (same id, capacity min doubled)",
             Err(_) => "a failed update (same id, capacity min doubled)",
         };
-        Err(wiped(what, canary.as_deref().expect("kept without one")))
+        Err(wiped(what, lost))
     } else {
         match &call.result {
             Ok(resp) if resp.path == first.path => Ok(Finding::Pass("update kept the path".into())),
@@ -450,12 +451,12 @@ async fn update(ctx: &Ctx) -> CheckResult {
             .calls()
             .create(&other, Expect::Either, "create again with other parameters")
             .await;
-        if !kept(&canary) {
+        if let Some(lost) = lost() {
             let what = match call.result {
                 Ok(_) => "a create with other parameters",
                 Err(_) => "a failed create with other parameters",
             };
-            result = Err(wiped(what, canary.as_deref().expect("kept without one")));
+            result = Err(wiped(what, lost));
         } else if let Some(resp) = call.result.as_ref().ok().filter(|r| r.path != first.path) {
             result = Err(Finding::Fail(format!(
                 "expected a create of the same volume with other parameters to keep path {:?} or fail; got {:?}",
