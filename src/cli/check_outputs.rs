@@ -140,7 +140,17 @@ fn bless_snapshot(snapshot: &Normalised, path: &Path, bless: &Bless) -> CliResul
         }
         Bless::Pending(out) | Bless::Accepted(out) => out,
     };
-    let outcome = report::compare(path, snapshot).map_err(read_error)?;
+    // A stored snapshot that cannot be read (not UTF-8, say) is no reason to
+    // refuse the one that replaces it: blessing is how it gets mended.
+    let outcome = report::compare(path, snapshot).unwrap_or_else(|e| {
+        print_stderr(&format!(
+            "dhv-conform: {e}: {}; the new one replaces it once accepted\n",
+            source_of(&e)
+        ));
+        SnapshotOutcome::Missing {
+            path: path.to_owned(),
+        }
+    });
     if outcome == SnapshotOutcome::Matched {
         drop_stale_pending(path)?;
         print_stderr(&format!(

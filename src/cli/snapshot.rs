@@ -120,18 +120,24 @@ fn review(found: &[Pending], answers: &mut dyn BufRead) -> CliResult {
 /// One pending snapshot as a review shows it: which, what changed, the diff.
 fn shown(pending: &Pending) -> Result<String, report::SnapshotError> {
     let proposed = pending.proposed()?;
-    let stored = pending.stored()?;
     let name = pending.snapshot.display().to_string();
-    let mut out = match &stored {
-        Some(_) => format!("pending snapshot {}:\n", pending.pending.display()),
-        None => format!(
-            "pending snapshot {} (new: there is no {name} yet):\n",
-            pending.pending.display()
+    let shown = pending.pending.display();
+    // An unreadable snapshot is what the pending one mends: shown as nothing.
+    let (stored, mut out) = match pending.stored() {
+        Ok(Some(stored)) => (stored, format!("pending snapshot {shown}:\n")),
+        Ok(None) => (
+            String::new(),
+            format!("pending snapshot {shown} (new: there is no {name} yet):\n"),
+        ),
+        Err(e) => (
+            String::new(),
+            format!("pending snapshot {shown} (in place of {name}, which cannot be read: {e})\n"),
         ),
     };
-    let stored = stored.unwrap_or_default();
-    for change in report::changes(&stored, &proposed) {
-        out.push_str(&format!("  {change}\n"));
+    if !stored.is_empty() {
+        for change in report::changes(&stored, &proposed) {
+            out.push_str(&format!("  {change}\n"));
+        }
     }
     let new_name = pending.pending.display().to_string();
     out.push_str(&report::diff(&stored, &proposed, &name, &new_name));

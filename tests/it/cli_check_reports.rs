@@ -491,6 +491,26 @@ fn pending_snapshots_are_rejected_accepted_or_left() {
     let out = snapshot_cmd(&["accept".as_ref(), pending.as_os_str()]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(fs::read_to_string(&snap).unwrap(), blessed);
+
+    // A snapshot that cannot be read is mended by blessing, not refused.
+    fs::write(&snap, b"\xff\xfe not text\n").unwrap();
+    let out = bless(&[]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("cannot read snapshot"),
+        "{}",
+        out.stderr
+    );
+    let out = snapshot_cmd(&["review".as_ref(), snap.as_os_str()]);
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    assert!(
+        out.stdout.contains("which cannot be read"),
+        "{}",
+        out.stdout
+    );
+    let out = snapshot_cmd(&["accept".as_ref(), snap.as_os_str()]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(fs::read_to_string(&snap).unwrap(), blessed);
 }
 
 /// A snapshot in the older form, one line per check, is compared as it was, and
