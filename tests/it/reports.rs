@@ -395,3 +395,15 @@ fn pinning_touches_only_declared_checks() {
     };
     assert_eq!(snapshot_text("racy-concurrency", &raced), text);
 }
+
+/// The README's example of a snapshot ("Snapshots") is a stored one, word for word.
+#[test]
+fn the_readme_shows_a_stored_snapshot() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let body = samples::stored_snapshot("setsid-daemon");
+    assert!(
+        readme.contains(&format!("```text\n{body}\n```\n")),
+        "README.md's example snapshot is not snapshots/sample-setsid-daemon.snap: copy it from there"
+    );
+}
