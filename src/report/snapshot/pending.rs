@@ -212,3 +212,7 @@ pub fn reject(pending: &Pending) -> Result<(), SnapshotError> {
         }),
     }
 }
+
+#[cfg(test)]
+#[path = "pending_tests.rs"]
+mod tests;
