@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use similar::TextDiff;
 
-use super::Normalised;
 use super::form::{Block, Parsed, harness_of};
 use super::pending::{SnapshotError, read_stored};
+use super::{Normalised, SCHEMA_KEY};
 
 /// Lines of unchanged context around each change in a diff.
 const DIFF_CONTEXT: usize = 3;
@@ -58,7 +58,9 @@ pub fn compare(path: &Path, run: &Normalised) -> Result<SnapshotOutcome, Snapsho
             path: path.to_owned(),
         });
     };
-    let current = Parsed::of(&stored).is_current();
+    // A file that is no snapshot at all (no schema line) is compared with the
+    // current form: that is what blessing would write over it.
+    let current = Parsed::of(&stored).is_current() || !stored.starts_with(SCHEMA_KEY);
     let run = if current { &run.text } else { &run.older };
     if same_results(&stored, run) {
         return Ok(match current {
