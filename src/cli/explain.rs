@@ -102,7 +102,10 @@ fn plain_entry(spec: &CheckSpec) -> String {
     let _ = writeln!(out, "  why Nomad cares: {}", spec.why);
     let _ = writeln!(out, "  how to fix it: {}", spec.fix);
     if let Some(why) = spec.varies {
-        let _ = writeln!(out, "  in a snapshot: [VARIES: {why}] for its message");
+        let _ = writeln!(
+            out,
+            "  in a snapshot: [VARIES: {why}] for its message when it fails or warns"
+        );
     }
     let _ = writeln!(
         out,
@@ -140,7 +143,7 @@ fn markdown_entry(spec: &CheckSpec) -> String {
         // Its words differ between runs of one plugin: a snapshot pins its status only.
         let _ = writeln!(
             out,
-            "- **In a snapshot:** its status; its message reads `[VARIES: {why}]`"
+            "- **In a snapshot:** when it fails or warns, its status; its message reads `[VARIES: {why}]`"
         );
     }
     let _ = writeln!(out, "- **Sample plugin:** {}\n", samples(spec, true));

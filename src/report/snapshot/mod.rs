@@ -93,8 +93,9 @@ impl Normalised {
 ///
 /// `varies` answers, for a check id, why that check's message can differ between two
 /// runs of one plugin (the check's declaration in the catalogue), or `None`: a check
-/// that declares it shows `[VARIES: <why>]` for its message, so only its status is
-/// pinned.
+/// that declares it and fails or warns shows `[VARIES: <why>]` for its message, so only
+/// its status is pinned. Its skips keep their reason (`needs create.succeeds`), which
+/// names no call and so never varies.
 ///
 /// What the plugin did, not how the run was gated: `--strict` is left out, and the
 /// verdict is the one without it (a warning is a warning line either way), so the same
@@ -116,8 +117,9 @@ pub fn normalise(
     );
     let mut out = header(report, redactions, &passed);
     for check in listed {
+        let finding = matches!(check.status, Status::Fail | Status::Warn);
         match varies(&check.id) {
-            Some(why) if check.unpinned.is_none() => {
+            Some(why) if finding && check.unpinned.is_none() => {
                 let mut pinned = check.clone();
                 pinned.message = format!("{VARIES}{why}]");
                 push_check(&mut out, &pinned, redactions);

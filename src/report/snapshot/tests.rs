@@ -262,8 +262,8 @@ fn an_unpinned_verdict_shows_only_that_it_is_not_pinned() {
     );
 }
 
-/// A check that declares its message varies is pinned by its status only, and
-/// only where it is listed: a passing one is counted as any other.
+/// A check that declares its message varies is pinned by its status only when
+/// it fails or warns: a skip keeps its reason, a pass is counted as any other.
 #[test]
 fn a_varying_message_is_pinned_by_its_status() {
     let report = sample::report(false);
@@ -277,6 +277,14 @@ fn a_varying_message_is_pinned_by_its_status() {
     let all = |_: &str| Some("anything");
     let text = normalise(&report, &Redactions::for_report(&report), all);
     assert!(text.contains("passed: 2 of 6"), "{text}");
+    assert!(
+        text.contains("\nprocess.no-orphans should skip: built-in plugin\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nfingerprint.version-semver should warn: [VARIES: anything]\n"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -158,8 +158,8 @@ const STATUS_VARIES: &str = "its status differs between runs (the sample's `# ma
 /// The report with every declared variation pinned: a `# may:` check takes
 /// the status it may have, so that it is listed either way (the snapshot text
 /// then shows `[VARIES]` for it, as the model has no word for "either"), and
-/// the message of each check that does not pass and declares variance (or is
-/// a `# may:` check) is the reason.
+/// the message of each check that fails or warns and declares variance (or is
+/// a `# may:` check) is the reason, as `check --snapshot` shows it.
 pub fn pinned(name: &str, report: &Report) -> Report {
     let may = may(name);
     let mut pinned = report.clone();
@@ -172,7 +172,8 @@ pub fn pinned(name: &str, report: &Report) -> Report {
             Some(_) => Some(varies(&check.id).unwrap_or(STATUS_VARIES)),
             None => varies(&check.id),
         };
-        if let Some(why) = why.filter(|_| check.status != report::Status::Pass) {
+        let finding = matches!(check.status, report::Status::Fail | report::Status::Warn);
+        if let Some(why) = why.filter(|_| finding) {
             check.message = format!("[VARIES: {why}]");
         }
     }
