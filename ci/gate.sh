@@ -217,8 +217,8 @@ output exit-code "$status"
 {
   if [ -n "${DHV_SNAPSHOT:-}" ]; then
     if [ "$status" = 3 ]; then
-      echo "**Snapshot** \`$DHV_SNAPSHOT\`: the results differ (or it is missing). Review the diff; to accept it, bless locally with \`--bless\` and commit the snapshot."
-      grep -E '^dhv-conform: snapshot .* (was written by|does not exist)' "$log" | sed 's/^dhv-conform: /> /' || true
+      echo "**Snapshot** \`$DHV_SNAPSHOT\`: the results differ (or it is missing). Review the diff; to accept it, bless locally with \`--bless\`, accept it with \`dhv-conform snapshot review $DHV_SNAPSHOT\` and commit the snapshot."
+      grep -E '^dhv-conform: snapshot .* (was written by|does not exist|is in the older form)' "$log" | sed 's/^dhv-conform: /> /' || true
       echo
       echo '```diff'
       awk '/^--- /{on=1} on && /^(--- |\+\+\+ |@@ |[-+ \\])/{print; next} on && !/^$/{on=0}' "$log"
@@ -236,7 +236,7 @@ case "$status" in
   3) if [ "$verdict" = non-conformant ]; then
        echo "dhv-conform gate: non-conformant (see $reports/summary.md), and the snapshot is missing or differs" >&2
      fi
-     echo "dhv-conform gate: the snapshot is missing or differs; review the diff above, then bless it locally with --bless and commit it" >&2 ;;
+     echo "dhv-conform gate: the snapshot is missing or differs; review the diff above, then bless it locally with --bless, accept it with \`dhv-conform snapshot review $DHV_SNAPSHOT\` and commit it" >&2 ;;
   *) echo "dhv-conform gate: dhv-conform exited $status" >&2 ;;
 esac
 exit "$status"

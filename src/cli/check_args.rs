@@ -26,9 +26,14 @@ pub struct CheckArgs {
     /// Compare the normalised report with FILE; missing or different exits 3 with a diff.
     #[arg(long, value_name = "FILE")]
     pub snapshot: Option<PathBuf>,
-    /// Write (or overwrite) the --snapshot file instead of comparing.
+    /// Instead of failing on a missing or different --snapshot FILE, write the new
+    /// one beside it as FILE.new for `dhv-conform snapshot review FILE` (a FILE that
+    /// still matches is left as it is).
     #[arg(long, requires = "snapshot")]
     pub bless: bool,
+    /// With --bless, write FILE itself, accepted without review (for scripts).
+    #[arg(long, requires = "bless")]
+    pub accept: bool,
     /// The node's name in the report [default: the host name]; `report merge` tells
     /// nodes apart by it (a Nomad job passes `${node.unique.name}`).
     #[arg(long, value_name = "NAME")]

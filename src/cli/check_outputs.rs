@@ -9,19 +9,30 @@ use std::path::{Path, PathBuf};
 use super::check_args::CheckArgs;
 use super::print_stdout;
 use super::{CliError, CliResult, EXIT_OK, EXIT_SNAPSHOT, print_stderr};
-use crate::report::{self, Format, Redactions, SnapshotOutcome};
+use crate::report::{self, Format, Normalised, Redactions, SnapshotOutcome};
 use crate::safe_fs::{Output, WriteOptions};
 
 /// Every output of a run, opened before it (see [`open_outputs`]).
 pub(super) struct Outputs {
     reports: Vec<(&'static Format, Dest)>,
-    /// The `--snapshot` file when blessing.
-    blessed: Option<Output>,
+    /// Where `--bless` writes, when given.
+    blessed: Option<Bless>,
 }
 
 enum Dest {
     Stdout,
     File(Output),
+}
+
+/// Where `--bless` writes the snapshot.
+enum Bless {
+    /// Beside the snapshot, as its pending file, for a review to accept.
+    Pending(Output),
+    /// The snapshot itself (`--accept`).
+    Accepted(Output),
+    /// The snapshot itself, without comparing: a device or FIFO (`/dev/stdout`)
+    /// is no file to compare with or to put a pending file beside.
+    InPlace(Output),
 }
 
 /// Writes the requested report files; returns the snapshot gate's exit code.
@@ -41,7 +52,15 @@ pub(super) fn write_reports(
             ));
             Ok(EXIT_OK)
         }
-        Some(path) => snapshot_gate(report, path, outputs.blessed.as_ref()),
+        Some(path) => {
+            let snapshot = Normalised::of(report, &Redactions::for_report(report), |id| {
+                crate::conformance::catalogue::find(id).and_then(|c| c.varies)
+            });
+            match &outputs.blessed {
+                Some(bless) => bless_snapshot(&snapshot, path, bless),
+                None => compare_snapshot(&snapshot, path),
+            }
+        }
         None => Ok(EXIT_OK),
     }
 }
@@ -61,61 +80,159 @@ pub(super) fn write_files(outputs: &Outputs, report: &report::Report) -> Result<
     Ok(())
 }
 
-/// Compares the normalised report with `path`, or blesses it into the
-/// snapshot opened before the run.
-fn snapshot_gate(report: &report::Report, path: &Path, blessed: Option<&Output>) -> CliResult {
-    let text = report::normalise(report, &Redactions::for_report(report));
-    if let Some(out) = blessed {
-        out.write(text.as_bytes())
-            .map_err(|e| CliError::usage(format!("cannot write the snapshot: {e}")))?;
+/// The gate: the run's snapshot compared with the one stored at `path`
+/// (missing or different: exit 3, with what changed and a diff).
+fn compare_snapshot(snapshot: &Normalised, path: &Path) -> CliResult {
+    let outcome = report::compare(path, snapshot).map_err(read_error)?;
+    if matches!(
+        outcome,
+        SnapshotOutcome::Matched | SnapshotOutcome::MatchedOlder { .. }
+    ) {
+        return Ok(EXIT_OK);
+    }
+    let review = format!("dhv-conform snapshot review {}", path.display());
+    let pending = report::pending_path(path);
+    let waiting = match pending.exists() {
+        true => format!(
+            "; {} is pending from an earlier --bless: `{review}`",
+            pending.display()
+        ),
+        false => String::new(),
+    };
+    if let SnapshotOutcome::Missing { path } = &outcome {
+        let hint = if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+            "under CI a missing snapshot is an error: bless it locally with --bless, review it and commit it"
+        } else {
+            "run again with --bless to write it for review"
+        };
+        print_stderr(&format!(
+            "dhv-conform: snapshot {} does not exist; {hint}{waiting}\n",
+            path.display()
+        ));
+    } else {
+        print_stderr(&format!(
+            "dhv-conform: the results differ from snapshot {} (to accept them: --bless, then `{review}`){waiting}:\n",
+            path.display()
+        ));
+    }
+    print_outcome(&outcome, snapshot);
+    Ok(EXIT_SNAPSHOT)
+}
+
+/// `--bless`: a snapshot that still holds the run's results is left as it is
+/// (its count and harness line included); otherwise the run's snapshot is
+/// written as the pending file (or, with `--accept`, over the snapshot), with
+/// what changed and a diff on stderr.
+fn bless_snapshot(snapshot: &Normalised, path: &Path, bless: &Bless) -> CliResult {
+    let write_error =
+        |e: crate::safe_fs::WriteError| CliError::usage(format!("cannot write the snapshot: {e}"));
+    let written = |to: &Path| {
         print_stderr(&format!(
             "dhv-conform: snapshot written to {}\n",
+            to.display()
+        ))
+    };
+    let out = match bless {
+        Bless::InPlace(out) => {
+            out.write(snapshot.text.as_bytes()).map_err(write_error)?;
+            written(path);
+            return Ok(EXIT_OK);
+        }
+        Bless::Pending(out) | Bless::Accepted(out) => out,
+    };
+    // A stored snapshot that cannot be read (not UTF-8, say) is no reason to
+    // refuse the one that replaces it: blessing is how it gets mended.
+    let outcome = report::compare(path, snapshot).unwrap_or_else(|e| {
+        print_stderr(&format!(
+            "dhv-conform: {e}: {}; the new one replaces it once accepted\n",
+            source_of(&e)
+        ));
+        SnapshotOutcome::Missing {
+            path: path.to_owned(),
+        }
+    });
+    if outcome == SnapshotOutcome::Matched {
+        drop_stale_pending(path)?;
+        print_stderr(&format!(
+            "dhv-conform: snapshot {} holds this run's results: left as it is\n",
             path.display()
         ));
         return Ok(EXIT_OK);
     }
-    match report::compare(path, &text)
-        .map_err(|e| CliError::usage(format!("{e}: {}", source_of(&e))))?
-    {
-        SnapshotOutcome::Matched => Ok(EXIT_OK),
-        SnapshotOutcome::Missing { path } => {
-            let hint = if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-                "under CI a missing snapshot is an error: bless it locally with --bless and commit it"
-            } else {
-                "run again with --bless to write it"
-            };
-            print_stderr(&format!(
-                "dhv-conform: snapshot {} does not exist; {hint}\n",
-                path.display()
-            ));
-            print_stderr(&report::diff(
-                "",
-                &text,
-                "(none)",
-                &path.display().to_string(),
-            ));
-            Ok(EXIT_SNAPSHOT)
+    print_outcome(&outcome, snapshot);
+    out.write(snapshot.text.as_bytes()).map_err(write_error)?;
+    match bless {
+        Bless::Accepted(_) => {
+            drop_stale_pending(path)?;
+            written(path);
         }
+        _ => print_stderr(&format!(
+            "dhv-conform: pending snapshot written to {}: review it with `dhv-conform snapshot review {shown}`, or accept it with `dhv-conform snapshot accept {shown}`\n",
+            report::pending_path(path).display(),
+            shown = path.display(),
+        )),
+    }
+    Ok(EXIT_OK)
+}
+
+/// What changed and the diff, on stderr; for a missing snapshot, the whole
+/// new one as a diff from nothing.
+fn print_outcome(outcome: &SnapshotOutcome, snapshot: &Normalised) {
+    match outcome {
+        SnapshotOutcome::Missing { path } => print_stderr(&report::diff(
+            "",
+            &snapshot.text,
+            "(none)",
+            &path.display().to_string(),
+        )),
         SnapshotOutcome::Differs {
             path,
             diff,
+            changes,
             other_harness,
+            older_form,
         } => {
             if let Some(old) = other_harness {
-                let now = report::harness_of(&text).unwrap_or_default();
+                let now = report::harness_of(&snapshot.text).unwrap_or_default();
                 print_stderr(&format!(
                     "dhv-conform: snapshot {} was written by {old}, this is {now}: some of the differences below may be the harness's, not the plugin's (pin the harness version the snapshot was blessed with)\n",
                     path.display()
                 ));
             }
-            print_stderr(&format!(
-                "dhv-conform: the results differ from snapshot {} (review, then --bless to accept):\n",
-                path.display()
-            ));
-            print_stderr(&diff);
-            Ok(EXIT_SNAPSHOT)
+            if *older_form {
+                print_stderr(&format!(
+                    "dhv-conform: snapshot {} is in the older form (a line per check, compared as before); --bless rewrites it in the current one (what did not pass, the rest counted)\n",
+                    path.display()
+                ));
+            }
+            let list: String = changes.iter().map(|c| format!("  {c}\n")).collect();
+            print_stderr(&list);
+            print_stderr(diff);
         }
+        SnapshotOutcome::Matched | SnapshotOutcome::MatchedOlder { .. } => {}
     }
+}
+
+/// Removes a pending snapshot an earlier `--bless` left, now that it is out
+/// of date: a review must never offer what this run contradicts.
+fn drop_stale_pending(path: &Path) -> Result<(), CliError> {
+    let pending = report::Pending {
+        snapshot: path.to_owned(),
+        pending: report::pending_path(path),
+    };
+    if !pending.pending.exists() {
+        return Ok(());
+    }
+    report::reject(&pending).map_err(read_error)?;
+    print_stderr(&format!(
+        "dhv-conform: removed {}, out of date\n",
+        pending.pending.display()
+    ));
+    Ok(())
+}
+
+fn read_error(e: report::SnapshotError) -> CliError {
+    CliError::usage(format!("{e}: {}", source_of(&e)))
 }
 
 fn source_of(e: &dyn std::error::Error) -> String {
@@ -130,17 +247,24 @@ pub(super) fn open_outputs(
     args: &CheckArgs,
     inputs: &[(&str, PathBuf)],
 ) -> Result<Outputs, CliError> {
-    // JSON to stdout is no file; --bless writes the snapshot, whose dir must
-    // exist, as every output's must.
+    // JSON to stdout is no file; --bless writes the snapshot (or its pending
+    // file beside it), whose dir must exist, as every output's must. The
+    // snapshot is opened in either case: a review accepts the pending file over it.
     let reports = args.reports.requested().map(|(f, path)| (f.flag, path));
     let snapshot = args.snapshot.as_deref().filter(|_| args.bless);
+    // A device or FIFO is written in place, as before: nothing sits beside it.
+    let in_place = snapshot.is_some_and(|p| std::fs::metadata(p).is_ok_and(|m| !m.is_file()));
+    let pending = snapshot
+        .filter(|_| !args.accept && !in_place)
+        .map(report::pending_path);
     let files: Vec<(&str, &Path)> = reports
         .filter(|(flag, path)| !(*flag == "--json" && *path == Path::new("-")))
         .chain(snapshot.map(|path| ("--snapshot", path)))
+        .chain(pending.as_deref().map(|path| ("--bless", path)))
         .collect();
     let mut opened = Vec::new();
     for (flag, path) in &files {
-        let opts = if *flag == "--snapshot" {
+        let opts = if matches!(*flag, "--snapshot" | "--bless") {
             // A snapshot is committed: flushed to disk before the rename.
             WriteOptions {
                 durable: true,
@@ -179,7 +303,13 @@ pub(super) fn open_outputs(
             outputs.reports.push((format, Dest::File(out)));
         }
     }
-    outputs.blessed = opened.next().map(|(_, out)| out);
+    let snapshot = opened.next().map(|(_, out)| out);
+    outputs.blessed = match (snapshot, opened.next()) {
+        (Some(_), Some((_, pending))) => Some(Bless::Pending(pending)),
+        (Some(out), None) if in_place => Some(Bless::InPlace(out)),
+        (Some(out), None) => Some(Bless::Accepted(out)),
+        (None, _) => None,
+    };
     Ok(outputs)
 }
 

@@ -101,6 +101,12 @@ fn plain_entry(spec: &CheckSpec) -> String {
     let _ = writeln!(out, "  rule: {}", spec.rule);
     let _ = writeln!(out, "  why Nomad cares: {}", spec.why);
     let _ = writeln!(out, "  how to fix it: {}", spec.fix);
+    if let Some(why) = spec.varies {
+        let _ = writeln!(
+            out,
+            "  in a snapshot: [VARIES: {why}] for its message when it fails or warns"
+        );
+    }
     let _ = writeln!(
         out,
         "  sample plugins with this fault: {}",
@@ -133,6 +139,13 @@ fn markdown_entry(spec: &CheckSpec) -> String {
     let _ = writeln!(out, "- **Rule:** {}", spec.rule);
     let _ = writeln!(out, "- **Why Nomad cares:** {}", spec.why);
     let _ = writeln!(out, "- **How to fix it:** {}", spec.fix);
+    if let Some(why) = spec.varies {
+        // Its words differ between runs of one plugin: a snapshot pins its status only.
+        let _ = writeln!(
+            out,
+            "- **In a snapshot:** when it fails or warns, its status; its message reads `[VARIES: {why}]`"
+        );
+    }
     let _ = writeln!(out, "- **Sample plugin:** {}\n", samples(spec, true));
     out
 }

@@ -23,6 +23,7 @@ mod run_fidelity;
 mod run_output;
 pub(crate) mod selection;
 mod signals;
+mod snapshot;
 mod terminal;
 mod volume;
 
@@ -117,6 +118,10 @@ enum Command {
     Init(init::InitArgs),
     /// Write a new plugin that passes every check, with its config, snapshot and CI files.
     New(new::NewArgs),
+    /// Review the pending snapshots `check --snapshot FILE --bless` wrote (FILE.new):
+    /// accept them over their snapshots, or reject them.
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
 }
 
 /// Prints to stdout; a reader that went away (`dhv-conform ... | head -1`) is
@@ -171,7 +176,7 @@ pub fn main() -> ExitCode {
     // Only commands that run plugins: a plugin may reach the terminal.
     let runs_plugins = !matches!(
         cli.command,
-        Command::Explain(_) | Command::Report(_) | Command::Clean(_)
+        Command::Explain(_) | Command::Report(_) | Command::Clean(_) | Command::Snapshot(_)
     );
     let terminal = runs_plugins.then(terminal::Terminal::keep).flatten();
     let result = match cli.command {
@@ -184,6 +189,7 @@ pub fn main() -> ExitCode {
         Command::Init(args) => runtime.block_on(init::run(args)),
         Command::New(args) => new::run(&runtime, args),
         Command::Clean(args) => clean::run(args),
+        Command::Snapshot(cmd) => snapshot::run(cmd),
     };
     drop(terminal);
     match result {

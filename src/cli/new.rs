@@ -46,7 +46,7 @@ pub fn run(rt: &tokio::runtime::Runtime, args: NewArgs) -> CliResult {
         print_stderr(&format!(
             "dhv-conform: wrote {}; `go` is not on PATH, so the plugin is not built and no snapshot \
              is blessed: run `go build -o {name} .` there, then `dhv-conform check ./{name} --snapshot \
-             snapshots/{name}.snap --bless`\n",
+             snapshots/{name}.snap --bless --accept`\n",
             args.dir.display()
         ));
         return Ok(EXIT_OK);
@@ -271,8 +271,9 @@ fn build_go(dir: &Path, name: &str) -> Result<bool, CliError> {
     }
 }
 
-/// `check PLUGIN --snapshot SNAP --bless -q`: the snapshot the new plugin's
-/// CI compares with, written by the check it must pass.
+/// `check PLUGIN --snapshot SNAP --bless --accept -q`: the snapshot the new
+/// plugin's CI compares with, written by the check it must pass (a first
+/// snapshot of a plugin just made needs no review).
 fn bless(rt: &tokio::runtime::Runtime, plugin: &Path, snapshot: &Path) -> CliResult {
     #[derive(Parser)]
     struct Wrapper {
@@ -285,6 +286,7 @@ fn bless(rt: &tokio::runtime::Runtime, plugin: &Path, snapshot: &Path) -> CliRes
         "--snapshot".as_ref(),
         snapshot.as_os_str(),
         "--bless".as_ref(),
+        "--accept".as_ref(),
         "-q".as_ref(),
     ];
     let wrapper =

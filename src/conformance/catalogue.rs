@@ -24,6 +24,11 @@ pub struct CheckSpec {
     pub why: &'static str,
     /// What the plugin should do instead.
     pub fix: &'static str,
+    /// Why this check's message, when it fails or warns, can differ between two
+    /// runs of one plugin (it names which of racing calls lost, say), or `None`
+    /// when the same plugin always gets the same words. A snapshot pins such a
+    /// finding by its status only: its message there is `[VARIES: <why>]`.
+    pub varies: Option<&'static str>,
     /// Sample plugins (in `sample-plugins/`) whose `# expect:` header names this
     /// check: the fault, shown in a few lines of sh. A test holds the two to
     /// each other (the binary carries the list; the headers are in the repo).

@@ -49,5 +49,7 @@ pub use redact::Redactions;
 pub use requests::{RequestOutcome, merge_requests};
 pub use sandbox::SandboxOutcome;
 pub use snapshot::{
-    SnapshotError, SnapshotOutcome, bless, compare, diff, harness_of, normalise, pin_as_stored,
+    MAX_SNAPSHOT_BYTES, Normalised, Pending, SnapshotError, SnapshotOutcome, accept, bless,
+    changes, compare, diff, find_pending, harness_of, normalise, normalise_older, pending_path,
+    pin_as_stored, reject, same_results, write_pending,
 };

@@ -156,7 +156,13 @@ fn strict_with_a_warning_exits_1_against_a_lenient_snapshot() {
     let runner = Runner::new(scratch.path());
     let snap = runner.workspace.join("conformance.snap");
     let bless = std::process::Command::new(assert_cmd::cargo::cargo_bin("dhv-conform"))
-        .args(["check", &plugin("non-semver-version"), "--quiet", "--bless"])
+        .args([
+            "check",
+            &plugin("non-semver-version"),
+            "--quiet",
+            "--bless",
+            "--accept",
+        ])
         .arg("--snapshot")
         .arg(&snap)
         .env("TMPDIR", runner.root.join("tmp"))

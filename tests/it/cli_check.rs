@@ -1,6 +1,6 @@
 //! `dhv-conform check` end to end through the binary: exit codes, fixtures
-//! and the libtest-style selection of checks. The report files, colour and
-//! the snapshot gate are in cli_check_reports.rs.
+//! and the libtest-style selection of checks. The report files and colour
+//! are in cli_check_reports.rs, the snapshot gate in snapshot_gate.rs.
 //!
 //! Every run gets a scratch TMPDIR, and every run is shown to leave nothing in it (no
 //! temp dir, no process). Files a test asks for (reports, snapshots) go to a separate

@@ -1,5 +1,5 @@
 //! `dhv-conform check` end to end through the binary, what it writes: the report
-//! files, colour, and the snapshot gate. Every run is shown to leave nothing in its
+//! files and colour (the snapshot gate is in `snapshot_gate.rs`). Every run is shown to leave nothing in its
 //! scratch TMPDIR; files a test asks for go to a separate output dir.
 
 use crate::util;
@@ -8,7 +8,7 @@ use std::ffi::OsStr;
 use std::fs;
 use std::io::Read as _;
 use std::os::fd::{AsRawFd as _, FromRawFd as _};
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 use std::process::Stdio;
 
@@ -249,141 +249,4 @@ fn no_color_turns_off_colour_on_a_terminal() {
     assert!(painted.contains("\x1b[32mPASS\x1b[0m"), "{painted:?}");
     let plain = on_a_terminal(true);
     assert!(!plain.contains('\x1b'), "{plain:?}");
-}
-
-// ---- the snapshot gate -----------------------------------------------------------
-
-/// A snapshot that does not exist yet: exit 3 with the would-be content as a diff, and
-/// the file is not written. Under CI the message says that this is an error.
-#[test]
-fn missing_snapshot_exits_3_and_writes_nothing() {
-    let out_dir = util::Scratch::new();
-    let snap = out_dir.path().join("snaps/reference.snap");
-    let reference = sample("reference");
-    let args = [
-        OsStr::new(&reference),
-        OsStr::new("--exact"),
-        OsStr::new("create.idempotent"),
-        OsStr::new("-q"),
-        OsStr::new("--snapshot"),
-        snap.as_os_str(),
-    ];
-    let out = check(args).run();
-    assert_eq!(out.code, Some(3), "{}", out.stderr);
-    assert!(!snap.exists());
-    assert!(!snap.parent().unwrap().exists());
-    assert!(
-        out.stderr
-            .contains("does not exist; run again with --bless"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains("\n+create.idempotent must pass: "),
-        "{}",
-        out.stderr
-    );
-
-    let out = check(args).env("CI", "true").run();
-    assert_eq!(out.code, Some(3), "{}", out.stderr);
-    assert!(!snap.exists());
-    assert!(
-        out.stderr
-            .contains("under CI a missing snapshot is an error"),
-        "{}",
-        out.stderr
-    );
-}
-
-/// `--bless` writes the snapshot by rename (never in place), a second run compares
-/// equal (two runs normalise byte for byte alike), and a changed snapshot fails with a
-/// unified diff.
-#[test]
-fn bless_then_compare_then_differ() {
-    let out_dir = util::Scratch::new();
-    let snap = out_dir.path().join("reference.snap");
-    fs::write(&snap, "an older snapshot\n").unwrap();
-    let before = fs::metadata(&snap).unwrap().ino();
-    let reference = sample("reference");
-    let gate = |bless: bool| {
-        let mut args = vec![
-            OsStr::new(&reference),
-            OsStr::new("-q"),
-            OsStr::new("--snapshot"),
-            snap.as_os_str(),
-        ];
-        if bless {
-            args.push(OsStr::new("--bless"));
-        }
-        let run = check(args);
-        let scratch = run.tmp.path().to_string_lossy().into_owned();
-        (run.run(), scratch)
-    };
-
-    let (blessed, scratch) = gate(true);
-    assert_eq!(blessed.code, Some(0), "{}", blessed.stderr);
-    assert!(
-        blessed.stderr.contains("snapshot written to"),
-        "{}",
-        blessed.stderr
-    );
-    assert_ne!(
-        fs::metadata(&snap).unwrap().ino(),
-        before,
-        "written in place"
-    );
-    let entries: Vec<_> = fs::read_dir(out_dir.path()).unwrap().flatten().collect();
-    assert_eq!(entries.len(), 1, "a temp file was left: {entries:?}");
-    let text = fs::read_to_string(&snap).unwrap();
-    assert_normalised(&text, &scratch);
-
-    let (again, _) = gate(false);
-    assert_eq!(again.code, Some(0), "two runs differ:\n{}", again.stderr);
-
-    let line = "create.idempotent must pass: same path and bytes; data kept";
-    assert!(text.contains(line), "{text}");
-    fs::write(
-        &snap,
-        text.replace(line, "create.idempotent must fail: tampered"),
-    )
-    .unwrap();
-    let (differs, _) = gate(false);
-    assert_eq!(differs.code, Some(3), "{}", differs.stderr);
-    let diff = &differs.stderr;
-    assert!(diff.contains("the results differ from snapshot"), "{diff}");
-    assert!(
-        diff.contains(&format!(
-            "--- {}\n+++ {} (this run)\n",
-            snap.display(),
-            snap.display()
-        )),
-        "{diff}"
-    );
-    assert!(
-        diff.contains(&format!(
-            "\n-create.idempotent must fail: tampered\n+{line}\n"
-        )),
-        "{diff}"
-    );
-}
-
-/// A snapshot holds every check of the catalogue, and nothing of the machine or
-/// the run (`scratch` is its TMPDIR): the one normaliser took it all out.
-fn assert_normalised(text: &str, scratch: &str) {
-    assert!(
-        text.starts_with("schema: dhv-conform/report/v1\n"),
-        "{text}"
-    );
-    let check_lines = text.lines().filter(|l| {
-        CATALOGUE
-            .iter()
-            .any(|c| l.starts_with(&format!("{} {} ", c.id, c.level)))
-    });
-    assert_eq!(check_lines.count(), CATALOGUE.len(), "{text}");
-    for needle in [scratch, "/dhv-conform-", env!("CARGO_MANIFEST_DIR"), " ms"] {
-        assert!(!text.contains(needle), "{needle:?} in:\n{text}");
-    }
-    for placeholder in ["[TMP]/", "[UUID]", "[DURATION]"] {
-        assert!(text.contains(placeholder), "no {placeholder} in:\n{text}");
-    }
 }

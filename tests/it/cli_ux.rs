@@ -51,20 +51,40 @@ fn dhv(args: &[&str]) -> Out {
 // ---- the rules travel with the tool ------------------------------------------------
 
 /// docs/checks.md is exactly what `explain --all --markdown` prints. To regenerate it:
-/// `DHV_CONFORM_UPDATE_DOCS=1 cargo test --test it cli_ux::docs_checks_md`.
+/// `DHV_CONFORM_UPDATE_DOCS=1 cargo test --test it cli_ux::docs_checks_md` writes
+/// the new text beside it as `docs/checks.md.new`, for `scripts/review-goldens`
+/// (as `INSTA_UPDATE=new` does for insta's snapshots); `DHV_CONFORM_UPDATE_DOCS=accept`
+/// writes docs/checks.md itself.
 #[test]
 fn docs_checks_md_is_generated_from_the_catalogue() {
     let out = dhv(&["explain", "--all", "--markdown"]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let path = repo().join("docs/checks.md");
-    if std::env::var_os("DHV_CONFORM_UPDATE_DOCS").is_some() {
-        std::fs::write(&path, &out.stdout).unwrap();
+    let pending = repo().join("docs/checks.md.new");
+    let update = std::env::var("DHV_CONFORM_UPDATE_DOCS").ok();
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    if on_disk == out.stdout || update.as_deref() == Some("accept") {
+        // What an earlier update proposed is out of date (or taken now).
+        let _ = std::fs::remove_file(&pending);
+    }
+    if on_disk != out.stdout {
+        match update.as_deref() {
+            Some("accept") => std::fs::write(&path, &out.stdout).unwrap(),
+            Some(_) => {
+                std::fs::write(&pending, &out.stdout).unwrap();
+                panic!(
+                    "docs/checks.md is out of date: the new text is in docs/checks.md.new; \
+                     review it with scripts/review-goldens (or accept it: scripts/review-goldens --accept)"
+                );
+            }
+            None => panic!(
+                "docs/checks.md is out of date: run DHV_CONFORM_UPDATE_DOCS=1 cargo test --test it \
+                 cli_ux::docs_checks_md, then scripts/review-goldens (DHV_CONFORM_UPDATE_DOCS=accept \
+                 writes it without review)"
+            ),
+        }
     }
     let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        on_disk == out.stdout,
-        "docs/checks.md is out of date: run DHV_CONFORM_UPDATE_DOCS=1 cargo test --test it cli_ux::docs_checks_md"
-    );
     for spec in CATALOGUE {
         assert!(
             on_disk.contains(&format!("### `{}` ({})", spec.id, spec.level)),

@@ -60,6 +60,7 @@ mod robustness;
 mod robustness_parsers;
 mod safety_fs;
 mod scaffold;
+mod snapshot_gate;
 mod special_files;
 mod sweep;
 mod teardown;

@@ -56,6 +56,10 @@ fn a_plugin_that_rewrites_itself_mid_run_is_inconclusive_in_every_format() {
     assert_eq!(out.code, Some(4), "{}\n{}", out.stdout, out.stderr);
     assert!(!snapshot.exists(), "a run of an unknown plugin was blessed");
     assert!(
+        !dir.path().join("shifty.snap.new").exists(),
+        "a run of an unknown plugin was proposed"
+    );
+    assert!(
         out.stderr.contains("neither compared nor written"),
         "{}",
         out.stderr

@@ -7,24 +7,26 @@
 //!   that depend on where a kill lands; every other check passes, is skipped or is info;
 //! - the exit code that follows (1 when a must failed, else 0);
 //! - that the run left no temp file and no process behind;
-//! - its normalised report ([`report::normalise`], the text `--snapshot` compares) equals
-//!   the insta snapshot `snapshots/sample-<name>.snap`.
+//! - its normalised report ([`report::normalise`], the text `--snapshot` compares)
+//!   holds the results of the insta snapshot `snapshots/sample-<name>.snap`, compared
+//!   as `--snapshot` compares: only the checks that did not pass are listed, so a new
+//!   check that passes changes no snapshot.
 //!
-//! Two samples also pin their JUnit XML and Markdown, and the reference plugin pins the
-//! key skeleton of the JSON report (docs/report-schema.md documents it).
+//! Two samples also pin their JUnit XML and Markdown (of the checks that did not
+//! pass and one that did: the renderers, not the catalogue), and the reference plugin
+//! pins the key skeleton of the JSON report (docs/report-schema.md documents it).
 //!
-//! What legitimately changes from run to run is declared once, in `samples::VARIES`; nothing
-//! else is redacted beyond the one normaliser, [`Redactions`].
+//! What legitimately changes from run to run is declared on the check
+//! (`CheckSpec::varies`) or, for a sample whose fault is a race, by its `# may:`
+//! lines; nothing else is redacted beyond the one normaliser, [`Redactions`].
 
 use crate::samples;
 use crate::util;
 
 use crate::util::loop_devices_unusable;
-use samples::{
-    SampleRun, VARIES, header, pinned, redactions, run_sample, samples_dir, snapshot_text, varies,
-};
+use samples::{SampleRun, header, may, pinned, redactions, run_sample, samples_dir, snapshot_text};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use dhv_conform::conformance::CATALOGUE;
@@ -61,13 +63,23 @@ fn assert_verdicts(name: &str, report: &Report) {
     );
 }
 
+/// The one passing check the rendered goldens keep, to pin how a pass is rendered:
+/// the first check of the catalogue since its first day.
+const PASS_SHOWN: &str = "fingerprint.runs";
+
 /// The report as JUnit and Markdown see it, made stable: declared variations pinned,
 /// every text redacted *before* rendering (so escaping cannot hide a path from the
 /// normaliser), and what those forms show but the normalised text leaves out made
-/// constant: durations, the plugin's hash and the tool version.
+/// constant: durations, the plugin's hash and the tool version. Of the checks
+/// that passed only [`PASS_SHOWN`] is kept (the counts are of what is kept):
+/// these goldens pin the renderers, and a new check that passes must not move them.
 fn canonical(name: &str, run: &SampleRun) -> Report {
     let r = redactions(&run.report, &run.scratch);
     let mut report = pinned(name, &run.report);
+    report
+        .checks
+        .retain(|c| c.status != report::Status::Pass || c.id == PASS_SHOWN);
+    report.summary = report::Summary::from_checks(&report.checks, report.options.strict);
     report.tool.version = "[VERSION]".to_owned();
     report.plugin.path = r.apply(&report.plugin.path);
     report.plugin.sha256 = report.plugin.sha256.as_ref().map(|_| "[SHA256]".to_owned());
@@ -278,49 +290,45 @@ fn every_sample_plugin_is_tested() {
     }
 }
 
-/// The declarations stay true: they name real samples and checks, and every `# may:`
-/// line of a sample is declared with its status.
+/// The declarations stay true: every `# may:` line names a real check with a
+/// status other than pass; a rendered sample has none (JUnit and Markdown count
+/// statuses, so their samples may vary in messages only); and each check's own
+/// declaration is a reason, worded as the others.
 #[test]
-fn declared_variations_match_the_samples() {
+fn declared_variations_are_well_formed() {
     let ids: BTreeSet<&str> = CATALOGUE.iter().map(|c| c.id).collect();
-    for v in VARIES {
-        for sample in v.samples {
-            assert!(samples_dir().join(sample).is_file(), "no sample {sample}");
-        }
-        for check in v.checks {
-            assert!(ids.contains(check), "no check {check}");
-        }
-    }
-    let mut may: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for entry in std::fs::read_dir(samples_dir()).unwrap() {
-        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        for line in header(&name, "may") {
-            let id = line.split(':').next().unwrap().to_owned();
-            may.entry(name.clone()).or_default().push(id);
-        }
-    }
-    assert!(!may.is_empty(), "no sample has a `# may:` line any more");
-    // JUnit and Markdown count statuses, so their samples may vary in messages only.
-    for v in VARIES.iter().filter(|v| v.status) {
-        for name in RENDERED {
+    let mut any = false;
+    for name in samples::all() {
+        for (id, status) in may(&name) {
+            any = true;
             assert!(
-                !v.samples.contains(name),
+                ids.contains(id.as_str()),
+                "{name}: `# may:` names no check {id}"
+            );
+            assert_ne!(status, report::Status::Pass, "{name}: `# may: {id} pass`");
+            assert!(
+                !RENDERED.contains(&name.as_str()),
                 "{name}: rendered, yet its statuses vary"
             );
         }
     }
-    for (sample, checks) in may {
-        for id in checks {
-            assert!(
-                varies(&sample, &id).is_some_and(|v| v.status),
-                "{sample}: `# may: {id}` is not declared in VARIES with status: true"
-            );
-        }
+    assert!(any, "no sample has a `# may:` line any more");
+    let declared: Vec<_> = CATALOGUE
+        .iter()
+        .filter_map(|c| Some((c.id, c.varies?)))
+        .collect();
+    assert!(!declared.is_empty());
+    for (id, why) in declared {
+        assert!(
+            why.len() > 20 && !why.ends_with('.') && !why.contains(']'),
+            "{id}: `varies` is a clause saying why, without a full stop or `]`: {why:?}"
+        );
     }
 }
 
-/// The pinning itself: a declared check loses exactly its message (and its status, when
-/// declared so), and nothing else in the text changes.
+/// The pinning itself: a check that declares variance loses its message, a
+/// `# may:` check its status too, a passing check is only counted, and nothing
+/// else in the text changes.
 #[test]
 fn pinning_touches_only_declared_checks() {
     use report::{CheckResult, Level, PluginInfo, RunOptions, Status};
@@ -348,12 +356,14 @@ fn pinning_touches_only_declared_checks() {
                 "3 of 8 lost",
             ),
             check("delete.idempotent", Level::Must, Status::Fail, "exit 1"),
+            // Passed this time; `# may: concurrency.same-volume warn` in racy-concurrency.
             check(
                 "concurrency.same-volume",
                 Level::Should,
-                Status::Warn,
-                "two paths",
+                Status::Pass,
+                "one path",
             ),
+            check("create.succeeds", Level::Must, Status::Pass, "exit 0"),
         ],
         Vec::new(),
     );
@@ -362,27 +372,38 @@ fn pinning_touches_only_declared_checks() {
         report,
         scratch: "/nowhere".to_owned(),
     };
-    let plain = report::normalise(&run.report, &redactions(&run.report, &run.scratch));
     let text = snapshot_text("racy-concurrency", &run);
-    assert_eq!(plain.lines().count(), text.lines().count());
-    let changed: Vec<&str> = plain
-        .lines()
-        .zip(text.lines())
-        .filter(|(a, b)| a != b)
-        .map(|(_, b)| b)
-        .collect();
-    assert_eq!(changed.len(), 2, "{text}");
+    let body: Vec<&str> = text.split_once("\n\n").unwrap().1.lines().collect();
+    assert_eq!(body.len(), 3, "{text}");
     assert!(
-        changed[0].starts_with("concurrency.create must fail: [VARIES: lists which"),
+        body[0].starts_with("concurrency.create must fail: [VARIES: names which"),
         "{text}"
     );
     assert!(
-        changed[1]
-            .starts_with("concurrency.same-volume should [VARIES]: [VARIES: identical creates"),
+        body[1].starts_with("concurrency.same-volume should [VARIES]: [VARIES: names which"),
         "{text}"
     );
+    assert_eq!(body[2], "delete.idempotent must fail: exit 1", "{text}");
+    assert!(text.contains("\npassed: 1 of 4 checks"), "{text}");
+    // The same run where the race showed: the same text.
+    let mut raced = run.report.clone();
+    raced.checks[2].status = Status::Warn;
+    raced.checks[2].message = "two paths".into();
+    let raced = SampleRun {
+        report: raced,
+        ..run
+    };
+    assert_eq!(snapshot_text("racy-concurrency", &raced), text);
+}
+
+/// The README's example of a snapshot ("Snapshots") is a stored one, word for word.
+#[test]
+fn the_readme_shows_a_stored_snapshot() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let body = samples::stored_snapshot("setsid-daemon");
     assert!(
-        text.contains("\ndelete.idempotent must fail: exit 1\n"),
-        "{text}"
+        readme.contains(&format!("```text\n{body}\n```\n")),
+        "README.md's example snapshot is not snapshots/sample-setsid-daemon.snap: copy it from there"
     );
 }

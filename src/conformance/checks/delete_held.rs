@@ -13,6 +13,7 @@ pub(crate) const DEVICE_HELD: CheckSpec = CheckSpec {
     rule: "for a plugin whose volumes use loop devices: with the volume's loop devices held open by another process for the whole delete, delete ends within its limit; once they are let go, none of them stays attached and a delete (again, if the first failed) removes the volume",
     why: "Other processes open a loop device for moments or for long: udev's `blkid` probe after every change, a backup or `dd` reading the device, a monitoring agent. The kernel then only marks a detach, and clears the device on the last close. A delete that waits for the device to go without a bound hangs until Nomad kills it, and the volume is stuck half deleted; one that removes the image without asking for the detach leaves a device attached to a deleted file, holding its space, for good.",
     fix: "After `umount`, detach the volume's loop devices (`losetup -d`: a busy one is then cleared on its last close) and wait a bounded time, well within the 60 s a delete has, for them to go; if one stays, print `{\"error\": \"...\"}` and exit 1 (Nomad keeps the volume, and a later delete finishes it), or exit 0 once its detach is asked for.",
+    varies: None,
     samples: &[],
     needs: Needs::Any,
     run: scenario!(device_held),

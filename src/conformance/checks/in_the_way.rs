@@ -13,6 +13,7 @@ pub(crate) const FILE_IN_THE_WAY: CheckSpec = CheckSpec {
     rule: "with a regular file where a volume's path is (after the volume was deleted), create of that volume fails or makes the volume at another path, and leaves the file as it was",
     why: "Nomad hands whatever path create answers to the task as the volume: a plugin that takes a file at its volume's path for a volume it made before (`[ -e ]`, `mkdir` whose \"exists\" error is ignored) gives the task a file, not a directory, and one that clears the file away to make its directory destroys data it did not make. Nomad's mkdir plugin fails there (`not a directory`).",
     fix: "Test for a directory, not for a name (`[ -d \"$path\" ]`, `os.path.isdir`), and fail with `{\"error\": \"...\"}` when something else is there; never remove what the volume's own create did not make.",
+    varies: None,
     samples: &[],
     needs: Needs::Any,
     run: scenario!(file_in_the_way),

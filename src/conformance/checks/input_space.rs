@@ -24,6 +24,7 @@ pub(crate) const VOLUMES_DIR_SPACE: CheckSpec = CheckSpec {
     rule: "in a volumes dir whose path holds a space (`.../host volumes`), create and delete work, the new volume is as one made in the default volumes dir (its mode, what it holds, bytes in range), delete leaves nothing of it (beyond what it leaves in the default dir), and nothing outside the dir changes, also with a file named `.../host` beside it; for a plugin whose volumes are mounts, a create there with every mount refused leaves nothing, and one of a volume there after a reboot keeps the volume (each when it does so in a dir without a space)",
     why: "The volumes dir is the operator's `host_volumes_dir` (or under the agent's `data_dir`), and a path with a space is a valid one. A plugin that leaves a path unquoted splits it in two: it makes or removes `.../host` and `volumes` in its working directory, not the volume; an operator's file named `.../host` is then removed. The clean-up of a failed create runs only on failures, where an unquoted path hides longest.",
     fix: "Quote every expansion of a path in sh (`\"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\"`, `rm -rf -- \"$path\"`), and pass paths as single arguments in other languages (no shell strings).",
+    varies: None,
     samples: &[],
     // Its volumes fill nothing: it runs beside the others, in a dir of its own.
     needs: Needs::Any,

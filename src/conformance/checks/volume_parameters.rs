@@ -17,6 +17,7 @@ pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
     rule: "claimed by `[claims.parameters]` and `filesystem` (the built-in mkdir claims Nomad's `mode`, `uid`, `gid`): each parameter's effect holds on the volume made with it",
     why: "Jobs ask for a volume's mode, owner or filesystem through its `parameters` block; a plugin that accepts a parameter and ignores it hands the task a volume it cannot use (permission denied) or one that is not what the operator chose.",
     fix: "Apply every parameter you accept (chmod, chown after creating the root; mkfs with the type asked for) and refuse the ones you do not support with an {\"error\": ...}; list what each parameter sets under [claims.parameters] in dhv-conform.toml.",
+    varies: None,
     samples: &[],
     needs: Needs::Any,
     run: scenario!(parameters),

@@ -1,10 +1,11 @@
 //! What the sample tests share: running a sample plugin through the binary, and
 //! the snapshot form of its report with every declared source of run-to-run
-//! variation pinned ([`VARIES`]). `reports.rs` pins that form per sample;
+//! variation pinned: a check's own declaration (`CheckSpec::varies`, [`varies`])
+//! and a sample's `# may:` lines ([`may`]). `reports.rs` pins that form per sample;
 //! `determinism_samples.rs` proves it is the same on every run, idle or loaded.
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -23,51 +24,6 @@ pub fn scale(name: &str) -> &'static str {
         _ => "1",
     }
 }
-
-/// A part of some samples' reports that differs between runs of the same plugin, and why.
-///
-/// In the snapshot the message of each listed check becomes `[VARIES: <why>]`; with
-/// `status` set the status word becomes `[VARIES]` too. Everything not listed here is
-/// pinned byte for byte, so a new source of nondeterminism fails the snapshot test
-/// instead of hiding in it.
-pub struct Varies {
-    pub samples: &'static [&'static str],
-    pub checks: &'static [&'static str],
-    pub status: bool,
-    pub why: &'static str,
-}
-
-/// Every declared source of run-to-run variation (found by running each sample many
-/// times, on an idle and on a loaded machine).
-pub const VARIES: &[Varies] = &[
-    Varies {
-        samples: &["leaked-child", "setsid-daemon"],
-        checks: &["process.no-orphans", "process.no-stdio-leak"],
-        status: false,
-        why: "counts the leftover processes and lists the first calls that left one, \
-              in the order checks finished",
-    },
-    Varies {
-        samples: &["racy-concurrency"],
-        checks: &["concurrency.create"],
-        status: false,
-        why: "lists which of the 8 concurrent creates lost the race",
-    },
-    Varies {
-        samples: &["racy-concurrency"],
-        checks: &["concurrency.same-volume"],
-        status: true,
-        why: "identical creates get different paths only when two of them read the unlocked \
-              counter before either writes it back (the sample's `# may:` line)",
-    },
-    Varies {
-        samples: &["fails-on-existing-dir", "check-then-mkdir"],
-        checks: &["concurrency.same-volume"],
-        status: false,
-        why: "lists which of the identical concurrent creates failed: whichever ran \
-              `mkdir` first succeeds",
-    },
-];
 
 pub fn samples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-plugins")
@@ -173,20 +129,52 @@ pub fn redactions(report: &Report, scratch: &str) -> Redactions {
         .path(&samples_dir().to_string_lossy(), "[SAMPLES]")
 }
 
-/// The [`VARIES`] entry covering a sample's check, if any.
-pub fn varies(name: &str, id: &str) -> Option<&'static Varies> {
-    VARIES
-        .iter()
-        .find(|v| v.samples.contains(&name) && v.checks.contains(&id))
+/// Why a check's message can differ between runs of one plugin: its
+/// declaration in the catalogue (`CheckSpec::varies`), the one place such
+/// variance is declared, for `check --snapshot` and for these tests alike.
+pub fn varies(id: &str) -> Option<&'static str> {
+    dhv_conform::conformance::catalogue::find(id).and_then(|c| c.varies)
 }
 
-/// The report with every declared variation pinned: messages replaced (statuses are
-/// rewritten in the normalised text, as the model has no word for "either").
+/// The checks of a sample whose status can differ between runs, with the status
+/// it has when it does not pass: its `# may: <check-id> <status>` lines. The
+/// fault is a race the sample means, not the check's wording, so it is declared
+/// on the sample, not on the check.
+pub fn may(name: &str) -> BTreeMap<String, report::Status> {
+    header(name, "may")
+        .into_iter()
+        .map(|line| {
+            let (id, status) = line.split_once(':').expect("`# may: <id> <status>`");
+            let status = serde_json::from_value(serde_json::Value::from(status))
+                .unwrap_or_else(|e| panic!("{name}: `# may: {id} {status}`: {e}"));
+            (id.to_owned(), status)
+        })
+        .collect()
+}
+
+/// What a `# may:` check's message becomes when its check declares no variance.
+const STATUS_VARIES: &str = "its status differs between runs (the sample's `# may:` line)";
+
+/// The report with every declared variation pinned: a `# may:` check takes
+/// the status it may have, so that it is listed either way (the snapshot text
+/// then shows `[VARIES]` for it, as the model has no word for "either"), and
+/// the message of each check that fails or warns and declares variance (or is
+/// a `# may:` check) is the reason, as `check --snapshot` shows it.
 pub fn pinned(name: &str, report: &Report) -> Report {
+    let may = may(name);
     let mut pinned = report.clone();
     for check in &mut pinned.checks {
-        if let Some(v) = varies(name, &check.id) {
-            check.message = format!("[VARIES: {}]", v.why);
+        let either = may.get(&check.id);
+        if let Some(status) = either {
+            check.status = *status;
+        }
+        let why = match either {
+            Some(_) => Some(varies(&check.id).unwrap_or(STATUS_VARIES)),
+            None => varies(&check.id),
+        };
+        let finding = matches!(check.status, report::Status::Fail | report::Status::Warn);
+        if let Some(why) = why.filter(|_| finding) {
+            check.message = format!("[VARIES: {why}]");
         }
     }
     pinned
@@ -194,12 +182,13 @@ pub fn pinned(name: &str, report: &Report) -> Report {
 
 /// The snapshot text of a sample: its normalised report, declared variations pinned.
 pub fn snapshot_text(name: &str, run: &SampleRun) -> String {
+    let may = may(name);
     let pinned = pinned(name, &run.report);
-    let text = report::normalise(&pinned, &redactions(&run.report, &run.scratch));
+    let text = report::normalise(&pinned, &redactions(&run.report, &run.scratch), varies);
     let mut out = String::with_capacity(text.len());
     for line in text.split_inclusive('\n') {
         let status_varies = pinned.checks.iter().find(|c| {
-            varies(name, &c.id).is_some_and(|v| v.status)
+            may.contains_key(&c.id)
                 && line.starts_with(&format!("{} {} {}: ", c.id, c.level, c.status))
         });
         match status_varies {
@@ -219,18 +208,25 @@ pub fn snapshot_text(name: &str, run: &SampleRun) -> String {
 /// determinism sweep (`determinism_samples.rs`), each with the reason. Everything else,
 /// including every sample not listed, must give byte-identical snapshots on an
 /// idle and on a loaded machine. The list may only shrink, and it is empty: every
-/// race-born variation is pinned in [`VARIES`] instead, per check, so the rest of
+/// race-born variation is pinned instead (on the check, `CheckSpec::varies`, or by
+/// the sample's `# may:` line), so the rest of
 /// those samples' snapshots is still held to the byte. `determinism_samples.rs` holds it empty.
 pub const RACES: &[(&str, &str)] = &[];
 
-/// The snapshot text of a sample as it is compared with the stored one: a
-/// check not pinned on either side (a measurement near its bound) takes its
-/// stored block, as `check --snapshot` compares.
+/// The snapshot text of a sample as it is compared with the stored one, as
+/// `check --snapshot` compares: the stored text itself when it holds the run's
+/// results (a new check that passes, or a count or harness line that moved, is
+/// no change: see `report::same_results`), else the run's text, a check not
+/// pinned on either side (a measurement near its bound) given its stored block.
 pub fn compared_snapshot_text(name: &str, run: &SampleRun) -> String {
     let text = snapshot_text(name, run);
-    match stored_snapshot_path(name).exists() {
-        true => dhv_conform::report::pin_as_stored(&stored_snapshot(name), &text),
-        false => text,
+    if !stored_snapshot_path(name).exists() {
+        return text;
+    }
+    let stored = stored_snapshot(name);
+    match dhv_conform::report::same_results(&stored, &text) {
+        true => stored,
+        false => dhv_conform::report::pin_as_stored(&stored, &text),
     }
 }
 
