@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use super::cgroup_tree as tree;
+use super::cgroup_v1::{self as v1, Controller};
 
 use crate::lock;
 
@@ -91,6 +92,9 @@ struct Run {
     /// setup has none).
     pids: bool,
     memory: bool,
+    /// The run's dirs in the v1 hierarchies of the controllers the cgroup2
+    /// one does not offer (see `cgroup_v1`).
+    v1: Vec<v1::RunDir>,
     /// This process's own cgroup, where it made the run's (see [`come_home`]),
     /// and its path as `/proc/self/cgroup` shows it.
     home: PathBuf,
@@ -146,6 +150,12 @@ fn make_run() -> Option<Run> {
             let _ = fs::write(dir.join("pids.max"), (max / 2).max(1).to_string());
         }
     }
+    // What the cgroup2 hierarchy does not offer, a v1 one may (a hybrid host).
+    let v1: Vec<v1::RunDir> = [(pids, Controller::Pids), (memory, Controller::Memory)]
+        .into_iter()
+        .filter(|(offered, _)| !offered)
+        .filter_map(|(_, controller)| v1::RunDir::make(controller, &name))
+        .collect();
     watch_run(&dir, rel.clone());
     Some(Run {
         dir,
@@ -155,6 +165,7 @@ fn make_run() -> Option<Run> {
         pressure,
         pids,
         memory,
+        v1,
         home: base,
         home_rel: own,
     })
@@ -321,6 +332,9 @@ pub fn remove_dead_run_cgroups() {
     if let Some((base, _)) = own_cgroup() {
         tree::remove_dead_runs(&base);
     }
+    // A dead run's v1 dirs, where it made some, whether or not this
+    // process has a cgroup2 hierarchy.
+    v1::remove_dead_runs();
 }
 
 /// The dir of this process's cgroup (cgroup2), and its path below the mount.
@@ -346,6 +360,10 @@ extern "C" fn remove_run_at_exit() {
             // A forked child that exits must not remove its parent's cgroups.
             if run.dir.file_name().and_then(|n| n.to_str()) == owner.as_deref() {
                 tree::remove_tree(&run.dir);
+                // Emptied by the removal above: the same processes.
+                for v1_run in &run.v1 {
+                    tree::remove_tree(&v1_run.dir);
+                }
             }
         }
     });
@@ -353,6 +371,9 @@ extern "C" fn remove_run_at_exit() {
 
 /// Set once the kernel refused [`CallCgroup`]s (see [`CallCgroup::refused`]).
 static REFUSED: AtomicBool = AtomicBool::new(false);
+/// Set once a leader could not move itself into its v1 dirs (see
+/// [`CallCgroup::v1_refused`]).
+static V1_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// One call cgroup, open: its directory (for `CLONE_INTO_CGROUP`), its
 /// `cgroup.events` and its `cpu.pressure` (kept open: a `pread` regenerates
@@ -381,6 +402,8 @@ struct Slot {
     limits: Option<CallLimits>,
     pids_events: Option<fs::File>,
     memory_events: Option<fs::File>,
+    /// Its dirs in the v1 hierarchies of the run (see `cgroup_v1`).
+    v1: v1::CallDirs,
 }
 
 impl Slot {
@@ -410,6 +433,10 @@ impl Slot {
                     .memory
                     .then(|| fs::File::open(dir.join("memory.events")).ok())
                     .flatten();
+                let v1 = match V1_REFUSED.load(Ordering::Relaxed) {
+                    false => v1::CallDirs::make(&run.v1, n),
+                    true => v1::CallDirs::default(),
+                };
                 Some(Slot {
                     n,
                     dir,
@@ -421,6 +448,7 @@ impl Slot {
                     limits: None,
                     pids_events,
                     memory_events,
+                    v1,
                 })
             }
             Err(_) => {
@@ -432,7 +460,13 @@ impl Slot {
 
     /// Nothing in it or below it, no child cgroup, not frozen: as new.
     fn is_clean(&self) -> bool {
-        self.events() == Events::Empty && self.childless()
+        self.events() == Events::Empty && self.childless() && self.v1.is_clean()
+    }
+
+    /// Removes it, and its v1 dirs, with anything still in them (killed).
+    fn remove(self) {
+        tree::remove_tree(&self.dir);
+        self.v1.remove();
     }
 
     /// What `cgroup.events` says now (one `pread`).
@@ -469,6 +503,7 @@ impl Slot {
         if self.memory_events.is_some() {
             let _ = fs::write(self.dir.join("memory.max"), limits.memory_max.to_string());
         }
+        self.v1.limit(limits);
         self.limits = Some(limits);
     }
 
@@ -480,9 +515,11 @@ impl Slot {
                 .and_then(|f| super::procfs::reread_small(f, |text| event_count(text, keys)).ok())
                 .unwrap_or(0)
         };
+        // A controller is the cgroup2 hierarchy's or a v1 one's, never both.
         LimitCounts {
-            pids: count(&self.pids_events, &["max"]),
-            oom_kills: count(&self.memory_events, &["oom_kill"]),
+            pids: count(&self.pids_events, &["max"]) + self.v1.count(Controller::Pids),
+            oom_kills: count(&self.memory_events, &["oom_kill"])
+                + self.v1.count(Controller::Memory),
         }
     }
 
@@ -539,7 +576,7 @@ struct LimitCounts {
 }
 
 /// The sum of the counts of `keys` in an events file's text (`max 3\n`).
-fn event_count(text: &[u8], keys: &[&str]) -> u64 {
+pub(crate) fn event_count(text: &[u8], keys: &[&str]) -> u64 {
     let Ok(text) = std::str::from_utf8(text) else {
         return 0;
     };
@@ -552,7 +589,12 @@ fn event_count(text: &[u8], keys: &[&str]) -> u64 {
 
 /// What a call that reached its limits is told, in words; `None` when it
 /// reached none.
-fn limits_reached(limits: CallLimits, before: LimitCounts, now: LimitCounts) -> Option<String> {
+fn limits_reached(
+    limits: CallLimits,
+    before: LimitCounts,
+    now: LimitCounts,
+    memory_v1: bool,
+) -> Option<String> {
     let mut said = Vec::new();
     let forks = now.pids.saturating_sub(before.pids);
     if forks > 0 {
@@ -564,8 +606,13 @@ fn limits_reached(limits: CallLimits, before: LimitCounts, now: LimitCounts) -> 
     }
     let kills = now.oom_kills.saturating_sub(before.oom_kills);
     if kills > 0 {
+        // The files as they are named where the limit was set.
+        let (limit, events) = match memory_v1 {
+            false => ("memory.max", "memory.events"),
+            true => ("memory.limit_in_bytes", "memory.oom_control"),
+        };
         said.push(format!(
-            "the call reached its memory limit of {} (memory.max): the kernel's OOM killer killed {kills} of its processes (memory.events)",
+            "the call reached its memory limit of {} ({limit}): the kernel's OOM killer killed {kills} of its processes ({events})",
             bytes_text(limits.memory_max)
         ));
     }
@@ -605,7 +652,7 @@ impl CallCgroup {
             // Something moved into it while it waited (a plugin that knew its
             // name): it is emptied, and a fresh one is used.
             Some(dirty) => {
-                tree::remove_tree(&dirty.dir);
+                dirty.remove();
                 Slot::new()?
             }
             None => Slot::new()?,
@@ -672,6 +719,20 @@ impl CallCgroup {
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Relaxed);
         tree::kill_tree(&self.slot().dir);
+        // Empty unless a process left the cgroup2 one (as root may).
+        self.slot().v1.kill();
+    }
+
+    /// The `cgroup.procs` of its v1 dirs, open, for the leader to write
+    /// itself into before its exec (`-1` where there is none).
+    pub fn v1_procs(&self) -> [libc::c_int; 2] {
+        self.slot().v1.procs_fds()
+    }
+
+    /// The leader could not move itself into a v1 dir: no later call of this
+    /// process gets v1 dirs (their limits would be written and never apply).
+    pub fn v1_refused() {
+        V1_REFUSED.store(true, Ordering::Relaxed);
     }
 
     /// How long, since it was taken, at least one process of the call was
@@ -688,10 +749,12 @@ impl CallCgroup {
     /// The limits the call reached since it took the cgroup, in words (see
     /// [`CallLimits`]); `None` when it reached none, or no controller is on.
     pub fn limits_reached(&self) -> Option<String> {
+        let slot = self.slot();
         limits_reached(
             self.limits,
             self.counts_at_start,
-            self.slot().limit_counts(),
+            slot.limit_counts(),
+            slot.memory_events.is_none() && slot.v1.has(Controller::Memory),
         )
     }
 
@@ -747,8 +810,10 @@ impl Drop for CallCgroup {
         if clean && !self.killed.load(Ordering::Relaxed) {
             slot.pressure_baseline = lock(&self.pressure_last).take();
             lock(&POOL).push(slot);
-        } else if !(clean && fs::remove_dir(&slot.dir).is_ok()) {
-            tree::remove_tree(&slot.dir);
+        } else if clean && fs::remove_dir(&slot.dir).is_ok() {
+            slot.v1.remove();
+        } else {
+            slot.remove();
         }
     }
 }
@@ -768,16 +833,12 @@ mod tests {
             pids: 5,
             oom_kills: 1,
         };
-        assert_eq!(limits_reached(limits, before, before), None);
-        let said = limits_reached(
-            limits,
-            before,
-            LimitCounts {
-                pids: 7,
-                oom_kills: 2,
-            },
-        )
-        .unwrap();
+        assert_eq!(limits_reached(limits, before, before, false), None);
+        let now = LimitCounts {
+            pids: 7,
+            oom_kills: 2,
+        };
+        let said = limits_reached(limits, before, now, false).unwrap();
         assert!(
             said.contains("4096 processes (pids.max): 2 forks were refused"),
             "{said}"
@@ -786,7 +847,18 @@ mod tests {
             said.contains("memory limit of 4 GiB (memory.max)"),
             "{said}"
         );
-        assert!(said.contains("killed 1 of its processes"), "{said}");
+        assert!(
+            said.contains("killed 1 of its processes (memory.events)"),
+            "{said}"
+        );
+        // Set through cgroup v1, the limit is named by v1's files.
+        let said = limits_reached(limits, before, now, true).unwrap();
+        assert!(
+            said.contains("memory limit of 4 GiB (memory.limit_in_bytes)"),
+            "{said}"
+        );
+        assert!(said.contains("(memory.oom_control)"), "{said}");
+        assert!(said.contains("(pids.max)"), "{said}");
         assert_eq!(bytes_text(512 << 20), "512 MiB");
         assert_eq!(bytes_text(1000), "1000 bytes");
     }

@@ -34,6 +34,7 @@
 
 mod cgroup;
 mod cgroup_tree;
+mod cgroup_v1;
 mod clone_spawn;
 mod hold;
 mod holders;
@@ -118,6 +119,7 @@ pub(crate) fn start_leader(
     let with = spawn::StartWith {
         cwd,
         cgroup: cgroup.as_ref().map(CallCgroup::fd),
+        v1_procs: cgroup.as_ref().map_or([-1; 2], CallCgroup::v1_procs),
         refuse,
         hold,
     };
