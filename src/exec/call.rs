@@ -95,6 +95,7 @@ impl Call {
                     self.cwd.as_deref(),
                     self.refuse,
                     hold,
+                    supervisor.interruptions(),
                 )
             })
             .map_err(|e| self.spawn_error(e))?;

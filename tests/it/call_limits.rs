@@ -339,3 +339,57 @@ impl Drop for KillTagged {
         }
     }
 }
+
+/// A plugin that moves the harness into its call's v1 pids dir (as root
+/// may) does not get the harness killed with that dir's processes (at the
+/// latest by the run's removal at exit, which kills what is left in its
+/// dirs): the harness moves itself back, and the run ends exit 4, saying the
+/// plugin interrupted it and how.
+#[test]
+fn a_plugin_moving_the_harness_into_its_v1_dir_does_not_get_it_killed() {
+    let test = "a_plugin_moving_the_harness_into_its_v1_dir_does_not_get_it_killed";
+    match limit_hierarchy("pids") {
+        Ok((_, true)) => {}
+        Ok((_, false)) => {
+            println!("SKIPPED {test}: the cgroup2 hierarchy offers the pids controller here");
+            return;
+        }
+        Err(why) => return util::skip(test, &why),
+    }
+    let (_, point, root) = cgroup_mounts()
+        .into_iter()
+        .find(|(c, _, _)| c.split(',').any(|o| o == "pids"))
+        .unwrap();
+    assert_eq!(root, "/", "a pids hierarchy mounted from below its root");
+    let dir = Scratch::new();
+    let plugin = dir.plugin(
+        "mover",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/bin:/bin\n\
+             if [ \"$1\" = create ]; then\n\
+             echo $PPID > \"{}$(sed -n 's/^[0-9]*:pids://p' /proc/self/cgroup)/cgroup.procs\"\n\
+             fi\n\
+             exec {} \"$@\"\n",
+            point.display(),
+            util::sample("reference")
+        ),
+    );
+    let out = assert_cmd::Command::new(bin())
+        .arg("check")
+        .arg(&plugin)
+        .args(["create.succeeds", "--exact", "--color", "never"])
+        .env("TMPDIR", dir.path())
+        .timeout(util::check::RUN_LIMIT)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        stdout.contains("interrupted by the plugin: it moved the harness into pids cgroup"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("the harness moved itself back to"),
+        "{stdout}"
+    );
+}

@@ -669,6 +669,48 @@ fn a_plugin_moving_the_harness_into_its_cgroup_does_not_get_it_killed() {
     );
 }
 
+/// What a plugin did to capture the harness belongs to its run: in a
+/// process that runs the suite twice (the library), a plugin that moved the
+/// harness into its call cgroup in the first run ends that run exit 4,
+/// saying so, and the second run, of the reference plugin, is not said to be
+/// interrupted (it was: the record was the process's, not the run's).
+#[test]
+fn a_plugin_that_captured_one_run_leaves_the_next_run_of_the_process_alone() {
+    let test = "a_plugin_that_captured_one_run_leaves_the_next_run_of_the_process_alone";
+    if cgroups_or_skip(test).is_none() || !util::in_a_process_of_its_own(test) {
+        return;
+    }
+    let s = Scratch::new();
+    let plugin = s.plugin(
+        "mover",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n\
+             while read -r _ mnt type _; do [ \"$type\" = cgroup2 ] && root=$mnt && break; done </proc/mounts\n\
+             if [ \"$1\" = create ]; then\n\
+             echo $PPID > \"$root$(sed -n 's/^0:://p' /proc/self/cgroup)/cgroup.procs\"\n\
+             fi\n\
+             exec '{}' \"$@\"\n",
+            util::sample("reference")
+        ),
+    );
+    let run = |plugin: &str| {
+        let mut config = dhv_conform::suite::SuiteConfig::new(plugin);
+        config.filter = Some("create.succeeds".into());
+        config.work_dir = Some(s.path().to_owned());
+        dhv_conform::suite::run_blocking(config).expect("the suite ran")
+    };
+    let captured = run(plugin.to_str().unwrap());
+    assert_eq!(captured.exit_code(), 4, "{:?}", captured.report.interrupted);
+    let said = captured.report.interrupted.clone().unwrap_or_default();
+    assert!(
+        said.starts_with("the plugin: it moved the harness into cgroup"),
+        "{said}"
+    );
+    let next = run(&util::sample("reference"));
+    assert_eq!(next.report.interrupted, None);
+    assert_eq!(next.exit_code(), 0, "{:?}", next.report.summary);
+}
+
 /// A plugin that freezes the run's cgroup (its parent's `cgroup.freeze`, as
 /// root may) does not hang the harness: the next call cloned into the frozen
 /// tree would never reach its exec. The run's cgroup is thawed at once, the

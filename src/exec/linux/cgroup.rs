@@ -20,7 +20,7 @@ use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::cgroup_tree as tree;
 use super::cgroup_v1::{self as v1, Controller};
@@ -171,42 +171,167 @@ fn make_run() -> Option<Run> {
     })
 }
 
-/// What a plugin did to capture the harness (moved it, froze its run,
-/// traced it), the first time it was seen.
-static INTERRUPTED: Mutex<Option<String>> = Mutex::new(None);
+/// What a plugin did to capture the harness (moved it, froze the run's
+/// cgroup, traced it), the first time it was seen, for one run: each
+/// [`Supervisor`](crate::exec::Supervisor) holds one, its clones share it.
+/// What can be told apart is said to the run whose call did it (the call
+/// cgroup the harness was moved into, or the tracer is in); what cannot (a
+/// freeze of the cgroup every run of this process shares) to every run live
+/// then. A run that starts later never sees it.
+#[derive(Clone)]
+pub(crate) struct Interruptions(Arc<Mutex<Option<String>>>);
 
-/// Puts this process back in its own cgroup if a plugin moved it (a root
-/// plugin may write the harness's pid into its call cgroup, or the run's):
-/// there a call's sweep, or the run's removal at exit, would kill the
-/// harness with the plugin's processes. Called before every kill of a
-/// cgroup and every sweep that finds something left, and at a run's end;
-/// one small read of `/proc/self/cgroup` when nothing moved. Whether it had
-/// to (see [`interrupted`]).
+impl Default for Interruptions {
+    /// A record of its own, live (said what concerns every run) until its
+    /// last clone is dropped.
+    fn default() -> Self {
+        let record = Arc::new(Mutex::new(None));
+        let mut live = lock(&LIVE_RECORDS);
+        live.retain(|r| r.strong_count() > 0);
+        live.push(Arc::downgrade(&record));
+        Interruptions(record)
+    }
+}
+
+impl std::fmt::Debug for Interruptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Interruptions")
+            .field(&*lock(&self.0))
+            .finish()
+    }
+}
+
+impl Interruptions {
+    /// What a plugin did to capture the harness during this run, if it did
+    /// (see [`come_home`], which this calls first, [`thaw_if_frozen`],
+    /// [`untrace`]).
+    pub(crate) fn get(&self) -> Option<String> {
+        come_home();
+        lock(&self.0).clone()
+    }
+
+    /// Says `what`, unless something was said already (the first capture is
+    /// the one that counts).
+    fn say(&self, what: &str) {
+        lock(&self.0).get_or_insert_with(|| what.to_owned());
+    }
+
+    fn from(record: Arc<Mutex<Option<String>>>) -> Interruptions {
+        Interruptions(record)
+    }
+}
+
+type Record = std::sync::Weak<Mutex<Option<String>>>;
+
+/// The records of every run of this process that is still live.
+static LIVE_RECORDS: Mutex<Vec<Record>> = Mutex::new(Vec::new());
+/// The record of the run whose call last took each call cgroup (by number).
+static OWNERS: Mutex<Vec<(u64, Record)>> = Mutex::new(Vec::new());
+
+/// Says `what` to the run whose call took call cgroup `call`, or, when that
+/// is not known (or the run is over), to every live run.
+fn record(what: &str, call: Option<u64>) {
+    record_in(&LIVE_RECORDS, &OWNERS, what, call);
+}
+
+/// [`record`] with the records given.
+fn record_in(
+    live: &Mutex<Vec<Record>>,
+    owners: &Mutex<Vec<(u64, Record)>>,
+    what: &str,
+    call: Option<u64>,
+) {
+    let owner = call.and_then(|n| {
+        let owners = lock(owners);
+        owners.iter().find(|(m, _)| *m == n)?.1.upgrade()
+    });
+    let to: Vec<Interruptions> = match owner {
+        Some(owner) => vec![Interruptions::from(owner)],
+        None => lock(live)
+            .iter()
+            .filter_map(Record::upgrade)
+            .map(Interruptions::from)
+            .collect(),
+    };
+    for run in to {
+        run.say(what);
+    }
+}
+
+/// Makes `owner` the run of call cgroup `n`'s call (see [`record`]).
+fn set_owner(n: u64, owner: &Interruptions) {
+    set_owner_in(&OWNERS, n, owner);
+}
+
+/// [`set_owner`] with the records given.
+fn set_owner_in(owners: &Mutex<Vec<(u64, Record)>>, n: u64, owner: &Interruptions) {
+    let mut owners = lock(owners);
+    owners.retain(|(m, r)| *m != n && r.strong_count() > 0);
+    owners.push((n, Arc::downgrade(&owner.0)));
+}
+
+/// The number of the call cgroup `rel` (a path as `/proc/PID/cgroup` shows
+/// it) is in or below, when it is one of the run's, whose path is `run_rel`.
+fn call_number(rel: &str, run_rel: &str) -> Option<u64> {
+    let below = rel.strip_prefix(run_rel)?.strip_prefix("/c")?;
+    below.split('/').next()?.parse().ok()
+}
+
+/// Puts this process back in its own cgroups if a plugin moved it (a root
+/// plugin may write the harness's pid into its call cgroup, or the run's,
+/// or their v1 dirs): there a call's sweep, or the run's removal at exit,
+/// would kill the harness with the plugin's processes. Called before every
+/// kill of a cgroup and every sweep that finds something left, and at a
+/// run's end; one small read of `/proc/self/cgroup` when nothing moved.
+/// Whether it had to; the move is said as an interruption (see
+/// [`Interruptions`]).
 pub(crate) fn come_home() -> bool {
     // Never makes the run's cgroup (its making removes dead runs' cgroups,
     // which comes here): without one, no cgroup of ours holds the harness.
     let Some(run) = RUN.get().and_then(Option::as_ref) else {
         return false;
     };
-    let Some(now) = super::procfs::cgroup_path(std::process::id() as i32) else {
+    let Some(text) = super::procfs::read_capped("/proc/self/cgroup", v1::CGROUP_CAP) else {
         return false;
     };
-    if now == run.home_rel {
-        return false;
+    let text = String::from_utf8_lossy(&text);
+    let cgroup2 = text.lines().find_map(|l| l.strip_prefix("0::"));
+    let homes = std::iter::once((
+        cgroup2,
+        "",
+        run.home.as_path(),
+        run.home_rel.as_str(),
+        run.rel.as_str(),
+    ))
+    .chain(run.v1.iter().map(|d| {
+        (
+            v1::path_in(&text, d.controller),
+            d.controller.name(),
+            d.home.as_path(),
+            d.home_rel.as_str(),
+            d.rel.as_str(),
+        )
+    }));
+    let mut moved = false;
+    for (now, hierarchy, home, home_rel, run_rel) in homes {
+        let Some(now) = now.filter(|now| *now != home_rel) else {
+            continue;
+        };
+        // "0": the writer, all its threads with it.
+        let back = fs::write(home.join("cgroup.procs"), "0");
+        let space = if hierarchy.is_empty() { "" } else { " " };
+        let what = match back {
+            Ok(()) => format!(
+                "it moved the harness into {hierarchy}{space}cgroup {now}; the harness moved itself back to {home_rel}"
+            ),
+            Err(e) => format!(
+                "it moved the harness into {hierarchy}{space}cgroup {now}, and the harness could not move back: {e}"
+            ),
+        };
+        record(&what, call_number(now, run_rel));
+        moved = true;
     }
-    // "0": the writer, all its threads with it.
-    let back = fs::write(run.home.join("cgroup.procs"), "0");
-    let what = match back {
-        Ok(()) => format!(
-            "it moved the harness into cgroup {now}; the harness moved itself back to {}",
-            run.home_rel
-        ),
-        Err(e) => format!(
-            "it moved the harness into cgroup {now}, and the harness could not move back: {e}"
-        ),
-    };
-    lock(&INTERRUPTED).get_or_insert(what);
-    true
+    moved
 }
 
 /// How often the run's cgroup is looked at for a freeze, and the harness for
@@ -243,7 +368,8 @@ fn watch_run(dir: &std::path::Path, rel: String) {
 /// into its parent's `cgroup.freeze`): a call then started into a frozen
 /// cgroup never gets to its exec, and the thread that cloned it waits for it
 /// for good. One read of `cgroup.freeze`; the freeze is said as the run's
-/// interruption (see [`interrupted`]). False once the cgroup is gone.
+/// interruption of every live run (see [`Interruptions`]). False once the
+/// cgroup is gone.
 fn thaw_if_frozen(freeze: &fs::File, shown: &str) -> bool {
     match super::procfs::reread_small(freeze, |t| t.starts_with(b"1")) {
         Ok(true) => {
@@ -255,7 +381,8 @@ fn thaw_if_frozen(freeze: &fs::File, shown: &str) -> bool {
                     )
                 }
             };
-            lock(&INTERRUPTED).get_or_insert(what);
+            // Every run of this process shares the run cgroup.
+            record(&what, None);
             true
         }
         Ok(false) => true,
@@ -267,35 +394,33 @@ fn thaw_if_frozen(freeze: &fs::File, shown: &str) -> bool {
 /// may leave `strace -f -p $PPID` running): every system call of ours then
 /// waits on it, and once a sweep stops it (SIGSTOP, to read its group) the
 /// harness waits for good. Killed, the tracer lets go of us; it is said as
-/// the run's interruption (see [`interrupted`]). A tracer outside the run (a
-/// debugger the user attached) is left alone.
+/// the interruption of the run whose call it is in (see [`Interruptions`]).
+/// A tracer outside the run (a debugger the user attached) is left alone.
 pub(crate) fn untrace(run_rel: &str) {
     let Some(tracer) = super::procfs::tracer() else {
         return;
     };
-    let in_run = super::procfs::cgroup_path(tracer)
-        .is_some_and(|c| c == run_rel || c.starts_with(&format!("{run_rel}/")));
-    if in_run {
-        kill_tracer(tracer);
+    let Some(rel) = super::procfs::cgroup_path(tracer) else {
+        return;
+    };
+    if rel == run_rel || rel.starts_with(&format!("{run_rel}/")) {
+        kill_tracer(tracer, None, call_number(&rel, run_rel));
     }
 }
 
 /// Kills `tracer`, a process of a call that traces the harness, and says so
-/// as the run's interruption (see [`interrupted`]).
-pub(crate) fn kill_tracer(tracer: i32) {
+/// as the interruption of `run` (the run of the call whose sweep found it),
+/// else of the run of call cgroup `call`, else of every live run.
+pub(crate) fn kill_tracer(tracer: i32, run: Option<&Interruptions>, call: Option<u64>) {
     let cmdline = super::procfs::cmdline(tracer);
     crate::exec::signal::signal_one(tracer, nix::sys::signal::Signal::SIGKILL);
-    lock(&INTERRUPTED).get_or_insert(format!(
+    let what = format!(
         "it attached a tracer to the harness (pid {tracer}: {cmdline}); the harness killed it"
-    ));
-}
-
-/// What a plugin did to capture the harness, if it did: moved it into a
-/// cgroup of the run's (see [`come_home`], which this calls first), froze the
-/// run's cgroup (see [`thaw_if_frozen`]), or traced it (see [`untrace`]).
-pub(crate) fn interrupted() -> Option<String> {
-    come_home();
-    lock(&INTERRUPTED).clone()
+    );
+    match run {
+        Some(run) => run.say(&what),
+        None => record(&what, call),
+    }
 }
 
 /// The CPU time every call of this run has used so far (its cgroup's
@@ -642,7 +767,7 @@ fn parse_pressure_total(text: &[u8]) -> Option<std::time::Duration> {
 impl CallCgroup {
     /// An empty cgroup for one call, from the pool or new; `None` where
     /// cgroups are not usable.
-    pub fn create() -> Option<CallCgroup> {
+    pub fn create(owner: &Interruptions) -> Option<CallCgroup> {
         if REFUSED.load(Ordering::Relaxed) {
             return None;
         }
@@ -658,6 +783,7 @@ impl CallCgroup {
             None => Slot::new()?,
         };
         lock(&LIVE).push(slot.n);
+        set_owner(slot.n, owner);
         let limits = *lock(&LIMITS);
         slot.limit(limits);
         let counts_at_start = slot.limit_counts();
@@ -785,13 +911,7 @@ pub(crate) fn in_other_live_call(rel: &str, own: Option<&CallCgroup>) -> bool {
     let Some(run) = run() else {
         return false;
     };
-    let Some(below) = rel
-        .strip_prefix(run.rel.as_str())
-        .and_then(|r| r.strip_prefix("/c"))
-    else {
-        return false;
-    };
-    let n = below.split('/').next().and_then(|n| n.parse::<u64>().ok());
+    let n = call_number(rel, &run.rel);
     let own = own.and_then(|c| c.slot.as_ref()).map(|s| s.n);
     n.is_some_and(|n| Some(n) != own && lock(&LIVE).contains(&n))
 }
@@ -861,6 +981,50 @@ mod tests {
         assert!(said.contains("(pids.max)"), "{said}");
         assert_eq!(bytes_text(512 << 20), "512 MiB");
         assert_eq!(bytes_text(1000), "1000 bytes");
+    }
+
+    /// What a call did to the harness is said to its own run only; what no
+    /// call can be told to have done, to every run live then; never to a run
+    /// that starts later. The first capture said is the one kept.
+    #[test]
+    fn a_capture_is_said_to_the_runs_it_concerns_only() {
+        // Records of this test's own, not the process's: other tests' runs
+        // must not hear of these.
+        let (live, owners) = (Mutex::new(Vec::new()), Mutex::new(Vec::new()));
+        let run = || {
+            let record = Arc::new(Mutex::new(None));
+            lock(&live).push(Arc::downgrade(&record));
+            Interruptions(record)
+        };
+        let said = |run: &Interruptions| lock(&run.0).clone();
+        let (a, b) = (run(), run());
+        set_owner_in(&owners, 3, &a);
+        record_in(&live, &owners, "moved into c3", Some(3));
+        record_in(&live, &owners, "moved again", Some(3));
+        assert_eq!(said(&a).as_deref(), Some("moved into c3"));
+        assert_eq!(said(&b), None);
+        // The call cgroup's run is over, or no call is known: every live run.
+        let shared = a.clone();
+        drop(a);
+        record_in(&live, &owners, "traced", Some(4));
+        assert_eq!(said(&b).as_deref(), Some("traced"));
+        assert_eq!(said(&shared).as_deref(), Some("moved into c3"));
+        drop(shared);
+        let c = run();
+        record_in(&live, &owners, "gone", Some(3));
+        let later = run();
+        assert_eq!(said(&c).as_deref(), Some("gone"));
+        assert_eq!(said(&later), None);
+    }
+
+    #[test]
+    fn a_cgroup_path_names_its_call() {
+        let run = "/user.slice/dhv-conform-run-12-34";
+        assert_eq!(call_number(&format!("{run}/c7"), run), Some(7));
+        assert_eq!(call_number(&format!("{run}/c7/a/b"), run), Some(7));
+        assert_eq!(call_number(run, run), None);
+        assert_eq!(call_number(&format!("{run}/x7"), run), None);
+        assert_eq!(call_number("/elsewhere/c7", run), None);
     }
 
     #[test]

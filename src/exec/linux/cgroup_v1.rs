@@ -33,7 +33,8 @@ pub(crate) enum Controller {
 }
 
 impl Controller {
-    fn name(self) -> &'static str {
+    /// Its name, as hierarchies and `/proc/PID/cgroup` name it.
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Controller::Pids => "pids",
             Controller::Memory => "memory",
@@ -52,14 +53,36 @@ impl Controller {
 /// Where this process sits in the v1 hierarchy of `controller`: the dir of
 /// its own cgroup there, when that hierarchy is mounted (read-write) and
 /// this process's cgroup lies below the mount's root.
-pub(crate) fn own_dir(controller: Controller) -> Option<PathBuf> {
+pub(crate) fn own_dir(controller: Controller) -> Option<(PathBuf, String)> {
     let mountinfo = super::procfs::read_capped("/proc/self/mountinfo", MOUNTINFO_CAP)?;
-    let own = super::procfs::read_capped("/proc/self/cgroup", 64 << 10)?;
-    own_dir_in(
+    let own = super::procfs::read_capped("/proc/self/cgroup", CGROUP_CAP)?;
+    let own = String::from_utf8_lossy(&own);
+    let dir = own_dir_in(
         &String::from_utf8_lossy(&mountinfo),
-        &String::from_utf8_lossy(&own),
+        &own,
         controller.name(),
-    )
+    )?;
+    Some((dir, path_in(&own, controller)?.to_owned()))
+}
+
+/// The most of a `/proc/PID/cgroup` read: a line per hierarchy, each path
+/// at most a path's length.
+pub(crate) const CGROUP_CAP: usize = 64 << 10;
+
+/// The path of `controller`'s hierarchy in a `/proc/PID/cgroup` text.
+pub(crate) fn path_in(text: &str, controller: Controller) -> Option<&str> {
+    controller_path(text, controller.name())
+}
+
+/// The path of the hierarchy that holds `controller` in a
+/// `/proc/PID/cgroup` text (a v1 line is `N:ctrl1,ctrl2:/path`; the cgroup2
+/// one is `0::/path`).
+fn controller_path<'a>(text: &'a str, controller: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
+        names.split(',').any(|n| n == controller).then_some(path)
+    })
 }
 
 /// The most of `/proc/self/mountinfo` read to find a v1 hierarchy: the
@@ -70,12 +93,7 @@ const MOUNTINFO_CAP: usize = 1 << 20;
 /// [`own_dir`] from the texts of `/proc/self/mountinfo` and
 /// `/proc/self/cgroup`.
 fn own_dir_in(mountinfo: &str, own: &str, controller: &str) -> Option<PathBuf> {
-    // A v1 line is `N:ctrl1,ctrl2:/path`; the cgroup2 one is `0::/path`.
-    let rel = own.lines().find_map(|l| {
-        let mut parts = l.splitn(3, ':');
-        let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
-        names.split(',').any(|n| n == controller).then_some(path)
-    })?;
+    let rel = controller_path(own, controller)?;
     let (root, point) = mountinfo.lines().find_map(|line| {
         let (left, right) = line.split_once(" - ")?;
         let mut right = right.split(' ');
@@ -107,13 +125,19 @@ pub(crate) struct RunDir {
     pub controller: Controller,
     /// Made in this process's own cgroup of that hierarchy.
     pub dir: PathBuf,
+    /// Its path as `/proc/PID/cgroup` shows it.
+    pub rel: String,
+    /// This process's own cgroup there (see `cgroup::come_home`), and its
+    /// path as `/proc/self/cgroup` shows it.
+    pub home: PathBuf,
+    pub home_rel: String,
 }
 
 impl RunDir {
     /// Makes the run's dir `name` in `controller`'s hierarchy, where this
     /// process may move processes into a dir it made (root, mostly).
     pub(crate) fn make(controller: Controller, name: &str) -> Option<RunDir> {
-        let base = own_dir(controller)?;
+        let (base, home_rel) = own_dir(controller)?;
         let dir = base.join(name);
         fs::create_dir(&dir).ok()?;
         let usable = fs::OpenOptions::new()
@@ -135,7 +159,13 @@ impl RunDir {
                 let _ = fs::write(dir.join("pids.max"), (max / 2).max(1).to_string());
             }
         }
-        Some(RunDir { controller, dir })
+        Some(RunDir {
+            controller,
+            dir,
+            rel: format!("{}/{name}", home_rel.trim_end_matches('/')),
+            home: base,
+            home_rel,
+        })
     }
 }
 
@@ -144,7 +174,7 @@ impl RunDir {
 /// touched.
 pub(crate) fn remove_dead_runs() {
     for controller in [Controller::Pids, Controller::Memory] {
-        if let Some(base) = own_dir(controller) {
+        if let Some((base, _)) = own_dir(controller) {
             tree::remove_dead_runs(&base);
         }
     }

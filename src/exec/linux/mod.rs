@@ -23,7 +23,9 @@
 //! - [`process_start_time`], [`env_block`], [`remove_dead_run_cgroups`],
 //!   [`NO_CGROUP_VAR`]: the crate-wide helpers `exec` exports;
 //! - [`cpu_use`]: the CPU this process and its calls have used, and waited
-//!   for, so far.
+//!   for, so far;
+//! - [`Interruptions`]: what a plugin did to capture the harness (moved it,
+//!   froze its calls, traced it), said to the run it concerns.
 //!
 //! There is no port: `exec/mod.rs` stops a build for any other target with
 //! a `compile_error!` naming this facade, rather than a stub that would run
@@ -49,7 +51,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub(crate) use cgroup::interrupted;
+pub(crate) use cgroup::Interruptions;
 pub use cgroup::{CallLimits, NO_CGROUP_VAR, remove_dead_run_cgroups, set_call_limits};
 pub(crate) use hold::{HeldCall, can_hold, serve as serve_holds};
 pub use holders::Holder;
@@ -103,7 +105,8 @@ fn reaped_children_cpu() -> std::time::Duration {
 /// With `refuse`, the call's processes are refused those system calls
 /// ([`Call::refuse`](super::Call::refuse)); with `hold`, their changes of
 /// state (and with `Some(true)` their process starts) notify us
-/// ([`Spawned::listener`], see [`serve_holds`]).
+/// ([`Spawned::listener`], see [`serve_holds`]). What the plugin does to
+/// capture the harness is said to `interruptions` (its run's).
 pub(crate) fn start_leader(
     (program, argv0): (&Path, &Path),
     args: &[OsString],
@@ -111,8 +114,9 @@ pub(crate) fn start_leader(
     cwd: Option<&Path>,
     refuse: Option<super::Refusal>,
     hold: Option<bool>,
+    interruptions: &Interruptions,
 ) -> std::io::Result<(Tracked, (Spawned, Instant))> {
-    let cgroup = CallCgroup::create();
+    let cgroup = CallCgroup::create(interruptions);
     let in_flight = process_wide::spawn_in_flight();
     let start = Instant::now();
     let started = procfs::boot_ticks();
@@ -130,6 +134,7 @@ pub(crate) fn start_leader(
         env: EnvBlock::clone(env),
         cgroup: cgroup.filter(|_| spawned.in_cgroup).map(Arc::new),
         started,
+        interruptions: interruptions.clone(),
     };
     Ok((call, (spawned, start)))
 }
