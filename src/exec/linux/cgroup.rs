@@ -143,9 +143,8 @@ fn make_run() -> Option<Run> {
     if pids {
         // All calls together, however many run at once, keep to half the
         // host's pid space: the harness and the host keep the other half.
-        if let Some(max) = fs::read_to_string("/proc/sys/kernel/pid_max")
-            .ok()
-            .and_then(|t| t.trim().parse::<u64>().ok())
+        if let Some(max) = super::procfs::read_capped("/proc/sys/kernel/pid_max", 64)
+            .and_then(|t| String::from_utf8_lossy(&t).trim().parse::<u64>().ok())
         {
             let _ = fs::write(dir.join("pids.max"), (max / 2).max(1).to_string());
         }
@@ -464,14 +463,18 @@ pub fn remove_dead_run_cgroups() {
 
 /// The dir of this process's cgroup (cgroup2), and its path below the mount.
 fn own_cgroup() -> Option<(PathBuf, String)> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // Capped: a plugin (as root) may leave the host many mounts, and the
+    // cgroup mounts come early (a line cut short lacks its type: skipped).
+    let mountinfo = super::procfs::read_capped("/proc/self/mountinfo", v1::MOUNTINFO_CAP)?;
+    let mountinfo = String::from_utf8_lossy(&mountinfo);
     // Field 5 is the mount point; the file system type follows " - ".
     let mount = mountinfo.lines().find_map(|line| {
         let (left, right) = line.split_once(" - ")?;
         (right.split(' ').next()? == "cgroup2")
             .then(|| left.split(' ').nth(4).map(PathBuf::from))?
     })?;
-    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = super::procfs::read_capped("/proc/self/cgroup", v1::CGROUP_CAP)?;
+    let own = String::from_utf8_lossy(&own);
     let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
     let base = mount.join(own.trim_start_matches('/'));
     Some((base, own.to_owned()))

@@ -88,7 +88,7 @@ fn controller_path<'a>(text: &'a str, controller: &str) -> Option<&'a str> {
 /// The most of `/proc/self/mountinfo` read to find a v1 hierarchy: the
 /// cgroup mounts come early (the host mounts them at boot); a plugin that
 /// made many mounts of its own pushes nothing before them.
-const MOUNTINFO_CAP: usize = 1 << 20;
+pub(crate) const MOUNTINFO_CAP: usize = 1 << 20;
 
 /// [`own_dir`] from the texts of `/proc/self/mountinfo` and
 /// `/proc/self/cgroup`.

@@ -343,8 +343,9 @@ pub(crate) fn clock(id: libc::clockid_t) -> std::time::Duration {
 
 /// `pid`'s cgroup (v2) path, as `/proc/<pid>/cgroup` shows it.
 pub(crate) fn cgroup_path(pid: i32) -> Option<String> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    text.lines()
+    let text = read_capped(format!("/proc/{pid}/cgroup"), 64 << 10)?;
+    String::from_utf8_lossy(&text)
+        .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .map(str::to_owned)
 }
