@@ -180,6 +180,43 @@ pub(crate) fn remove_dead_runs() {
     }
 }
 
+/// Moves `pid` (a process of a call, to be killed) back into this process's
+/// own cgroup of the v1 `freezer` hierarchy when a plugin put it in another
+/// one (as root may): a process frozen there does not act on SIGKILL until
+/// it is thawed, so the harness would wait for a killed leader for good.
+/// Moved into a cgroup that is not frozen, it thaws and dies of the kill
+/// it has pending. The plugin's freezer cgroup itself (which may be someone
+/// else's) is left as it is. Whether it was moved.
+pub(crate) fn free_from_freezer(pid: i32) -> bool {
+    let Some(text) = super::procfs::read_capped(format!("/proc/{pid}/cgroup"), CGROUP_CAP) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&text);
+    let Some(theirs) = controller_path(&text, "freezer") else {
+        return false;
+    };
+    let Some((home, ours)) = FREEZER_HOME.get_or_init(own_freezer).as_ref() else {
+        return false;
+    };
+    if theirs == ours {
+        return false;
+    }
+    fs::write(home.join("cgroup.procs"), pid.to_string()).is_ok()
+}
+
+/// This process's own cgroup of the v1 `freezer` hierarchy (its dir, and its
+/// path as `/proc/self/cgroup` shows it), found once: where a process of a
+/// call is moved to be thawed (see [`free_from_freezer`]).
+static FREEZER_HOME: std::sync::OnceLock<Option<(PathBuf, String)>> = std::sync::OnceLock::new();
+
+fn own_freezer() -> Option<(PathBuf, String)> {
+    let mountinfo = super::procfs::read_capped("/proc/self/mountinfo", MOUNTINFO_CAP)?;
+    let own = super::procfs::read_capped("/proc/self/cgroup", CGROUP_CAP)?;
+    let own = String::from_utf8_lossy(&own);
+    let dir = own_dir_in(&String::from_utf8_lossy(&mountinfo), &own, "freezer")?;
+    Some((dir, controller_path(&own, "freezer")?.to_owned()))
+}
+
 /// One call's dir in one v1 hierarchy: its `cgroup.procs` open for the
 /// leader to write itself into, and the file that counts the limit reached,
 /// held open.

@@ -53,6 +53,7 @@ use std::time::Instant;
 
 pub(crate) use cgroup::Interruptions;
 pub use cgroup::{CallLimits, NO_CGROUP_VAR, remove_dead_run_cgroups, set_call_limits};
+pub(crate) use cgroup_v1::free_from_freezer;
 pub(crate) use hold::{HeldCall, can_hold, serve as serve_holds};
 pub use holders::Holder;
 pub(crate) use holders::{holders, kill_holders};

@@ -281,8 +281,13 @@ async fn kill_and_reap(call: &Tracked, pids: &[i32]) {
     }
 }
 
-/// SIGKILLs `call`'s group, its cgroup and `pids`.
+/// SIGKILLs `call`'s group, its cgroup and `pids`; each of `pids` that a
+/// plugin put in a v1 freezer cgroup of its own is moved out first (frozen
+/// there, it would not die of the kill, see `cgroup_v1::free_from_freezer`).
 fn kill_everything(call: &Tracked, pids: &[i32]) {
+    for &pid in pids {
+        super::cgroup_v1::free_from_freezer(pid);
+    }
     signal_group(call.pgid, Signal::SIGKILL);
     if let Some(cgroup) = &call.cgroup {
         cgroup.kill();
