@@ -14,7 +14,9 @@
 //! and everything in it are removed when the process exits; a run that is
 //! killed leaves them to the next run, which removes those of dead runs.
 //! Without a writable cgroup2 hierarchy (containers, old kernels, no
-//! privileges) the runner falls back to the subreaper alone.
+//! privileges) the runner falls back to the subreaper alone. Where the
+//! cgroup2 hierarchy offers no `pids` or `memory` controller (a hybrid host),
+//! the call's limits are set in the v1 hierarchies instead (`cgroup_v1.rs`).
 
 use std::fs;
 use std::os::fd::OwnedFd;
@@ -32,9 +34,10 @@ use crate::lock;
 /// to the same promises on a machine that has cgroups.
 pub const NO_CGROUP_VAR: &str = "DHV_CONFORM_NO_CGROUP";
 
-/// The limits every call cgroup gets: `pids.max` and `memory.max`. A call
-/// that reaches one is the plugin's doing (a fork bomb, a leak), and is said
-/// as such; the host and the harness keep their pids and memory.
+/// The limits every call cgroup gets: `pids.max` and `memory.max` (on a
+/// hybrid host, in its v1 dirs: `pids.max` and `memory.limit_in_bytes`). A
+/// call that reaches one is the plugin's doing (a fork bomb, a leak), and is
+/// said as such; the host and the harness keep their pids and memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallLimits {
     /// The most processes and threads a call's cgroup may hold at once.
