@@ -393,3 +393,63 @@ fn a_plugin_moving_the_harness_into_its_v1_dir_does_not_get_it_killed() {
         "{stdout}"
     );
 }
+
+/// A plugin that jails the harness in a pids cgroup of its own with room for
+/// one process (as root may) fails none of the run's calls: a call the
+/// kernel refuses to start (`EAGAIN`) brings the harness home and starts
+/// after all. The run still ends exit 4, saying the plugin interrupted it.
+#[test]
+fn a_plugin_jailing_the_harness_in_a_pids_cgroup_fails_no_call() {
+    let test = "a_plugin_jailing_the_harness_in_a_pids_cgroup_fails_no_call";
+    let base = match limit_hierarchy("pids") {
+        Ok((base, true)) => base,
+        Ok((_, false)) => {
+            println!("SKIPPED {test}: the cgroup2 hierarchy offers the pids controller here");
+            return;
+        }
+        Err(why) => return util::skip(test, &why),
+    };
+    let jail = base.join(format!("dhv-test-jail-{}", std::process::id()));
+    struct Remove(PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = wait_for(std::time::Duration::from_secs(5), || {
+                fs::remove_dir(&self.0).is_ok()
+            });
+        }
+    }
+    let _remove = Remove(jail.clone());
+    let dir = Scratch::new();
+    let plugin = dir.plugin(
+        "jailer",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/bin:/bin\n\
+             if [ \"$1\" = create ] && mkdir '{jail}' 2>/dev/null; then\n\
+             echo 1 > '{jail}/pids.max'\n\
+             echo $PPID > '{jail}/cgroup.procs'\n\
+             fi\n\
+             exec {} \"$@\"\n",
+            util::sample("reference"),
+            jail = jail.display(),
+        ),
+    );
+    let out = assert_cmd::Command::new(bin())
+        .arg("check")
+        .arg(&plugin)
+        .args(["create.", "--color", "never"])
+        .env("TMPDIR", dir.path())
+        .timeout(util::check::RUN_LIMIT)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        stdout.contains("interrupted by the plugin: it moved the harness into pids cgroup"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(", failed: 0, warnings: 0,"), "{stdout}");
+    assert!(
+        !stdout.contains("resource temporarily unavailable"),
+        "{stdout}"
+    );
+}

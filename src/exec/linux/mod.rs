@@ -121,14 +121,23 @@ pub(crate) fn start_leader(
     let in_flight = process_wide::spawn_in_flight();
     let start = Instant::now();
     let started = procfs::boot_ticks();
-    let with = spawn::StartWith {
-        cwd,
-        cgroup: cgroup.as_ref().map(CallCgroup::fd),
-        v1_procs: cgroup.as_ref().map_or([-1; 2], CallCgroup::v1_procs),
-        refuse,
-        hold,
+    let spawn = || {
+        let with = spawn::StartWith {
+            cwd,
+            cgroup: cgroup.as_ref().map(CallCgroup::fd),
+            v1_procs: cgroup.as_ref().map_or([-1; 2], CallCgroup::v1_procs),
+            refuse,
+            hold,
+        };
+        spawn::spawn((program, argv0), args, env, with)
     };
-    let spawned = spawn::spawn((program, argv0), args, env, with)?;
+    let spawned = match spawn() {
+        // A plugin may have moved the harness into a cgroup where it cannot
+        // fork (a `pids.max` of its own): back home (said as the run's
+        // interruption), the call starts after all.
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && cgroup::come_home() => spawn(),
+        started => started,
+    }?;
     in_flight.recorded(spawned.pid, started);
     let call = Tracked {
         pgid: spawned.pid,
