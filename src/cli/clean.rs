@@ -2,7 +2,8 @@
 //! the temp dir and in each `--work-dir` given (and in any work dir a run's
 //! breadcrumb in the temp dir names): the processes the run left holding
 //! its lock, its mounts, loop devices and temp dirs, with the care of the
-//! teardown, and the cgroups of dead runs. Runs whose process lives are
+//! teardown, and the cgroups of dead runs (cgroup2's, and the v1 dirs that
+//! bounded their calls). Runs whose process lives are
 //! never touched.
 
 use std::path::{Path, PathBuf};

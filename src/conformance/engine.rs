@@ -258,7 +258,7 @@ fn run_in(
     // A plugin that captured the harness (moved it into a cgroup of the
     // run's, froze the run, traced it): the harness undid it, but what ran
     // meanwhile is not to be trusted. Said, and exit 4.
-    if let Some(what) = crate::exec::harness_interrupted() {
+    if let Some(what) = state.shared.supervisor.interrupted() {
         outcome.harness_failed = true;
         outcome
             .report

@@ -136,10 +136,15 @@ impl Signals {
         }
     }
 
-    /// A supervisor for the teardown's deletes, which a second signal cancels
+    /// A supervisor for the teardown's deletes, of the run's (see
+    /// [`Supervisor::for_the_same_run`]), which a second signal cancels
     /// (already cancelled if it came).
     pub(super) fn teardown_supervisor(&self) -> Supervisor {
-        let s = Supervisor::new();
+        // Of the same run: what its plugin does to the harness in a delete
+        // is the run's.
+        let s = lock(&self.received.run)
+            .as_ref()
+            .map_or_else(Supervisor::new, Supervisor::for_the_same_run);
         *lock(&self.received.teardown) = Some(s.clone());
         if self.received.hurry.load(Ordering::SeqCst) {
             s.cancel();

@@ -95,6 +95,7 @@ impl Call {
                     self.cwd.as_deref(),
                     self.refuse,
                     hold,
+                    supervisor.interruptions(),
                 )
             })
             .map_err(|e| self.spawn_error(e))?;
@@ -170,6 +171,11 @@ impl Call {
         tokio::pin!(overrun);
         let kill = tokio::time::sleep(self.term_grace);
         tokio::pin!(kill);
+        // Once the SIGKILL is sent: a leader that still has not exited is
+        // looked at (see `os::free_from_freezer`) and killed again.
+        let killed_look = tokio::time::sleep(KILLED_LOOK);
+        tokio::pin!(killed_look);
+        let mut killed = false;
         let (out, err) = (&mut call.out, &mut call.err);
         let mut timed_out = false;
         let mut kill_pending = false;
@@ -206,10 +212,23 @@ impl Call {
                         KillMode::NomadLeader => signal_one(pid, Signal::SIGKILL),
                         KillMode::GroupKill => signal_group(pid, Signal::SIGKILL),
                     }
+                    if !kill_pending {
+                        killed = true;
+                        killed_look.as_mut().reset(tokio::time::Instant::now() + KILLED_LOOK);
+                    }
                 }
                 _ = &mut kill, if kill_pending => {
                     signal_group(pid, Signal::SIGKILL);
                     kill_pending = false;
+                    killed = true;
+                    killed_look.as_mut().reset(tokio::time::Instant::now() + KILLED_LOOK);
+                }
+                _ = &mut killed_look, if killed => {
+                    // Frozen in a v1 freezer cgroup by its plugin, a killed
+                    // leader never exits: moved out, it thaws and dies.
+                    os::free_from_freezer(pid);
+                    signal_one(pid, Signal::SIGKILL);
+                    killed_look.as_mut().reset(tokio::time::Instant::now() + KILLED_LOOK);
                 }
             }
         };
@@ -326,6 +345,10 @@ enum Holding {
     /// sweep and the pipes' state decide.
     Unseen,
 }
+
+/// How long after its SIGKILL a leader that has not exited is looked at
+/// again (and again at this pace): a killed process normally exits at once.
+const KILLED_LOOK: Duration = Duration::from_millis(500);
 
 /// How often, and how long at most, the holders of a pipe left open after the
 /// wait-delay are looked at. Waiting for a CPU is not holding: on a loaded host

@@ -76,15 +76,6 @@ pub fn process_start_time(pid: i32) -> Option<u64> {
     os::process_start_time(pid)
 }
 
-/// What a plugin did to capture the harness, if it did: moved it into a
-/// cgroup of the run's (where a sweep would kill it with the plugin's
-/// processes), froze the run's cgroup, or left a tracer on it. The harness
-/// undid it (moved back, thawed, killed the tracer), and the run is not to
-/// be trusted. `None` when nothing did.
-pub(crate) fn harness_interrupted() -> Option<String> {
-    os::interrupted()
-}
-
 /// Why `env` cannot be handed to a program at all (the kernel would refuse
 /// the exec with `E2BIG`), in words; `None` when it can. Lets a caller refuse
 /// such input up front, naming the variable, instead of failing a call.

@@ -30,6 +30,10 @@ struct Shared {
     /// that it sees every spawn under way registered. Spawns never wait for
     /// each other here.
     spawning: RwLock<()>,
+    /// What a plugin of this run did to capture the harness (see
+    /// [`Supervisor::interrupted`]); shared with the supervisors made
+    /// [`for_the_same_run`](Supervisor::for_the_same_run).
+    interruptions: super::os::Interruptions,
 }
 
 #[derive(Default)]
@@ -139,6 +143,39 @@ impl Supervisor {
     /// because the budget was spent.
     pub fn output_budget_spent(&self) -> bool {
         self.0.budget.spent()
+    }
+
+    /// A fresh supervisor (no calls, not cancelled, a budget of its own) for
+    /// more calls of the same run, such as a teardown's deletes after the
+    /// run's supervisor was cancelled: what a plugin did to capture the
+    /// harness in either is said by both ([`interrupted`](Self::interrupted)).
+    pub fn for_the_same_run(&self) -> Supervisor {
+        Supervisor(Arc::new(Shared {
+            state: Mutex::default(),
+            budget: OutputBudget::default(),
+            spawning: RwLock::default(),
+            interruptions: self.0.interruptions.clone(),
+        }))
+    }
+
+    /// What a plugin whose call ran under this supervisor (or one made
+    /// [`for_the_same_run`](Self::for_the_same_run)) did to capture the
+    /// harness, if it did: moved it into a cgroup of its calls (where a sweep
+    /// would kill it with the plugin's processes), froze the cgroup of the
+    /// calls, or left a tracer on it. The harness undid it (moved back,
+    /// thawed, killed the tracer), but what ran meanwhile is not to be
+    /// trusted. `None` when nothing did. Another supervisor's run, before or
+    /// beside this one, is not this one's: what a call did is said to its
+    /// own supervisor; only what no call can be told to have done (a freeze
+    /// of the cgroup all calls of this process share) is said to every
+    /// supervisor live then.
+    pub fn interrupted(&self) -> Option<String> {
+        self.0.interruptions.get()
+    }
+
+    /// Where what this supervisor's plugins do to capture the harness is said.
+    pub(crate) fn interruptions(&self) -> &super::os::Interruptions {
+        &self.0.interruptions
     }
 
     /// Forgets a call once everything it left is dealt with.

@@ -52,6 +52,14 @@ pub const LOCK_FILE: &str = "state.lock";
 /// The most read from a state file: some 100,000 volumes.
 pub const MAX_STATE_BYTES: u64 = 256 << 20;
 
+/// The longest a state read-and-write waits for another process to let go
+/// of [`LOCK_FILE`]: a `dhv-conform` holds it for the milliseconds of one
+/// read and one write, so a holder that keeps it longer is stuck or is not
+/// ours (a plugin's process may lock a file it can see, and one that left
+/// the harness's reach would hold it for good): past this the update fails,
+/// saying so, instead of hanging.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 const TEMP_PREFIX: &str = ".state.json.";
 const TEMP_SUFFIX: &str = ".tmp";
 
@@ -399,8 +407,14 @@ fn parse_state(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
 /// Takes the exclusive lock on `state.lock`; released when the value drops.
 /// Anything but a regular file there (a FIFO, a device, a socket, a symlink)
 /// was planted: refused, naming it, and never opened for use, so opening it
-/// cannot block or reach a device.
+/// cannot block or reach a device. Waits at most [`LOCK_WAIT`] for another
+/// holder.
 fn lock_dir(dir: &Path) -> Result<Flock<File>, StateError> {
+    lock_dir_within(dir, LOCK_WAIT)
+}
+
+/// [`lock_dir`], waiting at most `bound` for another holder.
+fn lock_dir_within(dir: &Path, bound: std::time::Duration) -> Result<Flock<File>, StateError> {
     let path = dir.join(LOCK_FILE);
     let lock_err = |source| StateError::Lock {
         path: path.clone(),
@@ -436,10 +450,28 @@ fn lock_dir(dir: &Path) -> Result<Flock<File>, StateError> {
     if !kind.is_file() {
         return Err(planted(crate::safe_fs::kind_name(&kind)));
     }
+    // flock has no timed wait: it is tried, and tried again after a pause
+    // that grows to 50 ms (a holder that is ours lets go within a few).
+    let started = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
     loop {
-        match Flock::lock(file, FlockArg::LockExclusive) {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => return Ok(lock),
             Err((f, nix::errno::Errno::EINTR)) => file = f,
+            Err((f, nix::errno::Errno::EWOULDBLOCK)) => {
+                if started.elapsed() >= bound {
+                    return Err(lock_err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "another process has held it for {} s (a dhv-conform holds it for a moment; a process that keeps it is stuck or not ours)",
+                            bound.as_secs_f64()
+                        ),
+                    )));
+                }
+                file = f;
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
             Err((_, errno)) => return Err(lock_err(errno.into())),
         }
     }

@@ -101,3 +101,26 @@ fn a_written_state_reads_back() {
     assert_eq!(back.volumes[V1].host_path, "/srv/data");
     assert!(back.volumes[V1].is_registered());
 }
+
+/// A process that keeps `state.lock` (a plugin's may lock a file it can
+/// see) does not hang the next update: it fails after the bound, saying
+/// so; once the holder lets go the lock is taken at once.
+#[test]
+fn a_lock_kept_by_another_holder_is_waited_for_within_a_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    // Another open of the file: a lock of its own, as another process's is.
+    let other = File::create(dir.path().join(LOCK_FILE)).unwrap();
+    let held = Flock::lock(other, FlockArg::LockExclusiveNonblock).unwrap();
+    let bound = std::time::Duration::from_millis(200);
+    let started = std::time::Instant::now();
+    let err = lock_dir_within(dir.path(), bound).unwrap_err().to_string();
+    let waited = started.elapsed();
+    assert!(waited >= bound, "{waited:?}");
+    assert!(waited < bound * 10, "{waited:?}");
+    assert!(
+        err.contains("another process has held it for 0.2 s"),
+        "{err}"
+    );
+    drop(held);
+    assert!(lock_dir_within(dir.path(), bound).is_ok());
+}

@@ -1,70 +1,455 @@
-//! Limits per call: `pids.max` and `memory.max` on each call's cgroup
-//! (`[limits]` in `dhv-conform.toml`). A call that reaches one fails by the
-//! plugin's doing, with a message naming the limit; the harness carries on.
+//! Limits per call: `pids.max` and the memory limit on each call's cgroup
+//! (`[limits]` in `dhv-conform.toml`), set through the cgroup2 hierarchy
+//! where it offers the controller, else through the controller's v1
+//! hierarchy (a hybrid host, as CI's machines are). A call that reaches one
+//! fails by the plugin's doing, with a message naming the limit; the harness
+//! carries on, and leaves no dir of its run in any hierarchy.
 
-use crate::util;
+use crate::util::{self, Scratch, bin, processes_mentioning, wait_for};
 
 use std::fs;
+use std::path::{Path, PathBuf};
 
-/// Whether the harness's cgroup hands the `pids` controller to cgroups made
-/// below it (what a run cgroup needs to set `pids.max` on its calls).
-fn pids_controller_offered() -> Option<String> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = mountinfo.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        (right.split(' ').next()? == "cgroup2").then(|| left.split(' ').nth(4))?
-    })?;
+/// The `cgroup` mounts: (controllers or "" for cgroup2, mount point, root).
+fn cgroup_mounts() -> Vec<(String, PathBuf, String)> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let left: Vec<&str> = left.split(' ').collect();
+            let right: Vec<&str> = right.split(' ').collect();
+            let controllers = match *right.first()? {
+                "cgroup2" => String::new(),
+                "cgroup" => right.get(2)?.to_string(),
+                _ => return None,
+            };
+            Some((
+                controllers,
+                PathBuf::from(left.get(4)?),
+                left.get(3)?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// The dir of `rel`, a path of `/proc/PID/cgroup`, in the hierarchy of
+/// `controller` ("" for cgroup2).
+fn hierarchy_dir(controller: &str, rel: &str) -> Option<PathBuf> {
+    let (_, point, root) = cgroup_mounts()
+        .into_iter()
+        .find(|(c, _, _)| match controller {
+            "" => c.is_empty(),
+            name => c.split(',').any(|o| o == name),
+        })?;
+    let below = match root.as_str() {
+        "/" => rel,
+        root => rel.strip_prefix(root)?,
+    };
+    Some(point.join(below.trim_start_matches('/')))
+}
+
+/// The path in `/proc/self/cgroup` of this process in the hierarchy of
+/// `controller` ("" for cgroup2).
+fn own_rel(controller: &str) -> Option<String> {
     let own = fs::read_to_string("/proc/self/cgroup").ok()?;
-    let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let dir = std::path::Path::new(mount).join(own.trim_start_matches('/'));
-    let offered = fs::read_to_string(dir.join("cgroup.subtree_control")).ok()?;
-    offered
-        .split_whitespace()
-        .any(|c| c == "pids")
-        .then(|| dir.display().to_string())
+    own.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let ours = match controller {
+            "" => names.is_empty(),
+            name => names.split(',').any(|n| n == name),
+        };
+        ours.then(|| path.to_owned())
+    })
+}
+
+/// Where a run of the binary would set `controller`'s limit (`pids`,
+/// `memory`): the dir of this process's own cgroup in the hierarchy that
+/// offers it to cgroups made there (cgroup2's first, as the harness does),
+/// with whether it is a v1 one. `Err` says why none can be used here.
+fn limit_hierarchy(controller: &str) -> Result<(PathBuf, bool), String> {
+    let probe = |base: &Path| -> Result<(), String> {
+        let dir = base.join(format!("dhv-test-probe-{}", std::process::id()));
+        fs::create_dir(&dir)
+            .map_err(|e| format!("cannot make a cgroup in {}: {e}", base.display()))?;
+        let writable = fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .is_ok();
+        let _ = fs::remove_dir(&dir);
+        match writable {
+            true => Ok(()),
+            false => Err(format!(
+                "cannot move a process into a cgroup made in {}",
+                base.display()
+            )),
+        }
+    };
+    let v2 = own_rel("").and_then(|rel| hierarchy_dir("", &rel));
+    if let Some(base) = v2 {
+        let offered = fs::read_to_string(base.join("cgroup.subtree_control")).unwrap_or_default();
+        if offered.split_whitespace().any(|c| c == controller) {
+            return probe(&base).map(|()| (base, false));
+        }
+    }
+    let v1 = own_rel(controller).and_then(|rel| hierarchy_dir(controller, &rel));
+    match v1 {
+        Some(base) => probe(&base).map(|()| (base, true)),
+        None => Err(format!(
+            "neither the cgroup2 hierarchy nor a v1 one offers the {controller} controller here: calls run without that limit"
+        )),
+    }
+}
+
+/// [`limit_hierarchy`], or a visible skip (a failure where
+/// `DHV_REQUIRE_PRIVILEGED` says privileged tests must run).
+fn limit_hierarchy_or_skip(test: &str, controller: &str) -> Option<(PathBuf, bool)> {
+    match limit_hierarchy(controller) {
+        Ok(found) => Some(found),
+        Err(why) => {
+            util::skip(test, &why);
+            None
+        }
+    }
+}
+
+/// A plugin whose create first runs `attack` and writes its own
+/// `/proc/self/cgroup` to `cgroups`, then is the reference.
+fn attacker(dir: &Scratch, attack: &str, cgroups: &Path) -> PathBuf {
+    dir.plugin(
+        "attacker",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/bin:/bin\n\
+             if [ \"$1\" = create ]; then\n\
+             cat /proc/self/cgroup > '{}'\n{attack}\n\
+             fi\n\
+             exec {} \"$@\"\n",
+            cgroups.display(),
+            util::sample("reference")
+        ),
+    )
+}
+
+/// Runs `check PLUGIN create.succeeds --exact --json -` with the plugin's
+/// config `limits`: the check's status and message. The run must end as a
+/// verdict on the plugin (exit 1), never a harness error (exit 4).
+fn create_under(plugin: &Path, limits: &str) -> (dhv_conform::report::Status, String) {
+    fs::write(plugin.parent().unwrap().join("dhv-conform.toml"), limits).unwrap();
+    let out = util::check::check([
+        plugin.as_os_str(),
+        "create.succeeds".as_ref(),
+        "--exact".as_ref(),
+        "--json".as_ref(),
+        "-".as_ref(),
+    ])
+    .run();
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    util::check::status_of(&out.report(), "create.succeeds")
+}
+
+/// The run's dir (`dhv-conform-run-<pid>-<start>`) in `controller`'s
+/// hierarchy, from the call's `/proc/self/cgroup` text: the call's cgroup
+/// there must be `c<n>` in it.
+fn run_dir_of_call(cgroups: &str, controller: &str) -> PathBuf {
+    let rel = cgroups
+        .lines()
+        .find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let ours = match controller {
+                "" => names.is_empty(),
+                name => names.split(',').any(|n| n == name),
+            };
+            ours.then(|| path.to_owned())
+        })
+        .unwrap_or_else(|| panic!("no {controller:?} line in {cgroups}"));
+    let (run, call) = rel.rsplit_once('/').unwrap();
+    assert!(
+        call.starts_with('c'),
+        "the call ran in {rel}, not a call's cgroup"
+    );
+    assert!(
+        run.rsplit('/')
+            .next()
+            .unwrap()
+            .starts_with("dhv-conform-run-"),
+        "the call ran in {rel}, not a run's cgroup"
+    );
+    hierarchy_dir(controller, run).unwrap()
+}
+
+/// The call ran in a call cgroup of its run in `controller`'s hierarchy (a
+/// v1 one, or cgroup2's), and that run's dir is gone now that it ended.
+fn ran_bounded_and_left_nothing(cgroups: &Path, controller: &str, v1: bool) {
+    let text = fs::read_to_string(cgroups).expect("the plugin's create ran");
+    let run = run_dir_of_call(&text, if v1 { controller } else { "" });
+    assert!(!run.exists(), "the run's dir {} is left", run.display());
 }
 
 /// A plugin whose create starts more processes than its `pids_max` allows
 /// fails that create, the check says `pids.max`, and the run ends as a
 /// verdict on the plugin (exit 1), not a harness error.
 #[test]
-#[ignore = "needs a cgroup2 hierarchy that offers the pids controller to the harness (CI's machines are hybrid: none); run on such a host with `cargo test --test it call_limits:: -- --ignored`"]
 fn a_call_that_reaches_pids_max_fails_naming_the_limit() {
-    if pids_controller_offered().is_none() {
-        util::skip(
-            "a_call_that_reaches_pids_max_fails_naming_the_limit",
-            "this machine's cgroup2 hierarchy offers no pids controller to the harness's cgroup (a hybrid setup, or a container without delegation): calls run without pids.max",
-        );
+    let test = "a_call_that_reaches_pids_max_fails_naming_the_limit";
+    let Some((_, v1)) = limit_hierarchy_or_skip(test, "pids") else {
         return;
+    };
+    let dir = Scratch::new();
+    let cgroups = dir.path().join("cgroups");
+    let plugin = attacker(
+        &dir,
+        "i=0; while [ $i -lt 64 ]; do /bin/sleep 5 & i=$((i+1)); done 2>/dev/null",
+        &cgroups,
+    );
+    let (status, message) = create_under(&plugin, "[limits]\npids_max = 32\n");
+    assert_eq!(status, dhv_conform::report::Status::Fail, "{message}");
+    assert!(
+        message.contains("the call reached its limit of 32 processes (pids.max)"),
+        "{message}"
+    );
+    assert!(!message.contains("harness error"), "{message}");
+    ran_bounded_and_left_nothing(&cgroups, "pids", v1);
+}
+
+/// A plugin whose create uses more memory than its `memory_max` allows has a
+/// process OOM-killed there, not the host's memory filled: that create
+/// fails, naming the limit, and the run ends as a verdict on the plugin.
+#[test]
+fn a_call_that_reaches_its_memory_limit_fails_naming_the_limit() {
+    let test = "a_call_that_reaches_its_memory_limit_fails_naming_the_limit";
+    let Some((_, v1)) = limit_hierarchy_or_skip(test, "memory") else {
+        return;
+    };
+    let dir = Scratch::new();
+    let cgroups = dir.path().join("cgroups");
+    // dd's one 256 MiB buffer, filled: far past 16 MiB.
+    let plugin = attacker(
+        &dir,
+        "dd if=/dev/zero of=/dev/null bs=256M count=1 2>/dev/null",
+        &cgroups,
+    );
+    let (status, message) = create_under(&plugin, "[limits]\nmemory_max = \"16MiB\"\n");
+    assert_eq!(status, dhv_conform::report::Status::Fail, "{message}");
+    let (limit, events) = match v1 {
+        false => ("memory.max", "memory.events"),
+        true => ("memory.limit_in_bytes", "memory.oom_control"),
+    };
+    assert!(
+        message.contains(&format!(
+            "the call reached its memory limit of 16 MiB ({limit})"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "the kernel's OOM killer killed 1 of its processes ({events})"
+        )),
+        "{message}"
+    );
+    ran_bounded_and_left_nothing(&cgroups, "memory", v1);
+}
+
+/// The v1 dirs a killed run left (named for a pid and start time that no
+/// live process has) are removed by `clean`, with the process still in
+/// them; those of a live run (a sleeping process's, here) stay.
+#[test]
+fn clean_removes_the_v1_dirs_of_dead_runs_only() {
+    let test = "clean_removes_the_v1_dirs_of_dead_runs_only";
+    let base = match limit_hierarchy("pids") {
+        Ok((base, true)) => base,
+        Ok((_, false)) => {
+            // The cgroup2 hierarchy offers the controller: no v1 dir is made.
+            println!("SKIPPED {test}: the cgroup2 hierarchy offers the pids controller here");
+            return;
+        }
+        Err(why) => return util::skip(test, &why),
+    };
+    let tag = "1040.5";
+    let _guard = KillTagged(tag);
+    let mut owner = std::process::Command::new("sleep")
+        .arg(tag)
+        .spawn()
+        .unwrap();
+    let stat = fs::read_to_string(format!("/proc/{}/stat", owner.id())).unwrap();
+    let start = stat.rsplit_once(')').unwrap().1.split(' ').nth(20).unwrap();
+    // The owner's pid with another start time is a dead run whose pid was reused.
+    let dead = base.join(format!("dhv-conform-run-{}-1{start}", owner.id()));
+    let live = base.join(format!("dhv-conform-run-{}-{start}", owner.id()));
+    let inner = dead.join("c0").join("nested");
+    fs::create_dir_all(live.join("c0")).unwrap();
+    let mut daemon = std::process::Command::new("sleep")
+        .arg(tag)
+        .spawn()
+        .unwrap();
+    // The runs of the tests beside this one sweep dead runs' dirs too, and
+    // one may remove the dead run's tree between its making and the move of
+    // the process into it: make it again. Once the process is in, whichever
+    // run sweeps first kills it.
+    let mut placed = Err(std::io::Error::other("never tried"));
+    for _ in 0..20 {
+        placed = fs::create_dir_all(&inner)
+            .and_then(|()| fs::write(inner.join("cgroup.procs"), daemon.id().to_string()));
+        if placed.is_ok() {
+            break;
+        }
     }
-    let dir = util::Scratch::new();
+    if let Err(e) = placed {
+        let _ = (daemon.kill(), owner.kill());
+        panic!("cannot move the process into the dead run's dir: {e}");
+    }
+    let s = Scratch::new();
+    let out = assert_cmd::Command::new(bin())
+        .arg("clean")
+        .env("TMPDIR", s.path())
+        .timeout(util::check::RUN_LIMIT)
+        .output()
+        .unwrap();
+    let ended = wait_for(util::check::RUN_LIMIT, || {
+        daemon.try_wait().unwrap().is_some()
+    });
+    let _ = daemon.kill();
+    let killed = daemon.wait().unwrap();
+    let left = (dead.exists(), live.exists());
+    let _ = owner.kill();
+    let _ = owner.wait();
+    for dir in [&inner, &dead.join("c0"), &dead, &live.join("c0"), &live] {
+        let _ = fs::remove_dir(dir);
+    }
+    assert!(out.status.success(), "{out:?}");
+    assert!(ended, "the process in the dead run's dir was not killed");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.signal(), Some(libc::SIGKILL));
+    assert_eq!(left, (false, true), "(dead run's left, live run's left)");
+}
+
+/// Kills, when dropped, every process mentioning `tag` (what a failed test
+/// would otherwise leave running).
+struct KillTagged(&'static str);
+
+impl Drop for KillTagged {
+    fn drop(&mut self) {
+        for line in processes_mentioning(self.0) {
+            let pid = line.split(':').next().unwrap().parse().unwrap();
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// A plugin that moves the harness into its call's v1 pids dir (as root
+/// may) does not get the harness killed with that dir's processes (at the
+/// latest by the run's removal at exit, which kills what is left in its
+/// dirs): the harness moves itself back, and the run ends exit 4, saying the
+/// plugin interrupted it and how.
+#[test]
+fn a_plugin_moving_the_harness_into_its_v1_dir_does_not_get_it_killed() {
+    let test = "a_plugin_moving_the_harness_into_its_v1_dir_does_not_get_it_killed";
+    match limit_hierarchy("pids") {
+        Ok((_, true)) => {}
+        Ok((_, false)) => {
+            println!("SKIPPED {test}: the cgroup2 hierarchy offers the pids controller here");
+            return;
+        }
+        Err(why) => return util::skip(test, &why),
+    }
+    let (_, point, root) = cgroup_mounts()
+        .into_iter()
+        .find(|(c, _, _)| c.split(',').any(|o| o == "pids"))
+        .unwrap();
+    assert_eq!(root, "/", "a pids hierarchy mounted from below its root");
+    let dir = Scratch::new();
     let plugin = dir.plugin(
-        "forker",
+        "mover",
         &format!(
-            "#!/bin/sh\n\
+            "#!/bin/sh\nPATH=/usr/bin:/bin\n\
              if [ \"$1\" = create ]; then\n\
-             i=0; while [ $i -lt 64 ]; do /bin/sleep 5 & i=$((i+1)); done 2>/dev/null\n\
+             echo $PPID > \"{}$(sed -n 's/^[0-9]*:pids://p' /proc/self/cgroup)/cgroup.procs\"\n\
              fi\n\
              exec {} \"$@\"\n",
+            point.display(),
             util::sample("reference")
         ),
     );
-    fs::write(
-        dir.path().join("dhv-conform.toml"),
-        "[limits]\npids_max = 32\n",
-    )
-    .unwrap();
-    let out = util::check::check([
-        plugin.as_os_str(),
-        "create.succeeds".as_ref(),
-        "--json".as_ref(),
-        "-".as_ref(),
-    ])
-    .run();
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
-    let report = out.report();
-    let (status, message) = util::check::status_of(&report, "create.succeeds");
-    assert_eq!(status, dhv_conform::report::Status::Fail, "{message}");
-    assert!(message.contains("pids.max"), "{message}");
-    assert!(!message.contains("harness error"), "{message}");
+    let out = assert_cmd::Command::new(bin())
+        .arg("check")
+        .arg(&plugin)
+        .args(["create.succeeds", "--exact", "--color", "never"])
+        .env("TMPDIR", dir.path())
+        .timeout(util::check::RUN_LIMIT)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        stdout.contains("interrupted by the plugin: it moved the harness into pids cgroup"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("the harness moved itself back to"),
+        "{stdout}"
+    );
+}
+
+/// A plugin that jails the harness in a pids cgroup of its own with room for
+/// one process (as root may) fails none of the run's calls: a call the
+/// kernel refuses to start (`EAGAIN`) brings the harness home and starts
+/// after all. The run still ends exit 4, saying the plugin interrupted it.
+#[test]
+fn a_plugin_jailing_the_harness_in_a_pids_cgroup_fails_no_call() {
+    let test = "a_plugin_jailing_the_harness_in_a_pids_cgroup_fails_no_call";
+    let base = match limit_hierarchy("pids") {
+        Ok((base, true)) => base,
+        Ok((_, false)) => {
+            println!("SKIPPED {test}: the cgroup2 hierarchy offers the pids controller here");
+            return;
+        }
+        Err(why) => return util::skip(test, &why),
+    };
+    let jail = base.join(format!("dhv-test-jail-{}", std::process::id()));
+    struct Remove(PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = wait_for(std::time::Duration::from_secs(5), || {
+                fs::remove_dir(&self.0).is_ok()
+            });
+        }
+    }
+    let _remove = Remove(jail.clone());
+    let dir = Scratch::new();
+    let plugin = dir.plugin(
+        "jailer",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/bin:/bin\n\
+             if [ \"$1\" = create ] && mkdir '{jail}' 2>/dev/null; then\n\
+             echo 1 > '{jail}/pids.max'\n\
+             echo $PPID > '{jail}/cgroup.procs'\n\
+             fi\n\
+             exec {} \"$@\"\n",
+            util::sample("reference"),
+            jail = jail.display(),
+        ),
+    );
+    let out = assert_cmd::Command::new(bin())
+        .arg("check")
+        .arg(&plugin)
+        .args(["create.", "--color", "never"])
+        .env("TMPDIR", dir.path())
+        .timeout(util::check::RUN_LIMIT)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        stdout.contains("interrupted by the plugin: it moved the harness into pids cgroup"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(", failed: 0, warnings: 0,"), "{stdout}");
+    assert!(
+        !stdout.contains("resource temporarily unavailable"),
+        "{stdout}"
+    );
 }

@@ -669,6 +669,48 @@ fn a_plugin_moving_the_harness_into_its_cgroup_does_not_get_it_killed() {
     );
 }
 
+/// What a plugin did to capture the harness belongs to its run: in a
+/// process that runs the suite twice (the library), a plugin that moved the
+/// harness into its call cgroup in the first run ends that run exit 4,
+/// saying so, and the second run, of the reference plugin, is not said to be
+/// interrupted (it was: the record was the process's, not the run's).
+#[test]
+fn a_plugin_that_captured_one_run_leaves_the_next_run_of_the_process_alone() {
+    let test = "a_plugin_that_captured_one_run_leaves_the_next_run_of_the_process_alone";
+    if cgroups_or_skip(test).is_none() || !util::in_a_process_of_its_own(test) {
+        return;
+    }
+    let s = Scratch::new();
+    let plugin = s.plugin(
+        "mover",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n\
+             while read -r _ mnt type _; do [ \"$type\" = cgroup2 ] && root=$mnt && break; done </proc/mounts\n\
+             if [ \"$1\" = create ]; then\n\
+             echo $PPID > \"$root$(sed -n 's/^0:://p' /proc/self/cgroup)/cgroup.procs\"\n\
+             fi\n\
+             exec '{}' \"$@\"\n",
+            util::sample("reference")
+        ),
+    );
+    let run = |plugin: &str| {
+        let mut config = dhv_conform::suite::SuiteConfig::new(plugin);
+        config.filter = Some("create.succeeds".into());
+        config.work_dir = Some(s.path().to_owned());
+        dhv_conform::suite::run_blocking(config).expect("the suite ran")
+    };
+    let captured = run(plugin.to_str().unwrap());
+    assert_eq!(captured.exit_code(), 4, "{:?}", captured.report.interrupted);
+    let said = captured.report.interrupted.clone().unwrap_or_default();
+    assert!(
+        said.starts_with("the plugin: it moved the harness into cgroup"),
+        "{said}"
+    );
+    let next = run(&util::sample("reference"));
+    assert_eq!(next.report.interrupted, None);
+    assert_eq!(next.exit_code(), 0, "{:?}", next.report.summary);
+}
+
 /// A plugin that freezes the run's cgroup (its parent's `cgroup.freeze`, as
 /// root may) does not hang the harness: the next call cloned into the frozen
 /// tree would never reach its exec. The run's cgroup is thawed at once, the
@@ -719,4 +761,82 @@ fn a_plugin_leaving_a_tracer_on_the_harness_does_not_hang_it() {
             "the harness killed it",
         ],
     );
+}
+
+/// A plugin whose create moves itself into a frozen cgroup of the v1
+/// `freezer` hierarchy (as root may on a hybrid host), where SIGKILL does
+/// not act until it is thawed, does not hang the harness: the timed-out
+/// create's leader is moved out of that cgroup (and so thawed) and dies of
+/// its kill; the run ends as a verdict on the plugin, and the plugin's
+/// freezer cgroup, not the harness's, is left as the plugin made it.
+#[test]
+fn a_leader_frozen_in_a_v1_freezer_cgroup_is_still_killed() {
+    let test = "a_leader_frozen_in_a_v1_freezer_cgroup_is_still_killed";
+    if !nix::unistd::Uid::effective().is_root() {
+        return util::skip(test, "needs root to move a process between cgroups");
+    }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let freezer = mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let left: Vec<&str> = left.split(' ').collect();
+        let right: Vec<&str> = right.split(' ').collect();
+        let ours = right.first() == Some(&"cgroup")
+            && right.get(2)?.split(',').any(|o| o == "freezer")
+            && left.get(5)?.split(',').any(|o| o == "rw");
+        ours.then(|| PathBuf::from(left[4]))
+    });
+    let Some(freezer) = freezer else {
+        // A unified host has no v1 freezer: there is nothing to attack with.
+        println!("SKIPPED {test}: no v1 freezer hierarchy here (a unified host)");
+        return;
+    };
+    let frozen = freezer.join(format!("dhv-test-frozen-{}", std::process::id()));
+    // Thawed and removed, whatever happens: the process in it goes with the run.
+    struct Thaw(PathBuf);
+    impl Drop for Thaw {
+        fn drop(&mut self) {
+            let _ = std::fs::write(self.0.join("freezer.state"), "THAWED");
+            let _ = wait_for(Duration::from_secs(5), || {
+                std::fs::remove_dir(&self.0).is_ok()
+            });
+        }
+    }
+    let _thaw = Thaw(frozen.clone());
+    let s = Scratch::new();
+    let plugin = s.plugin(
+        "freezer",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/bin:/bin\n\
+             if [ \"$1\" = create ]; then\n\
+             d='{}'\nmkdir -p \"$d\"\n\
+             sh -c \"sleep 0.3; echo FROZEN > $d/freezer.state\" </dev/null >/dev/null 2>&1 &\n\
+             echo $$ > \"$d/cgroup.procs\"\n\
+             sleep 100\n\
+             fi\n\
+             exec '{}' \"$@\"\n",
+            frozen.display(),
+            util::sample("reference")
+        ),
+    );
+    let started = std::time::Instant::now();
+    let out = assert_cmd::Command::new(util::bin())
+        .arg("check")
+        .arg(&plugin)
+        .args(["create.succeeds", "--exact", "--timeout-scale", "0.05"])
+        .args(["--color", "never"])
+        .env("TMPDIR", s.path())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "after {:?}: {out:?}",
+        started.elapsed()
+    );
+    assert!(stdout.contains("was killed"), "{stdout}");
+    // The plugin's cgroup was never thawed by the harness: it is still frozen.
+    let state = std::fs::read_to_string(frozen.join("freezer.state")).unwrap_or_default();
+    assert_eq!(state.trim(), "FROZEN");
 }

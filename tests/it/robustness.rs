@@ -437,10 +437,11 @@ fn memory_stays_flat_when_a_plugin_prints_a_gibibyte() {
 /// A whole `check` run stays under 256 MiB (GNU time's `%M`, the binary's
 /// own high-water mark) against a plugin that writes 1 MiB to stderr on
 /// every call (it took 902 MiB when each call kept its 1 MiB for the run),
-/// and against one whose every create leaves 4 processes with 1.4 MiB
-/// command lines: what a run keeps of plugin output is bounded for the run
-/// (the supervisor's output budget), every read of a leftover's command
-/// line by its own cap.
+/// against one whose every create leaves 4 processes with 1.4 MiB command
+/// lines, and one whose every create leaves 4 with 1.4 MiB environments:
+/// what a run keeps of plugin output is bounded for the run (the
+/// supervisor's output budget), every read of a leftover's command line by
+/// its own cap, and a leftover's environment is streamed, never held whole.
 #[test]
 fn a_check_run_stays_under_its_memory_bound_whatever_its_calls_write_or_leave() {
     const TEST: &str = "a_check_run_stays_under_its_memory_bound_whatever_its_calls_write_or_leave";
@@ -476,7 +477,22 @@ fn a_check_run_stays_under_its_memory_bound_whatever_its_calls_write_or_leave() 
              exec '{reference}' \"$@\"\n"
         ),
     );
-    for plugin in [flood, big_cmdlines] {
+    // The same, with 1.4 MiB environments: each orphan's environment is
+    // read to tell whose call it was (read whole, it was held at once).
+    let big_environs = area.scratch.plugin(
+        "big-environs",
+        &format!(
+            "#!/bin/sh\nPATH=/usr/bin:/bin\n\
+             if [ \"$1\" = create ]; then\n\
+             a=$(head -c 131000 /dev/zero | tr '\\0' a)\n\
+             for i in 1 2 3 4; do\n\
+             env E0=$a E1=$a E2=$a E3=$a E4=$a E5=$a E6=$a E7=$a E8=$a E9=$a E10=$a \
+             setsid sh -c 'sleep 30; :' </dev/null >/dev/null 2>&1 &\n\
+             done\nfi\n\
+             exec '{reference}' \"$@\"\n"
+        ),
+    );
+    for plugin in [flood, big_cmdlines, big_environs] {
         let maxrss = area.path().join("maxrss");
         let out = Command::new("/usr/bin/time")
             .args(["-f", "%M", "-o"])

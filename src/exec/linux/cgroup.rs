@@ -14,15 +14,18 @@
 //! and everything in it are removed when the process exits; a run that is
 //! killed leaves them to the next run, which removes those of dead runs.
 //! Without a writable cgroup2 hierarchy (containers, old kernels, no
-//! privileges) the runner falls back to the subreaper alone.
+//! privileges) the runner falls back to the subreaper alone. Where the
+//! cgroup2 hierarchy offers no `pids` or `memory` controller (a hybrid host),
+//! the call's limits are set in the v1 hierarchies instead (`cgroup_v1.rs`).
 
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::cgroup_tree as tree;
+use super::cgroup_v1::{self as v1, Controller};
 
 use crate::lock;
 
@@ -31,9 +34,10 @@ use crate::lock;
 /// to the same promises on a machine that has cgroups.
 pub const NO_CGROUP_VAR: &str = "DHV_CONFORM_NO_CGROUP";
 
-/// The limits every call cgroup gets: `pids.max` and `memory.max`. A call
-/// that reaches one is the plugin's doing (a fork bomb, a leak), and is said
-/// as such; the host and the harness keep their pids and memory.
+/// The limits every call cgroup gets: `pids.max` and `memory.max` (on a
+/// hybrid host, in its v1 dirs: `pids.max` and `memory.limit_in_bytes`). A
+/// call that reaches one is the plugin's doing (a fork bomb, a leak), and is
+/// said as such; the host and the harness keep their pids and memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallLimits {
     /// The most processes and threads a call's cgroup may hold at once.
@@ -91,6 +95,9 @@ struct Run {
     /// setup has none).
     pids: bool,
     memory: bool,
+    /// The run's dirs in the v1 hierarchies of the controllers the cgroup2
+    /// one does not offer (see `cgroup_v1`).
+    v1: Vec<v1::RunDir>,
     /// This process's own cgroup, where it made the run's (see [`come_home`]),
     /// and its path as `/proc/self/cgroup` shows it.
     home: PathBuf,
@@ -139,13 +146,18 @@ fn make_run() -> Option<Run> {
     if pids {
         // All calls together, however many run at once, keep to half the
         // host's pid space: the harness and the host keep the other half.
-        if let Some(max) = fs::read_to_string("/proc/sys/kernel/pid_max")
-            .ok()
-            .and_then(|t| t.trim().parse::<u64>().ok())
+        if let Some(max) = super::procfs::read_capped("/proc/sys/kernel/pid_max", 64)
+            .and_then(|t| String::from_utf8_lossy(&t).trim().parse::<u64>().ok())
         {
             let _ = fs::write(dir.join("pids.max"), (max / 2).max(1).to_string());
         }
     }
+    // What the cgroup2 hierarchy does not offer, a v1 one may (a hybrid host).
+    let v1: Vec<v1::RunDir> = [(pids, Controller::Pids), (memory, Controller::Memory)]
+        .into_iter()
+        .filter(|(offered, _)| !offered)
+        .filter_map(|(_, controller)| v1::RunDir::make(controller, &name))
+        .collect();
     watch_run(&dir, rel.clone());
     Some(Run {
         dir,
@@ -155,47 +167,173 @@ fn make_run() -> Option<Run> {
         pressure,
         pids,
         memory,
+        v1,
         home: base,
         home_rel: own,
     })
 }
 
-/// What a plugin did to capture the harness (moved it, froze its run,
-/// traced it), the first time it was seen.
-static INTERRUPTED: Mutex<Option<String>> = Mutex::new(None);
+/// What a plugin did to capture the harness (moved it, froze the run's
+/// cgroup, traced it), the first time it was seen, for one run: each
+/// [`Supervisor`](crate::exec::Supervisor) holds one, its clones share it.
+/// What can be told apart is said to the run whose call did it (the call
+/// cgroup the harness was moved into, or the tracer is in); what cannot (a
+/// freeze of the cgroup every run of this process shares) to every run live
+/// then. A run that starts later never sees it.
+#[derive(Clone)]
+pub(crate) struct Interruptions(Arc<Mutex<Option<String>>>);
 
-/// Puts this process back in its own cgroup if a plugin moved it (a root
-/// plugin may write the harness's pid into its call cgroup, or the run's):
-/// there a call's sweep, or the run's removal at exit, would kill the
-/// harness with the plugin's processes. Called before every kill of a
-/// cgroup and every sweep that finds something left, and at a run's end;
-/// one small read of `/proc/self/cgroup` when nothing moved. Whether it had
-/// to (see [`interrupted`]).
+impl Default for Interruptions {
+    /// A record of its own, live (said what concerns every run) until its
+    /// last clone is dropped.
+    fn default() -> Self {
+        let record = Arc::new(Mutex::new(None));
+        let mut live = lock(&LIVE_RECORDS);
+        live.retain(|r| r.strong_count() > 0);
+        live.push(Arc::downgrade(&record));
+        Interruptions(record)
+    }
+}
+
+impl std::fmt::Debug for Interruptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Interruptions")
+            .field(&*lock(&self.0))
+            .finish()
+    }
+}
+
+impl Interruptions {
+    /// What a plugin did to capture the harness during this run, if it did
+    /// (see [`come_home`], which this calls first, [`thaw_if_frozen`],
+    /// [`untrace`]).
+    pub(crate) fn get(&self) -> Option<String> {
+        come_home();
+        lock(&self.0).clone()
+    }
+
+    /// Says `what`, unless something was said already (the first capture is
+    /// the one that counts).
+    fn say(&self, what: &str) {
+        lock(&self.0).get_or_insert_with(|| what.to_owned());
+    }
+
+    fn from(record: Arc<Mutex<Option<String>>>) -> Interruptions {
+        Interruptions(record)
+    }
+}
+
+type Record = std::sync::Weak<Mutex<Option<String>>>;
+
+/// The records of every run of this process that is still live.
+static LIVE_RECORDS: Mutex<Vec<Record>> = Mutex::new(Vec::new());
+/// The record of the run whose call last took each call cgroup (by number).
+static OWNERS: Mutex<Vec<(u64, Record)>> = Mutex::new(Vec::new());
+
+/// Says `what` to the run whose call took call cgroup `call`, or, when that
+/// is not known (or the run is over), to every live run.
+fn record(what: &str, call: Option<u64>) {
+    record_in(&LIVE_RECORDS, &OWNERS, what, call);
+}
+
+/// [`record`] with the records given.
+fn record_in(
+    live: &Mutex<Vec<Record>>,
+    owners: &Mutex<Vec<(u64, Record)>>,
+    what: &str,
+    call: Option<u64>,
+) {
+    let owner = call.and_then(|n| {
+        let owners = lock(owners);
+        owners.iter().find(|(m, _)| *m == n)?.1.upgrade()
+    });
+    let to: Vec<Interruptions> = match owner {
+        Some(owner) => vec![Interruptions::from(owner)],
+        None => lock(live)
+            .iter()
+            .filter_map(Record::upgrade)
+            .map(Interruptions::from)
+            .collect(),
+    };
+    for run in to {
+        run.say(what);
+    }
+}
+
+/// Makes `owner` the run of call cgroup `n`'s call (see [`record`]).
+fn set_owner(n: u64, owner: &Interruptions) {
+    set_owner_in(&OWNERS, n, owner);
+}
+
+/// [`set_owner`] with the records given.
+fn set_owner_in(owners: &Mutex<Vec<(u64, Record)>>, n: u64, owner: &Interruptions) {
+    let mut owners = lock(owners);
+    owners.retain(|(m, r)| *m != n && r.strong_count() > 0);
+    owners.push((n, Arc::downgrade(&owner.0)));
+}
+
+/// The number of the call cgroup `rel` (a path as `/proc/PID/cgroup` shows
+/// it) is in or below, when it is one of the run's, whose path is `run_rel`.
+fn call_number(rel: &str, run_rel: &str) -> Option<u64> {
+    let below = rel.strip_prefix(run_rel)?.strip_prefix("/c")?;
+    below.split('/').next()?.parse().ok()
+}
+
+/// Puts this process back in its own cgroups if a plugin moved it (a root
+/// plugin may write the harness's pid into its call cgroup, or the run's,
+/// or their v1 dirs): there a call's sweep, or the run's removal at exit,
+/// would kill the harness with the plugin's processes. Called before every
+/// kill of a cgroup and every sweep that finds something left, and at a
+/// run's end; one small read of `/proc/self/cgroup` when nothing moved.
+/// Whether it had to; the move is said as an interruption (see
+/// [`Interruptions`]).
 pub(crate) fn come_home() -> bool {
     // Never makes the run's cgroup (its making removes dead runs' cgroups,
     // which comes here): without one, no cgroup of ours holds the harness.
     let Some(run) = RUN.get().and_then(Option::as_ref) else {
         return false;
     };
-    let Some(now) = super::procfs::cgroup_path(std::process::id() as i32) else {
+    let Some(text) = super::procfs::read_capped("/proc/self/cgroup", v1::CGROUP_CAP) else {
         return false;
     };
-    if now == run.home_rel {
-        return false;
+    let text = String::from_utf8_lossy(&text);
+    let cgroup2 = text.lines().find_map(|l| l.strip_prefix("0::"));
+    let homes = std::iter::once((
+        cgroup2,
+        "",
+        run.home.as_path(),
+        run.home_rel.as_str(),
+        run.rel.as_str(),
+    ))
+    .chain(run.v1.iter().map(|d| {
+        (
+            v1::path_in(&text, d.controller),
+            d.controller.name(),
+            d.home.as_path(),
+            d.home_rel.as_str(),
+            d.rel.as_str(),
+        )
+    }));
+    let mut moved = false;
+    for (now, hierarchy, home, home_rel, run_rel) in homes {
+        let Some(now) = now.filter(|now| *now != home_rel) else {
+            continue;
+        };
+        // "0": the writer, all its threads with it.
+        let back = fs::write(home.join("cgroup.procs"), "0");
+        let space = if hierarchy.is_empty() { "" } else { " " };
+        let what = match back {
+            Ok(()) => format!(
+                "it moved the harness into {hierarchy}{space}cgroup {now}; the harness moved itself back to {home_rel}"
+            ),
+            Err(e) => format!(
+                "it moved the harness into {hierarchy}{space}cgroup {now}, and the harness could not move back: {e}"
+            ),
+        };
+        record(&what, call_number(now, run_rel));
+        moved = true;
     }
-    // "0": the writer, all its threads with it.
-    let back = fs::write(run.home.join("cgroup.procs"), "0");
-    let what = match back {
-        Ok(()) => format!(
-            "it moved the harness into cgroup {now}; the harness moved itself back to {}",
-            run.home_rel
-        ),
-        Err(e) => format!(
-            "it moved the harness into cgroup {now}, and the harness could not move back: {e}"
-        ),
-    };
-    lock(&INTERRUPTED).get_or_insert(what);
-    true
+    moved
 }
 
 /// How often the run's cgroup is looked at for a freeze, and the harness for
@@ -232,7 +370,8 @@ fn watch_run(dir: &std::path::Path, rel: String) {
 /// into its parent's `cgroup.freeze`): a call then started into a frozen
 /// cgroup never gets to its exec, and the thread that cloned it waits for it
 /// for good. One read of `cgroup.freeze`; the freeze is said as the run's
-/// interruption (see [`interrupted`]). False once the cgroup is gone.
+/// interruption of every live run (see [`Interruptions`]). False once the
+/// cgroup is gone.
 fn thaw_if_frozen(freeze: &fs::File, shown: &str) -> bool {
     match super::procfs::reread_small(freeze, |t| t.starts_with(b"1")) {
         Ok(true) => {
@@ -244,7 +383,8 @@ fn thaw_if_frozen(freeze: &fs::File, shown: &str) -> bool {
                     )
                 }
             };
-            lock(&INTERRUPTED).get_or_insert(what);
+            // Every run of this process shares the run cgroup.
+            record(&what, None);
             true
         }
         Ok(false) => true,
@@ -256,35 +396,33 @@ fn thaw_if_frozen(freeze: &fs::File, shown: &str) -> bool {
 /// may leave `strace -f -p $PPID` running): every system call of ours then
 /// waits on it, and once a sweep stops it (SIGSTOP, to read its group) the
 /// harness waits for good. Killed, the tracer lets go of us; it is said as
-/// the run's interruption (see [`interrupted`]). A tracer outside the run (a
-/// debugger the user attached) is left alone.
+/// the interruption of the run whose call it is in (see [`Interruptions`]).
+/// A tracer outside the run (a debugger the user attached) is left alone.
 pub(crate) fn untrace(run_rel: &str) {
     let Some(tracer) = super::procfs::tracer() else {
         return;
     };
-    let in_run = super::procfs::cgroup_path(tracer)
-        .is_some_and(|c| c == run_rel || c.starts_with(&format!("{run_rel}/")));
-    if in_run {
-        kill_tracer(tracer);
+    let Some(rel) = super::procfs::cgroup_path(tracer) else {
+        return;
+    };
+    if rel == run_rel || rel.starts_with(&format!("{run_rel}/")) {
+        kill_tracer(tracer, None, call_number(&rel, run_rel));
     }
 }
 
 /// Kills `tracer`, a process of a call that traces the harness, and says so
-/// as the run's interruption (see [`interrupted`]).
-pub(crate) fn kill_tracer(tracer: i32) {
+/// as the interruption of `run` (the run of the call whose sweep found it),
+/// else of the run of call cgroup `call`, else of every live run.
+pub(crate) fn kill_tracer(tracer: i32, run: Option<&Interruptions>, call: Option<u64>) {
     let cmdline = super::procfs::cmdline(tracer);
     crate::exec::signal::signal_one(tracer, nix::sys::signal::Signal::SIGKILL);
-    lock(&INTERRUPTED).get_or_insert(format!(
+    let what = format!(
         "it attached a tracer to the harness (pid {tracer}: {cmdline}); the harness killed it"
-    ));
-}
-
-/// What a plugin did to capture the harness, if it did: moved it into a
-/// cgroup of the run's (see [`come_home`], which this calls first), froze the
-/// run's cgroup (see [`thaw_if_frozen`]), or traced it (see [`untrace`]).
-pub(crate) fn interrupted() -> Option<String> {
-    come_home();
-    lock(&INTERRUPTED).clone()
+    );
+    match run {
+        Some(run) => run.say(&what),
+        None => record(&what, call),
+    }
 }
 
 /// The CPU time every call of this run has used so far (its cgroup's
@@ -321,18 +459,25 @@ pub fn remove_dead_run_cgroups() {
     if let Some((base, _)) = own_cgroup() {
         tree::remove_dead_runs(&base);
     }
+    // A dead run's v1 dirs, where it made some, whether or not this
+    // process has a cgroup2 hierarchy.
+    v1::remove_dead_runs();
 }
 
 /// The dir of this process's cgroup (cgroup2), and its path below the mount.
 fn own_cgroup() -> Option<(PathBuf, String)> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // Capped: a plugin (as root) may leave the host many mounts, and the
+    // cgroup mounts come early (a line cut short lacks its type: skipped).
+    let mountinfo = super::procfs::read_capped("/proc/self/mountinfo", v1::MOUNTINFO_CAP)?;
+    let mountinfo = String::from_utf8_lossy(&mountinfo);
     // Field 5 is the mount point; the file system type follows " - ".
     let mount = mountinfo.lines().find_map(|line| {
         let (left, right) = line.split_once(" - ")?;
         (right.split(' ').next()? == "cgroup2")
             .then(|| left.split(' ').nth(4).map(PathBuf::from))?
     })?;
-    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = super::procfs::read_capped("/proc/self/cgroup", v1::CGROUP_CAP)?;
+    let own = String::from_utf8_lossy(&own);
     let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
     let base = mount.join(own.trim_start_matches('/'));
     Some((base, own.to_owned()))
@@ -346,6 +491,10 @@ extern "C" fn remove_run_at_exit() {
             // A forked child that exits must not remove its parent's cgroups.
             if run.dir.file_name().and_then(|n| n.to_str()) == owner.as_deref() {
                 tree::remove_tree(&run.dir);
+                // Emptied by the removal above: the same processes.
+                for v1_run in &run.v1 {
+                    tree::remove_tree(&v1_run.dir);
+                }
             }
         }
     });
@@ -353,6 +502,9 @@ extern "C" fn remove_run_at_exit() {
 
 /// Set once the kernel refused [`CallCgroup`]s (see [`CallCgroup::refused`]).
 static REFUSED: AtomicBool = AtomicBool::new(false);
+/// Set once a leader could not move itself into its v1 dirs (see
+/// [`CallCgroup::v1_refused`]).
+static V1_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// One call cgroup, open: its directory (for `CLONE_INTO_CGROUP`), its
 /// `cgroup.events` and its `cpu.pressure` (kept open: a `pread` regenerates
@@ -381,6 +533,8 @@ struct Slot {
     limits: Option<CallLimits>,
     pids_events: Option<fs::File>,
     memory_events: Option<fs::File>,
+    /// Its dirs in the v1 hierarchies of the run (see `cgroup_v1`).
+    v1: v1::CallDirs,
 }
 
 impl Slot {
@@ -410,6 +564,10 @@ impl Slot {
                     .memory
                     .then(|| fs::File::open(dir.join("memory.events")).ok())
                     .flatten();
+                let v1 = match V1_REFUSED.load(Ordering::Relaxed) {
+                    false => v1::CallDirs::make(&run.v1, n),
+                    true => v1::CallDirs::default(),
+                };
                 Some(Slot {
                     n,
                     dir,
@@ -421,6 +579,7 @@ impl Slot {
                     limits: None,
                     pids_events,
                     memory_events,
+                    v1,
                 })
             }
             Err(_) => {
@@ -432,7 +591,13 @@ impl Slot {
 
     /// Nothing in it or below it, no child cgroup, not frozen: as new.
     fn is_clean(&self) -> bool {
-        self.events() == Events::Empty && self.childless()
+        self.events() == Events::Empty && self.childless() && self.v1.is_clean()
+    }
+
+    /// Removes it, and its v1 dirs, with anything still in them (killed).
+    fn remove(self) {
+        tree::remove_tree(&self.dir);
+        self.v1.remove();
     }
 
     /// What `cgroup.events` says now (one `pread`).
@@ -469,6 +634,7 @@ impl Slot {
         if self.memory_events.is_some() {
             let _ = fs::write(self.dir.join("memory.max"), limits.memory_max.to_string());
         }
+        self.v1.limit(limits);
         self.limits = Some(limits);
     }
 
@@ -480,9 +646,11 @@ impl Slot {
                 .and_then(|f| super::procfs::reread_small(f, |text| event_count(text, keys)).ok())
                 .unwrap_or(0)
         };
+        // A controller is the cgroup2 hierarchy's or a v1 one's, never both.
         LimitCounts {
-            pids: count(&self.pids_events, &["max"]),
-            oom_kills: count(&self.memory_events, &["oom_kill"]),
+            pids: count(&self.pids_events, &["max"]) + self.v1.count(Controller::Pids),
+            oom_kills: count(&self.memory_events, &["oom_kill"])
+                + self.v1.count(Controller::Memory),
         }
     }
 
@@ -539,7 +707,7 @@ struct LimitCounts {
 }
 
 /// The sum of the counts of `keys` in an events file's text (`max 3\n`).
-fn event_count(text: &[u8], keys: &[&str]) -> u64 {
+pub(crate) fn event_count(text: &[u8], keys: &[&str]) -> u64 {
     let Ok(text) = std::str::from_utf8(text) else {
         return 0;
     };
@@ -552,7 +720,12 @@ fn event_count(text: &[u8], keys: &[&str]) -> u64 {
 
 /// What a call that reached its limits is told, in words; `None` when it
 /// reached none.
-fn limits_reached(limits: CallLimits, before: LimitCounts, now: LimitCounts) -> Option<String> {
+fn limits_reached(
+    limits: CallLimits,
+    before: LimitCounts,
+    now: LimitCounts,
+    memory_v1: bool,
+) -> Option<String> {
     let mut said = Vec::new();
     let forks = now.pids.saturating_sub(before.pids);
     if forks > 0 {
@@ -564,8 +737,13 @@ fn limits_reached(limits: CallLimits, before: LimitCounts, now: LimitCounts) -> 
     }
     let kills = now.oom_kills.saturating_sub(before.oom_kills);
     if kills > 0 {
+        // The files as they are named where the limit was set.
+        let (limit, events) = match memory_v1 {
+            false => ("memory.max", "memory.events"),
+            true => ("memory.limit_in_bytes", "memory.oom_control"),
+        };
         said.push(format!(
-            "the call reached its memory limit of {} (memory.max): the kernel's OOM killer killed {kills} of its processes (memory.events)",
+            "the call reached its memory limit of {} ({limit}): the kernel's OOM killer killed {kills} of its processes ({events})",
             bytes_text(limits.memory_max)
         ));
     }
@@ -595,7 +773,7 @@ fn parse_pressure_total(text: &[u8]) -> Option<std::time::Duration> {
 impl CallCgroup {
     /// An empty cgroup for one call, from the pool or new; `None` where
     /// cgroups are not usable.
-    pub fn create() -> Option<CallCgroup> {
+    pub fn create(owner: &Interruptions) -> Option<CallCgroup> {
         if REFUSED.load(Ordering::Relaxed) {
             return None;
         }
@@ -605,12 +783,13 @@ impl CallCgroup {
             // Something moved into it while it waited (a plugin that knew its
             // name): it is emptied, and a fresh one is used.
             Some(dirty) => {
-                tree::remove_tree(&dirty.dir);
+                dirty.remove();
                 Slot::new()?
             }
             None => Slot::new()?,
         };
         lock(&LIVE).push(slot.n);
+        set_owner(slot.n, owner);
         let limits = *lock(&LIMITS);
         slot.limit(limits);
         let counts_at_start = slot.limit_counts();
@@ -672,6 +851,20 @@ impl CallCgroup {
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Relaxed);
         tree::kill_tree(&self.slot().dir);
+        // Empty unless a process left the cgroup2 one (as root may).
+        self.slot().v1.kill();
+    }
+
+    /// The `cgroup.procs` of its v1 dirs, open, for the leader to write
+    /// itself into before its exec (`-1` where there is none).
+    pub fn v1_procs(&self) -> [libc::c_int; 2] {
+        self.slot().v1.procs_fds()
+    }
+
+    /// The leader could not move itself into a v1 dir: no later call of this
+    /// process gets v1 dirs (their limits would be written and never apply).
+    pub fn v1_refused() {
+        V1_REFUSED.store(true, Ordering::Relaxed);
     }
 
     /// How long, since it was taken, at least one process of the call was
@@ -688,10 +881,12 @@ impl CallCgroup {
     /// The limits the call reached since it took the cgroup, in words (see
     /// [`CallLimits`]); `None` when it reached none, or no controller is on.
     pub fn limits_reached(&self) -> Option<String> {
+        let slot = self.slot();
         limits_reached(
             self.limits,
             self.counts_at_start,
-            self.slot().limit_counts(),
+            slot.limit_counts(),
+            slot.memory_events.is_none() && slot.v1.has(Controller::Memory),
         )
     }
 
@@ -722,13 +917,7 @@ pub(crate) fn in_other_live_call(rel: &str, own: Option<&CallCgroup>) -> bool {
     let Some(run) = run() else {
         return false;
     };
-    let Some(below) = rel
-        .strip_prefix(run.rel.as_str())
-        .and_then(|r| r.strip_prefix("/c"))
-    else {
-        return false;
-    };
-    let n = below.split('/').next().and_then(|n| n.parse::<u64>().ok());
+    let n = call_number(rel, &run.rel);
     let own = own.and_then(|c| c.slot.as_ref()).map(|s| s.n);
     n.is_some_and(|n| Some(n) != own && lock(&LIVE).contains(&n))
 }
@@ -747,8 +936,10 @@ impl Drop for CallCgroup {
         if clean && !self.killed.load(Ordering::Relaxed) {
             slot.pressure_baseline = lock(&self.pressure_last).take();
             lock(&POOL).push(slot);
-        } else if !(clean && fs::remove_dir(&slot.dir).is_ok()) {
-            tree::remove_tree(&slot.dir);
+        } else if clean && fs::remove_dir(&slot.dir).is_ok() {
+            slot.v1.remove();
+        } else {
+            slot.remove();
         }
     }
 }
@@ -768,16 +959,12 @@ mod tests {
             pids: 5,
             oom_kills: 1,
         };
-        assert_eq!(limits_reached(limits, before, before), None);
-        let said = limits_reached(
-            limits,
-            before,
-            LimitCounts {
-                pids: 7,
-                oom_kills: 2,
-            },
-        )
-        .unwrap();
+        assert_eq!(limits_reached(limits, before, before, false), None);
+        let now = LimitCounts {
+            pids: 7,
+            oom_kills: 2,
+        };
+        let said = limits_reached(limits, before, now, false).unwrap();
         assert!(
             said.contains("4096 processes (pids.max): 2 forks were refused"),
             "{said}"
@@ -786,9 +973,64 @@ mod tests {
             said.contains("memory limit of 4 GiB (memory.max)"),
             "{said}"
         );
-        assert!(said.contains("killed 1 of its processes"), "{said}");
+        assert!(
+            said.contains("killed 1 of its processes (memory.events)"),
+            "{said}"
+        );
+        // Set through cgroup v1, the limit is named by v1's files.
+        let said = limits_reached(limits, before, now, true).unwrap();
+        assert!(
+            said.contains("memory limit of 4 GiB (memory.limit_in_bytes)"),
+            "{said}"
+        );
+        assert!(said.contains("(memory.oom_control)"), "{said}");
+        assert!(said.contains("(pids.max)"), "{said}");
         assert_eq!(bytes_text(512 << 20), "512 MiB");
         assert_eq!(bytes_text(1000), "1000 bytes");
+    }
+
+    /// What a call did to the harness is said to its own run only; what no
+    /// call can be told to have done, to every run live then; never to a run
+    /// that starts later. The first capture said is the one kept.
+    #[test]
+    fn a_capture_is_said_to_the_runs_it_concerns_only() {
+        // Records of this test's own, not the process's: other tests' runs
+        // must not hear of these.
+        let (live, owners) = (Mutex::new(Vec::new()), Mutex::new(Vec::new()));
+        let run = || {
+            let record = Arc::new(Mutex::new(None));
+            lock(&live).push(Arc::downgrade(&record));
+            Interruptions(record)
+        };
+        let said = |run: &Interruptions| lock(&run.0).clone();
+        let (a, b) = (run(), run());
+        set_owner_in(&owners, 3, &a);
+        record_in(&live, &owners, "moved into c3", Some(3));
+        record_in(&live, &owners, "moved again", Some(3));
+        assert_eq!(said(&a).as_deref(), Some("moved into c3"));
+        assert_eq!(said(&b), None);
+        // The call cgroup's run is over, or no call is known: every live run.
+        let shared = a.clone();
+        drop(a);
+        record_in(&live, &owners, "traced", Some(4));
+        assert_eq!(said(&b).as_deref(), Some("traced"));
+        assert_eq!(said(&shared).as_deref(), Some("moved into c3"));
+        drop(shared);
+        let c = run();
+        record_in(&live, &owners, "gone", Some(3));
+        let later = run();
+        assert_eq!(said(&c).as_deref(), Some("gone"));
+        assert_eq!(said(&later), None);
+    }
+
+    #[test]
+    fn a_cgroup_path_names_its_call() {
+        let run = "/user.slice/dhv-conform-run-12-34";
+        assert_eq!(call_number(&format!("{run}/c7"), run), Some(7));
+        assert_eq!(call_number(&format!("{run}/c7/a/b"), run), Some(7));
+        assert_eq!(call_number(run, run), None);
+        assert_eq!(call_number(&format!("{run}/x7"), run), None);
+        assert_eq!(call_number("/elsewhere/c7", run), None);
     }
 
     #[test]

@@ -1,4 +1,6 @@
-//! The cgroup (v2) directories of this run, as trees: the run's own cgroup
+//! The cgroup directories of this run, as trees (cgroup2's, and those of the
+//! v1 hierarchies that bound its calls where cgroup2 cannot, see
+//! `cgroup_v1`): the run's own cgroup
 //! (`dhv-conform-run-<pid>-<start>`, named so that any later run can tell
 //! whether its owner is still alive), the walk of a cgroup's whole subtree
 //! (a plugin may make child cgroups of its call's and move into them), and
@@ -111,7 +113,10 @@ pub(crate) fn kill_tree(dir: &Path) {
         .open(dir.join("cgroup.kill"))
         .and_then(|mut f| f.write_all(b"1"));
     if killed.is_err() {
-        for pid in tree_pids(dir) {
+        // Never this process, should it still be listed (it could not move
+        // back): the harness's end would be the plugin's doing.
+        let me = std::process::id() as i32;
+        for pid in tree_pids(dir).into_iter().filter(|&pid| pid != me) {
             crate::exec::signal::signal_one(pid, nix::sys::signal::Signal::SIGKILL);
         }
     }
@@ -146,6 +151,16 @@ pub(crate) fn wait_unpopulated(events: &fs::File, deadline: Instant) -> bool {
     }
 }
 
+/// Waits, at most until `deadline`, for `dir` and every cgroup below it to
+/// list no process, looking every few milliseconds (where no notification
+/// of the change exists: cgroup v1).
+fn wait_no_pids(dir: &Path, deadline: Instant) {
+    const LOOK: Duration = Duration::from_millis(5);
+    while !tree_pids(dir).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(LOOK);
+    }
+}
+
 /// Removes every cgroup below `dir`, deepest first; true when none is left.
 /// Each must be empty already (see [`kill_tree`]).
 pub(crate) fn remove_below(dir: &Path) -> bool {
@@ -163,8 +178,14 @@ pub(crate) fn remove_below(dir: &Path) -> bool {
 /// left for a later run (and is there to be seen).
 pub(crate) fn remove_tree(dir: &Path) -> bool {
     kill_tree(dir);
-    if let Ok(events) = fs::File::open(dir.join("cgroup.events")) {
-        wait_unpopulated(&events, Instant::now() + KILL_WAIT);
+    let deadline = Instant::now() + KILL_WAIT;
+    match fs::File::open(dir.join("cgroup.events")) {
+        Ok(events) => {
+            wait_unpopulated(&events, deadline);
+        }
+        // A v1 hierarchy's dir (see `cgroup_v1`) says nothing when it
+        // empties: its process lists are looked at until they are empty.
+        Err(_) => wait_no_pids(dir, deadline),
     }
     remove_below(dir);
     fs::remove_dir(dir).is_ok() || !dir.exists()

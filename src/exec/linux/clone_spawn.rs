@@ -30,6 +30,10 @@ pub(crate) struct ChildFds {
     pub stderr: libc::c_int,
     /// The call's cgroup directory, or -1: the child is born in ours.
     pub cgroup: libc::c_int,
+    /// The `cgroup.procs` of the call's dirs in v1 hierarchies (see
+    /// `cgroup_v1`), open for writing, or -1: the child writes itself there
+    /// before anything else.
+    pub v1_procs: [libc::c_int; 2],
 }
 
 /// `fd`, moved to a number above 2 if it is one of 0, 1, 2 (our own stdio can
@@ -165,21 +169,31 @@ pub(crate) fn clone_spawn(
         filter: filter.map_or(std::ptr::null(), |f| f as *const libc::sock_fprog),
         hand_over: hand_over.map_or(std::ptr::null_mut(), |h| h as *mut super::hold::HandOver),
         errno: 0,
+        v1_failed: 0,
     };
     // SAFETY: every signal is blocked around the clone, and the child is born
     // with no handler of ours (CLONE_CLEAR_SIGHAND), so none runs there before
     // it executes; `clone_into_cgroup` returns
     // only in the parent, once the child has executed or exited.
-    let (pid, errno) = unsafe {
+    let (pid, errno, v1_failed) = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         let pid = clone_into_cgroup(&mut child);
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        (pid, std::ptr::read_volatile(&child.errno))
+        (
+            pid,
+            std::ptr::read_volatile(&child.errno),
+            std::ptr::read_volatile(&child.v1_failed),
+        )
     };
     let pid = pid.map_err(CloneFailure::Clone)?;
+    if pid > 0 && v1_failed != 0 {
+        // This call runs without its v1 limits (its counts stay as they
+        // were: nothing is said of them); later calls get no v1 dirs.
+        super::cgroup::CallCgroup::v1_refused();
+    }
     if errno != 0 {
         crate::exec::signal::reap_blocking(pid);
         return Err(CloneFailure::Child(Error::from_raw_os_error(errno)));
@@ -203,6 +217,8 @@ struct Child<'a> {
     hand_over: *mut super::hold::HandOver,
     /// Set by the child when a step before or at `execve` failed.
     errno: libc::c_int,
+    /// Set by the child when it could not write itself into a v1 dir.
+    v1_failed: libc::c_int,
 }
 
 /// The clone itself, on x86-64: `clone3` with `CLONE_VM | CLONE_VFORK`, as
@@ -357,10 +373,20 @@ impl Child<'_> {
     ///
     /// # Safety
     /// Only in the child of the clone.
-    unsafe fn exec(&self) -> libc::c_int {
+    unsafe fn exec(&mut self) -> libc::c_int {
         let errno = || unsafe { *libc::__errno_location() };
         // SAFETY: raw system calls on values prepared by the parent.
         unsafe {
+            // First, before any descriptor moves: into the call's v1 dirs
+            // ("0" is the writer), so that the plugin and all it starts are
+            // bounded there from their first instruction. Memory is charged
+            // to the v1 dir from the exec on (until then the child shares
+            // ours, which stays charged where we are).
+            for &fd in &self.fds.v1_procs {
+                if fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    self.v1_failed = 1;
+                }
+            }
             // A session of its own: no controlling terminal, so nothing the
             // plugin does reaches the user's (no /dev/tty, no TIOCSTI, no
             // taking the foreground), and its group is its pid as before.

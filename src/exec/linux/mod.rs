@@ -23,7 +23,9 @@
 //! - [`process_start_time`], [`env_block`], [`remove_dead_run_cgroups`],
 //!   [`NO_CGROUP_VAR`]: the crate-wide helpers `exec` exports;
 //! - [`cpu_use`]: the CPU this process and its calls have used, and waited
-//!   for, so far.
+//!   for, so far;
+//! - [`Interruptions`]: what a plugin did to capture the harness (moved it,
+//!   froze its calls, traced it), said to the run it concerns.
 //!
 //! There is no port: `exec/mod.rs` stops a build for any other target with
 //! a `compile_error!` naming this facade, rather than a stub that would run
@@ -34,6 +36,7 @@
 
 mod cgroup;
 mod cgroup_tree;
+mod cgroup_v1;
 mod clone_spawn;
 mod hold;
 mod holders;
@@ -48,8 +51,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub(crate) use cgroup::interrupted;
+pub(crate) use cgroup::Interruptions;
 pub use cgroup::{CallLimits, NO_CGROUP_VAR, remove_dead_run_cgroups, set_call_limits};
+pub(crate) use cgroup_v1::free_from_freezer;
 pub(crate) use hold::{HeldCall, can_hold, serve as serve_holds};
 pub use holders::Holder;
 pub(crate) use holders::{holders, kill_holders};
@@ -102,7 +106,8 @@ fn reaped_children_cpu() -> std::time::Duration {
 /// With `refuse`, the call's processes are refused those system calls
 /// ([`Call::refuse`](super::Call::refuse)); with `hold`, their changes of
 /// state (and with `Some(true)` their process starts) notify us
-/// ([`Spawned::listener`], see [`serve_holds`]).
+/// ([`Spawned::listener`], see [`serve_holds`]). What the plugin does to
+/// capture the harness is said to `interruptions` (its run's).
 pub(crate) fn start_leader(
     (program, argv0): (&Path, &Path),
     args: &[OsString],
@@ -110,24 +115,36 @@ pub(crate) fn start_leader(
     cwd: Option<&Path>,
     refuse: Option<super::Refusal>,
     hold: Option<bool>,
+    interruptions: &Interruptions,
 ) -> std::io::Result<(Tracked, (Spawned, Instant))> {
-    let cgroup = CallCgroup::create();
+    let cgroup = CallCgroup::create(interruptions);
     let in_flight = process_wide::spawn_in_flight();
     let start = Instant::now();
     let started = procfs::boot_ticks();
-    let with = spawn::StartWith {
-        cwd,
-        cgroup: cgroup.as_ref().map(CallCgroup::fd),
-        refuse,
-        hold,
+    let spawn = || {
+        let with = spawn::StartWith {
+            cwd,
+            cgroup: cgroup.as_ref().map(CallCgroup::fd),
+            v1_procs: cgroup.as_ref().map_or([-1; 2], CallCgroup::v1_procs),
+            refuse,
+            hold,
+        };
+        spawn::spawn((program, argv0), args, env, with)
     };
-    let spawned = spawn::spawn((program, argv0), args, env, with)?;
+    let spawned = match spawn() {
+        // A plugin may have moved the harness into a cgroup where it cannot
+        // fork (a `pids.max` of its own): back home (said as the run's
+        // interruption), the call starts after all.
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && cgroup::come_home() => spawn(),
+        started => started,
+    }?;
     in_flight.recorded(spawned.pid, started);
     let call = Tracked {
         pgid: spawned.pid,
         env: EnvBlock::clone(env),
         cgroup: cgroup.filter(|_| spawned.in_cgroup).map(Arc::new),
         started,
+        interruptions: interruptions.clone(),
     };
     Ok((call, (spawned, start)))
 }

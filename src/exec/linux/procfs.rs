@@ -1,7 +1,6 @@
 //! Reading the process table from `/proc`: who is whose child, in which group,
 //! with which environment and command line, holding which pipes.
 
-use std::collections::HashSet;
 use std::ffi::CString;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -162,13 +161,95 @@ pub(crate) fn parse_pids(text: &[u8], pids: &mut Vec<i32>) {
     );
 }
 
-/// Whether `pid`'s environment still holds every variable of `env`.
+/// The most bytes of a process's environment read from `/proc`: more than
+/// the kernel lets an exec pass (three quarters of the largest stack limit
+/// it honours for it, 6 MiB). A process may point its environment at any of
+/// its memory (`PR_SET_MM_ENV_START`, as root), gigabytes; past this, what
+/// was not read does not count.
+pub(crate) const ENVIRON_CAP: u64 = 8 << 20;
+
+/// Whether `pid`'s environment still holds every variable of `env`, read up
+/// to [`ENVIRON_CAP`] bytes.
 pub(crate) fn environ_matches(pid: i32, env: &[CString]) -> bool {
-    let Ok(raw) = fs::read(format!("/proc/{pid}/environ")) else {
+    let Ok(file) = fs::File::open(format!("/proc/{pid}/environ")) else {
         return false;
     };
-    let vars: HashSet<&[u8]> = raw.split(|b| *b == 0).collect();
-    !env.is_empty() && env.iter().all(|kv| vars.contains(kv.as_bytes()))
+    holds_every_var(file, env, ENVIRON_CAP)
+}
+
+/// Whether the NUL-separated variables read from `from` (up to `cap` bytes)
+/// hold every one of `env`. Streamed through one small buffer: a variable
+/// longer than the longest of `env` is passed over unkept, so the memory
+/// used is the buffer and one such variable, whatever `from` holds.
+pub(crate) fn holds_every_var(from: impl std::io::Read, env: &[CString], cap: u64) -> bool {
+    use std::io::Read as _;
+    if env.is_empty() {
+        return false;
+    }
+    let longest = env.iter().map(|kv| kv.as_bytes().len()).max().unwrap_or(0);
+    let mut seen = vec![false; env.len()];
+    let mut left = env.len();
+    let mut var: Vec<u8> = Vec::with_capacity(longest + 1);
+    // Set once the variable under way is longer than any wanted.
+    let mut too_long = false;
+    let check = |var: &[u8], seen: &mut [bool], left: &mut usize| {
+        for (i, kv) in env.iter().enumerate() {
+            if !seen[i] && kv.as_bytes() == var {
+                seen[i] = true;
+                *left -= 1;
+            }
+        }
+    };
+    let mut from = from.take(cap);
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        for piece in buf[..n].split_inclusive(|&b| b == 0) {
+            let (bytes, ends) = match piece.split_last() {
+                Some((0, bytes)) => (bytes, true),
+                _ => (piece, false),
+            };
+            if !too_long {
+                if var.len() + bytes.len() > longest {
+                    too_long = true;
+                    var.clear();
+                } else {
+                    var.extend_from_slice(bytes);
+                }
+            }
+            if ends {
+                if !too_long {
+                    check(&var, &mut seen, &mut left);
+                }
+                var.clear();
+                too_long = false;
+                if left == 0 {
+                    return true;
+                }
+            }
+        }
+    }
+    // The last variable may lack its NUL.
+    if !too_long && !var.is_empty() {
+        check(&var, &mut seen, &mut left);
+    }
+    left == 0
+}
+
+/// The first `cap` bytes of a file of `/proc` or `/sys` (all of it when it is
+/// shorter); `None` when it cannot be read.
+pub(crate) fn read_capped(path: impl AsRef<std::path::Path>, cap: usize) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let mut text = Vec::new();
+    fs::File::open(path)
+        .and_then(|f| f.take(cap as u64).read_to_end(&mut text))
+        .ok()?;
+    Some(text)
 }
 
 /// The most bytes of a command line read from `/proc`: a leftover's
@@ -262,8 +343,95 @@ pub(crate) fn clock(id: libc::clockid_t) -> std::time::Duration {
 
 /// `pid`'s cgroup (v2) path, as `/proc/<pid>/cgroup` shows it.
 pub(crate) fn cgroup_path(pid: i32) -> Option<String> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    text.lines()
+    let text = read_capped(format!("/proc/{pid}/cgroup"), 64 << 10)?;
+    String::from_utf8_lossy(&text)
+        .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader of `len` bytes of `fill` with `tail` after them, that counts
+    /// what was read and never hands out more than 8 KiB at a time.
+    struct Counted<'a> {
+        len: u64,
+        fill: u8,
+        tail: &'a [u8],
+        read: u64,
+    }
+
+    impl std::io::Read for Counted<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = if self.read < self.len {
+                let n = (self.len - self.read).min(buf.len() as u64) as usize;
+                buf[..n].fill(self.fill);
+                n
+            } else {
+                let at = (self.read - self.len) as usize;
+                let rest = &self.tail[at.min(self.tail.len())..];
+                let n = rest.len().min(buf.len());
+                buf[..n].copy_from_slice(&rest[..n]);
+                n
+            };
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+
+    fn env(vars: &[&str]) -> Vec<CString> {
+        vars.iter().map(|v| CString::new(*v).unwrap()).collect()
+    }
+
+    #[test]
+    fn every_variable_is_found_wherever_the_reads_cut_it() {
+        let wanted = env(&["DHV_OPERATION=create", "DHV_VOLUME_ID=id-1"]);
+        let text = b"A=1\0DHV_VOLUME_ID=id-1\0DHV_OPERATION=create";
+        for cut in 0..text.len() {
+            let (a, b) = text.split_at(cut);
+            assert!(
+                holds_every_var(std::io::Read::chain(a, b), &wanted, ENVIRON_CAP),
+                "{cut}"
+            );
+        }
+        // A prefix, a longer value, one missing: not held.
+        let partial = b"DHV_OPERATION=create\0DHV_VOLUME_ID=id-10\0DHV_VOLUME_ID=id-\0";
+        assert!(!holds_every_var(&partial[..], &wanted, ENVIRON_CAP));
+        assert!(!holds_every_var(&b""[..], &wanted, ENVIRON_CAP));
+        assert!(!holds_every_var(&b"A=1\0"[..], &[], ENVIRON_CAP));
+    }
+
+    /// A huge variable first (a process may point its environment at
+    /// gigabytes of its memory) is read through, never kept; reading stops at
+    /// the cap, and what lies past it does not count.
+    #[test]
+    fn a_huge_environment_is_streamed_up_to_its_cap() {
+        let wanted = env(&["DHV_OPERATION=create"]);
+        let tail = b"\0DHV_OPERATION=create\0";
+        let mut huge = Counted {
+            len: 6 << 20,
+            fill: b'a',
+            tail,
+            read: 0,
+        };
+        assert!(holds_every_var(&mut huge, &wanted, ENVIRON_CAP));
+        let mut past_cap = Counted {
+            len: ENVIRON_CAP,
+            fill: b'a',
+            tail,
+            read: 0,
+        };
+        assert!(!holds_every_var(&mut past_cap, &wanted, ENVIRON_CAP));
+        assert_eq!(past_cap.read, ENVIRON_CAP);
+    }
+
+    #[test]
+    fn a_capped_read_stops_at_its_cap() {
+        let all = read_capped("/proc/self/status", 1 << 20).unwrap();
+        assert!(all.len() > 64);
+        assert_eq!(read_capped("/proc/self/status", 64).unwrap().len(), 64);
+        assert_eq!(read_capped("/proc/self/no-such-file", 64), None);
+    }
 }

@@ -84,6 +84,9 @@ pub(crate) struct StartWith<'a> {
     pub cwd: Option<&'a Path>,
     /// The call's cgroup directory, open: the leader is born there.
     pub cgroup: Option<&'a OwnedFd>,
+    /// The `cgroup.procs` of the call's v1 dirs, open (`-1` for none): the
+    /// leader writes itself there before its exec. Only with `cgroup`.
+    pub v1_procs: [libc::c_int; 2],
     /// System calls its processes are refused.
     pub refuse: Option<crate::exec::Refusal>,
     /// Install the watch filter (`Some(starts)`: whether program starts
@@ -150,6 +153,7 @@ pub(crate) fn spawn(
             stdout: out_w.as_raw_fd(),
             stderr: err_w.as_raw_fd(),
             cgroup: with.cgroup.map_or(-1, |c| c.as_raw_fd()),
+            v1_procs: with.v1_procs,
         };
         let mut clone = |fds| {
             clone_spawn(
@@ -167,8 +171,10 @@ pub(crate) fn spawn(
             Err(CloneFailure::Child(e)) => return Err(e),
             Err(CloneFailure::Clone(e)) if fds.cgroup >= 0 && cgroup_refused(&e) => {
                 CallCgroup::refused();
-                // Born in ours, then, when only the clone can do the rest.
+                // Born in ours, then, when only the clone can do the rest;
+                // untracked by a cgroup, it is bounded by none either.
                 fds.cgroup = -1;
+                fds.v1_procs = [-1; 2];
                 match needs_clone.then(|| clone(fds)) {
                     None => None,
                     Some(Ok(pid)) => Some((pid, false)),

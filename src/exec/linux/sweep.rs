@@ -19,7 +19,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
-use super::cgroup::{CallCgroup, in_other_live_call};
+use super::cgroup::{CallCgroup, Interruptions, in_other_live_call};
 use super::process_wide::{self, unexpected_children};
 use super::procfs::{
     Proc, cgroup_path, cmdline, environ_matches, holds_pipe, process_table, read_stat,
@@ -49,6 +49,9 @@ pub(crate) struct Tracked {
     pub cgroup: Option<Arc<CallCgroup>>,
     /// When the call started, in clock ticks since boot.
     pub started: u64,
+    /// Where what the call's plugin did to capture the harness is said: its
+    /// supervisor's (its run's).
+    pub interruptions: Interruptions,
 }
 
 impl Tracked {
@@ -207,7 +210,7 @@ fn members_stopped(call: &Tracked) -> Vec<Proc> {
         let tracer = super::procfs::tracer();
         for pid in fresh {
             match tracer == Some(pid) {
-                true => super::cgroup::kill_tracer(pid),
+                true => super::cgroup::kill_tracer(pid, Some(&call.interruptions), None),
                 false => signal_one(pid, Signal::SIGSTOP),
             }
             stopped.insert(pid);
@@ -278,8 +281,13 @@ async fn kill_and_reap(call: &Tracked, pids: &[i32]) {
     }
 }
 
-/// SIGKILLs `call`'s group, its cgroup and `pids`.
+/// SIGKILLs `call`'s group, its cgroup and `pids`; each of `pids` that a
+/// plugin put in a v1 freezer cgroup of its own is moved out first (frozen
+/// there, it would not die of the kill, see `cgroup_v1::free_from_freezer`).
 fn kill_everything(call: &Tracked, pids: &[i32]) {
+    for &pid in pids {
+        super::cgroup_v1::free_from_freezer(pid);
+    }
     signal_group(call.pgid, Signal::SIGKILL);
     if let Some(cgroup) = &call.cgroup {
         cgroup.kill();

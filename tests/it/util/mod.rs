@@ -343,6 +343,47 @@ pub fn in_private_mount_ns(test: &str) -> bool {
     false
 }
 
+/// Runs the calling test again in a process of its own, alone: for a test
+/// whose plugin does something to the harness's process itself (moves it
+/// into a cgroup), which must not reach the tests running beside it.
+///
+/// Returns `true` in the re-run (go on with the test body), `false` in the
+/// outer run once the inner one passed. The inner run's failure fails the
+/// outer test.
+pub fn in_a_process_of_its_own(test: &str) -> bool {
+    const INSIDE: &str = "DHV_TEST_ALONE";
+    if std::env::var_os(INSIDE).is_some() {
+        return true;
+    }
+    let thread = std::thread::current();
+    let full = thread
+        .name()
+        .filter(|name| name.ends_with(&format!("::{test}")))
+        .unwrap_or(test);
+    let me = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(me)
+        .args([
+            "--exact",
+            full,
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(INSIDE, "1")
+        .output()
+        .expect("the test binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{test} failed in its own process");
+    assert!(
+        stdout.contains("1 passed"),
+        "{test} did not run in its own process"
+    );
+    false
+}
+
 /// `mount --bind from to`, panicking with mount's message.
 pub fn bind_mount(from: &Path, to: &Path) {
     let out = std::process::Command::new("mount")
