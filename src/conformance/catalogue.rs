@@ -8,6 +8,8 @@
 //! id ever published; a test regenerates it and refuses one that disappears.
 
 use super::checks::{self, CheckFn};
+use super::context::Asker;
+use crate::contract::Operation;
 use crate::report::{Level, Needs, Phase};
 
 /// One check: its id, level and rule, the prose `dhv-conform explain` prints,
@@ -31,6 +33,12 @@ pub struct CheckSpec {
     /// What its question needs of the host while it runs: the engine plans
     /// the run by it (see [`CheckSpec::phase`]).
     pub needs: Needs,
+    /// The operation its question is about, when it is one: a call of
+    /// another operation that fails there is a bystander's, and a call of
+    /// this one that fails beside other calls is made again alone before the
+    /// check judges it (see `context::repeat`). `None` for the checks that
+    /// compare calls themselves (`process.*`, `volume.*`, `timing.*`).
+    pub subject: Option<Operation>,
     /// What runs it.
     pub(crate) run: CheckFn,
 }
@@ -44,6 +52,15 @@ impl PartialEq for CheckSpec {
 impl Eq for CheckSpec {}
 
 impl CheckSpec {
+    /// Who a check's calls are made for, as the run's context knows it.
+    pub(crate) const fn asker(&self) -> Asker {
+        Asker {
+            id: self.id,
+            subject: self.subject,
+            repeats: !matches!(self.needs, Needs::Concurrent),
+        }
+    }
+
     /// The group: the part of the id before the dot.
     pub fn group(&self) -> &'static str {
         self.id.split('.').next().unwrap_or(self.id)
@@ -54,11 +71,13 @@ impl CheckSpec {
         matches!(self.run, CheckFn::RunWide(..))
     }
 
-    /// When in a run it runs: judged over the whole run last; alone or in a
-    /// storage room of its own after the parallel checks, one at a time; else
-    /// with the others.
+    /// When in a run it runs: about what the whole run left, last of all;
+    /// judged over the whole run after the others; alone or in a storage room
+    /// of its own after the parallel checks, one at a time; else with the
+    /// others.
     pub fn phase(&self) -> Phase {
         match (self.is_run_wide(), self.needs) {
+            (_, Needs::RunEnd) => Phase::Closing,
             (true, _) => Phase::RunWide,
             (false, Needs::Alone | Needs::OwnStorage) => Phase::Exclusive,
             (false, Needs::Any | Needs::Concurrent) => Phase::Parallel,

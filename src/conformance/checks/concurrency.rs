@@ -14,6 +14,7 @@
 //! one found it. Where calls cannot be held (the kernel has no seccomp user
 //! notification), the message says so and the starts are only aligned.
 
+use crate::contract::Operation;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -44,6 +45,7 @@ pub(crate) const CREATE: CheckSpec = CheckSpec {
     fix: "Use a per-volume path from `DHV_VOLUME_ID`, and lock (e.g. `flock`) any shared file.",
     samples: &["busy-pool", "racy-concurrency"],
     needs: Needs::Concurrent,
+    subject: Some(Operation::Create),
     run: scenario!(create),
 };
 
@@ -156,6 +158,7 @@ pub(crate) const DELETE: CheckSpec = CheckSpec {
     fix: "Keep deletes independent of each other; lock any shared file.",
     samples: &["busy-pool"],
     needs: Needs::Concurrent,
+    subject: Some(Operation::Delete),
     run: scenario!(delete),
 };
 
@@ -274,6 +277,7 @@ pub(crate) const SAME_VOLUME: CheckSpec = CheckSpec {
     fix: "Make create of one volume safe to run twice at once: `mkdir -p`, or a per-volume lock around the steps. Test for a mount with `mountpoint -q`, or read the whole table before matching (`grep -q` ends its reader early).",
     samples: &["check-then-mkdir"],
     needs: Needs::Concurrent,
+    subject: Some(Operation::Create),
     run: scenario!(same_volume),
 };
 

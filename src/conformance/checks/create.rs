@@ -40,6 +40,7 @@ pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
         "realtime-signal",
     ],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(succeeds),
 };
 
@@ -94,6 +95,7 @@ pub(crate) const RESPONSE: CheckSpec = CheckSpec {
     fix: "Print one JSON object, e.g. `{\"path\": \"/abs/path\", \"bytes\": 0}`, with `bytes` an integer; send every log line to stderr.",
     samples: &["logs-on-stdout", "string-bytes"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(response),
 };
 
@@ -155,6 +157,7 @@ pub(crate) const PATH_EXISTS: CheckSpec = CheckSpec {
     fix: "Return the absolute path of the directory (or mount point) you created, after it exists.",
     samples: &["nonexistent-path", "relative-path"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(path_exists),
 };
 
@@ -188,6 +191,7 @@ pub(crate) const PATH_IN_VOLUMES_DIR: CheckSpec = CheckSpec {
     fix: "Create volumes under `$DHV_VOLUMES_DIR`, e.g. `$DHV_VOLUMES_DIR/$DHV_VOLUME_ID`.",
     samples: &["relative-path"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(path_in_volumes_dir),
 };
 
@@ -228,6 +232,7 @@ pub(crate) const BYTES_IN_RANGE: CheckSpec = CheckSpec {
     fix: "Report the capacity you provisioned, between `DHV_CAPACITY_MIN_BYTES` and `DHV_CAPACITY_MAX_BYTES` (when max > 0), or 0 when you do not know it.",
     samples: &["bytes-out-of-range"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(bytes_in_range),
 };
 
@@ -275,6 +280,7 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
     fix: "When the volume already exists, return its path unchanged and exit 0: `mkdir -p`, and check each step before doing it again.",
     samples: &["fails-on-existing-dir"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(idempotent),
 };
 
@@ -327,6 +333,7 @@ pub(crate) const DISTINCT: CheckSpec = CheckSpec {
     fix: "Derive the path from `DHV_VOLUME_ID` (unique, a UUID), never from a constant or a counter.",
     samples: &["shared-path"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(distinct),
 };
 
@@ -374,6 +381,7 @@ pub(crate) const UPDATE: CheckSpec = CheckSpec {
     fix: "Treat create of an existing volume as an update: resize in place if you can, otherwise keep the volume and exit 0 with the same path; never remove, re-make or re-format an existing volume to apply a new capacity or parameters.",
     samples: &["wipes-on-update"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(update),
 };
 
@@ -494,6 +502,7 @@ pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
     fix: "Parse `DHV_PARAMETERS` as JSON (e.g. with jq), never with eval; refuse unknown keys with `{\"error\": \"...\"}` and a non-zero exit.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(parameters),
 };
 
@@ -541,6 +550,7 @@ pub(crate) const VOLUMES_DIR_MISSING: CheckSpec = CheckSpec {
     fix: "Make the volumes dir as part of create, before the volume (`mkdir -p -- \"$DHV_VOLUMES_DIR\"`, `os.makedirs(volumes_dir, exist_ok=True)`).",
     samples: &["check-then-mkdir", "fails-on-existing-dir"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(volumes_dir_missing),
 };
 
@@ -588,6 +598,7 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     fix: "Finish within 60 s; move slow provisioning out of the call, or make it resumable so the next create finishes it.",
     samples: &["hanging-create", "ignores-sigterm"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: run_wide!(deadline),
 };
 

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use super::{CheckResult, CheckSpec, Level, Needs, needs, node_residue};
 use crate::conformance::context::{
-    Ctx, Expect, Finding, Race, RunLog, Settled, Start, VolumeAt, around, canary_intact,
-    is_mount_point, listing, plant_in_volume,
+    Ctx, Expect, Fact, Finding, Race, RunLog, Settled, Start, VolumeAt, around, canary_intact,
+    is_mount_point, listing, loops_left, mounts_left, plant_in_volume,
 };
 use crate::contract::{DeleteRequest, Operation};
 use crate::exec::AtChanges;
@@ -33,6 +33,7 @@ pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
     fix: "Remove the volume at `$DHV_CREATED_PATH`, with whatever it holds, and exit 0 within 60 s; print `{\"error\": \"...\"}` when you really cannot.",
     samples: &["rmdir-delete"],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(succeeds),
 };
 
@@ -93,6 +94,7 @@ pub(crate) const REMOVES: CheckSpec = CheckSpec {
     fix: "Remove everything at the created path (unmount first if you mounted it), and only then exit 0.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(removes),
 };
 
@@ -127,6 +129,7 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
     fix: "Treat a volume that is already gone as deleted: `rm -rf`, `umount` only when mounted, exit 0.",
     samples: &["fails-on-missing-dir"],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(idempotent),
 };
 
@@ -154,6 +157,7 @@ pub(crate) const NEVER_CREATED: CheckSpec = CheckSpec {
     fix: "Exit 0 when there is nothing to delete, including when the volumes dir is missing (do not take a lock file inside a dir that is not there).",
     samples: &["fails-on-missing-dir"],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(never_created),
 };
 
@@ -208,6 +212,7 @@ pub(crate) const ISOLATED: CheckSpec = CheckSpec {
     fix: "Remove only `$DHV_CREATED_PATH` (and the files the plugin keeps for that one volume id).",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(isolated),
 };
 
@@ -264,14 +269,36 @@ pub(crate) const NO_RESIDUE: CheckSpec = CheckSpec {
     why: "Images, lock files and state left by a delete accumulate on the node and are found by no one; a mount left behind keeps a device busy and exposes whatever it shows to anything that cleans up the volumes dir. Plugins run with the node's temp dirs: a log or state file left there by every create fills `/tmp` (or `/run`, which is memory) one volume at a time.",
     fix: "Unmount the volume (every stacked mount) before removing anything, then remove every file the plugin made for the volume: images, lock and state files, mount points, and any log or temp file written elsewhere (remove it before exiting, or keep it in the volumes dir beside the volume and remove it on delete).",
     samples: &["side-file", "tmp-log"],
-    needs: Needs::Any,
+    needs: Needs::RunEnd,
+    subject: Some(Operation::Delete),
     run: scenario!(no_residue),
 };
 
 /// Nothing the plugin made remains after all deletes, in the volumes dir or
 /// beside it, or elsewhere on the node (see [`node_residue`]). The one finding for what every create and delete leaves: other
 /// checks cite it ([`Prereqs::leftovers`](crate::conformance::context::Prereqs::leftovers)).
+/// It runs last, once the run's end is cleared: what the harness could not
+/// remove of the whole run then ([`Fact::RunEndLeft`]) is its finding too.
 async fn no_residue(ctx: &Ctx) -> CheckResult {
+    let own = own_residue(ctx).await;
+    let Some(left) = ctx
+        .facts()
+        .into_iter()
+        .find(|f| matches!(f, Fact::RunEndLeft { .. }))
+    else {
+        return own;
+    };
+    let text = left.describe();
+    match own.unwrap_or_else(|f| f) {
+        Finding::Fail(m) | Finding::Warn(m) => Err(Finding::Fail(format!("{m}; {text}"))),
+        _ => Err(Finding::Fail(format!(
+            "expected the run's temp dir to be removable; {text}"
+        ))),
+    }
+}
+
+/// What one create and delete of this check's own left.
+async fn own_residue(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let before = around(ctx.dirs().volumes());
     let reqs = [ctx.request(), ctx.request()];
@@ -316,14 +343,14 @@ async fn no_residue(ctx: &Ctx) -> CheckResult {
             )));
         }
     }
-    let mounts = crate::conformance::teardown::mounts_left(ctx.dirs().volumes());
+    let mounts = mounts_left(ctx.dirs().volumes());
     if !mounts.is_empty() {
         return Err(Finding::Fail(format!(
             "expected every mount to be gone after every volume was deleted; still mounted: {}",
             mounts.join(", ")
         )));
     }
-    let loops = crate::conformance::teardown::loops_left(ctx.dirs().dir());
+    let loops = loops_left(ctx.dirs().dir());
     if !loops.is_empty() {
         return Err(Finding::Fail(format!(
             "expected every loop device to be detached after every volume was deleted; still attached: {} \
@@ -400,6 +427,7 @@ pub(crate) const AUTO_DELETE_SAFE: CheckSpec = CheckSpec {
     fix: "Derive what to remove from `DHV_VOLUME_ID` alone (never the name or `DHV_CREATED_PATH`), or refuse a `DHV_CREATED_PATH` equal to `DHV_VOLUMES_DIR`.",
     samples: &["blind-delete"],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(auto_delete_safe),
 };
 
@@ -538,6 +566,7 @@ pub(crate) const IN_USE: CheckSpec = CheckSpec {
     fix: "When `umount` fails, print `{\"error\": \"...\"}` and exit 1 (Nomad keeps the volume and the user can retry), or wait a bounded time; never remove what lies beneath a mount that is still there.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(in_use),
 };
 
@@ -645,6 +674,7 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     fix: "Finish within 60 s; make delete resumable so the next call completes it.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: run_wide!(deadline),
 };
 

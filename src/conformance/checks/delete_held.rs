@@ -5,6 +5,7 @@
 use super::{CheckResult, CheckSpec, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, Settled, VolumeAt, still_attached};
 use crate::contract::DeleteRequest;
+use crate::contract::Operation;
 use crate::safe_fs::LoopDevice;
 
 pub(crate) const DEVICE_HELD: CheckSpec = CheckSpec {
@@ -15,6 +16,7 @@ pub(crate) const DEVICE_HELD: CheckSpec = CheckSpec {
     fix: "After `umount`, detach the volume's loop devices (`losetup -d`: a busy one is then cleared on its last close) and wait a bounded time, well within the 60 s a delete has, for them to go; if one stays, print `{\"error\": \"...\"}` and exit 1 (Nomad keeps the volume, and a later delete finishes it), or exit 0 once its detach is asked for.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(device_held),
 };
 

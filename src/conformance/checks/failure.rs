@@ -37,6 +37,7 @@ pub(crate) const UNKNOWN_OPERATION: CheckSpec = CheckSpec {
     fix: "Exit non-zero for any operation other than fingerprint, create and delete, and change nothing.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(unknown_operation),
 };
 
@@ -78,6 +79,7 @@ pub(crate) const CLEAN: CheckSpec = CheckSpec {
     fix: "On any error, undo what the create did before exiting non-zero (a `trap` in sh), and leave no process running.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: run_wide!(clean),
 };
 
@@ -169,6 +171,7 @@ pub(crate) const ERROR_JSON: CheckSpec = CheckSpec {
     fix: "On failure, print `{\"error\": \"what went wrong\"}` on stdout and the details on stderr; a failure that prints nothing (or an empty reason) leaves the user with only `exit status 1`.",
     samples: &["text-error"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: run_wide!(error_json),
 };
 

@@ -30,6 +30,7 @@ pub(crate) const RUNS: CheckSpec = CheckSpec {
         "needs-path",
     ],
     needs: Needs::Any,
+    subject: Some(Operation::Fingerprint),
     run: scenario!(runs),
 };
 
@@ -80,6 +81,7 @@ pub(crate) const JSON: CheckSpec = CheckSpec {
     fix: "Print exactly `{\"version\": \"1.0.0\"}` on stdout and send every log line to stderr (`echo ... >&2`).",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Fingerprint),
     run: scenario!(json),
 };
 
@@ -123,6 +125,7 @@ pub(crate) const VERSION: CheckSpec = CheckSpec {
     fix: "Print the version as a JSON string that go-version accepts, such as `\"1.2.3\"` or `\"1.2.3-rc.1\"`.",
     samples: &["bad-version", "missing-version", "null-version"],
     needs: Needs::Any,
+    subject: Some(Operation::Fingerprint),
     run: scenario!(version),
 };
 
@@ -163,6 +166,7 @@ pub(crate) const VERSION_SEMVER: CheckSpec = CheckSpec {
     fix: "Use a strict SemVer 2.0 version: three numeric parts without leading zeros, then an optional `-pre.release` and `+build`.",
     samples: &["non-semver-version"],
     needs: Needs::Any,
+    subject: Some(Operation::Fingerprint),
     run: scenario!(version_semver),
 };
 
@@ -192,6 +196,7 @@ pub(crate) const STABLE: CheckSpec = CheckSpec {
     fix: "Return the same version on every call, from a constant in the plugin.",
     samples: &[],
     needs: Needs::Concurrent,
+    subject: Some(Operation::Fingerprint),
     run: scenario!(stable),
 };
 
@@ -248,6 +253,7 @@ pub(crate) const LOOKUP: CheckSpec = CheckSpec {
     fix: "Install the executable itself in the plugin dir (copy it, or link to a file inside the dir with a relative target), not a symlink to a file elsewhere.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Fingerprint),
     run: scenario!(lookup),
 };
 
@@ -308,6 +314,7 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     fix: "Answer `fingerprint` at once with a constant version; do no I/O, probing or network calls there.",
     samples: &["slow-fingerprint"],
     needs: Needs::Any,
+    subject: Some(Operation::Fingerprint),
     run: run_wide!(deadline),
 };
 

@@ -2,6 +2,7 @@
 //! volume goes. Its own file: it is the one check that puts something at a
 //! volume's own path, and what the plugin may do there needs explaining.
 
+use crate::contract::Operation;
 use std::path::Path;
 
 use super::{CheckResult, CheckSpec, Level, Needs};
@@ -15,6 +16,7 @@ pub(crate) const FILE_IN_THE_WAY: CheckSpec = CheckSpec {
     fix: "Test for a directory, not for a name (`[ -d \"$path\" ]`, `os.path.isdir`), and fail with `{\"error\": \"...\"}` when something else is there; never remove what the volume's own create did not make.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(file_in_the_way),
 };
 

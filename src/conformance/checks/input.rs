@@ -1,6 +1,7 @@
 //! `input.*`: hostile volume names and capacities. The name and parameters come
 //! from whoever may submit a volume spec: a plugin must treat them as data.
 
+use crate::contract::Operation;
 use std::path::{Path, PathBuf};
 
 use super::{CheckResult, CheckSpec, Level, Needs};
@@ -69,6 +70,7 @@ pub(crate) const NAME_TRAVERSAL: CheckSpec = CheckSpec {
     fix: "Build paths from `DHV_VOLUME_ID` (always a UUID), never from the name; if you must use the name, reject `/` and `..`.",
     samples: &["name-as-path"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(name_traversal),
 };
 
@@ -232,6 +234,7 @@ pub(crate) const NAME_INJECTION: CheckSpec = CheckSpec {
     fix: "Quote every variable (`\"$DHV_VOLUME_NAME\"`) and never eval input.",
     samples: &["eval-name"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(name_injection),
 };
 
@@ -286,6 +289,7 @@ pub(crate) const CAPACITY_EDGE: CheckSpec = CheckSpec {
     fix: "Validate the capacity first and fail with `{\"error\": \"...\"}` before making anything, or succeed with `bytes` between min and max (when max > 0); a failure after something was made must undo it. Treat max 0 as no maximum. An image on a loop device must fit where it lies: test the free space before making it, or allocate it whole (`fallocate -l`).",
     samples: &[],
     needs: Needs::OwnStorage,
+    subject: Some(Operation::Create),
     run: scenario!(capacity_edge),
 };
 

@@ -1,6 +1,7 @@
 //! `lifecycle.*`: what happens across agent restarts, re-creation, and crashes
 //! in the middle of an operation.
 
+use crate::contract::Operation;
 use std::path::Path;
 
 use super::crash_plan::CrashPlan;
@@ -29,6 +30,7 @@ pub(crate) const RESTORE: CheckSpec = CheckSpec {
     fix: "Make create idempotent and safe to run for many volumes at once: return the existing volume's path untouched.",
     samples: &[],
     needs: Needs::Concurrent,
+    subject: Some(Operation::Create),
     run: scenario!(restore),
 };
 
@@ -138,6 +140,7 @@ pub(crate) const RECREATE: CheckSpec = CheckSpec {
     fix: "Leave nothing of a deleted volume behind, so the next create starts empty.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(recreate),
 };
 
@@ -183,6 +186,7 @@ pub(crate) const CRASH_CREATE: CheckSpec = CheckSpec {
     fix: "Do the work under a temporary name and rename at the end, or check every step before skipping it; record \"done\" only after the work.",
     samples: &["crash-unsafe", "racy-concurrency"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(crash_create),
 };
 
@@ -271,6 +275,7 @@ pub(crate) const CRASH_DELETE: CheckSpec = CheckSpec {
     fix: "Make each step of delete tolerate the previous attempt's partial work (`rm -rf`, unmount only when mounted).",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(crash_delete),
 };
 

@@ -5,6 +5,7 @@
 //! `lifecycle.stale-loop`: a call killed between `losetup` and `mount` leaves
 //! a loop device attached to the image; delete must not leave it behind.
 
+use crate::contract::Operation;
 use std::path::Path;
 
 use super::{CheckResult, CheckSpec, Level, Needs, join_all};
@@ -69,6 +70,7 @@ pub(crate) const REBOOT: CheckSpec = CheckSpec {
     fix: "In create, tell a volume that exists but is not mounted (its image or data is on disk) from one never made: mount it again (attaching its image anew), and format only an image that was never complete.",
     samples: &["mkfs-on-reboot"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(reboot),
 };
 
@@ -245,6 +247,7 @@ pub(crate) const STALE_LOOP: CheckSpec = CheckSpec {
     fix: "In delete, after unmounting, detach every loop device attached to the image (`losetup -j IMAGE`, then `losetup -d` each), and wait until none is left before removing the image.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(stale_loop),
 };
 

@@ -135,6 +135,7 @@ pub(crate) const ENV_SELF_CONTAINED: CheckSpec = CheckSpec {
     fix: "Set what you need inside the plugin (`PATH=/usr/sbin:/usr/bin:/sbin:/bin`, `HOME=/root`), or use absolute paths.",
     samples: &["needs-home", "needs-path"],
     needs: Needs::Any,
+    subject: None,
     run: scenario!(env_self_contained),
 };
 
@@ -234,6 +235,7 @@ pub(crate) const CWD_INDEPENDENT: CheckSpec = CheckSpec {
     fix: "Use absolute paths and never write into the working directory.",
     samples: &["writes-cwd"],
     needs: Needs::Any,
+    subject: None,
     run: scenario!(cwd_independent),
 };
 
@@ -325,6 +327,7 @@ pub(crate) const NO_STDIO_LEAK: CheckSpec = CheckSpec {
     fix: "Start background processes with their output redirected (`cmd >/dev/null 2>&1 &`), or do not start them.",
     samples: &["leaked-child"],
     needs: Needs::Any,
+    subject: None,
     run: run_wide!(no_stdio_leak),
 };
 
@@ -370,6 +373,7 @@ pub(crate) const REPEATABLE: CheckSpec = CheckSpec {
     fix: "Find the race from the two outcomes and their stderr: make each step safe to run while other calls run (locks per volume, `mkdir -p`, no `cmd | grep -q` under `pipefail`), and check the state a step needs rather than assuming it.",
     samples: &[],
     needs: Needs::Any,
+    subject: None,
     run: run_wide!(repeatable),
 };
 
@@ -408,6 +412,7 @@ pub(crate) const NO_ORPHANS: CheckSpec = CheckSpec {
     fix: "Wait for every process you start before exiting; run daemons through the system's service manager, not from the plugin.",
     samples: &["setsid-daemon"],
     needs: Needs::Any,
+    subject: None,
     run: run_wide!(no_orphans),
 };
 

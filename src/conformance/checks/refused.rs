@@ -10,6 +10,7 @@ use super::{CheckResult, CheckSpec, Level, Needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, is_mount_point, listing, plant_in_volume, still_attached,
 };
+use crate::contract::Operation;
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::exec::Refusal;
 
@@ -21,6 +22,7 @@ pub(crate) const MOUNT_REFUSED: CheckSpec = CheckSpec {
     fix: "Check `mount`'s status and take the failure path (`{\"error\": \"...\"}`, exit 1) after undoing what this call made: remove the image and the mount point it created, detach its loop device.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(mount_refused),
 };
 
@@ -78,6 +80,7 @@ pub(crate) const CHMOD_REFUSED: CheckSpec = CheckSpec {
     fix: "Check every step's status. When one fails, undo what this call made (unmount what it mounted, remove what it created, detach its loop device) and print `{\"error\": \"...\"}` with exit 1; or make the step unnecessary (`mkdir -m 0700` needs no `chmod`).",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(chmod_refused),
 };
 
@@ -97,6 +100,7 @@ pub(crate) const REMOVE_REFUSED: CheckSpec = CheckSpec {
     fix: "Check the status of every removal (`rm -rf -- \"$path\" || fail ...`; in Python, let the error reach your handler) and fail with `{\"error\": \"...\"}`, exit 1: Nomad keeps the volume and a later delete can finish the job.",
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(remove_refused),
 };
 

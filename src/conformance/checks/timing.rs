@@ -61,6 +61,7 @@ pub(crate) const MARGIN: CheckSpec = CheckSpec {
     fix: "Keep fingerprint well under 0.5 s and create/delete under 30 s; move slow work out of the call.",
     samples: &[],
     needs: Needs::Any,
+    subject: None,
     run: run_wide!(margin),
 };
 
@@ -153,6 +154,7 @@ pub(crate) const PROFILE: CheckSpec = CheckSpec {
     fix: "Nothing to fix; compare the figures with Nomad's limits (1 s fingerprint, 60 s create and delete).",
     samples: &[],
     needs: Needs::Any,
+    subject: None,
     run: run_wide!(profile),
 };
 

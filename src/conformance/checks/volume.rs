@@ -60,6 +60,7 @@ pub(crate) const BYTES_TRUE: CheckSpec = CheckSpec {
     fix: "Report what the volume really holds: the size of the block device or image you made (`stat -c %s`, `blockdev --getsize64`), or 0 when the volume is a plain directory with no limit. Compute sizes in bytes, not whole MiB, and round up, not down.",
     samples: &["lies-about-bytes"],
     needs: Needs::Any,
+    subject: None,
     run: scenario!(bytes_true),
 };
 
@@ -169,6 +170,7 @@ pub(crate) const CAPACITY_ENFORCED: CheckSpec = CheckSpec {
     fix: "Back each volume with storage of its own size (a filesystem image on a loop device, an LVM volume, an XFS project quota), or do not claim enforcement.",
     samples: &[],
     needs: Needs::OwnStorage,
+    subject: None,
     run: scenario!(capacity_enforced),
 };
 
@@ -292,6 +294,7 @@ pub(crate) const BLOCK_DEVICE: CheckSpec = CheckSpec {
     fix: "Return the device node (`/dev/loopN`, `/dev/mapper/...`) of storage at least capacity min large, and return the same device when create is called again for the volume (look it up, do not attach a second one).",
     samples: &[],
     needs: Needs::Any,
+    subject: None,
     run: scenario!(block_device),
 };
 

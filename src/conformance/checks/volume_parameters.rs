@@ -19,6 +19,7 @@ pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
     fix: "Apply every parameter you accept (chmod, chown after creating the root; mkfs with the type asked for) and refuse the ones you do not support with an {\"error\": ...}; list what each parameter sets under [claims.parameters] in dhv-conform.toml.",
     samples: &[],
     needs: Needs::Any,
+    subject: None,
     run: scenario!(parameters),
 };
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::ledger::Ledger;
 use super::route::{Caller, Route, Start};
-use super::{Finding, Phase, Prereqs, Shared};
+use super::{Asker, Finding, Phase, Prereqs, Shared};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{Fingerprint, HostVolumePlugin, PluginCall, PluginRun, Recorder};
 
@@ -35,9 +35,9 @@ pub(crate) enum Expect {
 pub(crate) struct Calls {
     /// The run the calls are made in.
     pub(super) shared: Arc<Shared>,
-    /// The id of the check it is for (its catalogue entry stays with the
-    /// engine: the context knows no check table).
-    pub(super) check: &'static str,
+    /// The check it is for (its catalogue entry stays with the engine: the
+    /// context knows no check table).
+    pub(super) asker: Asker,
     /// The plugin under test, as Nomad runs it, opened with the checks' call
     /// options ([`Shared::call_options`]: a fingerprint is killed only at the
     /// create limit).
@@ -55,18 +55,13 @@ pub(crate) struct Calls {
 
 impl Calls {
     /// The calls of `check`, whose dirs are `dir` and its volumes dir `volumes`.
-    pub(super) fn new(
-        shared: Arc<Shared>,
-        check: &'static str,
-        dir: &Path,
-        volumes: &Path,
-    ) -> Calls {
+    pub(super) fn new(shared: Arc<Shared>, check: Asker, dir: &Path, volumes: &Path) -> Calls {
         let recorder = Recorder::new();
         let opts = shared.call_options(&recorder);
         Calls {
             plugin: shared.settings.target.open(&opts),
             shared,
-            check,
+            asker: check,
             recorder,
             ledger: Ledger::default(),
             phase: Phase::Parallel,
@@ -191,7 +186,7 @@ impl Calls {
                 own.push(entry.describe());
             }
         }
-        match (finding, own.first()) {
+        let finding = match (finding, own.first()) {
             (finding @ Finding::Fail(_), _) | (finding, None) => finding,
             (_, Some(first)) => Finding::Fail(if own.len() == 1 {
                 first.clone()
@@ -201,7 +196,8 @@ impl Calls {
                     own.len() - 1
                 )
             }),
-        }
+        };
+        self.cite_repeats(finding)
     }
 
     /// Runs an operation Nomad does not have; `None` for the built-in.

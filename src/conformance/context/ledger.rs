@@ -19,6 +19,11 @@ pub(super) enum Redo {
     Delete(DeleteRequest),
 }
 
+/// The step name of a call made again alone (see [`repeat`](super::repeat)).
+pub(super) fn again_alone(step: &str) -> String {
+    format!("{step}, made again alone")
+}
+
 /// One call in a check's ledger.
 #[derive(Debug, Clone)]
 pub(super) struct Entry {
@@ -98,6 +103,25 @@ impl Ledger {
             .and_then(|e| Some((e.redo.clone()?, e.error.clone()?, e.run.clone())))
     }
 
+    /// Takes back the expectation of the last call made as `step`: it failed
+    /// beside other calls and was made again alone, which is judged instead
+    /// (see [`repeat`](super::repeat)), or it is that call made again alone,
+    /// which failed too, and the first failure stands for both.
+    pub fn excuse_last(&self, step: &str) {
+        if let Some(entry) = lock(&self.entries)
+            .iter_mut()
+            .rev()
+            .find(|e| e.step == step)
+        {
+            entry.expect = Expect::Either;
+        }
+    }
+
+    /// Whether the volume `id` was created by this check and not deleted.
+    pub fn is_live(&self, id: &str) -> bool {
+        lock(&self.live).contains_key(id)
+    }
+
     /// Takes back the expectation of the calls made as `step`: they timed
     /// out under the run's load and were made again alone, which is judged
     /// instead (they stay in the run's log as evidence).
@@ -156,13 +180,16 @@ impl Ledger {
     }
 
     /// Marks a call as under way, to tell calls made alone from deliberate
-    /// bursts; `run` counts the run's calls in flight.
-    pub fn enter<'a>(&'a self, run: &'a AtomicUsize) -> Solo<'a> {
+    /// bursts; `run` counts the run's calls in flight, `run_started` those
+    /// started so far.
+    pub fn enter<'a>(&'a self, run: &'a AtomicUsize, run_started: &'a AtomicUsize) -> Solo<'a> {
         Solo {
             ticket: self.started.fetch_add(1, Ordering::SeqCst),
             started_alone: self.in_flight.fetch_add(1, Ordering::SeqCst) == 0,
             run_in_flight: run.fetch_add(1, Ordering::SeqCst) + 1,
+            run_ticket: run_started.fetch_add(1, Ordering::SeqCst),
             run,
+            run_started,
             ledger: self,
         }
     }
@@ -177,7 +204,10 @@ pub(super) struct Solo<'a> {
     pub started_alone: bool,
     /// The run's calls in flight when it started, itself included.
     pub run_in_flight: usize,
+    /// How many calls of the run had started before this one.
+    run_ticket: usize,
     run: &'a AtomicUsize,
+    run_started: &'a AtomicUsize,
     ledger: &'a Ledger,
 }
 
@@ -188,6 +218,16 @@ impl Solo<'_> {
         self.started_alone
             && self.ledger.in_flight.load(Ordering::SeqCst) == 1
             && self.ledger.started.load(Ordering::SeqCst) == self.ticket + 1
+    }
+}
+
+impl Solo<'_> {
+    /// No other call of the whole run was under way at any moment of this
+    /// one (call before it ends): one that fails then cannot blame company.
+    pub fn alone_in_run(&self) -> bool {
+        self.run_in_flight == 1
+            && self.run.load(Ordering::SeqCst) == 1
+            && self.run_started.load(Ordering::SeqCst) == self.run_ticket + 1
     }
 }
 

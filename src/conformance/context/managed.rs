@@ -91,7 +91,7 @@ impl Managed<'_> {
                 continue;
             };
             calls.shared.log.push(LoggedCall {
-                check: calls.check,
+                check: calls.asker.id,
                 op,
                 duration: run.duration(),
                 limit: timeouts.limit(op),

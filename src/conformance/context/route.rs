@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::ledger::{Gate, Redo, Solo};
+use super::ledger::{Gate, Redo, Solo, again_alone};
 use super::{Calls, Expect, LoggedCall, listing};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{Fingerprint, HostVolumePlugin, PluginCall};
@@ -97,7 +97,11 @@ pub(crate) enum Caller {
 
 impl Route<'_> {
     /// Creates. A failed create made alone (by Nomad's route) is logged with
-    /// what it left in the volumes dir, for `failure.clean`.
+    /// what it left in the volumes dir, for `failure.clean`. A create of the
+    /// check's subject that failed beside other calls is made again alone,
+    /// and that one is the answer when it succeeds (see
+    /// [`repeat`](super::repeat)); never a create of a volume the check
+    /// already made (whether it can be made again is the question there).
     pub async fn create(
         &self,
         req: &CreateRequest,
@@ -105,6 +109,26 @@ impl Route<'_> {
         step: &str,
         start: Start<'_>,
     ) -> PluginCall<CreateResponse> {
+        let new = !self.calls.ledger.is_live(&req.volume_id);
+        let (call, alone) = self.create_once(req, expect, step, start).await;
+        if !(new && self.repeats_alone(&call, expect, step, start, alone)) {
+            return call;
+        }
+        let again = again_alone(step);
+        let (second, _) = self
+            .create_once(req, Expect::Either, &again, Start::Alone)
+            .await;
+        self.calls.settle_repeat(step, call, second)
+    }
+
+    /// One create, and whether it was alone in the run.
+    async fn create_once(
+        &self,
+        req: &CreateRequest,
+        expect: Expect,
+        step: &str,
+        start: Start<'_>,
+    ) -> (PluginCall<CreateResponse>, bool) {
         let (_gate, solo) = self.admit(start).await;
         let dir = Path::new(&req.volumes_dir);
         let before = (self.caller == Caller::Nomad && solo.started_alone).then(|| listing(dir));
@@ -116,7 +140,7 @@ impl Route<'_> {
             }
             _ => None,
         };
-        self.ended(solo, &call, residue, step, expect);
+        let alone = self.ended(solo, &call, residue, step, expect);
         self.keep_redo(step, &call, || Redo::Create(req.clone()));
         let ledger = &self.calls.ledger;
         if let Ok(resp) = &call.result {
@@ -124,12 +148,14 @@ impl Route<'_> {
         }
         let path = call.result.as_ref().ok().map(|r| r.path.as_str());
         self.calls.shared.live.create_ended(req, path);
-        call
+        (call, alone)
     }
 
     /// Sends exactly this delete request. A volume deleted is gone from the
     /// check and the run; one whose delete timed out is left to the run's
-    /// teardown.
+    /// teardown. A delete of the check's subject that failed beside other
+    /// calls, of a volume the check made, is made again alone, and that one
+    /// is the answer when it succeeds (see [`repeat`](super::repeat)).
     pub async fn delete(
         &self,
         req: &DeleteRequest,
@@ -137,9 +163,54 @@ impl Route<'_> {
         step: &str,
         start: Start<'_>,
     ) -> PluginCall<()> {
+        let (call, alone) = self.delete_once(req, expect, step, start).await;
+        let made = self.calls.ledger.is_live(&req.volume_id);
+        if !(made && self.repeats_alone(&call, expect, step, start, alone)) {
+            return call;
+        }
+        let again = again_alone(step);
+        let (second, _) = self
+            .delete_once(req, Expect::Either, &again, Start::Alone)
+            .await;
+        self.calls.settle_repeat(step, call, second)
+    }
+
+    /// Whether a call is made again alone before the check sees it: Nomad's,
+    /// of the check's subject (not in a check whose question is the company
+    /// itself), expected to succeed, failed (not by its limit: the deadline
+    /// checks own that) beside other calls of the run, started as soon as
+    /// let in, and not itself a call made again.
+    fn repeats_alone<T>(
+        &self,
+        call: &PluginCall<T>,
+        expect: Expect,
+        step: &str,
+        start: Start<'_>,
+        alone: bool,
+    ) -> bool {
+        let asker = self.calls.asker;
+        self.caller == Caller::Nomad
+            && asker.repeats
+            && asker.subject == Some(call.operation)
+            && expect == Expect::Success
+            && call.result.is_err()
+            && !call.timed_out()
+            && matches!(start, Start::Now)
+            && !alone
+            && !step.ends_with(&again_alone(""))
+    }
+
+    /// One delete, and whether it was alone in the run.
+    async fn delete_once(
+        &self,
+        req: &DeleteRequest,
+        expect: Expect,
+        step: &str,
+        start: Start<'_>,
+    ) -> (PluginCall<()>, bool) {
         let (_gate, solo) = self.admit(start).await;
         let call = self.plugin(start).delete(req).await;
-        self.ended(solo, &call, None, step, expect);
+        let alone = self.ended(solo, &call, None, step, expect);
         self.keep_redo(step, &call, || Redo::Delete(req.clone()));
         if call.ok() {
             self.calls.ledger.deleted(&req.volume_id);
@@ -150,7 +221,7 @@ impl Route<'_> {
         } else if call.timed_out() {
             self.calls.ledger.hung(&req.volume_id);
         }
-        call
+        (call, alone)
     }
 
     /// Fingerprints.
@@ -185,13 +256,17 @@ impl Route<'_> {
         }
         let shared = &self.calls.shared;
         let gate = Gate::hold(shared, matches!(start, Start::Alone)).await;
-        (gate, self.calls.ledger.enter(&shared.in_flight))
+        let solo = self
+            .calls
+            .ledger
+            .enter(&shared.in_flight, &shared.calls_started);
+        (gate, solo)
     }
 
     /// A call let in by [`admit`](Self::admit) ended: it no longer counts as
     /// under way, it is logged for the run-wide checks when it is Nomad's
     /// (with what its failed create left, `residue`), and accounted in the
-    /// ledger.
+    /// ledger. Whether it was alone in the run all along.
     fn ended<T>(
         &self,
         solo: Solo<'_>,
@@ -199,8 +274,9 @@ impl Route<'_> {
         residue: Option<Vec<String>>,
         step: &str,
         expect: Expect,
-    ) {
+    ) -> bool {
         let in_flight = solo.run_in_flight;
+        let alone = solo.alone_in_run();
         drop(solo);
         match self.caller {
             Caller::Nomad => self.log(&self.calls.shared.log, call, in_flight, residue),
@@ -213,6 +289,7 @@ impl Route<'_> {
         self.calls
             .ledger
             .note(step, call.operation.as_str(), expect, error);
+        alone
     }
 
     /// Keeps what a failed call of Nomad's needs to be made again alone.
@@ -235,7 +312,7 @@ impl Route<'_> {
     ) {
         let shared = &self.calls.shared;
         log.push(LoggedCall {
-            check: self.calls.check,
+            check: self.calls.asker.id,
             op: call.operation,
             duration: call.duration,
             limit: shared.settings.timeouts().limit(call.operation),

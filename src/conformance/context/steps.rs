@@ -145,6 +145,26 @@ pub(crate) async fn still_attached(
     }
 }
 
+/// The mounts at or below `dir` (a volumes dir after its volumes were
+/// deleted: each one a delete left behind), for the checks to name.
+pub(crate) fn mounts_left(dir: &Path) -> Vec<String> {
+    crate::safe_fs::mounts_under(dir)
+        .unwrap_or_default()
+        .iter()
+        .map(|m| m.to_string())
+        .collect()
+}
+
+/// The loop devices attached to files at or below `dir` (a check's dir after
+/// its volumes were deleted: each one a delete left behind), for the checks
+/// to name.
+pub(crate) fn loops_left(dir: &Path) -> Vec<String> {
+    crate::safe_fs::loops_backed_under(dir)
+        .iter()
+        .map(|l| l.to_string())
+        .collect()
+}
+
 /// What [`Steps::create_cleanly`] holds a successful create to, besides a
 /// delete that succeeds.
 #[derive(Clone, Copy)]
@@ -383,7 +403,7 @@ impl<'a> Steps<'a> {
                     .shared
                     .facts
                     .publish(super::Fact::FailedCreateLeft {
-                        check: self.calls.check,
+                        check: self.calls.asker.id,
                         step: label.to_string(),
                         error: e.to_string(),
                         files: left.own.clone(),

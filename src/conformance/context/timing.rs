@@ -54,7 +54,7 @@ pub(crate) fn late(call: &LoggedCall) -> bool {
 pub(crate) async fn run(shared: Arc<Shared>) {
     let log = shared.log.calls();
     let exercised = |op: Operation| log.iter().any(|c| c.op == op);
-    let mut ctx = probe_ctx(shared.clone(), "timing.margin");
+    let mut ctx = probe_ctx(shared.clone(), shared.probe_owners.timing);
     ctx.calls.phase = Phase::Timing;
     let mut hangs = Vec::new();
     for op in Operation::ALL.into_iter().filter(|op| exercised(*op)) {
@@ -203,6 +203,6 @@ fn last_of(ctx: &super::Ctx, op: Operation) -> LoggedCall {
         .calls()
         .into_iter()
         .rev()
-        .find(|c| c.op == op && c.check == ctx.calls.check && c.phase == ctx.calls.phase)
+        .find(|c| c.op == op && c.check == ctx.calls.asker.id && c.phase == ctx.calls.phase)
         .expect("the call was just logged")
 }
