@@ -252,12 +252,9 @@ fn every_subject_is_what_the_ids_words_gave() {
         assert_eq!(c.subject, from_the_id(c.id), "{}", c.id);
         let asker = c.asker();
         assert_eq!((asker.id, asker.subject), (c.id, c.subject));
-        // A check that races its calls on purpose keeps a call that failed
-        // in company: that is its question.
-        assert_eq!(asker.repeats, c.needs != Needs::Concurrent, "{}", c.id);
-        if c.group() == "concurrency" {
-            assert!(!asker.repeats, "{}", c.id);
-        }
+        // A concurrency check keeps a call that failed in company: that is
+        // its question.
+        assert_eq!(asker.repeats, c.group() != "concurrency", "{}", c.id);
     }
     let owners = crate::conformance::checks::PROBE_OWNERS;
     let ids = [

@@ -55,9 +55,8 @@ async fn restore(ctx: &Ctx) -> CheckResult {
             Some(p) => spec.with_parameters(p.clone()),
             None => spec,
         };
-        let before = ctx.managed().recorded();
-        let volume = manager.create(spec).await;
-        ctx.managed().log_runs_from(before);
+        let step = "create before the restart";
+        let volume = ctx.managed().create(&manager, spec, step).await;
         let volume = volume.map_err(|e| {
             Finding::Fail(format!(
                 "create before the restart: expected it to succeed; got: {e}"

@@ -48,6 +48,9 @@ pub(crate) struct Calls {
     pub(super) ledger: Ledger,
     /// When its calls are made (for the timing checks).
     pub(super) phase: Phase,
+    /// The manager's next calls are made alone (see
+    /// [`Managed::create`](super::Managed::create)).
+    pub(super) managed_alone: Arc<std::sync::atomic::AtomicBool>,
     /// The check's dir (the manager keeps its state below it) and its volumes dir.
     pub(super) dir: PathBuf,
     pub(super) volumes: PathBuf,
@@ -65,6 +68,7 @@ impl Calls {
             recorder,
             ledger: Ledger::default(),
             phase: Phase::Parallel,
+            managed_alone: Arc::default(),
             dir: dir.to_path_buf(),
             volumes: volumes.to_path_buf(),
         }
@@ -164,7 +168,7 @@ impl Calls {
     /// Records a call made some other way (through the manager, or an
     /// operation Nomad does not have) in the ledger.
     pub fn note(&self, step: &str, op: &str, expect: Expect, error: Option<String>) {
-        self.ledger.note(step, op, expect, error);
+        let _ = self.ledger.note(step, op, expect, error);
     }
 
     /// The check's finding once every call is accounted for. A call that did
@@ -178,7 +182,10 @@ impl Calls {
             let explained = match entry.op {
                 Some(op) if entry.expect == Expect::Success => {
                     self.prereqs().failed_prerequisite(op).await.is_some()
-                        || self.raced(&entry.step, op).await.is_some()
+                        || self
+                            .raced(&entry.step, op, entry.run.as_ref())
+                            .await
+                            .is_some()
                 }
                 _ => false,
             };

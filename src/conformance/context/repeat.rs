@@ -1,16 +1,17 @@
 //! A failed call is attributed to its cause, once. Two kinds of call that
 //! failed are made again alone (nothing else of the run in flight), with
 //! the same request:
-//! - a call of the check's subject (the operation its question is about,
-//!   [`Asker::subject`](super::Asker::subject)) that was expected to
-//!   succeed and failed beside other calls of the run, at once, before the
-//!   check sees it ([`Route`](super::route::Route)); never in a check whose
-//!   question is the company itself (the concurrency checks), never a create
-//!   of a volume the check already made (whether it can be made again is the
-//!   question there), never a call expected to fail;
+//! - a call that failed while another call of the run was under way, at
+//!   once, before the check sees it ([`Route`](super::route::Route)): one
+//!   expected to succeed, or a create that may be refused (a refusal made
+//!   alone too stands); never a call expected to fail, a call of a raced
+//!   burst, a call on a host that refuses a step on purpose, a delete of a
+//!   volume the check did not make, or any call of a concurrency check
+//!   (their question is the company itself: [`Asker::repeats`](super::Asker::repeats));
+//!   the manager's creates likewise ([`Managed::create`](super::Managed::create));
 //! - a call that fails inside a check whose subject is another operation (a
 //!   clean-up delete in an input check, say): a bystander's, when the check
-//!   needs it or is settled.
+//!   needs it or is settled, even if it failed alone.
 //!
 //! If it succeeds alone, the failure was a race in the plugin: it is
 //! recorded once for `process.repeatable` (Nomad itself never retries a failed
@@ -86,13 +87,15 @@ impl Calls {
         &self,
         step: &str,
         op: Operation,
+        run: Option<&PluginRun>,
     ) -> Option<Box<dyn std::any::Any + Send>> {
         let bystander = self.asker.subject.is_some_and(|s| s != op);
         if !bystander || step.ends_with(&again_alone("")) {
             return None;
         }
-        let (redo, error, run) = self.ledger.failed(step)?;
-        self.repeat_alone(step, &redo, &error, run).await
+        let (at, redo, error, run) = self.ledger.failed(step, run)?;
+        self.ledger.repeated(at);
+        self.repeat_alone(step, at, &redo, &error, run).await
     }
 
     /// Makes the failed call of `step` again, alone, by Nomad's route (only
@@ -102,6 +105,7 @@ impl Calls {
     async fn repeat_alone(
         &self,
         step: &str,
+        at: usize,
         redo: &Redo,
         error: &str,
         run: Option<PluginRun>,
@@ -126,7 +130,7 @@ impl Calls {
             }
         };
         if value.is_some() {
-            self.ledger.excuse(step);
+            self.ledger.excuse_at(at);
             self.record(step, op, error, [run, second]);
         }
         value
@@ -139,11 +143,12 @@ impl Calls {
     pub(super) fn settle_repeat<T>(
         &self,
         step: &str,
-        first: PluginCall<T>,
-        second: PluginCall<T>,
+        (first, first_at): (PluginCall<T>, usize),
+        (second, second_at): (PluginCall<T>, usize),
     ) -> PluginCall<T> {
+        self.ledger.repeated(first_at);
         if second.result.is_ok() {
-            self.ledger.excuse_last(step);
+            self.ledger.excuse_at(first_at);
             let error = first
                 .result
                 .as_ref()
@@ -158,13 +163,19 @@ impl Calls {
             );
             second
         } else {
-            self.ledger.excuse_last(&again_alone(step));
+            self.ledger.excuse_at(second_at);
             first
         }
     }
 
     /// Records a race for `process.repeatable`, once.
-    fn record(&self, step: &str, op: Operation, error: &str, runs: [Option<PluginRun>; 2]) {
+    pub(super) fn record(
+        &self,
+        step: &str,
+        op: Operation,
+        error: &str,
+        runs: [Option<PluginRun>; 2],
+    ) {
         crate::lock(&self.shared.repeats).push(Repeat {
             check: self.asker.id,
             step: step.to_owned(),

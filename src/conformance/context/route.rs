@@ -97,11 +97,10 @@ pub(crate) enum Caller {
 
 impl Route<'_> {
     /// Creates. A failed create made alone (by Nomad's route) is logged with
-    /// what it left in the volumes dir, for `failure.clean`. A create of the
-    /// check's subject that failed beside other calls is made again alone,
-    /// and that one is the answer when it succeeds (see
-    /// [`repeat`](super::repeat)); never a create of a volume the check
-    /// already made (whether it can be made again is the question there).
+    /// what it left in the volumes dir, for `failure.clean`. A create
+    /// expected to succeed that failed beside other calls is made again
+    /// alone, and that one is the answer when it succeeds (see
+    /// [`repeat`](super::repeat)).
     pub async fn create(
         &self,
         req: &CreateRequest,
@@ -109,16 +108,22 @@ impl Route<'_> {
         step: &str,
         start: Start<'_>,
     ) -> PluginCall<CreateResponse> {
-        let new = !self.calls.ledger.is_live(&req.volume_id);
-        let (call, alone) = self.create_once(req, expect, step, start).await;
-        if !(new && self.repeats_alone(&call, expect, step, start, alone)) {
+        let (call, alone, at) = self.create_once(req, expect, step, start).await;
+        // Either: a create that may be refused, made again alone only when
+        // it failed; the check judges whichever is the answer.
+        let expect = match expect {
+            Expect::Either => Expect::Success,
+            e => e,
+        };
+        if !self.repeats_alone(&call, expect, step, start, alone) {
             return call;
         }
         let again = again_alone(step);
-        let (second, _) = self
+        let (second, _, again_at) = self
             .create_once(req, Expect::Either, &again, Start::Alone)
             .await;
-        self.calls.settle_repeat(step, call, second)
+        self.calls
+            .settle_repeat(step, (call, at), (second, again_at))
     }
 
     /// One create, and whether it was alone in the run.
@@ -128,7 +133,7 @@ impl Route<'_> {
         expect: Expect,
         step: &str,
         start: Start<'_>,
-    ) -> (PluginCall<CreateResponse>, bool) {
+    ) -> (PluginCall<CreateResponse>, bool, usize) {
         let (_gate, solo) = self.admit(start).await;
         let dir = Path::new(&req.volumes_dir);
         let before = (self.caller == Caller::Nomad && solo.started_alone).then(|| listing(dir));
@@ -140,22 +145,22 @@ impl Route<'_> {
             }
             _ => None,
         };
-        let alone = self.ended(solo, &call, residue, step, expect);
-        self.keep_redo(step, &call, || Redo::Create(req.clone()));
+        let (alone, at) = self.ended(solo, &call, residue, step, expect);
+        self.keep_redo(at, &call, || Redo::Create(req.clone()));
         let ledger = &self.calls.ledger;
         if let Ok(resp) = &call.result {
             ledger.created(req, &resp.path);
         }
         let path = call.result.as_ref().ok().map(|r| r.path.as_str());
         self.calls.shared.live.create_ended(req, path);
-        (call, alone)
+        (call, alone, at)
     }
 
     /// Sends exactly this delete request. A volume deleted is gone from the
     /// check and the run; one whose delete timed out is left to the run's
-    /// teardown. A delete of the check's subject that failed beside other
-    /// calls, of a volume the check made, is made again alone, and that one
-    /// is the answer when it succeeds (see [`repeat`](super::repeat)).
+    /// teardown. A delete expected to succeed that failed beside other calls,
+    /// of a volume the check made, is made again alone, and that one is the
+    /// answer when it succeeds (see [`repeat`](super::repeat)).
     pub async fn delete(
         &self,
         req: &DeleteRequest,
@@ -163,23 +168,25 @@ impl Route<'_> {
         step: &str,
         start: Start<'_>,
     ) -> PluginCall<()> {
-        let (call, alone) = self.delete_once(req, expect, step, start).await;
+        let (call, alone, at) = self.delete_once(req, expect, step, start).await;
         let made = self.calls.ledger.is_live(&req.volume_id);
         if !(made && self.repeats_alone(&call, expect, step, start, alone)) {
             return call;
         }
         let again = again_alone(step);
-        let (second, _) = self
+        let (second, _, again_at) = self
             .delete_once(req, Expect::Either, &again, Start::Alone)
             .await;
-        self.calls.settle_repeat(step, call, second)
+        self.calls
+            .settle_repeat(step, (call, at), (second, again_at))
     }
 
-    /// Whether a call is made again alone before the check sees it: Nomad's,
-    /// of the check's subject (not in a check whose question is the company
-    /// itself), expected to succeed, failed (not by its limit: the deadline
-    /// checks own that) beside other calls of the run, started as soon as
-    /// let in, and not itself a call made again.
+    /// Whether a call is made again alone before the check sees it: Nomad's
+    /// or a variant's (not on a host that refuses a step on purpose, nor in
+    /// a check whose question is the company itself), expected to succeed,
+    /// failed (not by its limit: the deadline checks own that) beside other
+    /// calls of the run, started as soon as let in, and not itself a call
+    /// made again.
     fn repeats_alone<T>(
         &self,
         call: &PluginCall<T>,
@@ -189,9 +196,8 @@ impl Route<'_> {
         alone: bool,
     ) -> bool {
         let asker = self.calls.asker;
-        self.caller == Caller::Nomad
+        self.caller != Caller::RefusingHost
             && asker.repeats
-            && asker.subject == Some(call.operation)
             && expect == Expect::Success
             && call.result.is_err()
             && !call.timed_out()
@@ -207,11 +213,11 @@ impl Route<'_> {
         expect: Expect,
         step: &str,
         start: Start<'_>,
-    ) -> (PluginCall<()>, bool) {
+    ) -> (PluginCall<()>, bool, usize) {
         let (_gate, solo) = self.admit(start).await;
         let call = self.plugin(start).delete(req).await;
-        let alone = self.ended(solo, &call, None, step, expect);
-        self.keep_redo(step, &call, || Redo::Delete(req.clone()));
+        let (alone, at) = self.ended(solo, &call, None, step, expect);
+        self.keep_redo(at, &call, || Redo::Delete(req.clone()));
         if call.ok() {
             self.calls.ledger.deleted(&req.volume_id);
             self.calls
@@ -221,7 +227,7 @@ impl Route<'_> {
         } else if call.timed_out() {
             self.calls.ledger.hung(&req.volume_id);
         }
-        (call, alone)
+        (call, alone, at)
     }
 
     /// Fingerprints.
@@ -266,7 +272,8 @@ impl Route<'_> {
     /// A call let in by [`admit`](Self::admit) ended: it no longer counts as
     /// under way, it is logged for the run-wide checks when it is Nomad's
     /// (with what its failed create left, `residue`), and accounted in the
-    /// ledger. Whether it was alone in the run all along.
+    /// ledger. Whether it was alone in the run all along, and its place in
+    /// the ledger.
     fn ended<T>(
         &self,
         solo: Solo<'_>,
@@ -274,7 +281,7 @@ impl Route<'_> {
         residue: Option<Vec<String>>,
         step: &str,
         expect: Expect,
-    ) -> bool {
+    ) -> (bool, usize) {
         let in_flight = solo.run_in_flight;
         let alone = solo.alone_in_run();
         drop(solo);
@@ -286,20 +293,21 @@ impl Route<'_> {
             Caller::Variant => {}
         }
         let error = call.result.as_ref().err().map(|e| e.to_string());
-        self.calls
+        let at = self
+            .calls
             .ledger
             .note(step, call.operation.as_str(), expect, error);
-        alone
+        (alone, at)
     }
 
     /// Keeps what a failed call of Nomad's needs to be made again alone.
-    fn keep_redo<T>(&self, step: &str, call: &PluginCall<T>, redo: impl FnOnce() -> Redo) {
+    fn keep_redo<T>(&self, at: usize, call: &PluginCall<T>, redo: impl FnOnce() -> Redo) {
         // A call that timed out is not made again here: the deadline checks
         // own that, and a call made again alone would cost its whole limit.
         if self.caller != Caller::Nomad || call.result.is_ok() || call.timed_out() {
             return;
         }
-        self.calls.ledger.keep_redo(step, redo(), call.run.clone());
+        self.calls.ledger.keep_redo(at, redo(), call.run.clone());
     }
 
     /// Logs a call into `log`; `in_flight`: the run's calls in flight when it started.

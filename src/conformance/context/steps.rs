@@ -249,7 +249,11 @@ impl<'a> Steps<'a> {
             Ok(value) => Ok(value),
             Err(e) => match self.prereqs().failed_prerequisite(call.operation).await {
                 Some(needs) => Err(Finding::Skip(needs)),
-                None => match self.calls.raced(step, call.operation).await {
+                None => match self
+                    .calls
+                    .raced(step, call.operation, call.run.as_ref())
+                    .await
+                {
                     // It failed by chance: the check goes on from the call
                     // made again alone.
                     Some(value) => match value.downcast::<T>() {
