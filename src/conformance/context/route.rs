@@ -90,9 +90,13 @@ pub(crate) enum Caller {
     /// Nomad's, on a host that refuses a step: logged apart, for the checks
     /// that judge answers ([`Shared::refused_log`](super::Shared::refused_log)).
     RefusingHost,
-    /// A variant's (another working dir, a kill part way, ...): neither
-    /// logged nor made again, as they are not what Nomad makes.
+    /// A variant's (another working dir, other variables, ...): not logged,
+    /// as they are not what Nomad makes; one that failed in company is made
+    /// again alone as Nomad's are.
     Variant,
+    /// A variant whose calls are killed part way on purpose (the crash
+    /// checks'): neither logged nor ever made again (a kill is their point).
+    Crasher,
 }
 
 impl Route<'_> {
@@ -196,7 +200,7 @@ impl Route<'_> {
         alone: bool,
     ) -> bool {
         let asker = self.calls.asker;
-        self.caller != Caller::RefusingHost
+        matches!(self.caller, Caller::Nomad | Caller::Variant)
             && asker.repeats
             && expect == Expect::Success
             && call.result.is_err()
@@ -290,7 +294,7 @@ impl Route<'_> {
             Caller::RefusingHost => {
                 self.log(&self.calls.shared.refused_log, call, in_flight, residue)
             }
-            Caller::Variant => {}
+            Caller::Variant | Caller::Crasher => {}
         }
         let error = call.result.as_ref().err().map(|e| e.to_string());
         let at = self
