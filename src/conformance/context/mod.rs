@@ -56,7 +56,7 @@ pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing}
 pub(crate) use steps::{
     Holds, LOOP_RELEASE, Steps, VolumeAt, loops_left, mounts_left, plant_in_volume, still_attached,
 };
-pub(crate) use timing::{Phase, is_provoked, late, overran};
+pub(crate) use timing::{Phase, is_provoked, killed_waiting, late, overran};
 pub(crate) use unloaded::Settled;
 pub(crate) use variant::Variant;
 
