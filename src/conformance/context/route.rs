@@ -188,9 +188,10 @@ impl Route<'_> {
     /// Whether a call is made again alone before the check sees it: Nomad's
     /// or a variant's (not on a host that refuses a step on purpose, nor in
     /// a check whose question is the company itself), expected to succeed,
-    /// failed (not by its limit: the deadline checks own that) beside other
-    /// calls of the run, started as soon as let in, and not itself a call
-    /// made again.
+    /// failed by its exit (not by its limit: the deadline checks own that;
+    /// nor with exit 0 and an answer Nomad cannot read, which no company
+    /// explains) beside other calls of the run, started as soon as let in,
+    /// and not itself a call made again.
     fn repeats_alone<T>(
         &self,
         call: &PluginCall<T>,
@@ -204,6 +205,7 @@ impl Route<'_> {
             && asker.repeats
             && expect == Expect::Success
             && call.result.is_err()
+            && !call.exited_zero()
             && !call.timed_out()
             && matches!(start, Start::Now)
             && !alone
