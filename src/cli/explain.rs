@@ -176,7 +176,10 @@ pub fn checks_markdown() -> String {
          … timed out alone too` when a call it compares or diagnoses timed out and timed out \
          again when made alone. Calls are made many at once; one that times out only under \
          the run's own load is made again with no other call of the run in flight, and the \
-         verdict rests on that call.\n\n\
+         verdict rests on that call. A call of the operation a check is about that fails \
+         beside other calls is made again alone too: when it then succeeds, the check goes on \
+         from it and cites `process.repeatable`, which reports that race once (the concurrency \
+         checks, whose question is the company itself, keep what they met).\n\n\
          One root cause gives one finding. A delete that fails on a volume holding data is \
          `delete.succeeds`'s; a create that fails for an existing volume is \
          `create.idempotent`'s; volumes that share a path are `create.distinct`'s; what every \

@@ -8,6 +8,8 @@
 //! id ever published; a test regenerates it and refuses one that disappears.
 
 use super::checks::{self, CheckFn};
+use super::context::Asker;
+use crate::contract::Operation;
 use crate::report::{Level, Needs, Phase};
 
 /// One check: its id, level and rule, the prose `dhv-conform explain` prints,
@@ -36,6 +38,12 @@ pub struct CheckSpec {
     /// What its question needs of the host while it runs: the engine plans
     /// the run by it (see [`CheckSpec::phase`]).
     pub needs: Needs,
+    /// The operation its question is about, when it is one: a call of
+    /// another operation that fails there is a bystander's, and a call of
+    /// this one that fails beside other calls is made again alone before the
+    /// check judges it (see `context::repeat`). `None` for the checks that
+    /// compare calls themselves (`process.*`, `volume.*`, `timing.*`).
+    pub subject: Option<Operation>,
     /// What runs it.
     pub(crate) run: CheckFn,
 }
@@ -49,6 +57,17 @@ impl PartialEq for CheckSpec {
 impl Eq for CheckSpec {}
 
 impl CheckSpec {
+    /// Who a check's calls are made for, as the run's context knows it.
+    pub(crate) const fn asker(&self) -> Asker {
+        Asker {
+            id: self.id,
+            subject: self.subject,
+            // The concurrency checks' question is the company itself: what
+            // fails there in company is theirs to judge, never made again.
+            repeats: !in_group(self.id, "concurrency"),
+        }
+    }
+
     /// The group: the part of the id before the dot.
     pub fn group(&self) -> &'static str {
         self.id.split('.').next().unwrap_or(self.id)
@@ -59,16 +78,35 @@ impl CheckSpec {
         matches!(self.run, CheckFn::RunWide(..))
     }
 
-    /// When in a run it runs: judged over the whole run last; alone or in a
-    /// storage room of its own after the parallel checks, one at a time; else
-    /// with the others.
+    /// When in a run it runs: about what the whole run left, last of all;
+    /// judged over the whole run after the others; alone or in a storage room
+    /// of its own after the parallel checks, one at a time; else with the
+    /// others.
     pub fn phase(&self) -> Phase {
         match (self.is_run_wide(), self.needs) {
+            (_, Needs::RunEnd) => Phase::Closing,
             (true, _) => Phase::RunWide,
             (false, Needs::Alone | Needs::OwnStorage) => Phase::Exclusive,
             (false, Needs::Any | Needs::Concurrent) => Phase::Parallel,
         }
     }
+}
+
+/// Whether the check `id` is of `group` (the part of its id before the
+/// dot), in a constant: the probes' owners are constants.
+const fn in_group(id: &str, group: &str) -> bool {
+    let (id, group) = (id.as_bytes(), group.as_bytes());
+    if id.len() <= group.len() || id[group.len()] != b'.' {
+        return false;
+    }
+    let mut i = 0;
+    while i < group.len() {
+        if id[i] != group[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// The groups, in catalogue order; each lists its checks in order.

@@ -231,3 +231,50 @@ fn no_published_id_is_dropped() {
          run DHV_CONFORM_UPDATE_IDS=1 cargo test --lib catalogue, and commit the file"
     );
 }
+
+/// The operation a failed call is judged against was parsed from the id's
+/// words before it was data on the check: each check's `subject` is what
+/// that reading gave, so moving it changed no verdict.
+#[test]
+fn every_subject_is_what_the_ids_words_gave() {
+    fn from_the_id(check: &str) -> Option<Operation> {
+        let (group, name) = check.split_once('.')?;
+        match group {
+            "fingerprint" => Some(Operation::Fingerprint),
+            "create" | "input" | "failure" => Some(Operation::Create),
+            "delete" => Some(Operation::Delete),
+            "concurrency" | "lifecycle" if name.contains("delete") => Some(Operation::Delete),
+            "concurrency" | "lifecycle" => Some(Operation::Create),
+            _ => None,
+        }
+    }
+    for c in CATALOGUE {
+        assert_eq!(c.subject, from_the_id(c.id), "{}", c.id);
+        let asker = c.asker();
+        assert_eq!((asker.id, asker.subject), (c.id, c.subject));
+        // A concurrency check keeps a call that failed in company: that is
+        // its question.
+        assert_eq!(asker.repeats, c.group() != "concurrency", "{}", c.id);
+    }
+    let owners = crate::conformance::checks::PROBE_OWNERS;
+    let ids = [
+        owners.fingerprint,
+        owners.create,
+        owners.delete,
+        owners.again,
+        owners.distinct,
+        owners.timing,
+    ]
+    .map(|a| a.id);
+    assert_eq!(
+        ids,
+        [
+            "fingerprint.runs",
+            "create.succeeds",
+            "delete.succeeds",
+            "create.idempotent",
+            "create.distinct",
+            "timing.margin"
+        ]
+    );
+}

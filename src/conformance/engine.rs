@@ -128,8 +128,18 @@ struct RunState {
     parallel: Arc<Barrier>,
     /// Held by an exclusive check while it runs: one at a time.
     exclusive: Arc<Mutex<()>>,
-    /// Counts every check but the run-wide ones, which wait for it.
+    /// Counts the parallel and exclusive checks: the run-wide ones wait for it.
     barrier: Arc<Barrier>,
+    /// Counts every check but the closing ones, which wait for it (see
+    /// [`Needs::RunEnd`](crate::report::Needs::RunEnd)).
+    closing: Arc<Barrier>,
+    /// What clearing the run's end for the closing checks did, once it ran:
+    /// the final teardown tells it with its own.
+    cleared: Arc<Mutex<Option<super::Teardown>>>,
+    /// The run's signals: a second one cuts the clearing's deletes short.
+    signals: Arc<super::interrupt::Signals>,
+    /// `--keep`: the run's end is cleared without removing anything.
+    keep: bool,
     results: Arc<Mutex<BTreeMap<&'static str, CheckResult>>>,
     harness_failed: Arc<Mutex<bool>>,
     calls: Arc<Mutex<Vec<PluginRun>>>,
@@ -150,7 +160,14 @@ fn run_end(shared: &Shared) -> super::teardown::RunEnd<'_> {
         timeouts: shared.settings.timeouts(),
         root: &shared.root_dir,
         planted: &shared.planted,
+        owner_file: super::leftovers::OWNER_FILE,
     }
+}
+
+/// Lets go of the run's temp dir once its teardown ended (see
+/// [`super::leftovers`]).
+fn disown(shared: &Shared, keep: bool) {
+    super::leftovers::disown(shared.root_dir.path(), keep);
 }
 
 /// Runs the suite: the trials print libtest-style lines as they finish; the
@@ -174,8 +191,12 @@ pub(crate) fn run_suite_with(
     signals: super::interrupt::Signals,
     work_dir: Option<&std::path::Path>,
 ) -> Result<SuiteOutcome, EngineError> {
-    let root = super::teardown::make_root(work_dir).map_err(EngineError::TempDir)?;
-    let shared = Arc::new(Shared::new(opts.settings.clone(), root));
+    let root = super::leftovers::make_root(work_dir).map_err(EngineError::TempDir)?;
+    let shared = Arc::new(Shared::new(
+        opts.settings.clone(),
+        root,
+        checks::PROBE_OWNERS,
+    ));
     Ok(run_in(rt, opts, signals, shared))
 }
 
@@ -200,9 +221,16 @@ fn run_in(
         }),
         exclusive: Arc::default(),
         barrier: Arc::new(Barrier {
-            remaining: Mutex::new(chosen.iter().filter(|c| !c.is_run_wide()).count()),
+            remaining: Mutex::new(count(Phase::Parallel) + count(Phase::Exclusive)),
             done: Condvar::new(),
         }),
+        closing: Arc::new(Barrier {
+            remaining: Mutex::new(chosen.len() - count(Phase::Closing)),
+            done: Condvar::new(),
+        }),
+        cleared: Arc::default(),
+        signals: Arc::new(signals.share()),
+        keep: opts.keep,
         results: Arc::default(),
         harness_failed: Arc::new(Mutex::new(false)),
         calls: Arc::default(),
@@ -228,8 +256,8 @@ fn run_in(
             state.shared.root.clone(),
         )));
     // The run's plan: the parallel checks, then the exclusive ones, then the
-    // run-wide ones, so with any number of threads each phase is dispatched
-    // after every check it waits for.
+    // run-wide ones, then the closing ones, so with any number of threads
+    // each phase is dispatched after every check it waits for.
     let mut ordered = chosen.clone();
     ordered.sort_by_key(|c| c.phase());
     let trials: Vec<Trial> = ordered
@@ -248,9 +276,15 @@ fn run_in(
     let conclusion = libtest_mimic::run(&args, trials);
     let mut outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
     guard.armed = false;
-    outcome.teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
+    let teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
+    disown(&state.shared, opts.keep);
+    // What clearing the run's end found (before the closing checks judged
+    // it) is the teardown's to tell too; no check's verdict changes here.
+    outcome.teardown = match crate::lock(&state.cleared).take() {
+        Some(cleared) => teardown.after(cleared),
+        None => teardown,
+    };
     outcome.report.sandbox = Some(outcome.teardown.outcome());
-    outcome.teardown.name_in(&mut outcome.report);
     // A signal during the checks or while the run was ending: the teardown
     // went on as it does for every ending, the report is whole and says so.
     outcome.interrupted = signals.received();
@@ -289,6 +323,7 @@ impl Drop for UnwindTeardown<'_> {
         if self.armed {
             let _ =
                 super::teardown::finish(self.rt, &run_end(self.shared), self.signals, self.keep);
+            disown(self.shared, self.keep);
         }
     }
 }
@@ -304,6 +339,11 @@ impl RunState {
             }
             Phase::RunWide => {
                 self.barrier.wait();
+                None
+            }
+            Phase::Closing => {
+                self.closing.wait();
+                self.clear_run_end();
                 None
             }
         };
@@ -347,9 +387,38 @@ impl RunState {
                 self.barrier.finish_one();
             }
             Phase::Exclusive => self.barrier.finish_one(),
-            Phase::RunWide => {}
+            Phase::RunWide | Phase::Closing => {}
+        }
+        if spec.phase() != Phase::Closing {
+            self.closing.finish_one();
         }
         verdict
+    }
+
+    /// Clears the run's end for the closing checks, once (every other check
+    /// has finished): the teardown's deletes, unmounts and detaches, and a
+    /// trial removal of the checks' dirs. What could not be removed is a
+    /// fact for the check whose rule owns it; nothing of it is done once
+    /// the run is interrupted (the teardown does it all).
+    fn clear_run_end(&self) {
+        let mut cleared = crate::lock(&self.cleared);
+        if cleared.is_some() || self.shared.supervisor.is_cancelled() {
+            return;
+        }
+        let done = super::teardown::clear(
+            &self.handle,
+            &run_end(&self.shared),
+            &self.signals,
+            self.keep,
+        );
+        let left = done.left();
+        if !left.is_empty() {
+            self.shared.facts.publish(super::context::Fact::RunEndLeft {
+                temp_dir: done.temp_dir.clone(),
+                left,
+            });
+        }
+        *cleared = Some(done);
     }
 
     /// Runs a check on its trial's thread, on a runtime of its own (one
@@ -398,7 +467,7 @@ impl RunState {
                 Ok((finding, log.evidence(), log.unpinned()))
             }
             CheckFn::Scenario(body, _) => {
-                let run = match ScenarioRun::new(self.shared.clone(), spec.id) {
+                let run = match ScenarioRun::new(self.shared.clone(), spec.asker()) {
                     Ok(run) => run,
                     // Something made the check's dir before the harness did:
                     // only a plugin writing outside its volumes dir can have.

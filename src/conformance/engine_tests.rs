@@ -21,8 +21,12 @@ fn a_finished_run_frees_its_shared_state() {
         claims: crate::conformance::Claims::builtin_mkdir(),
         pin: None,
     };
-    let root = super::super::teardown::make_root(Some(work.path())).unwrap();
-    let shared = Arc::new(Shared::new(settings.clone(), root));
+    let root = super::super::leftovers::make_root(Some(work.path())).unwrap();
+    let shared = Arc::new(Shared::new(
+        settings.clone(),
+        root,
+        crate::conformance::checks::PROBE_OWNERS,
+    ));
     let run = Arc::downgrade(&shared);
     let opts = SuiteOptions {
         settings,

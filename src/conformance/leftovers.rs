@@ -41,6 +41,21 @@ const ELSEWHERE_PREFIX: &str = "dhv-conform-elsewhere-";
 /// The breadcrumbs this process left in the temp dir, by the run dir each names.
 static CRUMBS: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
 
+/// Makes the run's temp dir, new, and holds it: whatever is mounted over
+/// its path later, the teardown removes this dir, through its descriptor. It is
+/// made in `work_dir` when given (`--work-dir`), else in TMPDIR; its owner
+/// file says which process it is of, so that if this one is killed outright
+/// the next run cleans it (see the module).
+pub(crate) fn make_root(work_dir: Option<&Path>) -> std::io::Result<crate::safe_fs::HeldDir> {
+    let tmp = std::env::temp_dir();
+    let root = crate::safe_fs::HeldDir::make_temp_in(work_dir.unwrap_or(&tmp), ROOT_PREFIX)?;
+    if let Err(e) = own(root.path()) {
+        let _ = crate::safe_fs::remove_held(&root);
+        return Err(e);
+    }
+    Ok(root)
+}
+
 /// Records this process as the owner of `root` (a dir it just made) and
 /// holds the lock that says it is alive, until [`disown`]. A `root` outside
 /// the temp dir gets a breadcrumb in the temp dir too.

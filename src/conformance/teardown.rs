@@ -40,6 +40,9 @@ pub(crate) struct RunEnd<'a> {
     pub root: &'a crate::safe_fs::HeldDir,
     /// The files the harness wrote that are not removed yet.
     pub planted: &'a super::context::Planted,
+    /// The name of the run's owner file in its temp dir: a trial removal of
+    /// what the run left ([`clear`]) spares it, as the run still owns the dir.
+    pub owner_file: &'static str,
 }
 
 /// What the teardown did, told as it is.
@@ -94,40 +97,42 @@ impl Teardown {
         }
     }
 
-    /// Names in `delete.no-residue` (when it ran) what the teardown could not
-    /// remove from the temp dir, however the plugin left it: that check
-    /// warns (a should), and the summary is counted again. A run whose temp
-    /// dir is gone, or kept on request, changes nothing.
-    pub fn name_in(&self, report: &mut crate::report::Report) {
-        use crate::report::{Status, Summary};
-        if self.removed || self.kept_on_request {
-            return;
+    /// What the run's end left that no removal could take: mounts still
+    /// there, mount points not crossed, what could not be removed. Empty for
+    /// a temp dir kept on request (nothing was tried).
+    pub fn left(&self) -> Vec<String> {
+        if self.kept_on_request {
+            return Vec::new();
         }
-        let Some(check) = report
-            .checks
-            .iter_mut()
-            .find(|c| c.id == super::checks::delete::NO_RESIDUE.id)
-        else {
-            return;
-        };
-        let mut left = self.outcome().kept;
-        let more = left.len().saturating_sub(5);
-        left.truncate(5);
-        if more > 0 {
-            left.push(format!("{more} more (all in the report's sandbox.kept)"));
-        }
-        let text = format!(
-            "after the run, the harness could not remove from its temp dir {}: {}",
-            self.temp_dir.display(),
-            left.join("; ")
+        let mut left = self.mounts_left.clone();
+        left.extend(
+            self.kept
+                .iter()
+                .map(|k| format!("mount point {k} (not crossed)")),
         );
-        if matches!(check.status, Status::Pass | Status::Skip | Status::Info) {
-            check.status = Status::Warn;
-            check.message = format!("expected the run's temp dir to be removable; {text}");
-        } else {
-            check.message = format!("{}; {text}", check.message);
-        }
-        report.summary = Summary::from_checks(&report.checks, report.options.strict);
+        left.extend(self.errors.iter().cloned());
+        left
+    }
+
+    /// This teardown, the last, after `cleared` ([`clear`]) let go of the
+    /// run's volumes, mounts and loop devices: what each found is told once,
+    /// in the order found.
+    pub(crate) fn after(mut self, cleared: Teardown) -> Teardown {
+        let once = |first: Vec<String>, then: Vec<String>| {
+            let mut all = first;
+            all.extend(
+                then.into_iter()
+                    .filter(|m| !all.contains(m))
+                    .collect::<Vec<_>>(),
+            );
+            all
+        };
+        self.deletes += cleared.deletes;
+        self.deletes_failed += cleared.deletes_failed;
+        self.deletes_skipped |= cleared.deletes_skipped;
+        self.mounts_found = once(cleared.mounts_found, std::mem::take(&mut self.mounts_found));
+        self.loops_found = once(cleared.loops_found, std::mem::take(&mut self.loops_found));
+        self
     }
 
     /// One line for the terminal: what was done and whether the temp dir is gone.
@@ -186,44 +191,6 @@ impl Teardown {
         }
         parts.join("; ")
     }
-}
-
-/// The mounts at or below `dir` (a volumes dir after its volumes were
-/// deleted: each one a delete left behind), for the checks to name.
-pub(crate) fn mounts_left(dir: &Path) -> Vec<String> {
-    crate::safe_fs::mounts_under(dir)
-        .unwrap_or_default()
-        .iter()
-        .map(|m| m.to_string())
-        .collect()
-}
-
-/// The loop devices attached to files at or below `dir` (a check's dir after
-/// its volumes were deleted: each one a delete left behind), for the checks
-/// to name.
-pub(crate) fn loops_left(dir: &Path) -> Vec<String> {
-    crate::safe_fs::loops_backed_under(dir)
-        .iter()
-        .map(|l| l.to_string())
-        .collect()
-}
-
-/// Makes the run's temp dir, new, and holds it: whatever is mounted over
-/// its path later, [`finish`] removes this dir, through its descriptor. It is
-/// made in `work_dir` when given (`--work-dir`), else in TMPDIR; its owner
-/// file says which process it is of, so that if this one is killed outright
-/// the next run cleans it ([`super::leftovers`]).
-pub(crate) fn make_root(work_dir: Option<&Path>) -> std::io::Result<crate::safe_fs::HeldDir> {
-    let tmp = std::env::temp_dir();
-    let root = crate::safe_fs::HeldDir::make_temp_in(
-        work_dir.unwrap_or(&tmp),
-        super::leftovers::ROOT_PREFIX,
-    )?;
-    if let Err(e) = super::leftovers::own(root.path()) {
-        let _ = crate::safe_fs::remove_held(&root);
-        return Err(e);
-    }
-    Ok(root)
 }
 
 /// Deletes every volume still alive, all at once: the probes' volumes,
@@ -310,7 +277,42 @@ pub(crate) fn finish(
             .map(|e| format!("{e} (written by the harness, left)")),
     );
     remove_root(run.root, &mut out, keep);
-    super::leftovers::disown(run.root.path(), keep);
+    out
+}
+
+/// Clears the run's end for the check whose question is what the whole run
+/// left ([`Needs::RunEnd`](crate::report::Needs::RunEnd)), once every other
+/// check has finished: the deletes of the volumes still alive, the
+/// harness's own files, the mounts below the temp dir unmounted and the loop
+/// devices backed by its files detached, then (unless `keep`) a trial
+/// removal of everything in it but its owner file. What it did and what it
+/// could not remove, as a teardown tells it; the temp dir itself stays, for
+/// [`finish`], which adds what it finds to this ([`Teardown::after`]).
+pub(crate) fn clear(
+    rt: &tokio::runtime::Handle,
+    run: &RunEnd<'_>,
+    signals: &Signals,
+    keep: bool,
+) -> Teardown {
+    let mut out = Teardown {
+        temp_dir: run.root.path().to_path_buf(),
+        ..Teardown::default()
+    };
+    rt.block_on(delete_live(run, signals, &mut out));
+    out.errors.extend(
+        run.planted
+            .remove(None)
+            .into_iter()
+            .map(|e| format!("{e} (written by the harness, left)")),
+    );
+    record_unmounts(crate::safe_fs::unmount_under_held(run.root), &mut out);
+    detach_loops(run.root.path(), &mut out);
+    if keep {
+        out.kept_on_request = true;
+        return out;
+    }
+    let spare = [std::ffi::OsStr::new(run.owner_file)];
+    record_removal(crate::safe_fs::empty_held(run.root, &spare), &mut out);
     out
 }
 

@@ -67,6 +67,11 @@ pub enum Needs {
     /// the plugin's own steps, and the deadlines are judged on calls made
     /// alone in the timing phase.)
     Alone,
+    /// The run's end: every other check finished, the volumes still alive
+    /// deleted, what plugins left mounted or attached below the run's temp
+    /// dir let go of, and a trial removal of every check's dir made. Its
+    /// question is what the whole run left, so it runs last, alone.
+    RunEnd,
 }
 
 impl Needs {
@@ -77,6 +82,7 @@ impl Needs {
             Needs::Concurrent => "concurrent",
             Needs::OwnStorage => "own-storage",
             Needs::Alone => "alone",
+            Needs::RunEnd => "run-end",
         }
     }
 }
@@ -91,6 +97,9 @@ pub enum Phase {
     Exclusive,
     /// After every other check: a judgement over all the run's calls.
     RunWide,
+    /// Last of all, after the run's end was cleared (see [`Needs::RunEnd`]):
+    /// what the whole run left.
+    Closing,
 }
 
 impl Phase {
@@ -100,6 +109,7 @@ impl Phase {
             Phase::Parallel => "parallel",
             Phase::Exclusive => "exclusive",
             Phase::RunWide => "run-wide",
+            Phase::Closing => "closing",
         }
     }
 }

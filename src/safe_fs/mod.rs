@@ -53,7 +53,7 @@ pub use loopdev::{
 pub use mountinfo::{Mount, mounts_under};
 pub(crate) use read::kind_name;
 pub use read::{Links, ReadError, list_dir, open_regular, read_bounded, read_text_bounded};
-pub use remove::{Removal, remove_held, remove_tree};
+pub use remove::{Removal, empty_held, remove_held, remove_tree};
 pub use unmount::{Unmounted, unmount_under, unmount_under_held};
 pub use write::{
     Output, WriteError, WriteOptions, check_target, replace_file, resolved_path, write_file,

@@ -120,6 +120,31 @@ pub fn remove_held(root: &HeldDir) -> Removal {
     out
 }
 
+/// Empties the held dir `root` of everything on its own mount but the
+/// entries named `spare` (at its top), through its descriptors only; `root`
+/// itself stays. `removed` is true when nothing else is left in it.
+pub fn empty_held(root: &HeldDir, spare: &[&OsStr]) -> Removal {
+    let mut out = Removal::default();
+    let path = root.canonical();
+    let known: Vec<PathBuf> = mountinfo::mounts_under(path)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.mount_point)
+        .filter(|m| m != path)
+        .collect();
+    let opened = root.fd().try_clone_to_owned();
+    match (opened, fd::locate(root.fd()), FileId::of(root.fd())) {
+        (Ok(dir), Ok(at), Ok(id)) => {
+            let home = Home { at, known: &known };
+            let whole = walk(dir, id, path, home, spare, &mut out);
+            out.removed = whole && out.failures == 0 && out.mount_points.is_empty();
+        }
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => out.error(path, e),
+    }
+    out.close();
+    out
+}
+
 /// Empties `dir` (named `name` in `parent`, at `path`), then removes it
 /// from `parent` if the name there is still `dir`.
 fn remove_from(dir: OwnedFd, parent: BorrowedFd<'_>, name: &OsStr, path: &Path, out: &mut Removal) {
@@ -133,7 +158,7 @@ fn remove_from(dir: OwnedFd, parent: BorrowedFd<'_>, name: &OsStr, path: &Path, 
         (Err(e), _) | (_, Err(e)) => return out.error(path, e),
     };
     let home = Home { at, known: &known };
-    if !walk(dir, id, path, home, out) {
+    if !walk(dir, id, path, home, &[], out) {
         return;
     }
     match FileId::at(parent, name) {
@@ -191,6 +216,7 @@ fn walk(
     root_id: FileId,
     root_path: &Path,
     home: Home<'_>,
+    spare: &[&OsStr],
     out: &mut Removal,
 ) -> bool {
     let deepest_known = home
@@ -206,7 +232,7 @@ fn walk(
         id: root_id,
         pending: Vec::new(),
     }];
-    fill(cur.as_fd(), &mut stack, root_path, out);
+    fill(cur.as_fd(), &mut stack, root_path, spare, out);
     loop {
         let top = stack.last_mut().expect("the root's frame stays");
         if let Some(name) = top.pending.pop() {
@@ -242,7 +268,7 @@ fn walk(
                 pending: Vec::new(),
             });
             cur = sub;
-            fill(cur.as_fd(), &mut stack, root_path, out);
+            fill(cur.as_fd(), &mut stack, root_path, &[], out);
         } else {
             if stack.len() == 1 {
                 return true;
@@ -273,12 +299,21 @@ fn walk(
 }
 
 /// Removes what is not a dir from the open dir `dir` (the top of `stack`)
-/// and lists its subdirs there, to visit.
-fn fill(dir: BorrowedFd<'_>, stack: &mut [Frame], root_path: &Path, out: &mut Removal) {
+/// and lists its subdirs there, to visit; the names in `spare` are left.
+fn fill(
+    dir: BorrowedFd<'_>,
+    stack: &mut [Frame],
+    root_path: &Path,
+    spare: &[&OsStr],
+    out: &mut Removal,
+) {
     let names = match fd::entries(dir) {
         Ok(names) => names,
         Err(e) => return out.error(&describe(root_path, stack, None), e),
     };
+    let names = names
+        .into_iter()
+        .filter(|n| !spare.contains(&n.as_os_str()));
     let mut pending = Vec::new();
     for name in names {
         match fd::kind_at(dir, &name) {

@@ -68,3 +68,114 @@ fn a_delete_that_fails_by_chance_in_a_bystander_is_process_repeatable_s_finding(
         .collect();
     assert_eq!(failing, ["process.repeatable"], "one cause, one finding");
 }
+
+/// A plugin with four causes, sample-like (the reference's code but for
+/// them): (1) one create at a time, by a lock that fails instead of waiting
+/// (`flock -n`: a killed create leaves no stale lock), so any two creates of
+/// the run that overlap fail one of them; (2) a state file beside each
+/// volume that delete leaves; (3) `bytes` 1, below the minimum asked for;
+/// (4) a plain-text error when min > max. `@REFERENCE@` and `@LOCK@` are
+/// filled in by the test.
+const FOUR_CAUSES: &str = r#"#!/bin/sh
+DHV_SAMPLE_AS_LIBRARY=1 . "@REFERENCE@"
+PROG=four-causes
+
+do_create() {
+	volume_path
+	if [ "$DHV_CAPACITY_MAX_BYTES" -gt 0 ] 2>/dev/null &&
+		[ "$DHV_CAPACITY_MIN_BYTES" -gt "$DHV_CAPACITY_MAX_BYTES" ] 2>/dev/null; then
+		# CAUSE 4: the error is plain text.
+		echo "something went wrong"
+		exit 1
+	fi
+	# CAUSE 1: a second create at the same time fails instead of waiting.
+	exec 9>>"@LOCK@"
+	flock -n 9 || fail "another create is under way"
+	make_volume
+	# CAUSE 2: a state file delete does not remove.
+	echo created >"$dir/.state-$DHV_VOLUME_ID" || fail "cannot write the state file"
+	sleep 0.02
+	log "volume ready at $path"
+	json_string "$path"
+	# CAUSE 3: 1 byte, below DHV_CAPACITY_MIN_BYTES.
+	printf '{"path": "%s", "bytes": %s}\n' "$json" 1
+}
+main "$@"
+"#;
+
+/// The checks of a report that failed or warned, by id.
+fn findings(report: &serde_json::Value) -> Vec<String> {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail" || c["status"] == "warn")
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Runs `check` on the four-cause plugin: its findings, and the report.
+fn four_causes_run() -> (Vec<String>, serde_json::Value) {
+    let scratch = util::Scratch::new();
+    let lock = scratch.path().join("create.lock");
+    std::fs::write(&lock, "").unwrap();
+    let reference =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-plugins/reference");
+    let body = FOUR_CAUSES
+        .replace("@REFERENCE@", reference.to_str().unwrap())
+        .replace("@LOCK@", lock.to_str().unwrap());
+    let plugin = scratch.plugin("four-causes", &body);
+    let tmp = util::Scratch::new();
+    let report =
+        util::check::json_report(&tmp, &[plugin.to_str().unwrap()], Duration::from_secs(600));
+    util::check::assert_left_nothing(&tmp);
+    (findings(&report), report)
+}
+
+/// What the one cause of a create lock met in company must give: the race
+/// once, for process.repeatable; the checks whose own create lost it go on
+/// from the create made again alone and cite it. Only the checks whose
+/// question is calls at once keep what they met: the three concurrency
+/// checks, and lifecycle.restore's restore (a Nomad client's creates of
+/// every volume at once at start), where a lock that fails instead of
+/// waiting fails in Nomad too.
+fn assert_one_cause_one_finding(found: &[String], report: &serde_json::Value, when: &str) {
+    eprintln!(
+        "{when}: {} failing or warning checks: {found:?}",
+        found.len()
+    );
+    let at_once = |id: &str| id.starts_with("concurrency.") || id == "lifecycle.restore";
+    let each_once: Vec<&String> = found.iter().filter(|f| !at_once(f)).collect();
+    assert_eq!(
+        each_once,
+        [
+            "create.bytes-in-range",
+            "delete.no-residue",
+            "failure.error-json",
+            "process.repeatable"
+        ],
+        "{when}: one finding per cause: {found:?}\n{report}"
+    );
+    assert!(found.len() <= 8, "{when}: {found:?}");
+}
+
+/// One cause, one finding, for a race the run's own company provokes.
+#[test]
+fn a_create_lock_lost_in_company_is_one_finding_idle_and_loaded() {
+    let (found, report) = four_causes_run();
+    assert_one_cause_one_finding(&found, &report, "idle");
+    let cited = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            c["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("see process.repeatable"))
+        })
+        .count();
+    assert!(cited > 0, "no check cites process.repeatable: {report}");
+    let _load = util::Load::oversubscribed(Duration::from_secs(600), 16);
+    let (found, report) = four_causes_run();
+    assert_one_cause_one_finding(&found, &report, "16 busy threads per core");
+}

@@ -104,9 +104,18 @@ esac
 
     /// [`check`](Self::check) with more arguments (a filter, `--skip`).
     fn check_with(&self, plugin: &Path, more: &[&str]) -> (serde_json::Value, String) {
+        let (report, stderr, _) = self.check_told(plugin, &[&["-q"], more].concat());
+        (report, stderr)
+    }
+
+    /// [`check_with`](Self::check_with), the report read from a file: what
+    /// the terminal was told (stdout) comes third.
+    fn check_told(&self, plugin: &Path, more: &[&str]) -> (serde_json::Value, String, String) {
+        let json = self.scratch.path().join("report.json");
         let out = assert_cmd::Command::cargo_bin("dhv-conform")
             .unwrap()
-            .args(["check", plugin.to_str().unwrap(), "-q", "--json", "-"])
+            .args(["check", plugin.to_str().unwrap(), "--json"])
+            .arg(&json)
             .args(more)
             .env("TMPDIR", self.tmp())
             .env_remove("CI")
@@ -114,9 +123,15 @@ esac
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let report = serde_json::from_slice(&out.stdout)
+        let text = fs::read(&json).unwrap_or_default();
+        let _ = fs::remove_file(&json);
+        let report = serde_json::from_slice(&text)
             .unwrap_or_else(|e| panic!("no report ({e}); stderr: {stderr}"));
-        (report, stderr)
+        (
+            report,
+            stderr,
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
     }
 
     /// Nothing left: no mount below TMPDIR, no process, an empty TMPDIR.
@@ -415,7 +430,9 @@ fn immutable_files_and_a_20000_deep_tree_are_removed() {
 
 /// Item 10: what the removal must leave (an immutable file with another
 /// hard link, which may be someone else's) is named in the report, on the
-/// terminal and by `delete.no-residue`, which warns.
+/// terminal and by `delete.no-residue`, which warns: it runs last, once the
+/// run's end is cleared, so the terminal's line for it says what the report
+/// says (nothing rewrites a verdict after it was told).
 #[test]
 fn what_cannot_be_removed_is_named_by_delete_no_residue() {
     if !root_or_skip("what_cannot_be_removed_is_named_by_delete_no_residue") {
@@ -429,7 +446,7 @@ fn what_cannot_be_removed_is_named_by_delete_no_residue() {
     fi",
         "    rm -rf \"$p\"",
     );
-    let (report, stderr) = area.check(&plugin);
+    let (report, stderr, told) = area.check_told(&plugin, &[]);
     run(&format!(
         "chattr -i {}/sentinel-2",
         area.outside().display()
@@ -461,6 +478,26 @@ fn what_cannot_be_removed_is_named_by_delete_no_residue() {
     assert!(
         text.contains("could not remove") && text.contains("linked"),
         "{text}"
+    );
+    let lines: Vec<&str> = told
+        .lines()
+        .filter(|l| l.starts_with("test ") && l.contains(" ... "))
+        .collect();
+    assert_eq!(
+        lines.last(),
+        Some(&"test delete.no-residue ... warn"),
+        "the last check told, as the report has it: {told}"
+    );
+    assert_eq!(
+        report["summary"]["warned"],
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["status"] == "warn")
+            .count(),
+        "{}",
+        report["summary"]
     );
     area.assert_clean("unremovable file");
 }

@@ -14,6 +14,7 @@
 //! one found it. Where calls cannot be held (the kernel has no seccomp user
 //! notification), the message says so and the starts are only aligned.
 
+use crate::contract::Operation;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -45,6 +46,7 @@ pub(crate) const CREATE: CheckSpec = CheckSpec {
     varies: Some("names which of the concurrent creates lost the race"),
     samples: &["busy-pool", "racy-concurrency"],
     needs: Needs::Concurrent,
+    subject: Some(Operation::Create),
     run: scenario!(create),
 };
 
@@ -158,6 +160,7 @@ pub(crate) const DELETE: CheckSpec = CheckSpec {
     varies: None,
     samples: &["busy-pool"],
     needs: Needs::Concurrent,
+    subject: Some(Operation::Delete),
     run: scenario!(delete),
 };
 
@@ -279,6 +282,7 @@ pub(crate) const SAME_VOLUME: CheckSpec = CheckSpec {
     ),
     samples: &["check-then-mkdir"],
     needs: Needs::Concurrent,
+    subject: Some(Operation::Create),
     run: scenario!(same_volume),
 };
 

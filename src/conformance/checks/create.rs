@@ -41,6 +41,7 @@ pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
         "realtime-signal",
     ],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(succeeds),
 };
 
@@ -96,6 +97,7 @@ pub(crate) const RESPONSE: CheckSpec = CheckSpec {
     varies: None,
     samples: &["logs-on-stdout", "string-bytes"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(response),
 };
 
@@ -158,6 +160,7 @@ pub(crate) const PATH_EXISTS: CheckSpec = CheckSpec {
     varies: None,
     samples: &["nonexistent-path", "relative-path"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(path_exists),
 };
 
@@ -192,6 +195,7 @@ pub(crate) const PATH_IN_VOLUMES_DIR: CheckSpec = CheckSpec {
     varies: None,
     samples: &["relative-path"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(path_in_volumes_dir),
 };
 
@@ -233,6 +237,7 @@ pub(crate) const BYTES_IN_RANGE: CheckSpec = CheckSpec {
     varies: None,
     samples: &["bytes-out-of-range"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(bytes_in_range),
 };
 
@@ -281,6 +286,7 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
     varies: None,
     samples: &["fails-on-existing-dir"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(idempotent),
 };
 
@@ -334,6 +340,7 @@ pub(crate) const DISTINCT: CheckSpec = CheckSpec {
     varies: None,
     samples: &["shared-path"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(distinct),
 };
 
@@ -382,6 +389,7 @@ pub(crate) const UPDATE: CheckSpec = CheckSpec {
     varies: None,
     samples: &["wipes-on-update"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(update),
 };
 
@@ -503,6 +511,7 @@ pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(parameters),
 };
 
@@ -551,6 +560,7 @@ pub(crate) const VOLUMES_DIR_MISSING: CheckSpec = CheckSpec {
     varies: None,
     samples: &["check-then-mkdir", "fails-on-existing-dir"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(volumes_dir_missing),
 };
 
@@ -599,6 +609,7 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     varies: None,
     samples: &["hanging-create", "ignores-sigterm"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: run_wide!(deadline),
 };
 

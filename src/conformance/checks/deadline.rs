@@ -2,7 +2,7 @@
 //! defined in its group's file), and what the other time checks ask of it.
 
 use super::CheckResult;
-use crate::conformance::context::{Finding, LoggedCall, RunLog, late, overran};
+use crate::conformance::context::{Finding, LoggedCall, RunLog, killed_waiting, late, overran};
 use crate::contract::Operation;
 
 pub(super) fn calls_of(log: &[LoggedCall], op: Operation) -> Vec<&LoggedCall> {
@@ -69,6 +69,26 @@ pub(super) fn judge(log: &RunLog, op: Operation) -> CheckResult {
         log.cite(c);
     }
     let late = confirmed_late(&judged);
+    let waiting: Vec<&LoggedCall> = judged
+        .iter()
+        .copied()
+        .filter(|c| killed_waiting(c))
+        .collect();
+    if late.is_empty() && !waiting.is_empty() {
+        // Killed at the limit, made alone, while the host kept it waiting
+        // for a CPU most of the time: neither a pass nor the plugin's fault.
+        let waited = waiting
+            .iter()
+            .map(|c| c.cpu_wait())
+            .max()
+            .unwrap_or_default();
+        return Err(Finding::Skip(format!(
+            "inconclusive: made alone, a {op} call was killed at its limit ({limit:?}) after \
+             waiting {:.0} ms for a CPU: the host's load, not the plugin, may have kept it ({})",
+            waited.as_secs_f64() * 1e3,
+            conditions(&waiting)
+        )));
+    }
     if late.is_empty() {
         // No count: how many calls a run makes depends on what was re-run.
         let max = judged

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use super::{CheckResult, CheckSpec, Level, Needs, needs, node_residue};
 use crate::conformance::context::{
-    Ctx, Expect, Finding, Race, RunLog, Settled, Start, VolumeAt, around, canary_intact,
-    is_mount_point, listing, plant_in_volume,
+    Ctx, Expect, Fact, Finding, Race, RunLog, Settled, Start, VolumeAt, around, canary_intact,
+    is_mount_point, listing, loops_left, mounts_left, plant_in_volume,
 };
 use crate::contract::{DeleteRequest, Operation};
 use crate::exec::AtChanges;
@@ -34,6 +34,7 @@ pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
     varies: None,
     samples: &["rmdir-delete"],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(succeeds),
 };
 
@@ -95,6 +96,7 @@ pub(crate) const REMOVES: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(removes),
 };
 
@@ -130,6 +132,7 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
     varies: None,
     samples: &["fails-on-missing-dir"],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(idempotent),
 };
 
@@ -158,6 +161,7 @@ pub(crate) const NEVER_CREATED: CheckSpec = CheckSpec {
     varies: None,
     samples: &["fails-on-missing-dir"],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(never_created),
 };
 
@@ -213,6 +217,7 @@ pub(crate) const ISOLATED: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(isolated),
 };
 
@@ -270,14 +275,36 @@ pub(crate) const NO_RESIDUE: CheckSpec = CheckSpec {
     fix: "Unmount the volume (every stacked mount) before removing anything, then remove every file the plugin made for the volume: images, lock and state files, mount points, and any log or temp file written elsewhere (remove it before exiting, or keep it in the volumes dir beside the volume and remove it on delete).",
     varies: None,
     samples: &["side-file", "tmp-log"],
-    needs: Needs::Any,
+    needs: Needs::RunEnd,
+    subject: Some(Operation::Delete),
     run: scenario!(no_residue),
 };
 
 /// Nothing the plugin made remains after all deletes, in the volumes dir or
 /// beside it, or elsewhere on the node (see [`node_residue`]). The one finding for what every create and delete leaves: other
 /// checks cite it ([`Prereqs::leftovers`](crate::conformance::context::Prereqs::leftovers)).
+/// It runs last, once the run's end is cleared: what the harness could not
+/// remove of the whole run then ([`Fact::RunEndLeft`]) is its finding too.
 async fn no_residue(ctx: &Ctx) -> CheckResult {
+    let own = own_residue(ctx).await;
+    let Some(left) = ctx
+        .facts()
+        .into_iter()
+        .find(|f| matches!(f, Fact::RunEndLeft { .. }))
+    else {
+        return own;
+    };
+    let text = left.describe();
+    match own.unwrap_or_else(|f| f) {
+        Finding::Fail(m) | Finding::Warn(m) => Err(Finding::Fail(format!("{m}; {text}"))),
+        _ => Err(Finding::Fail(format!(
+            "expected the run's temp dir to be removable; {text}"
+        ))),
+    }
+}
+
+/// What one create and delete of this check's own left.
+async fn own_residue(ctx: &Ctx) -> CheckResult {
     ctx.probes().require_create().await?;
     let before = around(ctx.dirs().volumes());
     let reqs = [ctx.request(), ctx.request()];
@@ -322,14 +349,14 @@ async fn no_residue(ctx: &Ctx) -> CheckResult {
             )));
         }
     }
-    let mounts = crate::conformance::teardown::mounts_left(ctx.dirs().volumes());
+    let mounts = mounts_left(ctx.dirs().volumes());
     if !mounts.is_empty() {
         return Err(Finding::Fail(format!(
             "expected every mount to be gone after every volume was deleted; still mounted: {}",
             mounts.join(", ")
         )));
     }
-    let loops = crate::conformance::teardown::loops_left(ctx.dirs().dir());
+    let loops = loops_left(ctx.dirs().dir());
     if !loops.is_empty() {
         return Err(Finding::Fail(format!(
             "expected every loop device to be detached after every volume was deleted; still attached: {} \
@@ -407,6 +434,7 @@ pub(crate) const AUTO_DELETE_SAFE: CheckSpec = CheckSpec {
     varies: None,
     samples: &["blind-delete"],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(auto_delete_safe),
 };
 
@@ -546,6 +574,7 @@ pub(crate) const IN_USE: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(in_use),
 };
 
@@ -654,6 +683,7 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: run_wide!(deadline),
 };
 

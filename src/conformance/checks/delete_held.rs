@@ -5,6 +5,7 @@
 use super::{CheckResult, CheckSpec, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, Settled, VolumeAt, still_attached};
 use crate::contract::DeleteRequest;
+use crate::contract::Operation;
 use crate::safe_fs::LoopDevice;
 
 pub(crate) const DEVICE_HELD: CheckSpec = CheckSpec {
@@ -16,6 +17,7 @@ pub(crate) const DEVICE_HELD: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(device_held),
 };
 

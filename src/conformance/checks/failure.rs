@@ -38,6 +38,7 @@ pub(crate) const UNKNOWN_OPERATION: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(unknown_operation),
 };
 
@@ -80,6 +81,7 @@ pub(crate) const CLEAN: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: run_wide!(clean),
 };
 
@@ -172,6 +174,7 @@ pub(crate) const ERROR_JSON: CheckSpec = CheckSpec {
     varies: None,
     samples: &["text-error"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: run_wide!(error_json),
 };
 

@@ -31,6 +31,7 @@ pub(crate) const RUNS: CheckSpec = CheckSpec {
         "needs-path",
     ],
     needs: Needs::Any,
+    subject: Some(Operation::Fingerprint),
     run: scenario!(runs),
 };
 
@@ -82,6 +83,7 @@ pub(crate) const JSON: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Fingerprint),
     run: scenario!(json),
 };
 
@@ -126,6 +128,7 @@ pub(crate) const VERSION: CheckSpec = CheckSpec {
     varies: None,
     samples: &["bad-version", "missing-version", "null-version"],
     needs: Needs::Any,
+    subject: Some(Operation::Fingerprint),
     run: scenario!(version),
 };
 
@@ -167,6 +170,7 @@ pub(crate) const VERSION_SEMVER: CheckSpec = CheckSpec {
     varies: None,
     samples: &["non-semver-version"],
     needs: Needs::Any,
+    subject: Some(Operation::Fingerprint),
     run: scenario!(version_semver),
 };
 
@@ -197,6 +201,7 @@ pub(crate) const STABLE: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Concurrent,
+    subject: Some(Operation::Fingerprint),
     run: scenario!(stable),
 };
 
@@ -254,6 +259,7 @@ pub(crate) const LOOKUP: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Fingerprint),
     run: scenario!(lookup),
 };
 
@@ -315,6 +321,7 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     varies: None,
     samples: &["slow-fingerprint"],
     needs: Needs::Any,
+    subject: Some(Operation::Fingerprint),
     run: run_wide!(deadline),
 };
 

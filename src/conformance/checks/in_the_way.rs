@@ -2,6 +2,7 @@
 //! volume goes. Its own file: it is the one check that puts something at a
 //! volume's own path, and what the plugin may do there needs explaining.
 
+use crate::contract::Operation;
 use std::path::Path;
 
 use super::{CheckResult, CheckSpec, Level, Needs};
@@ -16,6 +17,7 @@ pub(crate) const FILE_IN_THE_WAY: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(file_in_the_way),
 };
 

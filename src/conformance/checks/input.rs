@@ -1,6 +1,7 @@
 //! `input.*`: hostile volume names and capacities. The name and parameters come
 //! from whoever may submit a volume spec: a plugin must treat them as data.
 
+use crate::contract::Operation;
 use std::path::{Path, PathBuf};
 
 use super::{CheckResult, CheckSpec, Level, Needs};
@@ -70,6 +71,7 @@ pub(crate) const NAME_TRAVERSAL: CheckSpec = CheckSpec {
     varies: None,
     samples: &["name-as-path"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(name_traversal),
 };
 
@@ -234,6 +236,7 @@ pub(crate) const NAME_INJECTION: CheckSpec = CheckSpec {
     varies: None,
     samples: &["eval-name"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(name_injection),
 };
 
@@ -289,6 +292,7 @@ pub(crate) const CAPACITY_EDGE: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::OwnStorage,
+    subject: Some(Operation::Create),
     run: scenario!(capacity_edge),
 };
 

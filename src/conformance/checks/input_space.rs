@@ -28,6 +28,7 @@ pub(crate) const VOLUMES_DIR_SPACE: CheckSpec = CheckSpec {
     samples: &[],
     // Its volumes fill nothing: it runs beside the others, in a dir of its own.
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(volumes_dir_space),
 };
 

@@ -1,6 +1,7 @@
 //! `lifecycle.*`: what happens across agent restarts, re-creation, and crashes
 //! in the middle of an operation.
 
+use crate::contract::Operation;
 use std::path::Path;
 
 use super::crash_plan::CrashPlan;
@@ -30,6 +31,7 @@ pub(crate) const RESTORE: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Concurrent,
+    subject: Some(Operation::Create),
     run: scenario!(restore),
 };
 
@@ -54,9 +56,8 @@ async fn restore(ctx: &Ctx) -> CheckResult {
             Some(p) => spec.with_parameters(p.clone()),
             None => spec,
         };
-        let before = ctx.managed().recorded();
-        let volume = manager.create(spec).await;
-        ctx.managed().log_runs_from(before);
+        let step = "create before the restart";
+        let volume = ctx.managed().create(&manager, spec, step).await;
         let volume = volume.map_err(|e| {
             Finding::Fail(format!(
                 "create before the restart: expected it to succeed; got: {e}"
@@ -140,6 +141,7 @@ pub(crate) const RECREATE: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(recreate),
 };
 
@@ -186,6 +188,7 @@ pub(crate) const CRASH_CREATE: CheckSpec = CheckSpec {
     varies: None,
     samples: &["crash-unsafe", "racy-concurrency"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(crash_create),
 };
 
@@ -275,6 +278,7 @@ pub(crate) const CRASH_DELETE: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Delete),
     run: scenario!(crash_delete),
 };
 

@@ -5,6 +5,7 @@
 //! `lifecycle.stale-loop`: a call killed between `losetup` and `mount` leaves
 //! a loop device attached to the image; delete must not leave it behind.
 
+use crate::contract::Operation;
 use std::path::Path;
 
 use super::{CheckResult, CheckSpec, Level, Needs, join_all};
@@ -70,6 +71,7 @@ pub(crate) const REBOOT: CheckSpec = CheckSpec {
     varies: None,
     samples: &["mkfs-on-reboot"],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(reboot),
 };
 
@@ -247,6 +249,7 @@ pub(crate) const STALE_LOOP: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(stale_loop),
 };
 

@@ -42,7 +42,7 @@ pub(crate) mod volume;
 mod volume_parameters;
 
 pub(crate) use super::context::shown;
-use super::context::{Ctx, Finding, RunLog};
+use super::context::{Ctx, Finding, ProbeOwners, RunLog};
 pub(crate) use crate::conformance::catalogue::CheckSpec;
 use crate::plugin::BoxFuture;
 pub(crate) use crate::report::{Level, Needs};
@@ -80,6 +80,16 @@ impl std::fmt::Debug for CheckFn {
         })
     }
 }
+
+/// The checks whose rules the run's probes answer (see [`ProbeOwners`]).
+pub(crate) const PROBE_OWNERS: ProbeOwners = ProbeOwners {
+    fingerprint: fingerprint::RUNS.asker(),
+    create: create::SUCCEEDS.asker(),
+    delete: delete::SUCCEEDS.asker(),
+    again: create::IDEMPOTENT.asker(),
+    distinct: create::DISTINCT.asker(),
+    timing: timing::MARGIN.asker(),
+};
 
 /// The skip of a check that builds on `check`, which did not pass.
 pub(crate) fn needs(check: &CheckSpec) -> String {

@@ -136,6 +136,7 @@ pub(crate) const ENV_SELF_CONTAINED: CheckSpec = CheckSpec {
     varies: None,
     samples: &["needs-home", "needs-path"],
     needs: Needs::Any,
+    subject: None,
     run: scenario!(env_self_contained),
 };
 
@@ -236,6 +237,7 @@ pub(crate) const CWD_INDEPENDENT: CheckSpec = CheckSpec {
     varies: None,
     samples: &["writes-cwd"],
     needs: Needs::Any,
+    subject: None,
     run: scenario!(cwd_independent),
 };
 
@@ -330,6 +332,7 @@ pub(crate) const NO_STDIO_LEAK: CheckSpec = CheckSpec {
     ),
     samples: &["leaked-child"],
     needs: Needs::Any,
+    subject: None,
     run: run_wide!(no_stdio_leak),
 };
 
@@ -376,6 +379,7 @@ pub(crate) const REPEATABLE: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: None,
     run: run_wide!(repeatable),
 };
 
@@ -417,6 +421,7 @@ pub(crate) const NO_ORPHANS: CheckSpec = CheckSpec {
     ),
     samples: &["setsid-daemon"],
     needs: Needs::Any,
+    subject: None,
     run: run_wide!(no_orphans),
 };
 

@@ -10,6 +10,7 @@ use super::{CheckResult, CheckSpec, Level, Needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, is_mount_point, listing, plant_in_volume, still_attached,
 };
+use crate::contract::Operation;
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::exec::Refusal;
 
@@ -22,6 +23,7 @@ pub(crate) const MOUNT_REFUSED: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(mount_refused),
 };
 
@@ -80,6 +82,7 @@ pub(crate) const CHMOD_REFUSED: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(chmod_refused),
 };
 
@@ -100,6 +103,7 @@ pub(crate) const REMOVE_REFUSED: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: Some(Operation::Create),
     run: scenario!(remove_refused),
 };
 

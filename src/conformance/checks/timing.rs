@@ -62,6 +62,7 @@ pub(crate) const MARGIN: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: None,
     run: run_wide!(margin),
 };
 
@@ -155,6 +156,7 @@ pub(crate) const PROFILE: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: None,
     run: run_wide!(profile),
 };
 

@@ -61,6 +61,7 @@ pub(crate) const BYTES_TRUE: CheckSpec = CheckSpec {
     varies: None,
     samples: &["lies-about-bytes"],
     needs: Needs::Any,
+    subject: None,
     run: scenario!(bytes_true),
 };
 
@@ -171,6 +172,7 @@ pub(crate) const CAPACITY_ENFORCED: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::OwnStorage,
+    subject: None,
     run: scenario!(capacity_enforced),
 };
 
@@ -295,6 +297,7 @@ pub(crate) const BLOCK_DEVICE: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: None,
     run: scenario!(block_device),
 };
 

@@ -20,6 +20,7 @@ pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
     varies: None,
     samples: &[],
     needs: Needs::Any,
+    subject: None,
     run: scenario!(parameters),
 };
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::ledger::Ledger;
 use super::route::{Caller, Route, Start};
-use super::{Finding, Phase, Prereqs, Shared};
+use super::{Asker, Finding, Phase, Prereqs, Shared};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{Fingerprint, HostVolumePlugin, PluginCall, PluginRun, Recorder};
 
@@ -35,9 +35,9 @@ pub(crate) enum Expect {
 pub(crate) struct Calls {
     /// The run the calls are made in.
     pub(super) shared: Arc<Shared>,
-    /// The id of the check it is for (its catalogue entry stays with the
-    /// engine: the context knows no check table).
-    pub(super) check: &'static str,
+    /// The check it is for (its catalogue entry stays with the engine: the
+    /// context knows no check table).
+    pub(super) asker: Asker,
     /// The plugin under test, as Nomad runs it, opened with the checks' call
     /// options ([`Shared::call_options`]: a fingerprint is killed only at the
     /// create limit).
@@ -48,6 +48,9 @@ pub(crate) struct Calls {
     pub(super) ledger: Ledger,
     /// When its calls are made (for the timing checks).
     pub(super) phase: Phase,
+    /// The manager's next calls are made alone (see
+    /// [`Managed::create`](super::Managed::create)).
+    pub(super) managed_alone: Arc<std::sync::atomic::AtomicBool>,
     /// The check's dir (the manager keeps its state below it) and its volumes dir.
     pub(super) dir: PathBuf,
     pub(super) volumes: PathBuf,
@@ -55,21 +58,17 @@ pub(crate) struct Calls {
 
 impl Calls {
     /// The calls of `check`, whose dirs are `dir` and its volumes dir `volumes`.
-    pub(super) fn new(
-        shared: Arc<Shared>,
-        check: &'static str,
-        dir: &Path,
-        volumes: &Path,
-    ) -> Calls {
+    pub(super) fn new(shared: Arc<Shared>, check: Asker, dir: &Path, volumes: &Path) -> Calls {
         let recorder = Recorder::new();
         let opts = shared.call_options(&recorder);
         Calls {
             plugin: shared.settings.target.open(&opts),
             shared,
-            check,
+            asker: check,
             recorder,
             ledger: Ledger::default(),
             phase: Phase::Parallel,
+            managed_alone: Arc::default(),
             dir: dir.to_path_buf(),
             volumes: volumes.to_path_buf(),
         }
@@ -169,7 +168,7 @@ impl Calls {
     /// Records a call made some other way (through the manager, or an
     /// operation Nomad does not have) in the ledger.
     pub fn note(&self, step: &str, op: &str, expect: Expect, error: Option<String>) {
-        self.ledger.note(step, op, expect, error);
+        let _ = self.ledger.note(step, op, expect, error);
     }
 
     /// The check's finding once every call is accounted for. A call that did
@@ -183,7 +182,10 @@ impl Calls {
             let explained = match entry.op {
                 Some(op) if entry.expect == Expect::Success => {
                     self.prereqs().failed_prerequisite(op).await.is_some()
-                        || self.raced(&entry.step, op).await.is_some()
+                        || self
+                            .raced(&entry.step, op, entry.run.as_ref())
+                            .await
+                            .is_some()
                 }
                 _ => false,
             };
@@ -191,7 +193,7 @@ impl Calls {
                 own.push(entry.describe());
             }
         }
-        match (finding, own.first()) {
+        let finding = match (finding, own.first()) {
             (finding @ Finding::Fail(_), _) | (finding, None) => finding,
             (_, Some(first)) => Finding::Fail(if own.len() == 1 {
                 first.clone()
@@ -201,7 +203,8 @@ impl Calls {
                     own.len() - 1
                 )
             }),
-        }
+        };
+        self.cite_repeats(finding)
     }
 
     /// Runs an operation Nomad does not have; `None` for the built-in.

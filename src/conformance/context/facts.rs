@@ -31,6 +31,17 @@ pub(crate) enum Fact {
         /// The path it answered.
         path: String,
     },
+    /// Once every other check had finished, the harness deleted the volumes
+    /// still alive, unmounted what was mounted below the run's temp dir,
+    /// detached the loop devices backed by its files and tried to remove
+    /// every check's dir: what it could not remove. `delete.no-residue`'s
+    /// finding, which runs after it (it needs the run's end).
+    RunEndLeft {
+        /// The run's temp dir.
+        temp_dir: std::path::PathBuf,
+        /// What is still there, each with why.
+        left: Vec<String>,
+    },
 }
 
 impl Fact {
@@ -57,6 +68,19 @@ impl Fact {
                 "the create provoked to fail (its volumes dir lies under a regular file) exited 0 \
                  with path {path:?}, which cannot exist: a failed step the plugin went past"
             ),
+            Fact::RunEndLeft { temp_dir, left } => {
+                let mut shown = left.clone();
+                let more = shown.len().saturating_sub(5);
+                shown.truncate(5);
+                if more > 0 {
+                    shown.push(format!("{more} more (all in the report's sandbox.kept)"));
+                }
+                format!(
+                    "after the run, the harness could not remove from its temp dir {}: {}",
+                    temp_dir.display(),
+                    shown.join("; ")
+                )
+            }
         }
     }
 }
@@ -88,7 +112,7 @@ mod tests {
     fn a_fact_is_kept_once_and_said_with_what_was_left() {
         let facts = Facts::default();
         let left = Fact::FailedCreateLeft {
-            check: "input.name-injection",
+            check: "input.some-check",
             step: "name \"a b\"".into(),
             error: "exit status 1".into(),
             files: vec!["a".into()],
@@ -100,7 +124,7 @@ mod tests {
         assert_eq!(facts.all().len(), 2);
         assert_eq!(
             left.describe(),
-            "input.name-injection (name \"a b\"): failed (exit status 1) and left files: a"
+            "input.some-check (name \"a b\"): failed (exit status 1) and left files: a"
         );
     }
 }

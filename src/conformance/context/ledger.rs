@@ -19,6 +19,11 @@ pub(super) enum Redo {
     Delete(DeleteRequest),
 }
 
+/// The step name of a call made again alone (see [`repeat`](super::repeat)).
+pub(super) fn again_alone(step: &str) -> String {
+    format!("{step}, made again alone")
+}
+
 /// One call in a check's ledger.
 #[derive(Debug, Clone)]
 pub(super) struct Entry {
@@ -33,7 +38,9 @@ pub(super) struct Entry {
     /// The request, to make a failed call again alone (see [`repeat`](super::repeat)).
     redo: Option<Redo>,
     /// The raw call, when it failed.
-    run: Option<PluginRun>,
+    pub run: Option<PluginRun>,
+    /// It was made again alone already (see [`repeat`](super::repeat)).
+    repeated: bool,
 }
 
 impl Entry {
@@ -77,8 +84,10 @@ pub(super) struct Ledger {
 impl Ledger {
     /// Records a call made as `step`: its operation word, what was expected
     /// of it, and Nomad's error text when it failed.
-    pub fn note(&self, step: &str, op: &str, expect: Expect, error: Option<String>) {
-        lock(&self.entries).push(Entry {
+    /// Its place in the ledger is returned (see [`excuse_at`](Self::excuse_at)).
+    pub fn note(&self, step: &str, op: &str, expect: Expect, error: Option<String>) -> usize {
+        let mut entries = lock(&self.entries);
+        entries.push(Entry {
             step: step.to_string(),
             op: op.parse().ok(),
             word: op.to_string(),
@@ -86,16 +95,52 @@ impl Ledger {
             error,
             redo: None,
             run: None,
+            repeated: false,
         });
+        entries.len() - 1
     }
 
-    /// The request and raw call of the last failed call made as `step`.
-    pub fn failed(&self, step: &str) -> Option<(Redo, String, Option<PluginRun>)> {
+    /// The place, request, error and raw call of the last failed call made
+    /// as `step` that was not made again alone yet: the one that ran as
+    /// `run` when it is known (calls of one step made at once are told
+    /// apart by it).
+    pub fn failed(
+        &self,
+        step: &str,
+        run: Option<&PluginRun>,
+    ) -> Option<(usize, Redo, String, Option<PluginRun>)> {
+        let same = |e: &Entry| match (run, &e.run) {
+            (Some(a), Some(b)) => a.started_at == b.started_at,
+            _ => true,
+        };
         lock(&self.entries)
             .iter()
+            .enumerate()
             .rev()
-            .find(|e| e.step == step && e.error.is_some())
-            .and_then(|e| Some((e.redo.clone()?, e.error.clone()?, e.run.clone())))
+            .find(|(_, e)| e.step == step && e.error.is_some() && !e.repeated && same(e))
+            .and_then(|(at, e)| Some((at, e.redo.clone()?, e.error.clone()?, e.run.clone())))
+    }
+
+    /// The call noted at `at` was made again alone: never once more.
+    pub fn repeated(&self, at: usize) {
+        if let Some(entry) = lock(&self.entries).get_mut(at) {
+            entry.repeated = true;
+        }
+    }
+
+    /// Takes back the expectation of the call noted at `at`: it failed
+    /// beside other calls and was made again alone, which is judged instead
+    /// (see [`repeat`](super::repeat)), or it is that call made again alone,
+    /// which failed too, and the first failure stands for both.
+    pub fn excuse_at(&self, at: usize) {
+        if let Some(entry) = lock(&self.entries).get_mut(at) {
+            entry.expect = Expect::Either;
+        }
+    }
+
+    /// Whether the volume `id` was created by this check and not deleted.
+    pub fn is_live(&self, id: &str) -> bool {
+        lock(&self.live).contains_key(id)
     }
 
     /// Takes back the expectation of the calls made as `step`: they timed
@@ -116,14 +161,10 @@ impl Ledger {
             .collect()
     }
 
-    /// Keeps what the last call made as `step` (it failed) needs to be made
-    /// again alone: its request and raw call.
-    pub fn keep_redo(&self, step: &str, redo: Redo, run: Option<PluginRun>) {
-        if let Some(entry) = lock(&self.entries)
-            .iter_mut()
-            .rev()
-            .find(|e| e.step == step)
-        {
+    /// Keeps what the call noted at `at` (it failed) needs to be made again
+    /// alone: its request and raw call.
+    pub fn keep_redo(&self, at: usize, redo: Redo, run: Option<PluginRun>) {
+        if let Some(entry) = lock(&self.entries).get_mut(at) {
             entry.redo = Some(redo);
             entry.run = run;
         }
@@ -156,13 +197,16 @@ impl Ledger {
     }
 
     /// Marks a call as under way, to tell calls made alone from deliberate
-    /// bursts; `run` counts the run's calls in flight.
-    pub fn enter<'a>(&'a self, run: &'a AtomicUsize) -> Solo<'a> {
+    /// bursts; `run` counts the run's calls in flight, `run_started` those
+    /// started so far.
+    pub fn enter<'a>(&'a self, run: &'a AtomicUsize, run_started: &'a AtomicUsize) -> Solo<'a> {
         Solo {
             ticket: self.started.fetch_add(1, Ordering::SeqCst),
             started_alone: self.in_flight.fetch_add(1, Ordering::SeqCst) == 0,
             run_in_flight: run.fetch_add(1, Ordering::SeqCst) + 1,
+            run_ticket: run_started.fetch_add(1, Ordering::SeqCst),
             run,
+            run_started,
             ledger: self,
         }
     }
@@ -177,7 +221,10 @@ pub(super) struct Solo<'a> {
     pub started_alone: bool,
     /// The run's calls in flight when it started, itself included.
     pub run_in_flight: usize,
+    /// How many calls of the run had started before this one.
+    run_ticket: usize,
     run: &'a AtomicUsize,
+    run_started: &'a AtomicUsize,
     ledger: &'a Ledger,
 }
 
@@ -188,6 +235,16 @@ impl Solo<'_> {
         self.started_alone
             && self.ledger.in_flight.load(Ordering::SeqCst) == 1
             && self.ledger.started.load(Ordering::SeqCst) == self.ticket + 1
+    }
+}
+
+impl Solo<'_> {
+    /// No other call of the whole run was under way at any moment of this
+    /// one (call before it ends): one that fails then cannot blame company.
+    pub fn alone_in_run(&self) -> bool {
+        self.run_in_flight == 1
+            && self.run.load(Ordering::SeqCst) == 1
+            && self.run_started.load(Ordering::SeqCst) == self.run_ticket + 1
     }
 }
 

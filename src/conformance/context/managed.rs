@@ -5,11 +5,94 @@
 //! [`Ctx::managed`](super::Ctx::managed)).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use super::{Calls, Dirs, LoggedCall};
-use crate::contract::Operation;
-use crate::manager::{HostVolumeManager, ManagerError, Volume};
-use crate::plugin::HostVolumePlugin;
+use super::ledger::Gate;
+use super::{Calls, Dirs, LoggedCall, Shared};
+use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
+use crate::manager::{HostVolumeManager, ManagerError, Volume, VolumeSpec};
+use crate::plugin::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginRun};
+
+/// The plugin under test as the manager drives it: each of its calls passes
+/// the run's gate and counts as under way in the run while it runs, as the
+/// checks' own calls do, so that a call made alone has none of the
+/// manager's beside it, and one that failed beside the manager's (a
+/// restore's creates, all at once) is known to have had company.
+struct Counted {
+    plugin: Arc<dyn HostVolumePlugin>,
+    run: Arc<Shared>,
+    /// Its calls are made alone for now (they hold the gate exclusively).
+    alone: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::fmt::Debug for Counted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counted")
+            .field("plugin", &self.plugin)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One call of [`Counted`] under way, through the gate.
+struct UnderWay<'a>(&'a Shared, #[allow(dead_code)] Gate<'a>);
+
+impl Counted {
+    async fn under_way(&self) -> UnderWay<'_> {
+        let gate = Gate::hold(&self.run, self.alone.load(Ordering::SeqCst)).await;
+        self.run.calls_started.fetch_add(1, Ordering::SeqCst);
+        self.run.in_flight.fetch_add(1, Ordering::SeqCst);
+        UnderWay(&self.run, gate)
+    }
+}
+
+impl Drop for UnderWay<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl HostVolumePlugin for Counted {
+    fn id(&self) -> &str {
+        self.plugin.id()
+    }
+
+    fn is_builtin(&self) -> bool {
+        self.plugin.is_builtin()
+    }
+
+    fn plugin_dir(&self) -> Option<&std::path::Path> {
+        self.plugin.plugin_dir()
+    }
+
+    fn fingerprint(&self) -> BoxFuture<'_, PluginCall<Fingerprint>> {
+        Box::pin(async move {
+            let _counted = self.under_way().await;
+            self.plugin.fingerprint().await
+        })
+    }
+
+    fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, PluginCall<CreateResponse>> {
+        Box::pin(async move {
+            let _counted = self.under_way().await;
+            self.plugin.create(req).await
+        })
+    }
+
+    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, PluginCall<()>> {
+        Box::pin(async move {
+            let _counted = self.under_way().await;
+            self.plugin.delete(req).await
+        })
+    }
+
+    fn run_unknown<'a>(
+        &'a self,
+        op: &'a str,
+        env: Vec<(String, String)>,
+    ) -> BoxFuture<'a, Option<PluginRun>> {
+        self.plugin.run_unknown(op, env)
+    }
+}
 
 /// The check's calls as the manager makes them on its behalf.
 #[derive(Clone, Copy)]
@@ -56,7 +139,11 @@ impl Managed<'_> {
             .with_restore_timeout(
                 crate::contract::RESTORE_TIMEOUT.mul_f64(calls.shared.settings.timeout_scale),
             )
-            .with_plugin(calls.plugin.clone())
+            .with_plugin(Arc::new(Counted {
+                plugin: calls.plugin.clone(),
+                run: calls.shared.clone(),
+                alone: calls.managed_alone.clone(),
+            }))
             // A restore's creates all run together, as in Nomad, however
             // busy the host: a verdict must not depend on its load.
             .with_restore_all_at_once();
@@ -64,6 +151,58 @@ impl Managed<'_> {
             manager = manager.with_plugin_dir(dir);
         }
         Ok(manager)
+    }
+
+    /// Creates `spec` through `manager`, as a Nomad client does, its calls
+    /// logged for the run-wide checks. A create that failed (not by its
+    /// limit) while another call of the run was under way is made again
+    /// alone, and that one is the answer when it succeeds: the race is
+    /// `process.repeatable`'s, cited by the check (see
+    /// [`repeat`](super::repeat)).
+    pub async fn create(
+        &self,
+        manager: &HostVolumeManager,
+        spec: VolumeSpec,
+        step: &str,
+    ) -> Result<Volume, ManagerError> {
+        let calls = self.calls;
+        let shared = &calls.shared;
+        let before = self.recorded();
+        let (first, alone) = {
+            // Alone: nothing under way when it began, and no call of the run
+            // started while it ran but its own one (the manager's plugin
+            // calls are counted, see `Counted`).
+            let idle = shared.in_flight.load(Ordering::SeqCst) == 0;
+            let ticket = shared.calls_started.load(Ordering::SeqCst);
+            let made = manager.create(spec.clone()).await;
+            let started = shared.calls_started.load(Ordering::SeqCst) - ticket;
+            (made, idle && started <= 1)
+        };
+        self.log_runs_from(before);
+        let failed = calls.recorder.runs().into_iter().skip(before).last();
+        let timed_out = failed.as_ref().is_some_and(|r| r.timed_out());
+        let Err(error) = &first else {
+            return first;
+        };
+        if alone || timed_out || !calls.asker.repeats {
+            return first;
+        }
+        let again = self.recorded();
+        calls.managed_alone.store(true, Ordering::SeqCst);
+        let second = manager.create(spec).await;
+        calls.managed_alone.store(false, Ordering::SeqCst);
+        self.log_runs_from(again);
+        if second.is_err() {
+            return first;
+        }
+        let alone_run = calls.recorder.runs().into_iter().skip(again).last();
+        calls.record(
+            step,
+            Operation::Create,
+            &error.to_string(),
+            [failed, alone_run],
+        );
+        second
     }
 
     /// Remembers a volume made through the manager, for the check's clean-up.
@@ -91,7 +230,7 @@ impl Managed<'_> {
                 continue;
             };
             calls.shared.log.push(LoggedCall {
-                check: calls.check,
+                check: calls.asker.id,
                 op,
                 duration: run.duration(),
                 limit: timeouts.limit(op),

@@ -48,13 +48,15 @@ pub(crate) use dirs::Dirs;
 pub(crate) use facts::{Fact, Facts};
 pub(crate) use log::{CallLog, LoggedCall, RunLog, shown};
 pub(crate) use managed::Managed;
-pub(crate) use probes::{FreshVolume, Prereqs, Probes, is_mount_point};
+pub(crate) use probes::{FreshVolume, Prereqs, ProbeOwners, Probes, is_mount_point};
 pub(crate) use repeat::Repeat;
 pub(crate) use residue::{Residue, around};
 pub(crate) use route::{Race, Start};
 pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
-pub(crate) use steps::{Holds, LOOP_RELEASE, Steps, VolumeAt, plant_in_volume, still_attached};
-pub(crate) use timing::{Phase, is_provoked, late, overran};
+pub(crate) use steps::{
+    Holds, LOOP_RELEASE, Steps, VolumeAt, loops_left, mounts_left, plant_in_volume, still_attached,
+};
+pub(crate) use timing::{Phase, is_provoked, killed_waiting, late, overran};
 pub(crate) use unloaded::Settled;
 pub(crate) use variant::Variant;
 
@@ -146,6 +148,22 @@ impl Settings {
     }
 }
 
+/// The check a context's calls are made for, as the engine hands it over
+/// from its catalogue entry (the context knows no check table, and names no
+/// check): its id, for the log and the sandbox, and what its question is
+/// about, for how a failed call is judged (see [`repeat`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Asker {
+    /// The check's id.
+    pub id: &'static str,
+    /// The operation its question is about, when it is one.
+    pub subject: Option<crate::contract::Operation>,
+    /// Whether a call of its subject that failed beside other calls is made
+    /// again alone: not for the checks whose question is the company itself
+    /// (the concurrency checks).
+    pub repeats: bool,
+}
+
 /// A verdict before the level is applied (a failed should becomes a warning).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finding {
@@ -183,6 +201,9 @@ pub(crate) struct Shared {
     pub refused_log: CallLog,
     /// Plugin calls of the run under way right now.
     in_flight: std::sync::atomic::AtomicUsize,
+    /// Plugin calls of the run started so far: a call was alone in the run
+    /// only if none started before it ended.
+    calls_started: std::sync::atomic::AtomicUsize,
     /// The timing phase, run once after the parallel checks.
     timing: tokio::sync::OnceCell<()>,
     /// Every call of a check holds it shared; a re-run alone holds it
@@ -200,10 +221,16 @@ pub(crate) struct Shared {
     repeats: Mutex<Vec<Repeat>>,
     /// What checks established that another check's rule owns.
     pub facts: Facts,
+    /// The checks the run's probes are made for.
+    pub probe_owners: ProbeOwners,
 }
 
 impl Shared {
-    pub fn new(settings: Settings, root: crate::safe_fs::HeldDir) -> Shared {
+    pub fn new(
+        settings: Settings,
+        root: crate::safe_fs::HeldDir,
+        probe_owners: ProbeOwners,
+    ) -> Shared {
         let supervisor = crate::exec::Supervisor::new();
         let pin = settings
             .pin
@@ -223,10 +250,12 @@ impl Shared {
             live: super::live::LiveVolumes::new(supervisor.clone()),
             supervisor,
             in_flight: std::sync::atomic::AtomicUsize::new(0),
+            calls_started: std::sync::atomic::AtomicUsize::new(0),
             timing: tokio::sync::OnceCell::new(),
             gate: tokio::sync::RwLock::new(()),
             repeats: Mutex::new(Vec::new()),
             facts: Facts::default(),
+            probe_owners,
         }
     }
 
@@ -286,7 +315,7 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     /// A context for `check` whose sandbox is the new dir `dir` of the run.
-    fn in_dir(shared: Arc<Shared>, check: &'static str, dir: &str) -> std::io::Result<Ctx> {
+    fn in_dir(shared: Arc<Shared>, check: Asker, dir: &str) -> std::io::Result<Ctx> {
         let dirs = Dirs::new(shared.clone(), dir)?;
         Ok(Ctx {
             calls: Calls::new(shared, check, dirs.dir(), dirs.volumes()),
@@ -370,6 +399,12 @@ impl Ctx {
         }
     }
 
+    /// What the run's checks established so far that another check's rule
+    /// owns ([`Fact`]).
+    pub fn facts(&self) -> Vec<Fact> {
+        self.calls.shared.facts.all()
+    }
+
     /// The plugin under test, as the user named it.
     pub fn target(&self) -> &PluginSource {
         &self.calls.shared.settings.target
@@ -419,9 +454,9 @@ pub(crate) struct ScenarioRun {
 
 impl ScenarioRun {
     /// The run of `check`, in a new sandbox of its own.
-    pub fn new(shared: Arc<Shared>, check: &'static str) -> std::io::Result<ScenarioRun> {
+    pub fn new(shared: Arc<Shared>, check: Asker) -> std::io::Result<ScenarioRun> {
         Ok(ScenarioRun {
-            ctx: Ctx::in_dir(shared, check, check)?,
+            ctx: Ctx::in_dir(shared, check, check.id)?,
         })
     }
 
@@ -461,8 +496,13 @@ mod tests {
         };
         let root = crate::safe_fs::HeldDir::make_temp("dhv-conform-test-").unwrap();
         let path = root.path().to_path_buf();
-        let shared = Arc::new(Shared::new(settings, root));
-        let run = ScenarioRun::new(shared, "create.distinct").unwrap();
+        let asker = Asker {
+            id: "a-check",
+            subject: None,
+            repeats: true,
+        };
+        let shared = Arc::new(Shared::new(settings, root, ProbeOwners::all(asker)));
+        let run = ScenarioRun::new(shared, asker).unwrap();
         let ctx = run.ctx();
         let names: Vec<String> = (0..3).map(|_| ctx.request().volume_name).collect();
         assert_eq!(names, ["pg-data", "pg-data-1", "pg-data-2"]);

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 use super::residue::{Footprint, around};
-use super::{Ctx, Expect, Finding, Sandbox, Shared, plant_in_volume};
+use super::{Asker, Ctx, Expect, Finding, Sandbox, Shared, plant_in_volume};
 use crate::contract::{CreateRequest, CreateResponse, Operation};
 use crate::plugin::{Fingerprint, PluginCall};
 
@@ -161,12 +161,46 @@ impl Probes {
     }
 }
 
-/// A sandbox for a shared probe, beside the checks' own. A run whose temp dir
-/// cannot take one more dir is a harness failure; the engine turns the panic
-/// into exit 4.
-pub(super) fn probe_ctx(shared: Arc<Shared>, id: &'static str) -> Ctx {
-    let dir = format!("probe-{id}");
-    Ctx::in_dir(shared, id, &dir).expect("cannot make the probe's sandbox")
+/// The checks whose rules the run's probes answer, handed over by the
+/// engine from the catalogue: a probe's calls are made for its owner (logged
+/// under its id, in a sandbox named after it, judged by its subject).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProbeOwners {
+    /// The first fingerprint's: `fingerprint.runs`.
+    pub fingerprint: Asker,
+    /// The first default create's: `create.succeeds`.
+    pub create: Asker,
+    /// The first delete's: `delete.succeeds`.
+    pub delete: Asker,
+    /// The create made again for an existing volume: `create.idempotent`.
+    pub again: Asker,
+    /// The two volumes' creates: `create.distinct`.
+    pub distinct: Asker,
+    /// The timing phase's calls: `timing.margin`.
+    pub timing: Asker,
+}
+
+impl ProbeOwners {
+    /// Every probe made for `asker` (for tests of the context alone).
+    #[cfg(test)]
+    pub fn all(asker: Asker) -> ProbeOwners {
+        ProbeOwners {
+            fingerprint: asker,
+            create: asker,
+            delete: asker,
+            again: asker,
+            distinct: asker,
+            timing: asker,
+        }
+    }
+}
+
+/// A sandbox for a shared probe, beside the checks' own, made for `owner`. A
+/// run whose temp dir cannot take one more dir is a harness failure; the
+/// engine turns the panic into exit 4.
+pub(super) fn probe_ctx(shared: Arc<Shared>, owner: Asker) -> Ctx {
+    let dir = format!("probe-{}", owner.id);
+    Ctx::in_dir(shared, owner, &dir).expect("cannot make the probe's sandbox")
 }
 
 /// The run's probes as a check sees them, and the prerequisites derived
@@ -193,7 +227,7 @@ impl<'a> Prereqs<'a> {
             .get_or_init(|| async move {
                 // Made again alone if it overran under the run's first rush:
                 // what the checks judge must not depend on the host's load.
-                let probe = probe_ctx(shared, "fingerprint.runs");
+                let probe = probe_ctx(shared.clone(), shared.probe_owners.fingerprint);
                 probe
                     .steps()
                     .fingerprint_unloaded(Expect::Success, "fingerprint")
@@ -209,7 +243,7 @@ impl<'a> Prereqs<'a> {
             .probes
             .create
             .get_or_init(|| async move {
-                let probe = probe_ctx(shared.clone(), "create.succeeds");
+                let probe = probe_ctx(shared.clone(), shared.probe_owners.create);
                 let request = probe.request();
                 let call = probe
                     .calls
@@ -246,7 +280,7 @@ impl<'a> Prereqs<'a> {
             .probes
             .delete
             .get_or_init(|| async move {
-                let probe = probe_ctx(shared.clone(), "delete.succeeds");
+                let probe = probe_ctx(shared.clone(), shared.probe_owners.delete);
                 let req = probe.request();
                 let volumes = probe.dirs.volumes().to_path_buf();
                 let create = probe
@@ -309,7 +343,7 @@ impl<'a> Prereqs<'a> {
             .probes
             .again
             .get_or_init(|| async move {
-                let probe = probe_ctx(shared.clone(), "create.idempotent");
+                let probe = probe_ctx(shared.clone(), shared.probe_owners.again);
                 let request = probe.request();
                 let first = probe
                     .calls
@@ -339,7 +373,7 @@ impl<'a> Prereqs<'a> {
             .probes
             .distinct
             .get_or_init(|| async move {
-                let probe = probe_ctx(shared.clone(), "create.distinct");
+                let probe = probe_ctx(shared.clone(), shared.probe_owners.distinct);
                 let requests = [probe.request(), probe.request()];
                 let a = probe
                     .calls

@@ -1,17 +1,30 @@
-//! A failed call is attributed to its cause, never to a bystander. A call
-//! that fails inside a check whose subject is another operation (a clean-up
-//! delete in an input check, say) is made again alone, with the same
-//! request. If it succeeds alone, the failure was a race in the plugin: it is
+//! A failed call is attributed to its cause, once. Two kinds of call that
+//! failed are made again alone (nothing else of the run in flight), with
+//! the same request:
+//! - a call that failed while another call of the run was under way, at
+//!   once, before the check sees it ([`Route`](super::route::Route)): one
+//!   expected to succeed, or a create that may be refused (a refusal made
+//!   alone too stands); never a call expected to fail, a call of a raced
+//!   burst, a call on a host that refuses a step on purpose, a delete of a
+//!   volume the check did not make, or any call of a concurrency check
+//!   (their question is the company itself: [`Asker::repeats`](super::Asker::repeats));
+//!   the manager's creates likewise ([`Managed::create`](super::Managed::create));
+//! - a call that fails inside a check whose subject is another operation (a
+//!   clean-up delete in an input check, say): a bystander's, when the check
+//!   needs it or is settled, even if it failed alone.
+//!
+//! If it succeeds alone, the failure was a race in the plugin: it is
 //! recorded once for `process.repeatable` (Nomad itself never retries a failed
-//! call: a delete that fails by chance fails the user's request), and the bystander does not
-//! fail for it. If it fails alone too, the failure stands, and says so.
+//! call: a create that fails by chance fails the user's request), the check
+//! goes on from the call made alone and its message cites that finding. A
+//! call that was alone already, or that fails alone too, stands.
 
 use crate::contract::Operation;
-use crate::plugin::PluginRun;
+use crate::plugin::{PluginCall, PluginRun};
 
-use super::ledger::Redo;
+use super::ledger::{Redo, again_alone};
 use super::route::Start;
-use super::{Calls, Expect, Shared};
+use super::{Calls, Expect, Finding, Shared};
 
 /// A call that failed where it was made and succeeded made again alone.
 #[derive(Debug, Clone)]
@@ -48,26 +61,6 @@ impl Repeat {
     }
 }
 
-/// The operation a check is about, when it is one: a failed call of another
-/// operation there is a bystander's.
-fn subject(check: &str) -> Option<Operation> {
-    let (group, name) = check.split_once('.')?;
-    match group {
-        "fingerprint" => Some(Operation::Fingerprint),
-        "create" | "input" | "failure" => Some(Operation::Create),
-        "delete" => Some(Operation::Delete),
-        "concurrency" | "lifecycle" if name.contains("delete") => Some(Operation::Delete),
-        "concurrency" | "lifecycle" => Some(Operation::Create),
-        // The process checks compare calls themselves.
-        _ => None,
-    }
-}
-
-/// The step name of a call made again alone.
-pub(super) fn again_alone(step: &str) -> String {
-    format!("{step}, made again alone")
-}
-
 impl Shared {
     /// Every race found so far.
     pub fn repeats(&self) -> Vec<Repeat> {
@@ -75,10 +68,15 @@ impl Shared {
     }
 }
 
-/// Whether a failed call of `op` made in `check` is a bystander's: the check
-/// is about another operation.
-fn is_bystander(check: &str, op: Operation) -> bool {
-    subject(check).is_some_and(|s| s != op)
+/// A finding's message with `more` after it; a skip's reason stays as it is.
+fn with_note(finding: Finding, more: &str) -> Finding {
+    match finding {
+        Finding::Pass(m) => Finding::Pass(format!("{m}{more}")),
+        Finding::Fail(m) => Finding::Fail(format!("{m}{more}")),
+        Finding::Warn(m) => Finding::Warn(format!("{m}{more}")),
+        Finding::Info(m) => Finding::Info(format!("{m}{more}")),
+        skip @ Finding::Skip(_) => skip,
+    }
 }
 
 impl Calls {
@@ -89,12 +87,15 @@ impl Calls {
         &self,
         step: &str,
         op: Operation,
+        run: Option<&PluginRun>,
     ) -> Option<Box<dyn std::any::Any + Send>> {
-        if !is_bystander(self.check, op) || step.ends_with(&again_alone("")) {
+        let bystander = self.asker.subject.is_some_and(|s| s != op);
+        if !bystander || step.ends_with(&again_alone("")) {
             return None;
         }
-        let (redo, error, run) = self.ledger.failed(step)?;
-        self.repeat_alone(step, &redo, &error, run).await
+        let (at, redo, error, run) = self.ledger.failed(step, run)?;
+        self.ledger.repeated(at);
+        self.repeat_alone(step, at, &redo, &error, run).await
     }
 
     /// Makes the failed call of `step` again, alone, by Nomad's route (only
@@ -104,6 +105,7 @@ impl Calls {
     async fn repeat_alone(
         &self,
         step: &str,
+        at: usize,
         redo: &Redo,
         error: &str,
         run: Option<PluginRun>,
@@ -128,15 +130,82 @@ impl Calls {
             }
         };
         if value.is_some() {
-            self.ledger.excuse(step);
-            crate::lock(&self.shared.repeats).push(Repeat {
-                check: self.check,
-                step: step.to_owned(),
-                op,
-                error: error.to_owned(),
-                runs: [run, second],
-            });
+            self.ledger.excuse_at(at);
+            self.record(step, op, error, [run, second]);
         }
         value
+    }
+
+    /// A subject's call of `step` that failed beside other calls (`first`)
+    /// and the same call made again alone (`second`): the one the check
+    /// goes on from. Alone it succeeded: a race, recorded, `first` taken
+    /// back. Alone it failed too: `first` stands, as made, for both.
+    pub(super) fn settle_repeat<T>(
+        &self,
+        step: &str,
+        (first, first_at): (PluginCall<T>, usize),
+        (second, second_at): (PluginCall<T>, usize),
+    ) -> PluginCall<T> {
+        self.ledger.repeated(first_at);
+        if second.result.is_ok() {
+            self.ledger.excuse_at(first_at);
+            let error = first
+                .result
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            self.record(
+                step,
+                first.operation,
+                &error,
+                [first.run, second.run.clone()],
+            );
+            second
+        } else {
+            self.ledger.excuse_at(second_at);
+            first
+        }
+    }
+
+    /// Records a race for `process.repeatable`, once.
+    pub(super) fn record(
+        &self,
+        step: &str,
+        op: Operation,
+        error: &str,
+        runs: [Option<PluginRun>; 2],
+    ) {
+        crate::lock(&self.shared.repeats).push(Repeat {
+            check: self.asker.id,
+            step: step.to_owned(),
+            op,
+            error: error.to_owned(),
+            runs,
+        });
+    }
+
+    /// The finding with a citation of `process.repeatable` for each call of
+    /// this check (its probes' included) that failed and succeeded made
+    /// again alone: the check judged the call made alone, and says so.
+    pub(super) fn cite_repeats(&self, finding: Finding) -> Finding {
+        let steps: Vec<String> = self
+            .shared
+            .repeats()
+            .into_iter()
+            .filter(|r| r.check == self.asker.id)
+            .map(|r| format!("{} ({})", r.step, r.op))
+            .collect();
+        if steps.is_empty() {
+            return finding;
+        }
+        with_note(
+            finding,
+            &format!(
+                " (judged on the call made again alone: {} failed, then succeeded alone; see \
+                 process.repeatable)",
+                steps.join(", ")
+            ),
+        )
     }
 }

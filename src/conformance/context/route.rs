@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::ledger::{Gate, Redo, Solo};
+use super::ledger::{Gate, Redo, Solo, again_alone};
 use super::{Calls, Expect, LoggedCall, listing};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{Fingerprint, HostVolumePlugin, PluginCall};
@@ -90,14 +90,21 @@ pub(crate) enum Caller {
     /// Nomad's, on a host that refuses a step: logged apart, for the checks
     /// that judge answers ([`Shared::refused_log`](super::Shared::refused_log)).
     RefusingHost,
-    /// A variant's (another working dir, a kill part way, ...): neither
-    /// logged nor made again, as they are not what Nomad makes.
+    /// A variant's (another working dir, other variables, ...): not logged,
+    /// as they are not what Nomad makes; one that failed in company is made
+    /// again alone as Nomad's are.
     Variant,
+    /// A variant whose calls are killed part way on purpose (the crash
+    /// checks'): neither logged nor ever made again (a kill is their point).
+    Crasher,
 }
 
 impl Route<'_> {
     /// Creates. A failed create made alone (by Nomad's route) is logged with
-    /// what it left in the volumes dir, for `failure.clean`.
+    /// what it left in the volumes dir, for `failure.clean`. A create
+    /// expected to succeed that failed beside other calls is made again
+    /// alone, and that one is the answer when it succeeds (see
+    /// [`repeat`](super::repeat)).
     pub async fn create(
         &self,
         req: &CreateRequest,
@@ -105,6 +112,32 @@ impl Route<'_> {
         step: &str,
         start: Start<'_>,
     ) -> PluginCall<CreateResponse> {
+        let (call, alone, at) = self.create_once(req, expect, step, start).await;
+        // Either: a create that may be refused, made again alone only when
+        // it failed; the check judges whichever is the answer.
+        let expect = match expect {
+            Expect::Either => Expect::Success,
+            e => e,
+        };
+        if !self.repeats_alone(&call, expect, step, start, alone) {
+            return call;
+        }
+        let again = again_alone(step);
+        let (second, _, again_at) = self
+            .create_once(req, Expect::Either, &again, Start::Alone)
+            .await;
+        self.calls
+            .settle_repeat(step, (call, at), (second, again_at))
+    }
+
+    /// One create, and whether it was alone in the run.
+    async fn create_once(
+        &self,
+        req: &CreateRequest,
+        expect: Expect,
+        step: &str,
+        start: Start<'_>,
+    ) -> (PluginCall<CreateResponse>, bool, usize) {
         let (_gate, solo) = self.admit(start).await;
         let dir = Path::new(&req.volumes_dir);
         let before = (self.caller == Caller::Nomad && solo.started_alone).then(|| listing(dir));
@@ -116,20 +149,22 @@ impl Route<'_> {
             }
             _ => None,
         };
-        self.ended(solo, &call, residue, step, expect);
-        self.keep_redo(step, &call, || Redo::Create(req.clone()));
+        let (alone, at) = self.ended(solo, &call, residue, step, expect);
+        self.keep_redo(at, &call, || Redo::Create(req.clone()));
         let ledger = &self.calls.ledger;
         if let Ok(resp) = &call.result {
             ledger.created(req, &resp.path);
         }
         let path = call.result.as_ref().ok().map(|r| r.path.as_str());
         self.calls.shared.live.create_ended(req, path);
-        call
+        (call, alone, at)
     }
 
     /// Sends exactly this delete request. A volume deleted is gone from the
     /// check and the run; one whose delete timed out is left to the run's
-    /// teardown.
+    /// teardown. A delete expected to succeed that failed beside other calls,
+    /// of a volume the check made, is made again alone, and that one is the
+    /// answer when it succeeds (see [`repeat`](super::repeat)).
     pub async fn delete(
         &self,
         req: &DeleteRequest,
@@ -137,10 +172,58 @@ impl Route<'_> {
         step: &str,
         start: Start<'_>,
     ) -> PluginCall<()> {
+        let (call, alone, at) = self.delete_once(req, expect, step, start).await;
+        let made = self.calls.ledger.is_live(&req.volume_id);
+        if !(made && self.repeats_alone(&call, expect, step, start, alone)) {
+            return call;
+        }
+        let again = again_alone(step);
+        let (second, _, again_at) = self
+            .delete_once(req, Expect::Either, &again, Start::Alone)
+            .await;
+        self.calls
+            .settle_repeat(step, (call, at), (second, again_at))
+    }
+
+    /// Whether a call is made again alone before the check sees it: Nomad's
+    /// or a variant's (not on a host that refuses a step on purpose, nor in
+    /// a check whose question is the company itself), expected to succeed,
+    /// failed by its exit (not by its limit: the deadline checks own that;
+    /// nor with exit 0 and an answer Nomad cannot read, which no company
+    /// explains) beside other calls of the run, started as soon as let in,
+    /// and not itself a call made again.
+    fn repeats_alone<T>(
+        &self,
+        call: &PluginCall<T>,
+        expect: Expect,
+        step: &str,
+        start: Start<'_>,
+        alone: bool,
+    ) -> bool {
+        let asker = self.calls.asker;
+        matches!(self.caller, Caller::Nomad | Caller::Variant)
+            && asker.repeats
+            && expect == Expect::Success
+            && call.result.is_err()
+            && !call.exited_zero()
+            && !call.timed_out()
+            && matches!(start, Start::Now)
+            && !alone
+            && !step.ends_with(&again_alone(""))
+    }
+
+    /// One delete, and whether it was alone in the run.
+    async fn delete_once(
+        &self,
+        req: &DeleteRequest,
+        expect: Expect,
+        step: &str,
+        start: Start<'_>,
+    ) -> (PluginCall<()>, bool, usize) {
         let (_gate, solo) = self.admit(start).await;
         let call = self.plugin(start).delete(req).await;
-        self.ended(solo, &call, None, step, expect);
-        self.keep_redo(step, &call, || Redo::Delete(req.clone()));
+        let (alone, at) = self.ended(solo, &call, None, step, expect);
+        self.keep_redo(at, &call, || Redo::Delete(req.clone()));
         if call.ok() {
             self.calls.ledger.deleted(&req.volume_id);
             self.calls
@@ -150,7 +233,7 @@ impl Route<'_> {
         } else if call.timed_out() {
             self.calls.ledger.hung(&req.volume_id);
         }
-        call
+        (call, alone, at)
     }
 
     /// Fingerprints.
@@ -185,13 +268,18 @@ impl Route<'_> {
         }
         let shared = &self.calls.shared;
         let gate = Gate::hold(shared, matches!(start, Start::Alone)).await;
-        (gate, self.calls.ledger.enter(&shared.in_flight))
+        let solo = self
+            .calls
+            .ledger
+            .enter(&shared.in_flight, &shared.calls_started);
+        (gate, solo)
     }
 
     /// A call let in by [`admit`](Self::admit) ended: it no longer counts as
     /// under way, it is logged for the run-wide checks when it is Nomad's
     /// (with what its failed create left, `residue`), and accounted in the
-    /// ledger.
+    /// ledger. Whether it was alone in the run all along, and its place in
+    /// the ledger.
     fn ended<T>(
         &self,
         solo: Solo<'_>,
@@ -199,30 +287,33 @@ impl Route<'_> {
         residue: Option<Vec<String>>,
         step: &str,
         expect: Expect,
-    ) {
+    ) -> (bool, usize) {
         let in_flight = solo.run_in_flight;
+        let alone = solo.alone_in_run();
         drop(solo);
         match self.caller {
             Caller::Nomad => self.log(&self.calls.shared.log, call, in_flight, residue),
             Caller::RefusingHost => {
                 self.log(&self.calls.shared.refused_log, call, in_flight, residue)
             }
-            Caller::Variant => {}
+            Caller::Variant | Caller::Crasher => {}
         }
         let error = call.result.as_ref().err().map(|e| e.to_string());
-        self.calls
+        let at = self
+            .calls
             .ledger
             .note(step, call.operation.as_str(), expect, error);
+        (alone, at)
     }
 
     /// Keeps what a failed call of Nomad's needs to be made again alone.
-    fn keep_redo<T>(&self, step: &str, call: &PluginCall<T>, redo: impl FnOnce() -> Redo) {
+    fn keep_redo<T>(&self, at: usize, call: &PluginCall<T>, redo: impl FnOnce() -> Redo) {
         // A call that timed out is not made again here: the deadline checks
         // own that, and a call made again alone would cost its whole limit.
         if self.caller != Caller::Nomad || call.result.is_ok() || call.timed_out() {
             return;
         }
-        self.calls.ledger.keep_redo(step, redo(), call.run.clone());
+        self.calls.ledger.keep_redo(at, redo(), call.run.clone());
     }
 
     /// Logs a call into `log`; `in_flight`: the run's calls in flight when it started.
@@ -235,7 +326,7 @@ impl Route<'_> {
     ) {
         let shared = &self.calls.shared;
         log.push(LoggedCall {
-            check: self.calls.check,
+            check: self.calls.asker.id,
             op: call.operation,
             duration: call.duration,
             limit: shared.settings.timeouts().limit(call.operation),

@@ -145,6 +145,26 @@ pub(crate) async fn still_attached(
     }
 }
 
+/// The mounts at or below `dir` (a volumes dir after its volumes were
+/// deleted: each one a delete left behind), for the checks to name.
+pub(crate) fn mounts_left(dir: &Path) -> Vec<String> {
+    crate::safe_fs::mounts_under(dir)
+        .unwrap_or_default()
+        .iter()
+        .map(|m| m.to_string())
+        .collect()
+}
+
+/// The loop devices attached to files at or below `dir` (a check's dir after
+/// its volumes were deleted: each one a delete left behind), for the checks
+/// to name.
+pub(crate) fn loops_left(dir: &Path) -> Vec<String> {
+    crate::safe_fs::loops_backed_under(dir)
+        .iter()
+        .map(|l| l.to_string())
+        .collect()
+}
+
 /// What [`Steps::create_cleanly`] holds a successful create to, besides a
 /// delete that succeeds.
 #[derive(Clone, Copy)]
@@ -229,7 +249,11 @@ impl<'a> Steps<'a> {
             Ok(value) => Ok(value),
             Err(e) => match self.prereqs().failed_prerequisite(call.operation).await {
                 Some(needs) => Err(Finding::Skip(needs)),
-                None => match self.calls.raced(step, call.operation).await {
+                None => match self
+                    .calls
+                    .raced(step, call.operation, call.run.as_ref())
+                    .await
+                {
                     // It failed by chance: the check goes on from the call
                     // made again alone.
                     Some(value) => match value.downcast::<T>() {
@@ -383,7 +407,7 @@ impl<'a> Steps<'a> {
                     .shared
                     .facts
                     .publish(super::Fact::FailedCreateLeft {
-                        check: self.calls.check,
+                        check: self.calls.asker.id,
                         step: label.to_string(),
                         error: e.to_string(),
                         files: left.own.clone(),

@@ -41,32 +41,45 @@ pub(crate) fn overran(call: &LoggedCall) -> bool {
 }
 
 /// Whether a call was late by its own doing: it overran its limit, and either
-/// it was killed there (how long it would have taken is unknown) or, less
-/// the time it and the harness waited for a CPU, it still took longer than
-/// its limit. A call that finished late only because the host kept it
-/// waiting is the host's doing: on an idle host it is in time.
+/// it was killed there (how long it would have taken is unknown) having
+/// spent most of its limit running, or, less the time it and the harness
+/// waited for a CPU, it still took longer than its limit. A call that
+/// finished late only because the host kept it waiting is the host's doing:
+/// on an idle host it is in time. One killed at its limit after waiting for
+/// a CPU for most of it ([`killed_waiting`]) is neither: nothing tells.
 pub(crate) fn late(call: &LoggedCall) -> bool {
     let killed = call.run.as_ref().is_some_and(|r| r.timed_out());
-    overran(call) && (killed || call.own_time() > call.limit)
+    overran(call) && ((killed && !killed_waiting(call)) || call.own_time() > call.limit)
+}
+
+/// Whether a call was killed at its limit having waited for a CPU for most
+/// of it: how long the plugin would have taken on an idle host is unknown,
+/// and the host's load, not the plugin, may have kept it.
+pub(crate) fn killed_waiting(call: &LoggedCall) -> bool {
+    let killed = call.run.as_ref().is_some_and(|r| r.timed_out());
+    killed && call.cpu_wait() * 2 > call.duration
 }
 
 /// Runs the timing phase once every parallel check has finished.
 pub(crate) async fn run(shared: Arc<Shared>) {
     let log = shared.log.calls();
     let exercised = |op: Operation| log.iter().any(|c| c.op == op);
-    let mut ctx = probe_ctx(shared.clone(), "timing.margin");
+    let mut ctx = probe_ctx(shared.clone(), shared.probe_owners.timing);
     ctx.calls.phase = Phase::Timing;
     let mut hangs = Vec::new();
     for op in Operation::ALL.into_iter().filter(|op| exercised(*op)) {
         for _ in 0..TIMING_CALLS {
             let call = one_call(&ctx, op).await;
-            if !late(&call) {
+            // Killed at the limit: more calls would only wait as long
+            // again, whoever kept it (see `killed_waiting`).
+            let hung = |c: &LoggedCall| late(c) || killed_waiting(c);
+            if !hung(&call) {
                 continue;
             }
             // A kill at the limit the host's load may explain (less the time
             // it waited for a CPU it was within its limit) counts only when
             // it repeats: once more, alone.
-            if call.own_time() >= call.limit || late(&one_call(&ctx, op).await) {
+            if call.own_time() >= call.limit || hung(&one_call(&ctx, op).await) {
                 // Confirmed alone: more calls would only wait as long again.
                 hangs.push(op);
                 break;
@@ -203,6 +216,73 @@ fn last_of(ctx: &super::Ctx, op: Operation) -> LoggedCall {
         .calls()
         .into_iter()
         .rev()
-        .find(|c| c.op == op && c.check == ctx.calls.check && c.phase == ctx.calls.phase)
+        .find(|c| c.op == op && c.check == ctx.calls.asker.id && c.phase == ctx.calls.phase)
         .expect("the call was just logged")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A create of the timing phase that ran `ms`, of which it waited
+    /// `waited` ms for a CPU, killed at its limit of 100 ms when `killed`.
+    fn call(ms: u64, waited: u64, killed: bool) -> LoggedCall {
+        let duration = Duration::from_millis(ms);
+        let run = crate::plugin::PluginRun {
+            executable: "/p/plugin".into(),
+            operation: "create".into(),
+            env: Vec::new(),
+            cwd: None,
+            refused: None,
+            timeout: Duration::from_millis(100),
+            result: Ok(crate::exec::Outcome {
+                exit: crate::exec::ExitReason::Signal(9),
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+                stdout_truncated: false,
+                stderr_truncated: false,
+                stdout_len: 0,
+                stderr_len: 0,
+                closed_after_exit: None,
+                timed_out: killed,
+                leaked: false,
+                leftovers: Vec::new(),
+                duration,
+                cpu_wait: Some(Duration::from_millis(waited)),
+                limits_reached: None,
+                pid: 1,
+                held: None,
+                changes: Vec::new(),
+                killed_at_change: false,
+            }),
+            started_at: Instant::now(),
+        };
+        LoggedCall {
+            check: "a-check",
+            op: Operation::Create,
+            duration,
+            limit: Duration::from_millis(100),
+            plugin_failed: true,
+            run: Some(std::sync::Arc::new(run)),
+            residue: None,
+            phase: Phase::Timing,
+            in_flight: 1,
+            error: None,
+        }
+    }
+
+    /// A kill at the limit is the plugin's when it ran most of the limit;
+    /// one that waited for a CPU most of it is nobody's known doing; a call
+    /// that finished late is the plugin's only past its limit less its wait.
+    #[test]
+    fn a_kill_at_the_limit_while_waiting_for_a_cpu_is_not_blamed() {
+        assert!(late(&call(101, 10, true)));
+        assert!(!killed_waiting(&call(101, 10, true)));
+        assert!(!late(&call(101, 80, true)));
+        assert!(killed_waiting(&call(101, 80, true)));
+        assert!(!late(&call(150, 80, false)));
+        assert!(late(&call(250, 80, false)));
+        assert!(!killed_waiting(&call(150, 80, false)));
+    }
 }

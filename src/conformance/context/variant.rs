@@ -39,9 +39,12 @@ impl<'a> Variant<'a> {
             calls,
             plugin: calls.shared.settings.target.open(&opts),
             start: Start::Now,
-            caller: match opts.refuse {
-                Some(_) => Caller::RefusingHost,
-                None => Caller::Variant,
+            caller: match (&opts.refuse, &opts.kill_mode, &opts.at_changes) {
+                (Some(_), _, _) => Caller::RefusingHost,
+                (None, Some(_), _) | (None, _, Some(crate::exec::AtChanges::KillAt(..))) => {
+                    Caller::Crasher
+                }
+                _ => Caller::Variant,
             },
         }
     }
