@@ -19,7 +19,7 @@ mod progress_lines;
 mod report;
 mod report_files;
 mod run;
-mod run_fidelity;
+mod run_lookup;
 mod run_output;
 pub(crate) mod selection;
 mod signals;

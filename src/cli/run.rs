@@ -5,7 +5,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::run_fidelity::{self, RunBy};
+use super::run_lookup::{self, RunBy};
 use super::run_output;
 use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stderr, print_stdout};
 use crate::conformance::RequestTemplate;
@@ -156,12 +156,12 @@ pub async fn run(args: RunArgs) -> CliResult {
         .plugin_dir
         .as_deref()
         .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf()));
-    run_fidelity::check_plugin_dir(&args.plugin, plugin_dir.as_deref())?;
-    let (source, run_by) = match run_fidelity::find(&args.plugin, plugin_dir.as_deref()) {
+    run_lookup::check_plugin_dir(&args.plugin, plugin_dir.as_deref())?;
+    let (source, run_by) = match run_lookup::find(&args.plugin, plugin_dir.as_deref()) {
         Ok(found) => found,
         Err((refused, run_by)) => {
             // A path Nomad's lookup refuses was most likely meant as a file.
-            if let Some(hint) = run_fidelity::plugin_dir_hint(&args.plugin, plugin_dir.as_deref()) {
+            if let Some(hint) = run_lookup::plugin_dir_hint(&args.plugin, plugin_dir.as_deref()) {
                 print_stderr(&printable(&format!("dhv-conform: {hint}\n")));
             }
             return refused_by_lookup(&args, refused, run_by);

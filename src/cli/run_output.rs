@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::run::OneRun;
-use super::run_fidelity::{self, RunBy};
+use super::run_lookup::{self, RunBy};
 use crate::exec::Outcome as ProcessOutcome;
 use crate::plugin::{PluginRun, env_lines};
 use crate::report::{RunOutput, printable_line};
@@ -63,7 +63,7 @@ pub(super) fn to_json(r: &OneRun) -> RunOutput {
 impl OneRun {
     pub(super) fn not_reproduced(&self) -> Vec<String> {
         let mut notes = match &self.run_by {
-            Some(by) => run_fidelity::not_reproduced(by, self.run.as_ref(), self.follow),
+            Some(by) => run_lookup::not_reproduced(by, self.run.as_ref(), self.follow),
             None => Vec::new(),
         };
         notes.extend(self.builtin_notes.iter().cloned());
@@ -134,7 +134,7 @@ fn process_lines(out: &mut String, o: &ProcessOutcome) {
         let _ = writeln!(
             out,
             "LEAK:      {}",
-            run_fidelity::leak_line(o.closed_after_exit)
+            run_lookup::leak_line(o.closed_after_exit)
         );
     }
     for l in &o.leftovers {

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, Needs, fingerprint, hint_prefix, needs, shown};
+use super::{CheckSpec, FindingResult, Level, Needs, fingerprint, hint_prefix, needs, shown};
 use crate::conformance::context::{
     Ctx, Expect, Finding, Holds, RunLog, canary_intact, plant_in_volume,
 };
@@ -43,8 +43,8 @@ pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
     run: scenario!(succeeds),
 };
 
-async fn succeeds(ctx: &Ctx) -> CheckResult {
-    let probe = ctx.probes().create_probe().await;
+async fn succeeds(ctx: &Ctx) -> FindingResult {
+    let probe = ctx.prereqs().create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     let call = &probe.call;
     if call.exited_zero() {
@@ -53,7 +53,7 @@ async fn succeeds(ctx: &Ctx) -> CheckResult {
             call.duration.as_secs_f64() * 1e3
         )));
     }
-    let fingerprint = ctx.probes().fingerprint_probe().await;
+    let fingerprint = ctx.prereqs().fingerprint_probe().await;
     let cannot_start =
         |run: &Option<crate::plugin::PluginRun>| run.as_ref().is_some_and(|r| r.result.is_err());
     if cannot_start(&call.run) && cannot_start(&fingerprint.run) {
@@ -97,8 +97,8 @@ pub(crate) const RESPONSE: CheckSpec = CheckSpec {
     run: scenario!(response),
 };
 
-async fn response(ctx: &Ctx) -> CheckResult {
-    let probe = ctx.probes().create_probe().await;
+async fn response(ctx: &Ctx) -> FindingResult {
+    let probe = ctx.prereqs().create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     if !probe.call.exited_zero() {
         return Err(Finding::Skip(needs(&SUCCEEDS)));
@@ -136,7 +136,7 @@ async fn response(ctx: &Ctx) -> CheckResult {
 async fn probe_response(
     ctx: &Ctx,
 ) -> Result<(CreateRequest, contract::CreateResponse, bool), Finding> {
-    let probe = ctx.probes().create_probe().await;
+    let probe = ctx.prereqs().create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     if !probe.call.exited_zero() {
         return Err(Finding::Skip(needs(&SUCCEEDS)));
@@ -158,7 +158,7 @@ pub(crate) const PATH_EXISTS: CheckSpec = CheckSpec {
     run: scenario!(path_exists),
 };
 
-async fn path_exists(ctx: &Ctx) -> CheckResult {
+async fn path_exists(ctx: &Ctx) -> FindingResult {
     let (_, resp, existed) = probe_response(ctx).await?;
     if resp.path.is_empty() {
         return Err(Finding::Fail(
@@ -191,7 +191,7 @@ pub(crate) const PATH_IN_VOLUMES_DIR: CheckSpec = CheckSpec {
     run: scenario!(path_in_volumes_dir),
 };
 
-async fn path_in_volumes_dir(ctx: &Ctx) -> CheckResult {
+async fn path_in_volumes_dir(ctx: &Ctx) -> FindingResult {
     let (req, resp, _) = probe_response(ctx).await?;
     let inside = |p: &Path| {
         let dir = Path::new(&req.volumes_dir);
@@ -231,7 +231,7 @@ pub(crate) const BYTES_IN_RANGE: CheckSpec = CheckSpec {
     run: scenario!(bytes_in_range),
 };
 
-async fn bytes_in_range(ctx: &Ctx) -> CheckResult {
+async fn bytes_in_range(ctx: &Ctx) -> FindingResult {
     let (req, resp, _) = probe_response(ctx).await?;
     if resp.bytes <= 0 {
         return Ok(Finding::Pass("bytes not reported (0)".into()));
@@ -278,11 +278,11 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
     run: scenario!(idempotent),
 };
 
-async fn idempotent(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn idempotent(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     // Judged on the shared create-again probe: the checks that skip "needs
     // create.idempotent" rest on it.
-    let probe = ctx.probes().again_probe().await;
+    let probe = ctx.prereqs().again_probe().await;
     let first = probe_created(ctx, &probe.first, "first create")?;
     let canary = probe.canary.clone()?;
     let again = probe
@@ -333,9 +333,9 @@ pub(crate) const DISTINCT: CheckSpec = CheckSpec {
 /// Two volumes, two paths; the second leaves the first alone. Judged on the
 /// shared two-volume probe, on which the checks whose volumes collide rest
 /// their "needs create.distinct".
-async fn distinct(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
-    let probe = ctx.probes().distinct_probe().await;
+async fn distinct(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
+    let probe = ctx.prereqs().distinct_probe().await;
     let [a_req, b_req] = &probe.requests;
     let a = probe_created(ctx, &probe.a, "create of volume A")?;
     let canary = probe.canary.clone()?;
@@ -381,8 +381,8 @@ pub(crate) const UPDATE: CheckSpec = CheckSpec {
 /// knows, so a plugin either ignores it or refuses it.
 const UPDATE_PARAMETER: &str = "dhv_conform_update";
 
-async fn update(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn update(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let req = ctx.request();
     let first = ctx.steps().create_ok(&req, "first create").await?;
     // The data an update must keep: a file in the volume, as a task would
@@ -430,7 +430,7 @@ async fn update(ctx: &Ctx) -> CheckResult {
                 "expected an update (same id, capacity min doubled) to keep path {:?}; got {:?}",
                 first.path, resp.path
             ))),
-            Err(e) => match ctx.probes().create_again_fails().await {
+            Err(e) => match ctx.prereqs().create_again_fails().await {
                 Some(needs) => Err(Finding::Skip(needs)),
                 None => Err(Finding::Fail(format!(
                     "expected an update (same id, capacity min doubled to {}) to exit 0; got: {e}",
@@ -499,8 +499,8 @@ pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
 
 /// `{}` and hostile parameter values are handled safely: success, or a clean
 /// failure; nothing runs from them.
-async fn parameters(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn parameters(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let marker = ctx.dirs().dir().join("parameter-marker");
     let m = marker.display();
     let hostile: Parameters = [
@@ -546,8 +546,8 @@ pub(crate) const VOLUMES_DIR_MISSING: CheckSpec = CheckSpec {
 
 /// Creates in `fresh/host_volumes`, of which only `fresh` exists (a data
 /// dir), then deletes.
-async fn volumes_dir_missing(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn volumes_dir_missing(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let data = ctx
         .dirs()
         .make_dirs(Path::new("fresh"))
@@ -568,7 +568,7 @@ async fn volumes_dir_missing(ctx: &Ctx) -> CheckResult {
             )));
         }
     };
-    let differs = ctx.probes().unlike_default(&resp).await;
+    let differs = ctx.prereqs().unlike_default(&resp).await;
     ctx.steps().delete_ok(&req, &resp.path, "delete").await?;
     if let Some(how) = differs {
         return Err(Finding::Warn(format!(
@@ -591,6 +591,6 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     run: run_wide!(deadline),
 };
 
-fn deadline(log: &RunLog) -> CheckResult {
+fn deadline(log: &RunLog) -> FindingResult {
     super::deadline::judge(log, Operation::Create)
 }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CheckResult, CheckSpec, Level, Needs};
+use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, Holds, canary_intact, listing};
 use crate::contract::DeleteRequest;
 
@@ -72,8 +72,8 @@ pub(crate) const NAME_TRAVERSAL: CheckSpec = CheckSpec {
     run: scenario!(name_traversal),
 };
 
-async fn name_traversal(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn name_traversal(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     // The volumes dir sits two levels below the test area's top, so `../../`
     // lands inside the area where the change is seen.
     let volumes = ctx
@@ -140,7 +140,7 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
         // What the plugin adds beside the volumes dir for every volume (a
         // metadata dir) is no traversal: delete.no-residue's to report.
         let added = ctx
-            .probes()
+            .prereqs()
             .leftovers(
                 after_create
                     .difference(&before)
@@ -235,8 +235,8 @@ pub(crate) const NAME_INJECTION: CheckSpec = CheckSpec {
     run: scenario!(name_injection),
 };
 
-async fn name_injection(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn name_injection(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let marker = |n: u8| ctx.dirs().dir().join(format!("injected-{n}"));
     let names = [
         format!("x$(touch {})", marker(1).display()),
@@ -292,8 +292,8 @@ pub(crate) const CAPACITY_EDGE: CheckSpec = CheckSpec {
 /// A MiB, the unit plugins that size images round to.
 const MIB: i64 = 1 << 20;
 
-async fn capacity_edge(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn capacity_edge(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     // Twice the free space of the volumes dir's filesystem, and a GiB more:
     // no plugin can provide it there, so it must refuse it (or not use
     // capacity at all) and leave nothing behind.
@@ -320,7 +320,7 @@ async fn capacity_edge(ctx: &Ctx) -> CheckResult {
     let must_succeed = |label: &str| label == "min 20 MiB + 1 byte alone";
     // A plugin whose bytes miss the default request's range too is
     // create.bytes-in-range's finding: its bytes are not judged again here.
-    let probe = ctx.probes().create_probe().await;
+    let probe = ctx.prereqs().create_probe().await;
     let default_in_range = match &probe.call.result {
         Ok(resp) => probe.request.admits_bytes(resp.bytes),
         Err(_) => true,

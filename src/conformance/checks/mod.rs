@@ -48,10 +48,10 @@ use crate::plugin::BoxFuture;
 pub(crate) use crate::report::{Level, Needs};
 
 /// A check that runs its own scenario in its sandbox.
-pub(crate) type ScenarioFn = for<'a> fn(&'a Ctx) -> BoxFuture<'a, CheckResult>;
+pub(crate) type ScenarioFn = for<'a> fn(&'a Ctx) -> BoxFuture<'a, FindingResult>;
 
 /// A check judged over the run's call log, once every scenario has finished.
-pub(crate) type RunWideFn = fn(&RunLog) -> CheckResult;
+pub(crate) type RunWideFn = fn(&RunLog) -> FindingResult;
 
 /// What a check runs, and the function's name (which a test holds to the id).
 #[derive(Clone, Copy)]
@@ -93,7 +93,7 @@ pub(crate) fn unprepared(e: std::io::Error) -> Finding {
 
 /// A check's body returns its finding, or short-cuts with `?` on a finding
 /// (a skip because a prerequisite failed, or the first failed step).
-pub(crate) type CheckResult = Result<Finding, Finding>;
+pub(crate) type FindingResult = Result<Finding, Finding>;
 
 /// What the plugin printed, diagnosed ("text before the JSON on stdout — logs
 /// belong on stderr (first line: …)"), ready to lead a message; empty when the

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, Needs, create, needs};
+use super::{CheckSpec, FindingResult, Level, Needs, create, needs};
 use crate::conformance::claims::Attachment;
 use crate::conformance::context::{Ctx, Finding};
 use crate::conformance::volume_facts::{Kind, VolumeFacts};
@@ -22,7 +22,7 @@ const MAX_TESTED_BYTES: u64 = 4 << 30;
 pub(super) async fn measured_probe(
     ctx: &Ctx,
 ) -> Result<(CreateRequest, i64, VolumeFacts), Finding> {
-    let probe = ctx.probes().create_probe().await;
+    let probe = ctx.prereqs().create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     let resp = match &probe.call.result {
         Ok(resp) => resp,
@@ -63,7 +63,7 @@ pub(crate) const BYTES_TRUE: CheckSpec = CheckSpec {
     run: scenario!(bytes_true),
 };
 
-async fn bytes_true(ctx: &Ctx) -> CheckResult {
+async fn bytes_true(ctx: &Ctx) -> FindingResult {
     let (req, bytes, facts) = measured_probe(ctx).await?;
     let claims = ctx.claims();
     let what = facts.describe();
@@ -174,7 +174,7 @@ pub(crate) const CAPACITY_ENFORCED: CheckSpec = CheckSpec {
 
 /// Writing past the reported size fails, the data before it is intact, and the
 /// volume still works.
-async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
+async fn capacity_enforced(ctx: &Ctx) -> FindingResult {
     let claims = ctx.claims();
     if !claims.capacity_enforced {
         return Err(Finding::Skip(
@@ -187,7 +187,7 @@ async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
             BLOCK_DEVICE.id
         )));
     }
-    ctx.probes().require_create().await?;
+    ctx.prereqs().require_create().await?;
     let req = ctx.request();
     let resp = ctx
         .steps()
@@ -297,13 +297,13 @@ pub(crate) const BLOCK_DEVICE: CheckSpec = CheckSpec {
 
 /// The path is a block device at least `capacity_min` large, readable and
 /// writable, and the same device when create is called again.
-async fn block_device(ctx: &Ctx) -> CheckResult {
+async fn block_device(ctx: &Ctx) -> FindingResult {
     if ctx.claims().attachment != Attachment::BlockDevice {
         return Err(Finding::Skip(
             "not claimed (attachment = \"block-device\")".into(),
         ));
     }
-    ctx.probes().require_create().await?;
+    ctx.prereqs().require_create().await?;
     let req = ctx.request();
     let resp = ctx
         .steps()
