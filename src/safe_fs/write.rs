@@ -484,6 +484,7 @@ mod tests {
         let umask = {
             // SAFETY: umask is process-wide but set straight back.
             let old = unsafe { libc::umask(0o022) };
+            // SAFETY: puts back the mask read just above; umask cannot fail.
             unsafe { libc::umask(old) };
             old
         };

@@ -269,6 +269,8 @@ pub(crate) fn filter(starts: bool) -> &'static libc::sock_fprog {
     struct Prog(libc::sock_fprog);
     // SAFETY: the program it points to is never freed nor written again.
     unsafe impl Send for Prog {}
+    // SAFETY: as for Send: shared readers see a program that no one writes
+    // after it is built (the OnceLock publishes it once).
     unsafe impl Sync for Prog {}
     static BUILT: [OnceLock<(Vec<libc::sock_filter>, Prog)>; 2] = [const { OnceLock::new() }; 2];
     &BUILT[usize::from(starts)]

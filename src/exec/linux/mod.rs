@@ -86,6 +86,7 @@ pub(crate) fn cpu_use() -> super::CpuUse {
 fn reaped_children_cpu() -> std::time::Duration {
     // SAFETY: getrusage fills the zeroed struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage that outlives the call.
     if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) } != 0 {
         return std::time::Duration::ZERO;
     }
