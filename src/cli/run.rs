@@ -15,8 +15,8 @@ use crate::plugin::{
     CallOptions, HostVolumePlugin, KillMode, PluginCall, PluginError, PluginRun, PluginSource,
     Timeouts,
 };
+use crate::report::VersionInfo;
 use crate::report::{CreateOutput, printable};
-use crate::version::VersionInfo;
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]

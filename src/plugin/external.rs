@@ -12,7 +12,7 @@ use super::transport::{Launch, LocalProcess, Transport};
 use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure};
 use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, Operation};
 use crate::exec::{AtChanges, KillMode, Refusal, Supervisor};
-use crate::version::VersionInfo;
+use crate::report::VersionInfo;
 
 /// The most stdout a call may print and still be decoded exactly as Nomad
 /// decodes it (16 MiB). Nomad reads stdout whole, without a limit; we keep up

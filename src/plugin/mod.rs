@@ -32,7 +32,7 @@ use std::pin::Pin;
 
 pub use crate::contract::go_quote;
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, ExitReason};
-use crate::version::VersionInfo;
+use crate::report::VersionInfo;
 
 pub use crate::exec::{KillMode, Supervisor};
 pub use external::{ExternalPlugin, PluginRun, Recorder, Timeouts};

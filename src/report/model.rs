@@ -391,9 +391,9 @@ pub struct PluginInfo {
     pub version: Option<VersionInfo>,
 }
 
-/// A fingerprinted plugin version: the one type for it, in reports and for the
-/// version parser ([`crate::version`] describes a raw string with
-/// `VersionInfo::from_raw`).
+/// A fingerprinted plugin version: the one type for it, in reports and in a
+/// fingerprint (the plugin layer describes a raw string with
+/// `VersionInfo::from_raw`, by [`crate::version`]'s rules).
 ///
 /// Defined here because `report` depends on nothing else in the crate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
