@@ -258,7 +258,7 @@ impl SuiteConfig {
         if let Some(path) = self.plugin.path() {
             crate::cli::selection::target(&path.to_string_lossy()).map_err(input)?;
         }
-        crate::cli::check::check_work_dir(self.work_dir.as_deref()).map_err(input)?;
+        crate::cli::clean::check_work_dir(self.work_dir.as_deref()).map_err(input)?;
         let scale = self.timeout_scale;
         if !(scale.is_finite() && scale > 0.0 && scale <= 100.0) {
             return Err(SuiteError::Input(format!(

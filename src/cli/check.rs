@@ -58,7 +58,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         None => Claims::default(),
     };
     config_leaves_some(&args, &claims, config.as_ref().map(|c| c.path.as_path()))?;
-    check_work_dir(args.work_dir.as_deref())?;
+    super::clean::check_work_dir(args.work_dir.as_deref())?;
     super::clean::before_a_run(args.work_dir.as_deref());
     let (progress_to, table_to) = match (args.reports.json_to_stdout(), format) {
         (true, _) => (Stream::Stderr, Stream::Stderr),
@@ -463,22 +463,6 @@ fn stand_in_request(t: &RequestTemplate, stand_in: &str) -> crate::contract::Cre
     let nil = uuid::Uuid::nil().to_string();
     let name = t.name.clone().unwrap_or_else(|| stand_in.to_owned());
     t.request(stand_in, stand_in, name, nil.clone(), &nil)
-}
-
-/// `--work-dir` must be a directory that exists: the run makes its temp dir in it.
-pub(crate) fn check_work_dir(dir: Option<&Path>) -> Result<(), CliError> {
-    let Some(dir) = dir else { return Ok(()) };
-    match std::fs::metadata(dir) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(CliError::usage(format!(
-            "--work-dir {}: not a directory",
-            dir.display()
-        ))),
-        Err(e) => Err(CliError::usage(format!(
-            "--work-dir {}: {e}",
-            dir.display()
-        ))),
-    }
 }
 
 /// The node to record: `--node-name`, else the host name (none when it cannot be read).

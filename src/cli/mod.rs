@@ -9,7 +9,7 @@ pub(crate) mod check;
 mod check_args;
 mod check_outputs;
 mod check_rounds;
-mod clean;
+pub(crate) mod clean;
 pub(crate) mod config;
 mod explain;
 mod init;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::run_lookup::{self, RunBy};
-use super::run_output;
+use super::run_output::{self, OneRun};
 use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stderr, print_stdout};
 use crate::conformance::RequestTemplate;
 use crate::contract::Operation;
@@ -124,25 +124,6 @@ pub fn parse_parameters(raw: Option<&[u8]>) -> Result<Option<Parameters>, CliErr
             "--parameters must be a JSON object of strings, as Nomad's parameters are: {e}"
         ))
     })
-}
-
-/// What one `run` produced, whichever kind of plugin ran.
-#[derive(Default)]
-pub(super) struct OneRun {
-    pub(super) operation: String,
-    pub(super) env: Vec<(String, String)>,
-    pub(super) run: Option<PluginRun>,
-    pub(super) response: Option<CreateOutput>,
-    pub(super) version: Option<VersionInfo>,
-    pub(super) error: Option<String>,
-    pub(super) explanation: Option<String>,
-    pub(super) builtin_duration: Option<Duration>,
-    pub(super) run_by: Option<RunBy>,
-    pub(super) follow: Duration,
-    /// The volumes dir the plugin got, and what `run` did about it.
-    pub(super) volumes_dir: Option<(PathBuf, String)>,
-    /// Deliberate differences of the built-in that touched this call.
-    pub(super) builtin_notes: Vec<String>,
 }
 
 /// Runs `run`.

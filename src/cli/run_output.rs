@@ -2,12 +2,32 @@
 //! both from the one [`OneRun`] a run makes.
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
 
-use super::run::OneRun;
 use super::run_lookup::{self, RunBy};
 use crate::exec::Outcome as ProcessOutcome;
 use crate::plugin::{PluginRun, env_lines};
-use crate::report::{RunOutput, printable_line};
+use crate::report::{CreateOutput, RunOutput, VersionInfo, printable_line};
+
+/// What one `run` produced, whichever kind of plugin ran.
+#[derive(Default)]
+pub(super) struct OneRun {
+    pub(super) operation: String,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) run: Option<PluginRun>,
+    pub(super) response: Option<CreateOutput>,
+    pub(super) version: Option<VersionInfo>,
+    pub(super) error: Option<String>,
+    pub(super) explanation: Option<String>,
+    pub(super) builtin_duration: Option<Duration>,
+    pub(super) run_by: Option<RunBy>,
+    pub(super) follow: Duration,
+    /// The volumes dir the plugin got, and what `run` did about it.
+    pub(super) volumes_dir: Option<(PathBuf, String)>,
+    /// Deliberate differences of the built-in that touched this call.
+    pub(super) builtin_notes: Vec<String>,
+}
 
 pub(super) fn to_json(r: &OneRun) -> RunOutput {
     let outcome = r.run.as_ref().and_then(|run| run.result.as_ref().ok());

@@ -3,45 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use super::input_surroundings::Surroundings;
 use super::{CheckSpec, FindingResult, Level, Needs};
-use crate::conformance::context::{Ctx, Expect, Finding, Holds, canary_intact, listing};
+use crate::conformance::context::{Ctx, Expect, Finding, Holds, canary_intact};
 use crate::contract::DeleteRequest;
-
-/// Canary files planted around (not in) the volumes dir, and what else is there.
-pub(super) struct Surroundings {
-    pub(super) root: PathBuf,
-    pub(super) canaries: Vec<PathBuf>,
-}
-
-impl Surroundings {
-    /// The check's dir holds the volumes dir; canaries go beside it, in the
-    /// check's dir, and in a sibling dir that a traversal would reach.
-    fn plant(ctx: &Ctx) -> std::io::Result<Surroundings> {
-        let sibling = ctx.dirs().make_dirs(Path::new("sibling"))?;
-        let canaries = vec![
-            ctx.dirs()
-                .plant(ctx.dirs().dir(), "canary-beside-volumes")?,
-            ctx.dirs().plant(&sibling, "canary-in-sibling")?,
-        ];
-        Ok(Surroundings {
-            root: ctx.dirs().dir().to_path_buf(),
-            canaries,
-        })
-    }
-
-    /// Everything below the check's dir, outside the volumes dir.
-    pub(super) fn outside(&self, volumes: &Path) -> std::collections::BTreeSet<String> {
-        let rel = volumes
-            .strip_prefix(&self.root)
-            .unwrap_or(volumes)
-            .to_string_lossy()
-            .into_owned();
-        listing(&self.root)
-            .into_iter()
-            .filter(|p| p != &rel && !p.starts_with(&format!("{rel}/")))
-            .collect()
-    }
-}
 
 /// An entry of the test area's listing (relative to the check's dir) that lies
 /// beside the volumes dir `area/volumes`, as [`around`](crate::conformance::context::around)

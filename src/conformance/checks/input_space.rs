@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::input::Surroundings;
+use super::input_surroundings::Surroundings;
 use super::refused::{AfterReboot, refused_after_reboot};
 use super::{CheckSpec, FindingResult, Level, Needs, needs};
 use crate::conformance::context::{

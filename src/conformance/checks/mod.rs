@@ -1,5 +1,7 @@
 //! The checks, grouped as docs/checks.md groups them: a file per group (and a
-//! file of its own for a check that would make its group's file too long).
+//! file of its own for a check that would make its group's file too long,
+//! which its group's file lists; what two files of a group share is in a
+//! third, so that neither imports the other back).
 //! Each check is defined once, next to its function: a [`CheckSpec`] constant
 //! with its id, level, rule, the prose `explain` prints and the function that
 //! runs it. The group's `CHECKS` lists them in catalogue order; the catalogue,
@@ -32,6 +34,7 @@ pub(crate) mod fingerprint;
 mod in_the_way;
 pub(crate) mod input;
 mod input_space;
+mod input_surroundings;
 pub(crate) mod lifecycle;
 mod lifecycle_reboot;
 mod node_residue;
@@ -39,6 +42,7 @@ pub(crate) mod process;
 mod refused;
 pub(crate) mod timing;
 pub(crate) mod volume;
+mod volume_measured;
 mod volume_parameters;
 
 pub(crate) use super::context::shown;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::volume::measured_probe;
+use super::volume_measured::measured_probe;
 use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::claims::{Effect, ParameterClaim};
 use crate::conformance::context::{Ctx, Finding};
