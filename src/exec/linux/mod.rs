@@ -2,7 +2,7 @@
 //! everything here is
 //! Linux-only (`clone3` with `CLONE_INTO_CGROUP`, cgroup v2, `/proc`,
 //! pidfds, `PR_SET_CHILD_SUBREAPER`); what is outside it in `exec`
-//! (`call.rs`, `capture.rs`, `supervisor.rs`, `signal.rs`,
+//! (`call.rs`, `capture.rs`, `supervisor.rs`, `signal.rs`, `tool.rs`,
 //! `wait_status.rs`) is plain POSIX and uses only the items re-exported
 //! below.
 //!
@@ -36,6 +36,8 @@ mod cgroup;
 mod cgroup_tree;
 mod clone_spawn;
 mod hold;
+mod hold_filter;
+mod hold_notice;
 mod holders;
 mod process_wide;
 mod procfs;
