@@ -26,6 +26,7 @@ macro_rules! run_wide {
 pub(crate) mod concurrency;
 mod crash_plan;
 pub(crate) mod create;
+mod create_update;
 mod deadline;
 pub(crate) mod delete;
 mod delete_held;
