@@ -20,6 +20,7 @@ pub mod external;
 mod go_os;
 mod go_root;
 mod go_strconv;
+mod lookup;
 pub mod mkdir;
 mod record;
 mod source;

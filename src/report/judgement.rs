@@ -138,7 +138,7 @@ pub enum Verdict {
     /// A must failed, or a should failed under `--strict`.
     NonConformant,
     /// The run cannot vouch for one plugin: its file changed mid-run
-    /// ([`Report::plugin_changed`]), so its calls may have run different
+    /// ([`Report::plugin_changed`](super::model::Report::plugin_changed)), so its calls may have run different
     /// programs. Exit 4.
     Inconclusive,
 }
