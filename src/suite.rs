@@ -218,7 +218,7 @@ impl SuiteConfig {
         config: Option<&Path>,
         fixture: Option<&Path>,
     ) -> Result<SuiteConfig, SuiteError> {
-        use crate::cli::{check, config as toml, selection};
+        use crate::cli::{check_requests as check, config as toml, selection};
         let input = |e: crate::cli::CliError| SuiteError::Input(e.message);
         let arg = plugin.as_ref();
         let found = toml::find(config, arg).map_err(SuiteError::Input)?;
@@ -487,14 +487,14 @@ fn suite(
     }
     // An earlier request's teardown that left something is the one reported.
     let mut untidy = None;
-    let mut outcome = crate::cli::check::merge_outcomes(outcomes, |_, teardown| {
+    let mut outcome = crate::cli::check_requests::merge_outcomes(outcomes, |_, teardown| {
         untidy.get_or_insert_with(|| teardown.clone());
     });
     if let Some(teardown) = untidy {
         outcome.teardown = teardown;
     }
     outcome.report.config =
-        crate::cli::check::config_info(config.config_file.as_deref(), &config.claims);
+        crate::cli::check_requests::config_info(config.config_file.as_deref(), &config.claims);
     Ok(SuiteRun {
         report: outcome.report,
         teardown: outcome.teardown,

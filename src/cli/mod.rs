@@ -8,6 +8,7 @@
 pub(crate) mod check;
 mod check_args;
 mod check_outputs;
+pub(crate) mod check_requests;
 mod check_rounds;
 pub(crate) mod clean;
 pub(crate) mod config;
