@@ -165,17 +165,18 @@ fn process_lines(out: &mut String, o: &ProcessOutcome) {
             printable_line(&l.cmdline)
         );
     }
-    for (name, bytes, truncated, len) in [
-        ("stdout", &o.stdout, o.stdout_truncated, o.stdout_len),
-        ("stderr", &o.stderr, o.stderr_truncated, o.stderr_len),
-    ] {
-        let truncated = if truncated {
-            format!(" (truncated: the first {} of {len} bytes)", bytes.len())
+    for s in o.streams() {
+        let truncated = if s.truncated {
+            format!(
+                " (truncated: the first {} of {} bytes)",
+                s.bytes.len(),
+                s.len
+            )
         } else {
             String::new()
         };
-        let _ = writeln!(out, "{name}{truncated}:");
-        let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(bytes)));
+        let _ = writeln!(out, "{}{truncated}:", s.name);
+        let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(s.bytes)));
     }
 }
 

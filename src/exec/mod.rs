@@ -242,6 +242,40 @@ pub struct Outcome {
     pub killed_at_change: bool,
 }
 
+/// One captured stream of a call, as [`Outcome::streams`] gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Captured<'a> {
+    /// `stdout` or `stderr`.
+    pub name: &'static str,
+    /// What was kept of it, at most the cap.
+    pub bytes: &'a [u8],
+    /// It was longer than the cap.
+    pub truncated: bool,
+    /// How many bytes it carried in all, kept or not.
+    pub len: u64,
+}
+
+impl Outcome {
+    /// Its stdout and stderr, in that order: what a reader shows of a
+    /// call's output, and whether it was cut, without naming each field.
+    pub fn streams(&self) -> [Captured<'_>; 2] {
+        [
+            Captured {
+                name: "stdout",
+                bytes: &self.stdout,
+                truncated: self.stdout_truncated,
+                len: self.stdout_len,
+            },
+            Captured {
+                name: "stderr",
+                bytes: &self.stderr,
+                truncated: self.stderr_truncated,
+                len: self.stderr_len,
+            },
+        ]
+    }
+}
+
 /// The CPU this process and the plugin calls it ran have used so far, and
 /// the time those calls waited for a CPU ([`cpu_use`]). Two readings'
 /// difference tells whether the machine had room for more calls between

@@ -177,16 +177,13 @@ fn write_invocation(out: &mut String, inv: &Invocation) {
     for orphan in &inv.leftovers {
         let _ = writeln!(out, "    left behind: {}", printable_line(orphan));
     }
-    for (name, text, truncated) in [
-        ("stdout", &inv.stdout, inv.stdout_truncated),
-        ("stderr", &inv.stderr, inv.stderr_truncated),
-    ] {
-        if text.is_empty() {
+    for s in inv.streams() {
+        if s.text.is_empty() {
             continue;
         }
-        let cut = if truncated { " (truncated)" } else { "" };
-        let _ = writeln!(out, "    {name}{cut}:");
-        for line in printable(text.trim_end()).lines() {
+        let cut = if s.truncated { " (truncated)" } else { "" };
+        let _ = writeln!(out, "    {}{cut}:", s.name);
+        for line in printable(s.text.trim_end()).lines() {
             let _ = writeln!(out, "      | {line}");
         }
     }

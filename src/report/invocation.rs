@@ -71,7 +71,36 @@ pub struct Invocation {
     pub held_at: Option<String>,
 }
 
+/// One stream of a call as a report holds it, as [`Invocation::streams`]
+/// gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shown<'a> {
+    /// `stdout` or `stderr`.
+    pub name: &'static str,
+    /// Its excerpt (see [`excerpt`]).
+    pub text: &'a str,
+    /// It was cut at the runner's capture cap.
+    pub truncated: bool,
+}
+
 impl Invocation {
+    /// Its stdout and stderr excerpts, in that order, each with whether it
+    /// was cut: what every report form shows of a call's output.
+    pub fn streams(&self) -> [Shown<'_>; 2] {
+        [
+            Shown {
+                name: "stdout",
+                text: &self.stdout,
+                truncated: self.stdout_truncated,
+            },
+            Shown {
+                name: "stderr",
+                text: &self.stderr,
+                truncated: self.stderr_truncated,
+            },
+        ]
+    }
+
     /// Whether the call exited 0 on its own and left nothing behind.
     pub fn is_clean(&self) -> bool {
         self.exit_code == Some(0)

@@ -24,7 +24,7 @@
 
 use quick_junit::{NonSuccessKind, Property, TestCase, TestCaseStatus, TestSuite, XmlString};
 
-use super::model::{CheckResult, Level, Report, Status};
+use super::model::{CheckResult, Level, Report, Shown, Status};
 use std::time::Duration;
 
 /// The name of the single report's `<testsuites>` root element.
@@ -296,21 +296,21 @@ fn evidence(check: &CheckResult) -> (String, String) {
         for orphan in &inv.leftovers {
             out.push_str(&format!("orphan: {orphan}\n"));
         }
-        if !inv.stdout.is_empty() {
-            let cut = if inv.stdout_truncated {
-                " (truncated)"
-            } else {
-                ""
-            };
-            out.push_str(&format!("stdout{cut}:\n{}\n", inv.stdout.trim_end()));
+        let [stdout, stderr] = inv.streams();
+        let cut = |s: &Shown<'_>| if s.truncated { " (truncated)" } else { "" };
+        if !stdout.text.is_empty() {
+            out.push_str(&format!(
+                "stdout{}:\n{}\n",
+                cut(&stdout),
+                stdout.text.trim_end()
+            ));
         }
-        if !inv.stderr.is_empty() {
-            let cut = if inv.stderr_truncated {
-                " (truncated)"
-            } else {
-                ""
-            };
-            err.push_str(&format!("{head} stderr{cut}:\n{}\n", inv.stderr.trim_end()));
+        if !stderr.text.is_empty() {
+            err.push_str(&format!(
+                "{head} stderr{}:\n{}\n",
+                cut(&stderr),
+                stderr.text.trim_end()
+            ));
         }
     }
     (clean(&out), clean(&err))

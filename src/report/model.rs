@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use super::invocation::{DEFAULT_EXCERPT_CAP, Invocation, excerpt};
+pub use super::invocation::{DEFAULT_EXCERPT_CAP, Invocation, Shown, excerpt};
 pub use super::judgement::{Level, Needs, Phase, Status, Verdict};
 
 /// The schema identifier written into every JSON report.

@@ -272,16 +272,17 @@ fn one_call(out: &mut String, n: usize, call: &Invocation, detail: Detail) {
         "<tr><td></td><td class=\"out\" colspan=\"5\"><details class=\"io\"{}><summary>output and reproduce line</summary>",
         if open { " open" } else { "" },
     );
-    let streams = [
-        ("stdout", &call.stdout, call.stdout_truncated),
-        ("stderr", &call.stderr, call.stderr_truncated),
-    ];
-    for (name, body, cut) in streams {
+    for s in call.streams() {
+        let (name, body) = (s.name, s.text);
         if body.is_empty() {
             let _ = write!(out, "<div class=\"note\">{name}: empty</div>");
             continue;
         }
-        let cut = if cut { " (cut at the capture cap)" } else { "" };
+        let cut = if s.truncated {
+            " (cut at the capture cap)"
+        } else {
+            ""
+        };
         let _ = write!(
             out,
             "<div class=\"note\">{name}{cut}:</div><pre class=\"{name}\">"
