@@ -242,6 +242,27 @@ mod tests {
     use super::*;
     use crate::report::sample;
 
+    /// A call's streams show in order, each said cut where it was, an
+    /// empty one not at all.
+    #[test]
+    fn a_cut_stream_is_said_truncated() {
+        let mut inv = sample::ended(Some(0), None, false, false, 0);
+        inv.stdout = "out".into();
+        inv.stdout_truncated = true;
+        let mut text = String::new();
+        write_invocation(&mut text, &inv);
+        assert!(
+            text.contains("    stdout (truncated):\n      | out\n"),
+            "{text}"
+        );
+        assert!(!text.contains("stderr"), "{text}");
+        inv.stderr = "err".into();
+        let mut text = String::new();
+        write_invocation(&mut text, &inv);
+        let (out, err) = (text.find("stdout (truncated)"), text.find("    stderr:\n"));
+        assert!(out.is_some() && err.is_some() && out < err, "{text}");
+    }
+
     #[test]
     fn without_colour_there_are_no_escape_bytes() {
         let text = summary_table(&sample::report(false), false);

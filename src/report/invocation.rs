@@ -168,3 +168,24 @@ pub fn excerpt(bytes: &[u8], cap: usize) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_are_stdout_then_stderr_each_with_its_cut() {
+        let inv = Invocation {
+            stdout: "out".into(),
+            stderr: "err".into(),
+            stderr_truncated: true,
+            ..Invocation::default()
+        };
+        let [out, err] = inv.streams();
+        assert_eq!(
+            (out.name, out.text, out.truncated),
+            ("stdout", "out", false)
+        );
+        assert_eq!((err.name, err.text, err.truncated), ("stderr", "err", true));
+    }
+}
