@@ -1,4 +1,6 @@
-//! The result model: the one set of serde types behind every report form.
+//! The result model: the one set of serde types behind every report form (a
+//! call's [`Invocation`] and the scales, [`Status`] and the others, in files of
+//! their own, named from here).
 //!
 //! The engine fills a [`Report`]; the renderers only read it. These types *are* the JSON
 //! schema [`SCHEMA`], so a field rename here is a breaking change for every CI job that
