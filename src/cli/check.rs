@@ -12,6 +12,7 @@ use super::check_args::CheckArgs;
 use super::check_outputs::{Outputs, open_outputs, write_files, write_reports};
 use super::check_requests::{Request, config_info, inputs, merged, requests};
 use super::check_rounds::{Rounds, Tally};
+use super::config::Config;
 use super::progress_lines::{Ending, Format, Printer, Stream};
 use super::selection::{config_leaves_some, describe, list, rfc3339_utc, selection, target};
 use super::signals::LateEnding;
@@ -48,19 +49,11 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     let chosen = selection(&args)?;
     let target = target(&args.plugin)?;
     let outputs = open_outputs(&args, &inputs(&args, &target, config.as_ref(), &requests))?;
-    let claims = match &config {
-        Some(c) => c.claims.clone(),
-        None if target.is_builtin() => Claims::builtin_mkdir(),
-        None => Claims::default(),
-    };
+    let claims = claims_of(config.as_ref(), &target);
     config_leaves_some(&args, &claims, config.as_ref().map(|c| c.path.as_path()))?;
     super::clean::check_work_dir(args.work_dir.as_deref())?;
     super::clean::before_a_run(args.work_dir.as_deref());
-    let (progress_to, table_to) = match (args.reports.json_to_stdout(), format) {
-        (true, _) => (Stream::Stderr, Stream::Stderr),
-        (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
-        (false, _) => (Stream::Stdout, Stream::Stdout),
-    };
+    let (progress_to, table_to) = line_streams(&args, format);
     let printer = Printer::new(
         format,
         color,
@@ -69,10 +62,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         Duration::from_secs_f64(args.slow_after),
         CATALOGUE.len() - chosen,
     );
-    let mut what = describe(&target, &args.plugin);
-    if let Some(c) = &config {
-        what.push_str(&format!(" (config {})", c.path.display()));
-    }
+    let what = what_is_checked(&target, &args, config.as_ref());
     // Pinned once for every round and request: the plugin that ran is the
     // plugin reported, and a change between rounds shows too.
     let pin = crate::plugin::PluginPin::for_source(&target);
@@ -114,9 +104,42 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     late_ending(&late, code)
 }
 
+/// The claims the checks hold the plugin to: its config's, the built-in's
+/// own, or none.
+fn claims_of(config: Option<&Config>, target: &conformance::Target) -> Claims {
+    match config {
+        Some(c) => c.claims.clone(),
+        None if target.is_builtin() => Claims::builtin_mkdir(),
+        None => Claims::default(),
+    }
+}
+
+/// Where the progress lines and the summary table go: stdout, unless it
+/// carries the JSON report (`--json -`) or JSON lines (`--format json`).
+fn line_streams(args: &CheckArgs, format: Format) -> (Stream, Stream) {
+    match (args.reports.json_to_stdout(), format) {
+        (true, _) => (Stream::Stderr, Stream::Stderr),
+        (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
+        (false, _) => (Stream::Stdout, Stream::Stdout),
+    }
+}
+
+/// The plugin checked, as the first line says it, with its config.
+fn what_is_checked(
+    target: &conformance::Target,
+    args: &CheckArgs,
+    config: Option<&Config>,
+) -> String {
+    let mut what = describe(target, &args.plugin);
+    if let Some(c) = config {
+        what.push_str(&format!(" (config {})", c.path.display()));
+    }
+    what
+}
+
 /// What a config gives the run: flags win, so a config can turn strict on,
 /// and give the scale and the work dir a flag did not.
-fn with_config(args: &mut CheckArgs, config: &super::config::Config) {
+fn with_config(args: &mut CheckArgs, config: &Config) {
     args.strict |= config.strict;
     args.timeout_scale = args.timeout_scale.or(config.timeout_scale);
     if args.work_dir.is_none() {
