@@ -319,6 +319,7 @@ impl Usage {
         fn cpu(who: libc::c_int) -> f64 {
             // SAFETY: getrusage fills the zeroed struct it is given.
             let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: `u` is a valid, writable rusage that outlives the call.
             unsafe { libc::getrusage(who, &mut u) };
             let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
             secs(u.ru_utime) + secs(u.ru_stime)

@@ -26,11 +26,11 @@
 //! (`safe_fs`). They stay reachable only for the crate's binary, tests and benches.
 //!
 //! The crate is layered, and the arrows go one way:
-//! `cli → conformance → manager → plugin → exec`. [`contract`] depends on
-//! nothing; [`version`] only on [`report`], whose `VersionInfo` it describes;
-//! [`report`] depends only on its own result model. Plugins are started only
-//! by `exec` (the one other process the crate starts is `dhv-conform new`'s
-//! `go build` of a Go skeleton, a developer's tool, not a plugin call).
+//! `cli → conformance → manager → plugin → exec`. [`contract`] and
+//! [`version`] depend on nothing; [`report`] depends only on its own result
+//! model. Only `exec` starts or signals processes: plugins, and the one
+//! developer's tool the crate runs (`dhv-conform new`'s `go build` of a Go
+//! skeleton).
 //!
 //! # Example: run one plugin operation as Nomad would
 //!

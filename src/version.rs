@@ -154,22 +154,6 @@ pub fn is_strict_semver(raw: &str) -> bool {
     semver::Version::parse(raw).is_ok()
 }
 
-/// Everything the harness reports about a fingerprinted version string: the
-/// report schema's type (defined there, as `report` depends on nothing else
-/// in the crate), described from a raw string here.
-pub use crate::report::VersionInfo;
-
-impl VersionInfo {
-    /// Describes a version string reported by a plugin.
-    pub fn from_raw(raw: &str) -> VersionInfo {
-        VersionInfo {
-            raw: raw.to_owned(),
-            canonical: parse(raw).ok().map(|v| v.canonical()),
-            semver: is_strict_semver(raw),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,14 +205,6 @@ mod tests {
             assert_eq!(v.to_string(), canonical, "Display of {input:?}");
             assert_eq!(v.original(), input);
             assert_eq!(is_strict_semver(input), semver, "semver of {input:?}");
-            assert_eq!(
-                VersionInfo::from_raw(input),
-                VersionInfo {
-                    raw: input.to_owned(),
-                    canonical: Some(canonical.to_owned()),
-                    semver,
-                }
-            );
         }
     }
 
@@ -287,8 +263,6 @@ mod tests {
                 }
             );
             assert_eq!(err.to_string(), format!("malformed version: {input}"));
-            let info = VersionInfo::from_raw(input);
-            assert_eq!((info.canonical, info.semver), (None, false), "{input:?}");
         }
     }
 
@@ -339,14 +313,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn version_info_round_trips_through_json() {
-        let info = VersionInfo::from_raw("1.2");
-        let json = serde_json::to_string(&info).unwrap();
-        assert_eq!(json, r#"{"raw":"1.2","canonical":"1.2.0","semver":false}"#);
-        assert_eq!(serde_json::from_str::<VersionInfo>(&json).unwrap(), info);
-    }
-
     /// Strings shaped like versions, so that most of them are accepted.
     fn version_like() -> impl Strategy<Value = String> {
         r"[vV]?[0-9]{1,20}(\.[0-9]{1,20}){0,4}(-?[0-9A-Za-z~._+-]{1,8})?(\+[0-9A-Za-z~._+-]{1,8})?"
@@ -356,7 +322,7 @@ mod tests {
         #[test]
         fn parse_never_panics(raw in any::<String>()) {
             let _ = parse(&raw);
-            let _ = VersionInfo::from_raw(&raw);
+            let _ = is_strict_semver(&raw);
         }
 
         #[test]

@@ -3,12 +3,14 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use libtest_mimic::{Arguments, ColorSetting, FormatSetting};
 
 use super::check_args::CheckArgs;
 use super::check_outputs::{Outputs, open_outputs, write_files, write_reports};
+use super::check_requests::{Request, config_info, inputs, merged, requests};
 use super::check_rounds::{Rounds, Tally};
 use super::config::Config;
 use super::progress_lines::{Ending, Format, Printer, Stream};
@@ -16,7 +18,7 @@ use super::selection::{config_leaves_some, describe, list, rfc3339_utc, selectio
 use super::signals::LateEnding;
 use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, print_stderr};
 use crate::conformance::{
-    self, CATALOGUE, Claims, Progress, RequestTemplate, Settings, SuiteOptions, fixture,
+    self, CATALOGUE, Claims, Progress, RequestTemplate, Settings, SuiteOptions,
 };
 use crate::report;
 
@@ -32,12 +34,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     let config =
         super::config::find(args.config.as_deref(), &args.plugin).map_err(CliError::usage)?;
     if let Some(c) = &config {
-        // Flags win: a config can turn strict on, and give the scale a flag did not.
-        args.strict |= c.strict;
-        args.timeout_scale = args.timeout_scale.or(c.timeout_scale);
-        if args.work_dir.is_none() {
-            args.work_dir = c.work_dir.clone();
-        }
+        with_config(&mut args, c);
     }
     validate_numbers(&args)?;
     // Every call cgroup of the run gets these (the defaults without a config).
@@ -52,19 +49,11 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     let chosen = selection(&args)?;
     let target = target(&args.plugin)?;
     let outputs = open_outputs(&args, &inputs(&args, &target, config.as_ref(), &requests))?;
-    let claims = match &config {
-        Some(c) => c.claims.clone(),
-        None if target.is_builtin() => Claims::builtin_mkdir(),
-        None => Claims::default(),
-    };
+    let claims = claims_of(config.as_ref(), &target);
     config_leaves_some(&args, &claims, config.as_ref().map(|c| c.path.as_path()))?;
-    check_work_dir(args.work_dir.as_deref())?;
+    super::clean::check_work_dir(args.work_dir.as_deref())?;
     super::clean::before_a_run(args.work_dir.as_deref());
-    let (progress_to, table_to) = match (args.reports.json_to_stdout(), format) {
-        (true, _) => (Stream::Stderr, Stream::Stderr),
-        (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
-        (false, _) => (Stream::Stdout, Stream::Stdout),
-    };
+    let (progress_to, table_to) = line_streams(&args, format);
     let printer = Printer::new(
         format,
         color,
@@ -73,10 +62,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         Duration::from_secs_f64(args.slow_after),
         CATALOGUE.len() - chosen,
     );
-    let mut what = describe(&target, &args.plugin);
-    if let Some(c) = &config {
-        what.push_str(&format!(" (config {})", c.path.display()));
-    }
+    let what = what_is_checked(&target, &args, config.as_ref());
     // Pinned once for every round and request: the plugin that ran is the
     // plugin reported, and a change between rounds shows too.
     let pin = crate::plugin::PluginPin::for_source(&target);
@@ -86,45 +72,21 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     let late = LateEnding::listen()?;
     let started = std::time::SystemTime::now();
     let rounds = rounds(&args)?;
-    let several = requests.len() > 1;
-    let mut outcomes = Vec::new();
-    for request in requests {
-        if several {
-            print_stderr(&format!(
-                "dhv-conform: request {}\n",
-                report::printable_line(&request.name)
-            ));
+    let base = Settings {
+        target: target.clone(),
+        template: RequestTemplate::default(),
+        timeout_scale: args.timeout_scale.unwrap_or(1.0),
+        claims: claims.clone(),
+        pin: pin.clone(),
+    };
+    let outcomes = match run_requests(rt, &args, requests, &base, rounds, &printer) {
+        Ok(outcomes) => outcomes,
+        Err(e) => {
+            printer.end(None);
+            let _ = ticker.join();
+            return Err(e);
         }
-        let hook = printer.clone();
-        let opts = SuiteOptions {
-            settings: Settings {
-                target: target.clone(),
-                template: request.template,
-                timeout_scale: args.timeout_scale.unwrap_or(1.0),
-                claims: claims.clone(),
-                pin: pin.clone(),
-            },
-            strict: args.strict,
-            fixture: request.fixture.clone(),
-            libtest: libtest_args(&args)?,
-            progress: Progress::new(move |e| hook.on_event(e)),
-            keep: args.keep,
-        };
-        match run_rounds(rt, &opts, rounds, &printer, args.work_dir.as_deref()) {
-            Ok(outcome) => {
-                let cut_short = outcome.interrupted.is_some();
-                outcomes.push((request.name, request.fixture, outcome));
-                if cut_short {
-                    break;
-                }
-            }
-            Err(e) => {
-                printer.end(None);
-                let _ = ticker.join();
-                return Err(e);
-            }
-        }
-    }
+    };
     let mut outcome = merged(outcomes);
     outcome.report.config = config_info(config.as_ref().map(|c| c.path.as_path()), &claims);
     // Last, as merging rounds and requests recounts the verdict.
@@ -139,6 +101,55 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     }));
     let _ = ticker.join();
     let code = finish(&args, &outputs, outcome, node, started, color, table_to)?;
+    late_ending(&late, code)
+}
+
+/// The claims the checks hold the plugin to: its config's, the built-in's
+/// own, or none.
+fn claims_of(config: Option<&Config>, target: &conformance::Target) -> Claims {
+    match config {
+        Some(c) => c.claims.clone(),
+        None if target.is_builtin() => Claims::builtin_mkdir(),
+        None => Claims::default(),
+    }
+}
+
+/// Where the progress lines and the summary table go: stdout, unless it
+/// carries the JSON report (`--json -`) or JSON lines (`--format json`).
+fn line_streams(args: &CheckArgs, format: Format) -> (Stream, Stream) {
+    match (args.reports.json_to_stdout(), format) {
+        (true, _) => (Stream::Stderr, Stream::Stderr),
+        (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
+        (false, _) => (Stream::Stdout, Stream::Stdout),
+    }
+}
+
+/// The plugin checked, as the first line says it, with its config.
+fn what_is_checked(
+    target: &conformance::Target,
+    args: &CheckArgs,
+    config: Option<&Config>,
+) -> String {
+    let mut what = describe(target, &args.plugin);
+    if let Some(c) = config {
+        what.push_str(&format!(" (config {})", c.path.display()));
+    }
+    what
+}
+
+/// What a config gives the run: flags win, so a config can turn strict on,
+/// and give the scale and the work dir a flag did not.
+fn with_config(args: &mut CheckArgs, config: &Config) {
+    args.strict |= config.strict;
+    args.timeout_scale = args.timeout_scale.or(config.timeout_scale);
+    if args.work_dir.is_none() {
+        args.work_dir = config.work_dir.clone();
+    }
+}
+
+/// `code`, unless a signal arrived after the run ended: then the exit of a
+/// process ended by it (128 + its number), with whole reports.
+fn late_ending(late: &LateEnding, code: u8) -> CliResult {
     match late.arrived() {
         Some((number, name)) => Err(CliError {
             code: 128u8.saturating_add(number as u8),
@@ -150,120 +161,46 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     }
 }
 
-/// The requests to run with: `--fixture`'s (a flag wins), else the config's,
-/// else the default request.
-fn requests(args: &CheckArgs, config: Option<&Config>) -> Result<Vec<Request>, CliError> {
-    if let Some(path) = &args.fixture {
-        return Ok(vec![Request {
-            name: "fixture".into(),
-            fixture: Some(path.display().to_string()),
-            template: template(Some(path))?,
-        }]);
-    }
-    match config {
-        Some(c) if !c.requests.is_empty() => c
-            .requests
-            .iter()
-            .map(|r| {
-                fits_the_kernel(&r.fixture, &r.template)?;
-                Ok(Request {
-                    name: r.name.clone(),
-                    fixture: Some(r.fixture.display().to_string()),
-                    template: r.template.clone(),
-                })
-            })
-            .collect(),
-        _ => Ok(vec![Request {
-            name: "default".into(),
-            fixture: None,
-            template: RequestTemplate::default(),
-        }]),
-    }
-}
-
-/// The files the run reads, which no output may write over: the plugin, its
-/// config, the fixtures, and the snapshot being compared.
-fn inputs(
+/// Runs the suite for each request in turn, each for its rounds (see
+/// [`run_rounds`]), with `base` and the request's template; an interrupted
+/// request is the last.
+fn run_requests(
+    rt: &tokio::runtime::Runtime,
     args: &CheckArgs,
-    target: &conformance::Target,
-    config: Option<&Config>,
-    requests: &[Request],
-) -> Vec<(&'static str, std::path::PathBuf)> {
-    let mut inputs = Vec::new();
-    if let Some(plugin) = target.path() {
-        inputs.push(("the plugin", plugin.to_path_buf()));
-    }
-    if let Some(c) = config {
-        inputs.push(("its config", c.path.clone()));
-    }
-    for r in requests {
-        if let Some(f) = &r.fixture {
-            inputs.push(("the fixture", f.into()));
+    requests: Vec<Request>,
+    base: &Settings,
+    rounds: Rounds,
+    printer: &Arc<Printer>,
+) -> Result<Vec<(String, Option<String>, conformance::SuiteOutcome)>, CliError> {
+    let several = requests.len() > 1;
+    let mut outcomes = Vec::new();
+    for request in requests {
+        if several {
+            print_stderr(&format!(
+                "dhv-conform: request {}\n",
+                report::printable_line(&request.name)
+            ));
+        }
+        let hook = printer.clone();
+        let opts = SuiteOptions {
+            settings: Settings {
+                template: request.template,
+                ..base.clone()
+            },
+            strict: args.strict,
+            fixture: request.fixture.clone(),
+            libtest: libtest_args(args),
+            progress: Progress::new(move |e| hook.on_event(e)),
+            keep: args.keep,
+        };
+        let outcome = run_rounds(rt, &opts, rounds, printer, args.work_dir.as_deref())?;
+        let cut_short = outcome.interrupted.is_some();
+        outcomes.push((request.name, request.fixture, outcome));
+        if cut_short {
+            break;
         }
     }
-    if let Some(s) = args.snapshot.as_ref().filter(|_| !args.bless) {
-        inputs.push(("the snapshot being compared", s.clone()));
-    }
-    inputs
-}
-
-/// One request the suite runs with.
-struct Request {
-    name: String,
-    fixture: Option<String>,
-    template: RequestTemplate,
-}
-
-/// One outcome of the runs of several requests: the last run's, with the
-/// reports merged (each check's worst status, its request named) and any
-/// run's harness failure. An earlier run's teardown that left something is
-/// said now (the last one's is said by [`finish`]).
-fn merged(
-    outcomes: Vec<(String, Option<String>, conformance::SuiteOutcome)>,
-) -> conformance::SuiteOutcome {
-    merge_outcomes(outcomes, |name, teardown| {
-        print_stderr(&format!(
-            "dhv-conform: request {name}: {}\n",
-            teardown.summary()
-        ));
-    })
-}
-
-/// [`merged`] without its words: `left(name, teardown)` is told of each earlier
-/// run whose teardown left something (the library and `check` share this).
-pub(crate) fn merge_outcomes(
-    mut outcomes: Vec<(String, Option<String>, conformance::SuiteOutcome)>,
-    mut left: impl FnMut(&str, &conformance::Teardown),
-) -> conformance::SuiteOutcome {
-    let (name, fixture, mut last) = outcomes.pop().expect("at least one request");
-    if outcomes.is_empty() {
-        return last;
-    }
-    let mut runs = Vec::new();
-    for (name, fixture, o) in outcomes {
-        if !o.teardown.removed && !o.teardown.kept_on_request {
-            left(&name, &o.teardown);
-        }
-        last.harness_failed |= o.harness_failed;
-        runs.push((name, fixture, o.report));
-    }
-    let report = last.report.clone();
-    runs.push((name, fixture, report));
-    if let Some(report) = report::merge_requests(runs) {
-        last.report = report;
-    }
-    last
-}
-
-/// The config and claims, for the report.
-pub(crate) fn config_info(config: Option<&Path>, claims: &Claims) -> Option<report::ConfigInfo> {
-    if config.is_none() && !claims.any() {
-        return None;
-    }
-    Some(report::ConfigInfo {
-        path: config.map(|path| path.display().to_string()),
-        claims: serde_json::to_value(claims).unwrap_or_default(),
-    })
+    Ok(outcomes)
 }
 
 /// `--repeat N` and `--until-fail`.
@@ -305,18 +242,6 @@ fn run_rounds(
     tally
         .finish(opts.strict)
         .ok_or_else(|| CliError::harness("no round ran"))
-}
-
-/// The request template: the fixture's, or the default one.
-pub(crate) fn template(fixture: Option<&Path>) -> Result<RequestTemplate, CliError> {
-    let Some(path) = fixture else {
-        return Ok(RequestTemplate::default());
-    };
-    let template = fixture::load(path)
-        .map_err(|e| CliError::usage(e.to_string()))?
-        .template;
-    fits_the_kernel(path, &template)?;
-    Ok(template)
 }
 
 /// After the suite: what the teardown could not do, the summary table, the
@@ -444,43 +369,6 @@ fn validate_numbers(args: &CheckArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// A fixture whose request the kernel cannot hand to a plugin (`E2BIG`) is
-/// bad input: exit 2 naming the fixture, rather than every create failing to
-/// start. The paths and ids of the run are not known yet: generous stand-ins.
-pub(crate) fn fits_the_kernel(path: &Path, template: &RequestTemplate) -> Result<(), CliError> {
-    let stand_in = "x".repeat(200);
-    let request = stand_in_request(template, &stand_in);
-    match crate::exec::env_too_large(&request.env()) {
-        Some(why) => Err(CliError::usage(format!(
-            "fixture {}: the request is too large to pass to a plugin: {why}",
-            path.display()
-        ))),
-        None => Ok(()),
-    }
-}
-
-fn stand_in_request(t: &RequestTemplate, stand_in: &str) -> crate::contract::CreateRequest {
-    let nil = uuid::Uuid::nil().to_string();
-    let name = t.name.clone().unwrap_or_else(|| stand_in.to_owned());
-    t.request(stand_in, stand_in, name, nil.clone(), &nil)
-}
-
-/// `--work-dir` must be a directory that exists: the run makes its temp dir in it.
-pub(crate) fn check_work_dir(dir: Option<&Path>) -> Result<(), CliError> {
-    let Some(dir) = dir else { return Ok(()) };
-    match std::fs::metadata(dir) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(CliError::usage(format!(
-            "--work-dir {}: not a directory",
-            dir.display()
-        ))),
-        Err(e) => Err(CliError::usage(format!(
-            "--work-dir {}: {e}",
-            dir.display()
-        ))),
-    }
-}
-
 /// The node to record: `--node-name`, else the host name (none when it cannot be read).
 fn node_info(flag: Option<&str>) -> Result<Option<report::NodeInfo>, CliError> {
     let name = match flag {
@@ -524,8 +412,8 @@ fn progress_format(args: &CheckArgs) -> Result<Format, CliError> {
 
 /// libtest-mimic runs the trials; its printer is silenced (the CLI prints its
 /// own progress) and it must not filter again: the engine already did.
-fn libtest_args(args: &CheckArgs) -> Result<Arguments, CliError> {
-    Ok(Arguments {
+fn libtest_args(args: &CheckArgs) -> Arguments {
+    Arguments {
         filter: args.filter.clone(),
         exact: args.exact,
         skip: args.skip.clone(),
@@ -536,5 +424,5 @@ fn libtest_args(args: &CheckArgs) -> Result<Arguments, CliError> {
         color: Some(ColorSetting::Never),
         format: Some(FormatSetting::Pretty),
         ..Arguments::default()
-    })
+    }
 }

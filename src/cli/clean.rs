@@ -5,10 +5,13 @@
 //! teardown, and the cgroups of dead runs (cgroup2's, and the v1 dirs that
 //! bounded their calls). Runs whose process lives are
 //! never touched.
+//!
+//! It also owns what a run asks of a work dir before it starts there
+//! ([`check_work_dir`], [`before_a_run`]), for `check` and the suite alike.
 
 use std::path::{Path, PathBuf};
 
-use super::{CliResult, EXIT_FAIL, EXIT_OK, print_stdout};
+use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_stdout};
 use crate::report::printable_line;
 
 /// Arguments of `clean`.
@@ -24,7 +27,7 @@ pub struct CleanArgs {
 /// reason other than a live run, or one saying there was none.
 pub fn run(args: CleanArgs) -> CliResult {
     for dir in &args.work_dir {
-        super::check::check_work_dir(Some(dir))?;
+        check_work_dir(Some(dir))?;
     }
     let tmp = std::env::temp_dir();
     let mut dirs: Vec<&Path> = vec![&tmp];
@@ -76,5 +79,21 @@ pub(crate) fn before_a_run(work_dir: Option<&Path>) {
             "dhv-conform: cleaned {}\n",
             printable_line(&c.summary())
         ));
+    }
+}
+
+/// `--work-dir` must be a directory that exists: the run makes its temp dir in it.
+pub(crate) fn check_work_dir(dir: Option<&Path>) -> Result<(), CliError> {
+    let Some(dir) = dir else { return Ok(()) };
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(CliError::usage(format!(
+            "--work-dir {}: not a directory",
+            dir.display()
+        ))),
+        Err(e) => Err(CliError::usage(format!(
+            "--work-dir {}: {e}",
+            dir.display()
+        ))),
     }
 }

@@ -255,11 +255,12 @@ fn write(dir: &Path, f: &File) -> Result<(), CliError> {
 
 /// `go build` when `go` is on PATH; false when it is not.
 fn build_go(dir: &Path, name: &str) -> Result<bool, CliError> {
-    let out = std::process::Command::new("go")
-        .args(["build", "-o", name, "."])
-        .current_dir(dir)
-        .env("GOFLAGS", "-mod=mod")
-        .output();
+    let out = crate::exec::run_tool(
+        "go",
+        &["build", "-o", name, "."],
+        dir,
+        &[("GOFLAGS", "-mod=mod")],
+    );
     match out {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(CliError::harness(format!("new: cannot run go build: {e}"))),

@@ -5,8 +5,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::run_fidelity::{self, RunBy};
-use super::run_output;
+use super::run_lookup::{self, RunBy};
+use super::run_output::{self, OneRun};
 use super::{CliError, CliResult, EXIT_FAIL, EXIT_OK, print_json, print_stderr, print_stdout};
 use crate::conformance::RequestTemplate;
 use crate::contract::Operation;
@@ -15,8 +15,8 @@ use crate::plugin::{
     CallOptions, HostVolumePlugin, KillMode, PluginCall, PluginError, PluginRun, PluginSource,
     Timeouts,
 };
+use crate::report::VersionInfo;
 use crate::report::{CreateOutput, printable};
-use crate::version::VersionInfo;
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
@@ -126,25 +126,6 @@ pub fn parse_parameters(raw: Option<&[u8]>) -> Result<Option<Parameters>, CliErr
     })
 }
 
-/// What one `run` produced, whichever kind of plugin ran.
-#[derive(Default)]
-pub(super) struct OneRun {
-    pub(super) operation: String,
-    pub(super) env: Vec<(String, String)>,
-    pub(super) run: Option<PluginRun>,
-    pub(super) response: Option<CreateOutput>,
-    pub(super) version: Option<VersionInfo>,
-    pub(super) error: Option<String>,
-    pub(super) explanation: Option<String>,
-    pub(super) builtin_duration: Option<Duration>,
-    pub(super) run_by: Option<RunBy>,
-    pub(super) follow: Duration,
-    /// The volumes dir the plugin got, and what `run` did about it.
-    pub(super) volumes_dir: Option<(PathBuf, String)>,
-    /// Deliberate differences of the built-in that touched this call.
-    pub(super) builtin_notes: Vec<String>,
-}
-
 /// Runs `run`.
 pub async fn run(args: RunArgs) -> CliResult {
     let id = volume_id(args.id.as_deref())?;
@@ -156,12 +137,12 @@ pub async fn run(args: RunArgs) -> CliResult {
         .plugin_dir
         .as_deref()
         .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf()));
-    run_fidelity::check_plugin_dir(&args.plugin, plugin_dir.as_deref())?;
-    let (source, run_by) = match run_fidelity::find(&args.plugin, plugin_dir.as_deref()) {
+    run_lookup::check_plugin_dir(&args.plugin, plugin_dir.as_deref())?;
+    let (source, run_by) = match run_lookup::find(&args.plugin, plugin_dir.as_deref()) {
         Ok(found) => found,
         Err((refused, run_by)) => {
             // A path Nomad's lookup refuses was most likely meant as a file.
-            if let Some(hint) = run_fidelity::plugin_dir_hint(&args.plugin, plugin_dir.as_deref()) {
+            if let Some(hint) = run_lookup::plugin_dir_hint(&args.plugin, plugin_dir.as_deref()) {
                 print_stderr(&printable(&format!("dhv-conform: {hint}\n")));
             }
             return refused_by_lookup(&args, refused, run_by);

@@ -2,12 +2,32 @@
 //! both from the one [`OneRun`] a run makes.
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
 
-use super::run::OneRun;
-use super::run_fidelity::{self, RunBy};
+use super::run_lookup::{self, RunBy};
 use crate::exec::Outcome as ProcessOutcome;
 use crate::plugin::{PluginRun, env_lines};
-use crate::report::{RunOutput, printable_line};
+use crate::report::{CreateOutput, RunOutput, VersionInfo, printable_line};
+
+/// What one `run` produced, whichever kind of plugin ran.
+#[derive(Default)]
+pub(super) struct OneRun {
+    pub(super) operation: String,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) run: Option<PluginRun>,
+    pub(super) response: Option<CreateOutput>,
+    pub(super) version: Option<VersionInfo>,
+    pub(super) error: Option<String>,
+    pub(super) explanation: Option<String>,
+    pub(super) builtin_duration: Option<Duration>,
+    pub(super) run_by: Option<RunBy>,
+    pub(super) follow: Duration,
+    /// The volumes dir the plugin got, and what `run` did about it.
+    pub(super) volumes_dir: Option<(PathBuf, String)>,
+    /// Deliberate differences of the built-in that touched this call.
+    pub(super) builtin_notes: Vec<String>,
+}
 
 pub(super) fn to_json(r: &OneRun) -> RunOutput {
     let outcome = r.run.as_ref().and_then(|run| run.result.as_ref().ok());
@@ -63,7 +83,7 @@ pub(super) fn to_json(r: &OneRun) -> RunOutput {
 impl OneRun {
     pub(super) fn not_reproduced(&self) -> Vec<String> {
         let mut notes = match &self.run_by {
-            Some(by) => run_fidelity::not_reproduced(by, self.run.as_ref(), self.follow),
+            Some(by) => run_lookup::not_reproduced(by, self.run.as_ref(), self.follow),
             None => Vec::new(),
         };
         notes.extend(self.builtin_notes.iter().cloned());
@@ -134,7 +154,7 @@ fn process_lines(out: &mut String, o: &ProcessOutcome) {
         let _ = writeln!(
             out,
             "LEAK:      {}",
-            run_fidelity::leak_line(o.closed_after_exit)
+            run_lookup::leak_line(o.closed_after_exit)
         );
     }
     for l in &o.leftovers {
@@ -145,17 +165,18 @@ fn process_lines(out: &mut String, o: &ProcessOutcome) {
             printable_line(&l.cmdline)
         );
     }
-    for (name, bytes, truncated, len) in [
-        ("stdout", &o.stdout, o.stdout_truncated, o.stdout_len),
-        ("stderr", &o.stderr, o.stderr_truncated, o.stderr_len),
-    ] {
-        let truncated = if truncated {
-            format!(" (truncated: the first {} of {len} bytes)", bytes.len())
+    for s in o.streams() {
+        let truncated = if s.truncated {
+            format!(
+                " (truncated: the first {} of {} bytes)",
+                s.bytes.len(),
+                s.len
+            )
         } else {
             String::new()
         };
-        let _ = writeln!(out, "{name}{truncated}:");
-        let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(bytes)));
+        let _ = writeln!(out, "{}{truncated}:", s.name);
+        let _ = writeln!(out, "{}", indent(&String::from_utf8_lossy(s.bytes)));
     }
 }
 

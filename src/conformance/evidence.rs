@@ -21,7 +21,7 @@ pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
             Err(_) => {
                 let stdout = call.run.as_ref()?.stdout();
                 let raw = crate::plugin::shown_version(stdout)?;
-                crate::version::VersionInfo::from_raw(&raw)
+                crate::report::VersionInfo::from_raw(&raw)
             }
         })
     });

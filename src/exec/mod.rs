@@ -18,9 +18,12 @@
 //! Every call runs under a [`Supervisor`], the handle that owns a run's live
 //! calls and can cancel them all at once.
 //!
+//! The one other process the crate starts is a developer's tool, trusted and
+//! run plainly (`tool.rs`: `go build` for `dhv-conform new`).
+//!
 //! The OS seam: what is in this dir is portable POSIX (`call.rs`, one call's
 //! lifecycle; `capture.rs`, the pipes; `supervisor.rs`; `signal.rs`;
-//! `wait_status.rs`); everything Linux-only (`clone3` into a cgroup, cgroup
+//! `wait_status.rs`; `tool.rs`); everything Linux-only (`clone3` into a cgroup, cgroup
 //! v2, `/proc`, pidfds, the child subreaper, the sweeps built on them) is in
 //! `linux/`, mounted as the module `os` and reached only through its facade
 //! (`linux/mod.rs`, whose docs list what another OS would have to provide;
@@ -36,6 +39,7 @@ mod os;
 mod rendezvous;
 mod signal;
 mod supervisor;
+mod tool;
 mod wait_status;
 
 #[cfg(not(target_os = "linux"))]
@@ -58,6 +62,7 @@ pub use os::can_refuse;
 pub(crate) use os::{holders, kill_holders};
 pub use rendezvous::{AtChanges, Change, DEFAULT_HOLD_BOUND, HoldPoint, MAX_CHANGES, Rendezvous};
 pub use supervisor::Supervisor;
+pub(crate) use tool::run_tool;
 
 /// Default cap on captured stdout and on captured stderr: 1 MiB each.
 pub const DEFAULT_OUTPUT_CAP: usize = 1 << 20;
@@ -226,6 +231,40 @@ pub struct Outcome {
     /// It was killed at its last change ([`AtChanges::KillAt`]), before that
     /// change ran.
     pub killed_at_change: bool,
+}
+
+/// One captured stream of a call, as [`Outcome::streams`] gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Captured<'a> {
+    /// `stdout` or `stderr`.
+    pub name: &'static str,
+    /// What was kept of it, at most the cap.
+    pub bytes: &'a [u8],
+    /// It was longer than the cap.
+    pub truncated: bool,
+    /// How many bytes it carried in all, kept or not.
+    pub len: u64,
+}
+
+impl Outcome {
+    /// Its stdout and stderr, in that order: what a reader shows of a
+    /// call's output, and whether it was cut, without naming each field.
+    pub fn streams(&self) -> [Captured<'_>; 2] {
+        [
+            Captured {
+                name: "stdout",
+                bytes: &self.stdout,
+                truncated: self.stdout_truncated,
+                len: self.stdout_len,
+            },
+            Captured {
+                name: "stderr",
+                bytes: &self.stderr,
+                truncated: self.stderr_truncated,
+                len: self.stderr_len,
+            },
+        ]
+    }
 }
 
 /// The CPU this process and the plugin calls it ran have used so far, and

@@ -12,7 +12,8 @@
 //! makes it race-free (`mkdir -p`, a lock per volume) is never troubled.
 //!
 //! What counts as a change of state, and how a call is held, is the OS
-//! side's (`linux/hold.rs`): here is what is the same for any way of
+//! side's (`linux/hold.rs`, with `hold_filter.rs` and `hold_notice.rs`):
+//! here is what is the same for any way of
 //! holding: the seats, the release, and what is said of each call
 //! ([`HoldPoint`]).
 

@@ -1,6 +1,6 @@
 //! Signalling and reaping single processes and groups: the low-level leaf that
-//! `spawn.rs`, `clone_spawn.rs`, `cgroup.rs` and the sweep all use, so none of
-//! them has to import another for it.
+//! `call.rs` and, in `linux/`, `clone_spawn.rs`, the cgroups and the sweep all
+//! use, so none of them has to import another for it.
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};

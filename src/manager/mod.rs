@@ -42,6 +42,7 @@
 //! # }
 //! ```
 
+mod create;
 pub mod discovery;
 mod error;
 mod locks;

@@ -1,6 +1,7 @@
 //! [`HostVolumeManager`]: create, register, delete and list volumes, with
 //! Nomad's rules and Nomad's texts, and the safety Nomad lacks.
-//! (Restore is in [`restore`](super::restore).)
+//! (Create is in [`create`](super::create), restore in
+//! [`restore`](super::restore).)
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::discovery::{self, DiscoveryError, NodeFingerprint};
-use super::error::{Cleanup, ManagerError};
+use super::error::ManagerError;
 use super::locks::{NameLocks, NameReservation};
-use super::spec::{DEFAULT_NODE_POOL, RegisterSpec, VolumeSpec};
+use super::spec::{DEFAULT_NODE_POOL, RegisterSpec};
 use super::state::{State, StateStore};
-use super::volume::{Volume, deletable, own_path};
+use super::volume::{Volume, deletable};
 use crate::contract::{self, DeleteRequest};
 use crate::plugin::{CallOptions, HostVolumePlugin, PluginError, PluginSource, Timeouts};
 
@@ -235,127 +236,6 @@ impl HostVolumeManager {
         Ok(fp)
     }
 
-    /// Creates a volume, or updates it when its id exists: the plugin's create
-    /// runs (again) with the new request, which is then stored.
-    ///
-    /// Fails with `volume name already exists on this node` when another id has
-    /// the name. See the type's docs for what happens when the state cannot be
-    /// written.
-    pub async fn create(&self, spec: VolumeSpec) -> Result<Volume, ManagerError> {
-        check_id(&spec.id)?;
-        let Some(volumes_dir) = &self.volumes_dir else {
-            return Err(ManagerError::NoVolumesDir { id: spec.id });
-        };
-        let plugin = self.plugin(&spec.plugin_id)?;
-        let (_reservation, state) = self.reserve_name(&spec.name, &spec.id).await?;
-        match state.volumes.get(&spec.id).map(|v| &v.plugin_id) {
-            Some(None) => return Err(ManagerError::NotCreated { id: spec.id }),
-            Some(Some(p)) if *p != spec.plugin_id => {
-                return Err(ManagerError::PluginChanged {
-                    id: spec.id,
-                    created_by: p.clone(),
-                    requested: spec.plugin_id,
-                });
-            }
-            _ => {}
-        }
-        let req = spec.request(
-            volumes_dir,
-            self.plugin_dir.as_deref(),
-            &self.node_pool,
-            &self.node_id,
-        );
-        let resp = match plugin.create(&req).await.result {
-            Ok(resp) => resp,
-            Err(source @ PluginError::Response { .. }) => {
-                // It exited 0: it may well have made the volume, which no
-                // state will ever name.
-                let cleanup = self
-                    .undo_unsaved(&*plugin, &req, volumes_dir, &spec.id)
-                    .await;
-                return Err(ManagerError::Response {
-                    operation: "create",
-                    id: spec.id,
-                    plugin_id: spec.plugin_id,
-                    source,
-                    cleanup: Some(Box::new(cleanup)),
-                });
-            }
-            Err(e) => return Err(named("create", &spec.id, &spec.plugin_id, e)),
-        };
-        if !deletable(&resp.path, volumes_dir) {
-            let cleanup = self
-                .undo_unsaved(&*plugin, &req, volumes_dir, &spec.id)
-                .await;
-            return Err(ManagerError::PathRefused {
-                id: spec.id,
-                plugin_id: spec.plugin_id,
-                path: resp.path,
-                volumes_dir: volumes_dir.clone(),
-                cleanup: Box::new(cleanup),
-            });
-        }
-        let volume = Volume {
-            id: spec.id.clone(),
-            name: spec.name.clone(),
-            namespace: spec.namespace.clone(),
-            plugin_id: Some(spec.plugin_id.clone()),
-            host_path: resp.path.clone(),
-            bytes: resp.bytes,
-            create_request: Some(req.clone()),
-        };
-        let (saved, first_create) = self.save(volume).await;
-        match saved {
-            Ok(v) => Ok(v),
-            Err(source) => {
-                // Decided from the state read under the lock: another create
-                // of this id may have saved it while our plugin call ran, and
-                // deleting it then would destroy a saved volume.
-                let cleanup = if first_create == Some(true) {
-                    let undo = DeleteRequest::for_created(&req, &resp.path);
-                    match plugin.delete(&undo).await.result {
-                        Ok(()) => Cleanup::Deleted,
-                        Err(e) => Cleanup::DeleteFailed(e),
-                    }
-                } else {
-                    Cleanup::KeptExisting
-                };
-                Err(ManagerError::NotSaved {
-                    id: spec.id,
-                    plugin_id: spec.plugin_id,
-                    source: Box::new(source),
-                    cleanup,
-                })
-            }
-        }
-    }
-
-    /// Undoes a create that will not be saved, with the volume's own path
-    /// `<volumes_dir>/<id>`, when it was the volume's first: the state is read
-    /// again, since another create of this id may have saved it while our
-    /// plugin call ran, and undoing it then would destroy it.
-    async fn undo_unsaved(
-        &self,
-        plugin: &dyn HostVolumePlugin,
-        req: &contract::CreateRequest,
-        volumes_dir: &Path,
-        id: &str,
-    ) -> Cleanup {
-        let first_create = self
-            .state
-            .load_async()
-            .await
-            .is_ok_and(|s| !s.volumes.contains_key(id));
-        if !first_create {
-            return Cleanup::KeptExisting;
-        }
-        let undo = DeleteRequest::for_created(req, &own_path(volumes_dir, id));
-        match plugin.delete(&undo).await.result {
-            Ok(()) => Cleanup::Deleted,
-            Err(e) => Cleanup::DeleteFailed(e),
-        }
-    }
-
     /// Registers an existing path as a volume; no plugin runs. The same id again
     /// replaces the registration.
     pub async fn register(&self, spec: RegisterSpec) -> Result<Volume, ManagerError> {
@@ -448,7 +328,7 @@ impl HostVolumeManager {
 
     /// Takes `name` for `id` in this process, then checks the saved volumes.
     /// Returns the state read, so the caller decides with what it checked.
-    async fn reserve_name(
+    pub(super) async fn reserve_name(
         &self,
         name: &str,
         id: &str,
@@ -470,7 +350,10 @@ impl HostVolumeManager {
     /// process may have saved the name since we looked. Also returns whether
     /// the state read under that lock lacked the id (`None`: it could not be
     /// read at all), which is what decides a compensating delete.
-    async fn save(&self, volume: Volume) -> (Result<Volume, ManagerError>, Option<bool>) {
+    pub(super) async fn save(
+        &self,
+        volume: Volume,
+    ) -> (Result<Volume, ManagerError>, Option<bool>) {
         let first = Arc::new(std::sync::Mutex::new(None));
         let seen = first.clone();
         let id = volume.id.clone();
@@ -516,7 +399,7 @@ pub(super) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-fn check_id(id: &str) -> Result<(), ManagerError> {
+pub(super) fn check_id(id: &str) -> Result<(), ManagerError> {
     if contract::is_valid_volume_id(id) {
         Ok(())
     } else {
@@ -527,7 +410,12 @@ fn check_id(id: &str) -> Result<(), ManagerError> {
 /// A plugin error as the manager returns it: Nomad's text as it is where it names
 /// what failed, and with the operation, volume and plugin named where it does not
 /// (Go's bare JSON error for an output Nomad cannot read).
-fn named(operation: &'static str, id: &str, plugin_id: &str, e: PluginError) -> ManagerError {
+pub(super) fn named(
+    operation: &'static str,
+    id: &str,
+    plugin_id: &str,
+    e: PluginError,
+) -> ManagerError {
     match e {
         PluginError::Response { .. } => ManagerError::Response {
             operation,

@@ -3,6 +3,22 @@
 //! each `version` string during the decode, in Go's order of errors.
 
 use crate::contract::{self, DecodeError, FingerprintResponse};
+use crate::report::VersionInfo;
+use crate::version;
+
+// Here, where a fingerprint's version is judged, and not in `version` (which
+// depends on nothing) nor in `report` (which depends only on its own model).
+impl VersionInfo {
+    /// Describes a version string reported by a plugin: its go-version
+    /// canonical form, and whether it is strict SemVer.
+    pub fn from_raw(raw: &str) -> VersionInfo {
+        VersionInfo {
+            raw: raw.to_owned(),
+            canonical: version::parse(raw).ok().map(|v| v.canonical()),
+            semver: version::is_strict_semver(raw),
+        }
+    }
+}
 
 /// `json.Unmarshal(stdout, &PluginFingerprint{})` in Nomad 2.0.5: a version
 /// go-version rejects is a [`DecodeError::Text`] with go-version's words, even
@@ -36,6 +52,34 @@ pub fn shown_version(stdout: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A version is described by go-version's canonical form and SemVer's
+    /// strictness; one go-version rejects keeps only its raw text.
+    #[test]
+    fn a_version_is_described_by_go_version_and_semver() {
+        for (raw, canonical, semver) in [
+            ("1.2.3", Some("1.2.3"), true),
+            ("v1.2", Some("1.2.0"), false),
+            ("1.2.3beta", Some("1.2.3-beta"), false),
+            ("V1.2.3", None, false),
+            ("", None, false),
+        ] {
+            let expected = VersionInfo {
+                raw: raw.to_owned(),
+                canonical: canonical.map(str::to_owned),
+                semver,
+            };
+            assert_eq!(VersionInfo::from_raw(raw), expected, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn version_info_round_trips_through_json() {
+        let info = VersionInfo::from_raw("1.2");
+        let json = serde_json::to_string(&info).unwrap();
+        assert_eq!(json, r#"{"raw":"1.2","canonical":"1.2.0","semver":false}"#);
+        assert_eq!(serde_json::from_str::<VersionInfo>(&json).unwrap(), info);
+    }
 
     #[test]
     fn version_errors_come_in_gos_order() {

@@ -21,7 +21,7 @@ use super::go_os::{self, PathError};
 use super::go_strconv;
 use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, go_quote};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation, Parameters};
-use crate::version::VersionInfo;
+use crate::report::VersionInfo;
 
 /// The built-in plugin's id.
 pub const MKDIR_ID: &str = "mkdir";

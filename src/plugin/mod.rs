@@ -20,6 +20,7 @@ pub mod external;
 mod go_os;
 mod go_root;
 mod go_strconv;
+mod lookup;
 pub mod mkdir;
 mod record;
 mod source;
@@ -32,7 +33,7 @@ use std::pin::Pin;
 
 pub use crate::contract::go_quote;
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, ExitReason};
-use crate::version::VersionInfo;
+use crate::report::VersionInfo;
 
 pub use crate::exec::{KillMode, Supervisor};
 pub use external::{ExternalPlugin, PluginRun, Recorder, Timeouts};

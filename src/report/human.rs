@@ -177,16 +177,13 @@ fn write_invocation(out: &mut String, inv: &Invocation) {
     for orphan in &inv.leftovers {
         let _ = writeln!(out, "    left behind: {}", printable_line(orphan));
     }
-    for (name, text, truncated) in [
-        ("stdout", &inv.stdout, inv.stdout_truncated),
-        ("stderr", &inv.stderr, inv.stderr_truncated),
-    ] {
-        if text.is_empty() {
+    for s in inv.streams() {
+        if s.text.is_empty() {
             continue;
         }
-        let cut = if truncated { " (truncated)" } else { "" };
-        let _ = writeln!(out, "    {name}{cut}:");
-        for line in printable(text.trim_end()).lines() {
+        let cut = if s.truncated { " (truncated)" } else { "" };
+        let _ = writeln!(out, "    {}{cut}:", s.name);
+        for line in printable(s.text.trim_end()).lines() {
             let _ = writeln!(out, "      | {line}");
         }
     }
@@ -244,6 +241,27 @@ fn short(message: &str) -> String {
 mod tests {
     use super::*;
     use crate::report::sample;
+
+    /// A call's streams show in order, each said cut where it was, an
+    /// empty one not at all.
+    #[test]
+    fn a_cut_stream_is_said_truncated() {
+        let mut inv = sample::ended(Some(0), None, false, false, 0);
+        inv.stdout = "out".into();
+        inv.stdout_truncated = true;
+        let mut text = String::new();
+        write_invocation(&mut text, &inv);
+        assert!(
+            text.contains("    stdout (truncated):\n      | out\n"),
+            "{text}"
+        );
+        assert!(!text.contains("stderr"), "{text}");
+        inv.stderr = "err".into();
+        let mut text = String::new();
+        write_invocation(&mut text, &inv);
+        let (out, err) = (text.find("stdout (truncated)"), text.find("    stderr:\n"));
+        assert!(out.is_some() && err.is_some() && out < err, "{text}");
+    }
 
     #[test]
     fn without_colour_there_are_no_escape_bytes() {

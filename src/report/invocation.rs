@@ -71,7 +71,36 @@ pub struct Invocation {
     pub held_at: Option<String>,
 }
 
+/// One stream of a call as a report holds it, as [`Invocation::streams`]
+/// gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shown<'a> {
+    /// `stdout` or `stderr`.
+    pub name: &'static str,
+    /// Its excerpt (see [`excerpt`]).
+    pub text: &'a str,
+    /// It was cut at the runner's capture cap.
+    pub truncated: bool,
+}
+
 impl Invocation {
+    /// Its stdout and stderr excerpts, in that order, each with whether it
+    /// was cut: what every report form shows of a call's output.
+    pub fn streams(&self) -> [Shown<'_>; 2] {
+        [
+            Shown {
+                name: "stdout",
+                text: &self.stdout,
+                truncated: self.stdout_truncated,
+            },
+            Shown {
+                name: "stderr",
+                text: &self.stderr,
+                truncated: self.stderr_truncated,
+            },
+        ]
+    }
+
     /// Whether the call exited 0 on its own and left nothing behind.
     pub fn is_clean(&self) -> bool {
         self.exit_code == Some(0)
@@ -138,4 +167,25 @@ pub fn excerpt(bytes: &[u8], cap: usize) -> String {
         text.push_str(&format!("… [{rest} more bytes]"));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_are_stdout_then_stderr_each_with_its_cut() {
+        let inv = Invocation {
+            stdout: "out".into(),
+            stderr: "err".into(),
+            stderr_truncated: true,
+            ..Invocation::default()
+        };
+        let [out, err] = inv.streams();
+        assert_eq!(
+            (out.name, out.text, out.truncated),
+            ("stdout", "out", false)
+        );
+        assert_eq!((err.name, err.text, err.truncated), ("stderr", "err", true));
+    }
 }

@@ -18,6 +18,7 @@ mod html;
 mod human;
 mod invocation;
 mod json;
+mod judgement;
 mod junit;
 mod markdown;
 mod model;
@@ -42,11 +43,11 @@ pub use junit::to_junit;
 pub use markdown::to_markdown;
 pub use model::{
     CheckResult, ConfigInfo, DEFAULT_EXCERPT_CAP, Invocation, Level, Needs, NodeInfo, Phase,
-    PluginChanged, PluginInfo, Report, RunConditions, RunOptions, SCHEMA, Status, Summary,
-    TOOL_NAME, TimingProfile, ToolInfo, Verdict, VersionInfo, excerpt,
+    PluginChanged, PluginInfo, Report, RequestOutcome, RunConditions, RunOptions, SCHEMA, Shown,
+    Status, Summary, TOOL_NAME, TimingProfile, ToolInfo, Verdict, VersionInfo, excerpt,
 };
 pub use redact::Redactions;
-pub use requests::{RequestOutcome, merge_requests};
+pub use requests::merge_requests;
 pub use sandbox::SandboxOutcome;
 pub use snapshot::{
     MAX_SNAPSHOT_BYTES, Normalised, Pending, SnapshotError, SnapshotOutcome, accept, bless,

@@ -1,193 +1,24 @@
-//! The result model: the one set of serde types behind every report form.
+//! The result model: the one set of serde types behind every report form (a
+//! call's [`Invocation`] and the scales, [`Status`] and the others, in files of
+//! their own, named from here).
 //!
 //! The engine fills a [`Report`]; the renderers only read it. These types *are* the JSON
 //! schema [`SCHEMA`], so a field rename here is a breaking change for every CI job that
 //! reads `--json` output: add fields, never rename or retype them, and bump the schema
 //! string when that rule has to be broken.
 
-use std::fmt;
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use super::invocation::{DEFAULT_EXCERPT_CAP, Invocation, excerpt};
+pub use super::invocation::{DEFAULT_EXCERPT_CAP, Invocation, Shown, excerpt};
+pub use super::judgement::{Level, Needs, Phase, Status, Verdict};
 
 /// The schema identifier written into every JSON report.
 pub const SCHEMA: &str = "dhv-conform/report/v1";
 
 /// The tool name written into [`ToolInfo::name`].
 pub const TOOL_NAME: &str = "dhv-conform";
-
-/// How much a check matters (docs/checks.md, "Levels").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Level {
-    /// Required by the spec, or Nomad breaks or loses data without it.
-    Must,
-    /// Strong practice: a failure is a warning, and a failure under `--strict`.
-    Should,
-    /// A measurement that never fails.
-    Info,
-}
-
-impl Level {
-    /// The lowercase name used in every report form (`must`, `should`, `info`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Level::Must => "must",
-            Level::Should => "should",
-            Level::Info => "info",
-        }
-    }
-}
-
-impl fmt::Display for Level {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What a check's question needs of the host while it runs: the run's plan
-/// (docs/report-schema.md, `needs` and `phase`). A check declares it; the engine schedules by
-/// it, so a neighbour never decides a verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Needs {
-    /// Nothing of the host: it runs beside any other check.
-    Any,
-    /// Concurrency on purpose: it races its own calls (held at their changes
-    /// of state and let go together), beside any other check.
-    Concurrent,
-    /// A storage room of its own: it may fill the volumes dir's filesystem,
-    /// so it runs where no neighbour shares that room (after the parallel
-    /// checks, one at a time).
-    OwnStorage,
-    /// Nothing else of the run in flight: what it measures would move with
-    /// the host's load. Runs after the parallel checks, one at a time. (No
-    /// check of today's catalogue needs it: the crash checks' kill points are
-    /// the plugin's own steps, and the deadlines are judged on calls made
-    /// alone in the timing phase.)
-    Alone,
-    /// The run's end: every other check finished, the volumes still alive
-    /// deleted, what plugins left mounted or attached below the run's temp
-    /// dir let go of, and a trial removal of every check's dir made. Its
-    /// question is what the whole run left, so it runs last, alone.
-    RunEnd,
-}
-
-impl Needs {
-    /// The kebab-case name used in every report form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Needs::Any => "any",
-            Needs::Concurrent => "concurrent",
-            Needs::OwnStorage => "own-storage",
-            Needs::Alone => "alone",
-            Needs::RunEnd => "run-end",
-        }
-    }
-}
-
-/// When in a run a check runs (the run's plan).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    /// With every other parallel check.
-    Parallel,
-    /// After the parallel checks, one at a time, nothing else in flight.
-    Exclusive,
-    /// After every other check: a judgement over all the run's calls.
-    RunWide,
-    /// Last of all, after the run's end was cleared (see [`Needs::RunEnd`]):
-    /// what the whole run left.
-    Closing,
-}
-
-impl Phase {
-    /// The kebab-case name used in every report form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Parallel => "parallel",
-            Phase::Exclusive => "exclusive",
-            Phase::RunWide => "run-wide",
-            Phase::Closing => "closing",
-        }
-    }
-}
-
-/// The outcome of one check (docs/checks.md, "Statuses").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// The rule held.
-    Pass,
-    /// A must-level rule did not hold.
-    Fail,
-    /// A should-level rule did not hold.
-    Warn,
-    /// The check did not run; the message says why (skips are never silent).
-    Skip,
-    /// A measurement; the message holds it.
-    Info,
-}
-
-impl Status {
-    /// The lowercase name used in every report form (`pass`, `fail`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pass => "pass",
-            Status::Fail => "fail",
-            Status::Warn => "warn",
-            Status::Skip => "skip",
-            Status::Info => "info",
-        }
-    }
-}
-
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The verdict of a whole run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    /// No check failed (and, under `--strict`, none warned).
-    Conformant,
-    /// A must failed, or a should failed under `--strict`.
-    NonConformant,
-    /// The run cannot vouch for one plugin: its file changed mid-run
-    /// ([`Report::plugin_changed`]), so its calls may have run different
-    /// programs. Exit 4.
-    Inconclusive,
-}
-
-impl Verdict {
-    /// The name used in every report form (`conformant`, `non-conformant`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Conformant => "conformant",
-            Verdict::NonConformant => "non-conformant",
-            Verdict::Inconclusive => "inconclusive",
-        }
-    }
-
-    /// The process exit code for this verdict (README, "Exit codes").
-    pub fn exit_code(self) -> u8 {
-        match self {
-            Verdict::Conformant => 0,
-            Verdict::NonConformant => 1,
-            Verdict::Inconclusive => 4,
-        }
-    }
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A whole conformance run: the root of the JSON schema.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -234,7 +65,7 @@ pub struct Report {
     /// With several requests (a config's `[[request]]`s), each one's statuses;
     /// empty for one request (and then left out of the JSON).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub requests: Vec<super::requests::RequestOutcome>,
+    pub requests: Vec<RequestOutcome>,
     /// The signal that cut the run short (`SIGINT`, `SIGTERM`, `SIGHUP`): the checks it
     /// cut short are `skip` with the reason `interrupted`, and the verdict covers only the
     /// checks that finished. `None` (and left out of the JSON) for a run that ended by itself.
@@ -401,9 +232,9 @@ pub struct PluginInfo {
     pub version: Option<VersionInfo>,
 }
 
-/// A fingerprinted plugin version: the one type for it, in reports and for the
-/// version parser ([`crate::version`] describes a raw string with
-/// `VersionInfo::from_raw`).
+/// A fingerprinted plugin version: the one type for it, in reports and in a
+/// fingerprint (the plugin layer describes a raw string with
+/// `VersionInfo::from_raw`, by [`crate::version`]'s rules).
 ///
 /// Defined here because `report` depends on nothing else in the crate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -555,3 +386,17 @@ impl Summary {
 #[cfg(test)]
 #[path = "model_tests.rs"]
 mod tests;
+
+/// One request's outcome in a report of several.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestOutcome {
+    /// The request's name (from the config).
+    pub name: String,
+    /// The fixture it was read from.
+    #[serde(default)]
+    pub fixture: Option<String>,
+    /// Its own counts and verdict.
+    pub summary: Summary,
+    /// Each check's status for this request, by id.
+    pub statuses: BTreeMap<String, Status>,
+}

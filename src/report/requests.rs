@@ -5,21 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::model::{CheckResult, Report, Status, Summary};
-
-/// One request's outcome in a report of several.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RequestOutcome {
-    /// The request's name (from the config).
-    pub name: String,
-    /// The fixture it was read from.
-    #[serde(default)]
-    pub fixture: Option<String>,
-    /// Its own counts and verdict.
-    pub summary: Summary,
-    /// Each check's status for this request, by id.
-    pub statuses: BTreeMap<String, Status>,
-}
+use super::model::{CheckResult, Report, RequestOutcome, Status, Summary};
 
 /// How bad a status is, for the worst of several.
 fn rank(s: Status) -> u8 {

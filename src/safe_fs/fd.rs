@@ -113,6 +113,8 @@ pub fn locate(fd: BorrowedFd<'_>) -> io::Result<Where> {
     // SAFETY: statx fills the zeroed struct; the empty path with
     // AT_EMPTY_PATH means "fd itself".
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: the path is a NUL-terminated static string, `fd` is open for
+    // the call (borrowed), and `stx` is a valid, writable statx.
     let ret = unsafe {
         libc::statx(
             fd.as_raw_fd(),

@@ -16,7 +16,7 @@ use dhv_conform::manager::{RegisterSpec, VolumeSpec};
 use dhv_conform::plugin::{
     BoxFuture, ExternalPlugin, Fingerprint, HostVolumePlugin, PluginCall, Recorder,
 };
-use dhv_conform::version::VersionInfo;
+use dhv_conform::report::VersionInfo;
 
 // ---------------------------------------------------------------- restore
 

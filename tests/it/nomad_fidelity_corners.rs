@@ -14,65 +14,10 @@ use crate::util::Scratch;
 use assert_cmd::Command;
 use serde_json::Value;
 
+mod runs;
+use runs::{plugin_dir, run_in, run_json, write_plugin};
+
 const ID: &str = "6e1a3f0c-1b2d-4c5e-8f90-a1b2c3d4e5f6";
-
-/// `run ARGS --json`: exit code, the JSON, and stderr.
-fn run_json<I, S>(args: I) -> (Option<i32>, Value, String)
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    let out = Command::cargo_bin("dhv-conform")
-        .unwrap()
-        .arg("run")
-        .args(args)
-        .args(["--id", ID, "--json"])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (
-        out.status.code(),
-        json,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// `run PLUGIN OP --plugin-dir DIR --volumes-dir VOLUMES [more]`.
-fn run_in(
-    dir: &Path,
-    volumes: &Path,
-    plugin: &OsStr,
-    op: &str,
-    more: &[&str],
-) -> (Option<i32>, Value, String) {
-    let mut args: Vec<&OsStr> = vec![
-        plugin,
-        OsStr::new(op),
-        OsStr::new("--plugin-dir"),
-        dir.as_os_str(),
-    ];
-    args.extend([OsStr::new("--volumes-dir"), volumes.as_os_str()]);
-    args.extend(more.iter().map(OsStr::new));
-    run_json(args)
-}
-
-fn plugin_dir(s: &Scratch) -> PathBuf {
-    let dir = s.path().join("plugins");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn write_plugin(path: &Path, body: &str) {
-    std::fs::write(path, body).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 const NAMED: &str = "#!/bin/sh\nprintf '{\"error\": \"named\"}'\nexit 1\n";
 

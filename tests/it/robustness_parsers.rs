@@ -173,7 +173,7 @@ proptest! {
         raw in r"[vV]?([0-9]{1,60}\.){0,300}[0-9]{0,60}(-[0-9A-Za-z.+~-]{0,200})?(\+[0-9A-Za-z.-]{0,200})?"
     ) {
         let _ = version::parse(&raw);
-        let _ = version::VersionInfo::from_raw(&raw);
+        let _ = dhv_conform::report::VersionInfo::from_raw(&raw);
     }
 
     #[test]

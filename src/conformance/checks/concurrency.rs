@@ -18,7 +18,7 @@ use crate::contract::Operation;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, Needs, join_all};
+use super::{CheckSpec, FindingResult, Level, Needs, join_all};
 use crate::conformance::context::{Ctx, Expect, Finding, Race, Start, VolumeAt};
 use crate::contract::DeleteRequest;
 
@@ -51,8 +51,8 @@ pub(crate) const CREATE: CheckSpec = CheckSpec {
 };
 
 /// 8 distinct creates at once, aligned, for [`ROUNDS`] rounds.
-async fn create(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn create(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let mut problems = Vec::new();
     let mut collisions_only = true;
     for round in 0..ROUNDS {
@@ -70,7 +70,7 @@ async fn create(ctx: &Ctx) -> CheckResult {
         )))
     } else if let Some(needs) = match collisions_only {
         // Two volumes get one path even one after the other: not a race.
-        true => ctx.probes().paths_not_distinct().await,
+        true => ctx.prereqs().paths_not_distinct().await,
         false => None,
     } {
         Err(Finding::Skip(needs))
@@ -166,11 +166,11 @@ pub(crate) const DELETE: CheckSpec = CheckSpec {
 
 /// 8 deletes at once, racing 4 creates of new volumes, all aligned, for
 /// [`ROUNDS`] rounds.
-async fn delete(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn delete(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     // Volumes that share one path delete each other whatever the timing:
     // one root cause, create.distinct's.
-    if let Some(needs) = ctx.probes().paths_not_distinct().await {
+    if let Some(needs) = ctx.prereqs().paths_not_distinct().await {
         return Err(Finding::Skip(needs));
     }
     let mut problems = Vec::new();
@@ -288,9 +288,9 @@ pub(crate) const SAME_VOLUME: CheckSpec = CheckSpec {
 
 /// Identical creates of one volume at once, aligned, agree, for
 /// [`SAME_VOLUME_ROUNDS`] rounds on fresh volumes.
-async fn same_volume(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
-    let mounts = ctx.probes().create_probe().await.mounted;
+async fn same_volume(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
+    let mounts = ctx.prereqs().create_probe().await.mounted;
     // A node's mount table, where volumes are mounts and the run has a
     // mount namespace of its own; said either way.
     let (mut filler, table) = match mounts {
@@ -402,7 +402,7 @@ async fn same_volume(ctx: &Ctx) -> CheckResult {
         )))
     } else if let Some(needs) = match failed && !split {
         // Creating an existing volume fails even one at a time: not a race.
-        true => ctx.probes().create_again_fails().await,
+        true => ctx.prereqs().create_again_fails().await,
         false => None,
     } {
         Err(Finding::Skip(needs))

@@ -4,10 +4,8 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, Needs, fingerprint, hint_prefix, needs, shown};
-use crate::conformance::context::{
-    Ctx, Expect, Finding, Holds, RunLog, canary_intact, plant_in_volume,
-};
+use super::{CheckSpec, FindingResult, Level, Needs, fingerprint, hint_prefix, needs, shown};
+use crate::conformance::context::{Ctx, Expect, Finding, Holds, RunLog, canary_intact};
 use crate::contract::{self, CreateRequest, CreateResponse, Operation, Parameters};
 use crate::plugin::PluginCall;
 
@@ -20,7 +18,7 @@ pub(crate) const CHECKS: &[CheckSpec] = &[
     BYTES_IN_RANGE,
     IDEMPOTENT,
     DISTINCT,
-    UPDATE,
+    super::create_update::UPDATE,
     PARAMETERS,
     VOLUMES_DIR_MISSING,
     super::in_the_way::FILE_IN_THE_WAY,
@@ -45,8 +43,8 @@ pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
     run: scenario!(succeeds),
 };
 
-async fn succeeds(ctx: &Ctx) -> CheckResult {
-    let probe = ctx.probes().create_probe().await;
+async fn succeeds(ctx: &Ctx) -> FindingResult {
+    let probe = ctx.prereqs().create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     let call = &probe.call;
     if call.exited_zero() {
@@ -55,7 +53,7 @@ async fn succeeds(ctx: &Ctx) -> CheckResult {
             call.duration.as_secs_f64() * 1e3
         )));
     }
-    let fingerprint = ctx.probes().fingerprint_probe().await;
+    let fingerprint = ctx.prereqs().fingerprint_probe().await;
     let cannot_start =
         |run: &Option<crate::plugin::PluginRun>| run.as_ref().is_some_and(|r| r.result.is_err());
     if cannot_start(&call.run) && cannot_start(&fingerprint.run) {
@@ -101,8 +99,8 @@ pub(crate) const RESPONSE: CheckSpec = CheckSpec {
     run: scenario!(response),
 };
 
-async fn response(ctx: &Ctx) -> CheckResult {
-    let probe = ctx.probes().create_probe().await;
+async fn response(ctx: &Ctx) -> FindingResult {
+    let probe = ctx.prereqs().create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     if !probe.call.exited_zero() {
         return Err(Finding::Skip(needs(&SUCCEEDS)));
@@ -140,7 +138,7 @@ async fn response(ctx: &Ctx) -> CheckResult {
 async fn probe_response(
     ctx: &Ctx,
 ) -> Result<(CreateRequest, contract::CreateResponse, bool), Finding> {
-    let probe = ctx.probes().create_probe().await;
+    let probe = ctx.prereqs().create_probe().await;
     ctx.cite(probe.call.run.as_ref());
     if !probe.call.exited_zero() {
         return Err(Finding::Skip(needs(&SUCCEEDS)));
@@ -164,7 +162,7 @@ pub(crate) const PATH_EXISTS: CheckSpec = CheckSpec {
     run: scenario!(path_exists),
 };
 
-async fn path_exists(ctx: &Ctx) -> CheckResult {
+async fn path_exists(ctx: &Ctx) -> FindingResult {
     let (_, resp, existed) = probe_response(ctx).await?;
     if resp.path.is_empty() {
         return Err(Finding::Fail(
@@ -199,7 +197,7 @@ pub(crate) const PATH_IN_VOLUMES_DIR: CheckSpec = CheckSpec {
     run: scenario!(path_in_volumes_dir),
 };
 
-async fn path_in_volumes_dir(ctx: &Ctx) -> CheckResult {
+async fn path_in_volumes_dir(ctx: &Ctx) -> FindingResult {
     let (req, resp, _) = probe_response(ctx).await?;
     let inside = |p: &Path| {
         let dir = Path::new(&req.volumes_dir);
@@ -241,7 +239,7 @@ pub(crate) const BYTES_IN_RANGE: CheckSpec = CheckSpec {
     run: scenario!(bytes_in_range),
 };
 
-async fn bytes_in_range(ctx: &Ctx) -> CheckResult {
+async fn bytes_in_range(ctx: &Ctx) -> FindingResult {
     let (req, resp, _) = probe_response(ctx).await?;
     if resp.bytes <= 0 {
         return Ok(Finding::Pass("bytes not reported (0)".into()));
@@ -290,11 +288,11 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
     run: scenario!(idempotent),
 };
 
-async fn idempotent(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn idempotent(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     // Judged on the shared create-again probe: the checks that skip "needs
     // create.idempotent" rest on it.
-    let probe = ctx.probes().again_probe().await;
+    let probe = ctx.prereqs().again_probe().await;
     let first = probe_created(ctx, &probe.first, "first create")?;
     let canary = probe.canary.clone()?;
     let again = probe
@@ -347,9 +345,9 @@ pub(crate) const DISTINCT: CheckSpec = CheckSpec {
 /// Two volumes, two paths; the second leaves the first alone. Judged on the
 /// shared two-volume probe, on which the checks whose volumes collide rest
 /// their "needs create.distinct".
-async fn distinct(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
-    let probe = ctx.probes().distinct_probe().await;
+async fn distinct(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
+    let probe = ctx.prereqs().distinct_probe().await;
     let [a_req, b_req] = &probe.requests;
     let a = probe_created(ctx, &probe.a, "create of volume A")?;
     let canary = probe.canary.clone()?;
@@ -380,128 +378,6 @@ async fn distinct(ctx: &Ctx) -> CheckResult {
     result
 }
 
-pub(crate) const UPDATE: CheckSpec = CheckSpec {
-    id: "create.update",
-    level: Level::Should,
-    rule: "create again with the same id and a doubled capacity min exits 0 with the same path; that create and one with other parameters keep the volume's data (a file written into it survives), or fail leaving the volume as it was",
-    why: "`nomad volume create` with an existing id updates the volume: the plugin gets create again with a new capacity or new parameters, and a failure there is shown to the user as a failed update. An update that removes and re-makes the volume (to resize or re-format it) loses every file the volume held.",
-    fix: "Treat create of an existing volume as an update: resize in place if you can, otherwise keep the volume and exit 0 with the same path; never remove, re-make or re-format an existing volume to apply a new capacity or parameters.",
-    varies: None,
-    samples: &["wipes-on-update"],
-    needs: Needs::Any,
-    subject: Some(Operation::Create),
-    run: scenario!(update),
-};
-
-/// The parameter key the update with other parameters adds: one no plugin
-/// knows, so a plugin either ignores it or refuses it.
-const UPDATE_PARAMETER: &str = "dhv_conform_update";
-
-async fn update(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
-    let req = ctx.request();
-    let first = ctx.steps().create_ok(&req, "first create").await?;
-    // The data an update must keep: a file in the volume, as a task would
-    // have written. Where none can be written (create.idempotent says why),
-    // the path alone is judged, saying so.
-    let canary = plant_in_volume(ctx, &first.path, "first create").ok();
-    let mut bigger = req.clone();
-    // A user asking for more raises both bounds: doubling only the min
-    // could leave min = max, a range a block-granular plugin cannot meet.
-    bigger.capacity_min_bytes = req.capacity_min_bytes.saturating_mul(2);
-    if bigger.capacity_max_bytes > 0 {
-        bigger.capacity_max_bytes = req.capacity_max_bytes.saturating_mul(2);
-    }
-    if bigger.capacity_max_bytes > 0 && bigger.capacity_max_bytes < bigger.capacity_min_bytes {
-        bigger.capacity_max_bytes = bigger.capacity_min_bytes;
-    }
-    // Either: the rule judges the update's outcome below.
-    let call = ctx
-        .calls()
-        .create(
-            &bigger,
-            Expect::Either,
-            "create again with capacity min doubled",
-        )
-        .await;
-    let wiped = |what: &str, canary: &Path| {
-        Finding::Fail(format!(
-            "expected {what} to keep the volume's data; the file {} written into it after the first create is gone or changed: \
-             the update removed or re-made the volume",
-            canary.display()
-        ))
-    };
-    // The file written into the volume, when it is gone or changed.
-    let lost = || canary.as_deref().filter(|c| !canary_intact(c));
-    let mut result = if let Some(lost) = lost() {
-        let what = match call.result {
-            Ok(_) => "an update (same id, capacity min doubled)",
-            Err(_) => "a failed update (same id, capacity min doubled)",
-        };
-        Err(wiped(what, lost))
-    } else {
-        match &call.result {
-            Ok(resp) if resp.path == first.path => Ok(Finding::Pass("update kept the path".into())),
-            Ok(resp) => Err(Finding::Fail(format!(
-                "expected an update (same id, capacity min doubled) to keep path {:?}; got {:?}",
-                first.path, resp.path
-            ))),
-            Err(e) => match ctx.probes().create_again_fails().await {
-                Some(needs) => Err(Finding::Skip(needs)),
-                None => Err(Finding::Fail(format!(
-                    "expected an update (same id, capacity min doubled to {}) to exit 0; got: {e}",
-                    bigger.capacity_min_bytes
-                ))),
-            },
-        }
-    };
-    // Other parameters: a plugin may refuse a key it does not know, but
-    // neither outcome may cost the volume its data or its path.
-    if result.is_ok() {
-        let mut other = req.clone();
-        other
-            .parameters
-            .get_or_insert_with(Default::default)
-            .insert(UPDATE_PARAMETER.into(), "1".into());
-        let call = ctx
-            .calls()
-            .create(&other, Expect::Either, "create again with other parameters")
-            .await;
-        if let Some(lost) = lost() {
-            let what = match call.result {
-                Ok(_) => "a create with other parameters",
-                Err(_) => "a failed create with other parameters",
-            };
-            result = Err(wiped(what, lost));
-        } else if let Some(resp) = call.result.as_ref().ok().filter(|r| r.path != first.path) {
-            result = Err(Finding::Fail(format!(
-                "expected a create of the same volume with other parameters to keep path {:?} or fail; got {:?}",
-                first.path, resp.path
-            )));
-        }
-    }
-    if result.is_ok() && canary.is_none() {
-        result = Ok(Finding::Pass(
-            "update kept the path (its data not seen: no file could be written into the volume)"
-                .into(),
-        ));
-    }
-    // The harness's own file goes before the delete: a delete that cannot
-    // remove a volume holding files is delete.succeeds's finding, not this one's.
-    if let Some(c) = &canary {
-        let _ = ctx.dirs().remove_file(c);
-    }
-    ctx.calls()
-        .delete(
-            &req,
-            &first.path,
-            Expect::Success,
-            "delete after the update",
-        )
-        .await;
-    result
-}
-
 pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
     id: "create.parameters",
     level: Level::Should,
@@ -517,8 +393,8 @@ pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
 
 /// `{}` and hostile parameter values are handled safely: success, or a clean
 /// failure; nothing runs from them.
-async fn parameters(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn parameters(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let marker = ctx.dirs().dir().join("parameter-marker");
     let m = marker.display();
     let hostile: Parameters = [
@@ -566,8 +442,8 @@ pub(crate) const VOLUMES_DIR_MISSING: CheckSpec = CheckSpec {
 
 /// Creates in `fresh/host_volumes`, of which only `fresh` exists (a data
 /// dir), then deletes.
-async fn volumes_dir_missing(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn volumes_dir_missing(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let data = ctx
         .dirs()
         .make_dirs(Path::new("fresh"))
@@ -588,7 +464,7 @@ async fn volumes_dir_missing(ctx: &Ctx) -> CheckResult {
             )));
         }
     };
-    let differs = ctx.probes().unlike_default(&resp).await;
+    let differs = ctx.prereqs().unlike_default(&resp).await;
     ctx.steps().delete_ok(&req, &resp.path, "delete").await?;
     if let Some(how) = differs {
         return Err(Finding::Warn(format!(
@@ -613,6 +489,6 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     run: run_wide!(deadline),
 };
 
-fn deadline(log: &RunLog) -> CheckResult {
+fn deadline(log: &RunLog) -> FindingResult {
     super::deadline::judge(log, Operation::Create)
 }

@@ -1,7 +1,7 @@
 //! The deadline judgement the three `<op>.deadline` checks share (each
 //! defined in its group's file), and what the other time checks ask of it.
 
-use super::CheckResult;
+use super::FindingResult;
 use crate::conformance::context::{Finding, LoggedCall, RunLog, killed_waiting, late, overran};
 use crate::contract::Operation;
 
@@ -58,7 +58,7 @@ fn conditions(late: &[&LoggedCall]) -> String {
 /// Nomad's limit counts wall time, but a call the host kept waiting for a
 /// CPU past it is the host's doing, not the plugin's: the verdict is the
 /// same on an idle host and on a loaded one.
-pub(super) fn judge(log: &RunLog, op: Operation) -> CheckResult {
+pub(super) fn judge(log: &RunLog, op: Operation) -> FindingResult {
     let calls = log.of(op);
     if calls.is_empty() {
         return Err(Finding::Skip(format!("no {op} call in this run")));

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, Needs, needs, node_residue};
+use super::{CheckSpec, FindingResult, Level, Needs, needs, node_residue};
 use crate::conformance::context::{
     Ctx, Expect, Fact, Finding, Race, RunLog, Settled, Start, VolumeAt, around, canary_intact,
     is_mount_point, listing, loops_left, mounts_left, plant_in_volume,
@@ -42,9 +42,9 @@ pub(crate) const SUCCEEDS: CheckSpec = CheckSpec {
 /// the other checks' "needs delete.succeeds" rests on; its volume holds a file,
 /// as a volume in use does, so a plugin whose delete fails on data fails here
 /// once, not in every check that deletes a volume it wrote to.
-async fn succeeds(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
-    let probe = ctx.probes().delete_probe().await;
+async fn succeeds(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
+    let probe = ctx.prereqs().delete_probe().await;
     ctx.cite(probe.create.run.as_ref());
     if let Err(e) = &probe.create.result {
         return Err(Finding::Fail(format!(
@@ -100,7 +100,7 @@ pub(crate) const REMOVES: CheckSpec = CheckSpec {
     run: scenario!(removes),
 };
 
-async fn removes(ctx: &Ctx) -> CheckResult {
+async fn removes(ctx: &Ctx) -> FindingResult {
     let (req, path) = ctx.steps().one_volume("create before delete").await?;
     let at = VolumeAt::before_delete(&path);
     ctx.steps().delete_ok(&req, &path, "delete").await?;
@@ -136,7 +136,7 @@ pub(crate) const IDEMPOTENT: CheckSpec = CheckSpec {
     run: scenario!(idempotent),
 };
 
-async fn idempotent(ctx: &Ctx) -> CheckResult {
+async fn idempotent(ctx: &Ctx) -> FindingResult {
     let (req, path) = ctx.steps().one_volume("create before delete").await?;
     ctx.steps().delete_ok(&req, &path, "first delete").await?;
     // Either: the rule judges the second delete itself, below.
@@ -165,8 +165,8 @@ pub(crate) const NEVER_CREATED: CheckSpec = CheckSpec {
     run: scenario!(never_created),
 };
 
-async fn never_created(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn never_created(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let req = ctx.request();
     let path = Path::new(&req.volumes_dir).join(&req.volume_id);
     // Either: the rule judges this delete itself, below.
@@ -221,14 +221,14 @@ pub(crate) const ISOLATED: CheckSpec = CheckSpec {
     run: scenario!(isolated),
 };
 
-async fn isolated(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn isolated(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let (a_req, b_req) = (ctx.request(), ctx.request());
     let a = ctx.steps().create_ok(&a_req, "create of volume A").await?;
     let b = ctx.steps().create_ok(&b_req, "create of volume B").await?;
     if a.path == b.path {
         // One path for two volumes: deleting one must take the other.
-        if let Some(needs) = ctx.probes().paths_not_distinct().await {
+        if let Some(needs) = ctx.prereqs().paths_not_distinct().await {
             ctx.calls()
                 .delete(&a_req, &a.path, Expect::Success, "delete of volume A")
                 .await;
@@ -285,7 +285,7 @@ pub(crate) const NO_RESIDUE: CheckSpec = CheckSpec {
 /// checks cite it ([`Prereqs::leftovers`](crate::conformance::context::Prereqs::leftovers)).
 /// It runs last, once the run's end is cleared: what the harness could not
 /// remove of the whole run then ([`Fact::RunEndLeft`]) is its finding too.
-async fn no_residue(ctx: &Ctx) -> CheckResult {
+async fn no_residue(ctx: &Ctx) -> FindingResult {
     let own = own_residue(ctx).await;
     let Some(left) = ctx
         .facts()
@@ -304,8 +304,8 @@ async fn no_residue(ctx: &Ctx) -> CheckResult {
 }
 
 /// What one create and delete of this check's own left.
-async fn own_residue(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn own_residue(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let before = around(ctx.dirs().volumes());
     let reqs = [ctx.request(), ctx.request()];
     // Outside the run's dir, what the plugin's own processes make is
@@ -441,8 +441,8 @@ pub(crate) const AUTO_DELETE_SAFE: CheckSpec = CheckSpec {
 /// Nomad's compensating delete after a failed state write sends the volumes dir
 /// as DHV_CREATED_PATH with an empty name and namespace. A plugin that removes
 /// DHV_CREATED_PATH blindly wipes every volume.
-async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn auto_delete_safe(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let (other_req, new_req) = (ctx.request(), ctx.request());
     let other = ctx
         .steps()
@@ -456,7 +456,7 @@ async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
         .await?;
     if new.path == other.path {
         // The "unrelated" volume is the new one: nothing to tell apart.
-        if let Some(needs) = ctx.probes().paths_not_distinct().await {
+        if let Some(needs) = ctx.prereqs().paths_not_distinct().await {
             ctx.calls()
                 .delete(
                     &new_req,
@@ -506,7 +506,7 @@ async fn auto_delete_safe(ctx: &Ctx) -> CheckResult {
     // volume then): named by its id alone, it must go whole.
     let left = match call.ok() && dir_ok && other_ok {
         true => {
-            ctx.probes()
+            ctx.prereqs()
                 .left_since(ctx.dirs().volumes(), &before_new)
                 .await
         }
@@ -580,7 +580,7 @@ pub(crate) const IN_USE: CheckSpec = CheckSpec {
 
 /// Creates a volume, writes a file into it and holds that file open while
 /// delete runs; then closes it and deletes again.
-async fn in_use(ctx: &Ctx) -> CheckResult {
+async fn in_use(ctx: &Ctx) -> FindingResult {
     let (req, path) = ctx.steps().one_volume("create").await?;
     let at = VolumeAt::before_delete(&path);
     if at.is_block() {
@@ -687,6 +687,6 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     run: run_wide!(deadline),
 };
 
-fn deadline(log: &RunLog) -> CheckResult {
+fn deadline(log: &RunLog) -> FindingResult {
     super::deadline::judge(log, Operation::Delete)
 }

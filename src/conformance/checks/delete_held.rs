@@ -2,7 +2,7 @@
 //! loop device open. Its own file: it is the one check that holds a device,
 //! and the kernel's deferred detach it meets needs explaining.
 
-use super::{CheckResult, CheckSpec, Level, Needs};
+use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, Settled, VolumeAt, still_attached};
 use crate::contract::DeleteRequest;
 use crate::contract::Operation;
@@ -24,10 +24,10 @@ pub(crate) const DEVICE_HELD: CheckSpec = CheckSpec {
 /// Creates a volume, holds every loop device its create attached open while
 /// delete runs, lets them go, then judges what is left (deleting again
 /// after a failed delete).
-async fn device_held(ctx: &Ctx) -> CheckResult {
+async fn device_held(ctx: &Ctx) -> FindingResult {
     ctx.require_process()?;
     // Asks create's prerequisites first (needs create.succeeds, ...).
-    ctx.probes().require_delete().await?;
+    ctx.prereqs().require_delete().await?;
     let dir = ctx.dirs().dir().to_path_buf();
     // The devices a volume can be on: one of size 0 holds none.
     let before = crate::safe_fs::sized_loops_backed_under(&dir);

@@ -6,7 +6,7 @@
 //! a step fail on purpose by refusing it (`failure.*-refused`) are in
 //! `refused`.
 
-use super::{CheckResult, CheckSpec, Level, Needs, shown};
+use super::{CheckSpec, FindingResult, Level, Needs, shown};
 use crate::conformance::context::{
     Ctx, Expect, Fact, Finding, LoggedCall, RunLog, is_provoked, listing,
 };
@@ -42,7 +42,7 @@ pub(crate) const UNKNOWN_OPERATION: CheckSpec = CheckSpec {
     run: scenario!(unknown_operation),
 };
 
-async fn unknown_operation(ctx: &Ctx) -> CheckResult {
+async fn unknown_operation(ctx: &Ctx) -> FindingResult {
     ctx.require_process()?;
     let before = listing(ctx.dirs().volumes());
     let mut env = ctx.request().env();
@@ -88,7 +88,7 @@ pub(crate) const CLEAN: CheckSpec = CheckSpec {
 /// Every failed create of the run (the plugin's own failures, and the one
 /// provoked on purpose) left nothing new in the volumes dir and no process
 /// behind.
-fn clean(log: &RunLog) -> CheckResult {
+fn clean(log: &RunLog) -> FindingResult {
     // Nomad rejecting the output of a create that exited 0 is create.response's
     // finding (the plugin did make the volume): only the plugin's own failures count.
     let failed: Vec<&LoggedCall> = log
@@ -180,7 +180,7 @@ pub(crate) const ERROR_JSON: CheckSpec = CheckSpec {
 
 /// Every failing create and delete of the run prints `{"error": "..."}` on
 /// stdout, with a reason; the message quotes what Nomad shows the user.
-fn error_json(log: &RunLog) -> CheckResult {
+fn error_json(log: &RunLog) -> FindingResult {
     log.require_process()?;
     // A call that hung is the deadline checks' finding, one that could not
     // start fingerprint.runs's: neither printed an answer to judge.

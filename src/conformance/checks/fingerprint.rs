@@ -1,7 +1,7 @@
 //! `fingerprint.*`: the plugin starts, answers with one JSON object, and names a
 //! version Nomad can parse, every time.
 
-use super::{CheckResult, CheckSpec, Level, Needs, hint_prefix, join_all, needs, shown};
+use super::{CheckSpec, FindingResult, Level, Needs, hint_prefix, join_all, needs, shown};
 use crate::conformance::context::{Ctx, Expect, Finding, RunLog};
 use crate::contract::{DecodeError, Operation};
 use crate::plugin::{ExternalPlugin, PluginError, PluginSource, decode_fingerprint};
@@ -35,8 +35,8 @@ pub(crate) const RUNS: CheckSpec = CheckSpec {
     run: scenario!(runs),
 };
 
-async fn runs(ctx: &Ctx) -> CheckResult {
-    let call = ctx.probes().fingerprint_probe().await;
+async fn runs(ctx: &Ctx) -> FindingResult {
+    let call = ctx.prereqs().fingerprint_probe().await;
     ctx.cite(call.run.as_ref());
     let Some(run) = &call.run else {
         return Ok(Finding::Pass("built-in plugin answers in-process".into()));
@@ -65,7 +65,7 @@ async fn runs(ctx: &Ctx) -> CheckResult {
 
 /// The probe's stdout when fingerprint ran and exited 0; else skip.
 async fn stdout_of_good_run(ctx: &Ctx) -> Result<Option<Vec<u8>>, Finding> {
-    let call = ctx.probes().fingerprint_probe().await;
+    let call = ctx.prereqs().fingerprint_probe().await;
     ctx.cite(call.run.as_ref());
     match &call.run {
         None => Ok(None),
@@ -87,11 +87,11 @@ pub(crate) const JSON: CheckSpec = CheckSpec {
     run: scenario!(json),
 };
 
-async fn json(ctx: &Ctx) -> CheckResult {
+async fn json(ctx: &Ctx) -> FindingResult {
     let Some(stdout) = stdout_of_good_run(ctx).await? else {
         return Ok(Finding::Pass("built-in plugin".into()));
     };
-    let call = ctx.probes().fingerprint_probe().await;
+    let call = ctx.prereqs().fingerprint_probe().await;
     if let Err(PluginError::OutputTooLarge { message, .. }) = &call.result {
         return Err(Finding::Fail(format!(
             "expected one JSON object on stdout; {message}"
@@ -132,8 +132,8 @@ pub(crate) const VERSION: CheckSpec = CheckSpec {
     run: scenario!(version),
 };
 
-async fn version(ctx: &Ctx) -> CheckResult {
-    let call = ctx.probes().fingerprint_probe().await;
+async fn version(ctx: &Ctx) -> FindingResult {
+    let call = ctx.prereqs().fingerprint_probe().await;
     if let Some(stdout) = stdout_of_good_run(ctx).await? {
         let complete = call.run.as_ref().is_none_or(|r| r.stdout_complete());
         let too_large = matches!(call.result, Err(PluginError::OutputTooLarge { .. }));
@@ -174,8 +174,8 @@ pub(crate) const VERSION_SEMVER: CheckSpec = CheckSpec {
     run: scenario!(version_semver),
 };
 
-async fn version_semver(ctx: &Ctx) -> CheckResult {
-    let call = ctx.probes().fingerprint_probe().await;
+async fn version_semver(ctx: &Ctx) -> FindingResult {
+    let call = ctx.prereqs().fingerprint_probe().await;
     ctx.cite(call.run.as_ref());
     let Ok(fp) = &call.result else {
         return Err(Finding::Skip(needs(&VERSION)));
@@ -205,8 +205,8 @@ pub(crate) const STABLE: CheckSpec = CheckSpec {
     run: scenario!(stable),
 };
 
-async fn stable(ctx: &Ctx) -> CheckResult {
-    let first = ctx.probes().fingerprint_probe().await;
+async fn stable(ctx: &Ctx) -> FindingResult {
+    let first = ctx.prereqs().fingerprint_probe().await;
     let Ok(fp) = &first.result else {
         return Err(Finding::Skip(needs(&VERSION)));
     };
@@ -266,7 +266,7 @@ pub(crate) const LOOKUP: CheckSpec = CheckSpec {
 /// A plugin given by path is one that Nomad's lookup of its file name in its
 /// own dir finds. Judged on the file, with no call: how the plugin is
 /// installed, not what it does.
-async fn lookup(ctx: &Ctx) -> CheckResult {
+async fn lookup(ctx: &Ctx) -> FindingResult {
     let path = match ctx.target() {
         PluginSource::Builtin => return Ok(Finding::Pass("built-in plugin: no lookup".into())),
         PluginSource::Found { .. } => {
@@ -325,6 +325,6 @@ pub(crate) const DEADLINE: CheckSpec = CheckSpec {
     run: run_wide!(deadline),
 };
 
-fn deadline(log: &RunLog) -> CheckResult {
+fn deadline(log: &RunLog) -> FindingResult {
     super::deadline::judge(log, Operation::Fingerprint)
 }

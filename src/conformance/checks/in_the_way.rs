@@ -5,7 +5,7 @@
 use crate::contract::Operation;
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, Needs};
+use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, canary_intact};
 
 pub(crate) const FILE_IN_THE_WAY: CheckSpec = CheckSpec {
@@ -24,9 +24,9 @@ pub(crate) const FILE_IN_THE_WAY: CheckSpec = CheckSpec {
 /// Creates and deletes a volume, puts a file of the harness's where its
 /// path was, creates the same volume again, and judges what became of the
 /// file and of the answer.
-async fn file_in_the_way(ctx: &Ctx) -> CheckResult {
+async fn file_in_the_way(ctx: &Ctx) -> FindingResult {
     // Asks create's prerequisites first (needs create.succeeds, ...).
-    ctx.probes().require_delete().await?;
+    ctx.prereqs().require_delete().await?;
     let (req, path) = ctx.steps().one_volume("first create").await?;
     ctx.steps().delete_ok(&req, &path, "delete").await?;
     let at = Path::new(&path);
@@ -90,7 +90,7 @@ async fn file_in_the_way(ctx: &Ctx) -> CheckResult {
              task as the volume"
         )));
     }
-    let differs = ctx.probes().unlike_default(&answer).await;
+    let differs = ctx.prereqs().unlike_default(&answer).await;
     ctx.steps()
         .delete_ok(&req, &answer.path, "delete afterwards")
         .await?;

@@ -4,45 +4,10 @@
 use crate::contract::Operation;
 use std::path::{Path, PathBuf};
 
-use super::{CheckResult, CheckSpec, Level, Needs};
-use crate::conformance::context::{Ctx, Expect, Finding, Holds, canary_intact, listing};
+use super::input_surroundings::Surroundings;
+use super::{CheckSpec, FindingResult, Level, Needs};
+use crate::conformance::context::{Ctx, Expect, Finding, Holds, canary_intact};
 use crate::contract::DeleteRequest;
-
-/// Canary files planted around (not in) the volumes dir, and what else is there.
-pub(super) struct Surroundings {
-    pub(super) root: PathBuf,
-    pub(super) canaries: Vec<PathBuf>,
-}
-
-impl Surroundings {
-    /// The check's dir holds the volumes dir; canaries go beside it, in the
-    /// check's dir, and in a sibling dir that a traversal would reach.
-    fn plant(ctx: &Ctx) -> std::io::Result<Surroundings> {
-        let sibling = ctx.dirs().make_dirs(Path::new("sibling"))?;
-        let canaries = vec![
-            ctx.dirs()
-                .plant(ctx.dirs().dir(), "canary-beside-volumes")?,
-            ctx.dirs().plant(&sibling, "canary-in-sibling")?,
-        ];
-        Ok(Surroundings {
-            root: ctx.dirs().dir().to_path_buf(),
-            canaries,
-        })
-    }
-
-    /// Everything below the check's dir, outside the volumes dir.
-    pub(super) fn outside(&self, volumes: &Path) -> std::collections::BTreeSet<String> {
-        let rel = volumes
-            .strip_prefix(&self.root)
-            .unwrap_or(volumes)
-            .to_string_lossy()
-            .into_owned();
-        listing(&self.root)
-            .into_iter()
-            .filter(|p| p != &rel && !p.starts_with(&format!("{rel}/")))
-            .collect()
-    }
-}
 
 /// An entry of the test area's listing (relative to the check's dir) that lies
 /// beside the volumes dir `area/volumes`, as [`around`](crate::conformance::context::around)
@@ -75,8 +40,8 @@ pub(crate) const NAME_TRAVERSAL: CheckSpec = CheckSpec {
     run: scenario!(name_traversal),
 };
 
-async fn name_traversal(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn name_traversal(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     // The volumes dir sits two levels below the test area's top, so `../../`
     // lands inside the area where the change is seen.
     let volumes = ctx
@@ -143,7 +108,7 @@ async fn name_traversal(ctx: &Ctx) -> CheckResult {
         // What the plugin adds beside the volumes dir for every volume (a
         // metadata dir) is no traversal: delete.no-residue's to report.
         let added = ctx
-            .probes()
+            .prereqs()
             .leftovers(
                 after_create
                     .difference(&before)
@@ -240,8 +205,8 @@ pub(crate) const NAME_INJECTION: CheckSpec = CheckSpec {
     run: scenario!(name_injection),
 };
 
-async fn name_injection(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn name_injection(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let marker = |n: u8| ctx.dirs().dir().join(format!("injected-{n}"));
     let names = [
         format!("x$(touch {})", marker(1).display()),
@@ -299,8 +264,8 @@ pub(crate) const CAPACITY_EDGE: CheckSpec = CheckSpec {
 /// A MiB, the unit plugins that size images round to.
 const MIB: i64 = 1 << 20;
 
-async fn capacity_edge(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn capacity_edge(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     // Twice the free space of the volumes dir's filesystem, and a GiB more:
     // no plugin can provide it there, so it must refuse it (or not use
     // capacity at all) and leave nothing behind.
@@ -327,7 +292,7 @@ async fn capacity_edge(ctx: &Ctx) -> CheckResult {
     let must_succeed = |label: &str| label == "min 20 MiB + 1 byte alone";
     // A plugin whose bytes miss the default request's range too is
     // create.bytes-in-range's finding: its bytes are not judged again here.
-    let probe = ctx.probes().create_probe().await;
+    let probe = ctx.prereqs().create_probe().await;
     let default_in_range = match &probe.call.result {
         Ok(resp) => probe.request.admits_bytes(resp.bytes),
         Err(_) => true,

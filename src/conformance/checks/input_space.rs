@@ -9,9 +9,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::input::Surroundings;
+use super::input_surroundings::Surroundings;
 use super::refused::{AfterReboot, refused_after_reboot};
-use super::{CheckResult, CheckSpec, Level, Needs, needs};
+use super::{CheckSpec, FindingResult, Level, Needs, needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, FreshVolume, Variant, VolumeAt, canary_intact, listing, plant_in_volume,
 };
@@ -39,8 +39,8 @@ pub(crate) const VOLUMES_DIR_SPACE: CheckSpec = CheckSpec {
 /// is named `check/space/host`, the split path's first word: a command given
 /// the split path then fails (`df`, `stat` of a missing file) instead of
 /// reading a neighbour, and what it makes there shows as made outside.
-async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn volumes_dir_space(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let volumes = ctx
         .dirs()
         .make_dirs(Path::new("space/host volumes"))
@@ -70,7 +70,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
         Ok(resp) => resp,
         Err(e) => {
             // Failing everywhere is create.succeeds's finding.
-            if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Create).await {
+            if let Some(needs) = ctx.prereqs().failed_prerequisite(Operation::Create).await {
                 return Err(Finding::Skip(needs));
             }
             return Err(Finding::Fail(format!(
@@ -108,13 +108,13 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     let lost = canary.as_ref().is_some_and(|c| !canary_intact(c));
     // A create again that misbehaves in the default volumes dir too is
     // create.idempotent's finding.
-    let probe = ctx.probes().again_probe().await;
+    let probe = ctx.prereqs().again_probe().await;
     let moves_there_too = match (&probe.first.result, probe.again.as_ref().map(|a| &a.result)) {
         (Ok(first), Some(Ok(again))) => first.path != again.path,
         _ => false,
     };
     if again.result.is_err() || moves_there_too {
-        if let Some(needs) = ctx.probes().create_again_fails().await {
+        if let Some(needs) = ctx.prereqs().create_again_fails().await {
             return Err(Finding::Skip(needs));
         }
     }
@@ -123,7 +123,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     }
     match &again.result {
         Err(e) => {
-            if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Create).await {
+            if let Some(needs) = ctx.prereqs().failed_prerequisite(Operation::Create).await {
                 return Err(Finding::Skip(needs));
             }
             return Err(Finding::Fail(format!(
@@ -158,7 +158,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     outside_unchanged(ctx, &around, &volumes, &before, "delete").await?;
     if let Err(e) = deleted.result {
         // Failing everywhere is delete.succeeds's finding.
-        if let Some(needs) = ctx.probes().failed_prerequisite(Operation::Delete).await {
+        if let Some(needs) = ctx.prereqs().failed_prerequisite(Operation::Delete).await {
             return Err(Finding::Skip(needs));
         }
         return Err(Finding::Fail(format!(
@@ -175,7 +175,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> CheckResult {
     // The dir was made empty for this check: all in it now is the volume's.
     // What every delete leaves, here and in the default dir, is
     // delete.no-residue's finding.
-    let left = ctx.probes().left_since(&volumes, &BTreeSet::new()).await;
+    let left = ctx.prereqs().left_since(&volumes, &BTreeSet::new()).await;
     if !left.own.is_empty() {
         return Err(Finding::Fail(format!(
             "expected delete in a volumes dir whose path holds a space to leave nothing of the \
@@ -266,7 +266,7 @@ async fn failed_there_leaves_nothing(
     cwd: &Path,
     volumes: &Path,
 ) -> Result<Option<String>, Finding> {
-    if !ctx.probes().create_probe().await.mounted {
+    if !ctx.prereqs().create_probe().await.mounted {
         return Ok(None);
     }
     if !crate::exec::can_refuse() {
@@ -295,7 +295,7 @@ async fn failed_there_leaves_nothing(
                     None
                 }
                 Err(_) if call.timed_out() => None,
-                Err(_) => Some(ctx.probes().left_since(&dir, &before).await),
+                Err(_) => Some(ctx.prereqs().left_since(&dir, &before).await),
             }
         }
     };
@@ -406,7 +406,7 @@ async fn as_in_the_default_dir(
     req: &CreateRequest,
     resp: &CreateResponse,
 ) -> Result<(), Finding> {
-    let probe = ctx.probes().create_probe().await;
+    let probe = ctx.prereqs().create_probe().await;
     let Ok(first) = &probe.call.result else {
         return Ok(());
     };
@@ -459,7 +459,7 @@ async fn outside_unchanged(
         _ => e.clone(),
     };
     let added = ctx
-        .probes()
+        .prereqs()
         .leftovers(now.difference(before).map(beside))
         .await
         .own;

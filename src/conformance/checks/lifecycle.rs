@@ -5,7 +5,7 @@ use crate::contract::Operation;
 use std::path::Path;
 
 use super::crash_plan::CrashPlan;
-use super::{CheckResult, CheckSpec, Level, Needs, delete, needs};
+use super::{CheckSpec, FindingResult, Level, Needs, delete, needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, Variant, VolumeAt, canary_bytes, canary_intact, listing, plant_in_volume,
 };
@@ -39,8 +39,8 @@ pub(crate) const RESTORE: CheckSpec = CheckSpec {
 /// must survive. Driven through the manager, as a Nomad client does it: volumes
 /// created and saved in its state, then restored from that state with their
 /// stored requests.
-async fn restore(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn restore(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let manager = ctx
         .managed()
         .manager()
@@ -119,7 +119,7 @@ async fn restore(ctx: &Ctx) -> CheckResult {
         ))
     } else if let Some(needs) = match failed_only {
         // Restore is create again: failing it is create.idempotent's finding.
-        true => ctx.probes().create_again_fails().await,
+        true => ctx.prereqs().create_again_fails().await,
         false => None,
     } {
         Err(Finding::Skip(needs))
@@ -145,8 +145,8 @@ pub(crate) const RECREATE: CheckSpec = CheckSpec {
     run: scenario!(recreate),
 };
 
-async fn recreate(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
+async fn recreate(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
     let req = ctx.request();
     let first = ctx.steps().create_ok(&req, "first create").await?;
     let canary = plant_in_volume(ctx, &first.path, "first create")?;
@@ -194,13 +194,13 @@ pub(crate) const CRASH_CREATE: CheckSpec = CheckSpec {
 
 /// A create killed part way is finished by the next create, and delete then
 /// leaves nothing.
-async fn crash_create(ctx: &Ctx) -> CheckResult {
+async fn crash_create(ctx: &Ctx) -> FindingResult {
     ctx.require_process()?;
-    ctx.probes().require_create().await?;
+    ctx.prereqs().require_create().await?;
     // Decided before any crash, never by where a kill lands: a create that
     // fails for an existing volume fails "create again" whenever the kill
     // came after the volume was made, and passes when it came before.
-    if let Some(needs) = ctx.probes().create_again_fails().await {
+    if let Some(needs) = ctx.prereqs().create_again_fails().await {
         return Err(Finding::Skip(needs));
     }
     let before = listing(ctx.dirs().volumes());
@@ -251,7 +251,10 @@ async fn crash_create(ctx: &Ctx) -> CheckResult {
             .delete_ok(&req, &resp.path, &format!("{label}: delete afterwards"))
             .await?;
     }
-    let left = ctx.probes().left_since(ctx.dirs().volumes(), &before).await;
+    let left = ctx
+        .prereqs()
+        .left_since(ctx.dirs().volumes(), &before)
+        .await;
     if !left.own.is_empty() {
         return Err(Finding::Fail(format!(
             "after crashed creates, re-creates and deletes, expected an empty volumes dir; left: {}{}",
@@ -283,9 +286,9 @@ pub(crate) const CRASH_DELETE: CheckSpec = CheckSpec {
 };
 
 /// A delete killed part way is finished by the next delete.
-async fn crash_delete(ctx: &Ctx) -> CheckResult {
+async fn crash_delete(ctx: &Ctx) -> FindingResult {
     ctx.require_process()?;
-    ctx.probes().require_create().await?;
+    ctx.prereqs().require_create().await?;
     // One cause, one finding, decided before any crash: a delete that fails
     // whenever its volume is already gone fails "delete again" for
     // delete.idempotent's reason when a kill lands after the removal, and

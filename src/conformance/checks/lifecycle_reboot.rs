@@ -8,7 +8,7 @@
 use crate::contract::Operation;
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, Needs, join_all};
+use super::{CheckSpec, FindingResult, Level, Needs, join_all};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, canary_bytes, canary_intact, plant_in_volume,
 };
@@ -78,9 +78,9 @@ pub(crate) const REBOOT: CheckSpec = CheckSpec {
 /// After creates that hold files, what a reboot takes away is taken away
 /// (mounts, loop devices); create again for every volume at once gives the same
 /// paths with their files, then each deletes cleanly.
-async fn reboot(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
-    if let Some(needs) = ctx.probes().create_again_fails().await {
+async fn reboot(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
+    if let Some(needs) = ctx.prereqs().create_again_fails().await {
         return Err(Finding::Skip(needs));
     }
     let mut made = Vec::new();
@@ -255,9 +255,9 @@ pub(crate) const STALE_LOOP: CheckSpec = CheckSpec {
 
 /// A volume whose image has a second loop device attached (as a killed call
 /// leaves) is deleted with no device left on the image.
-async fn stale_loop(ctx: &Ctx) -> CheckResult {
+async fn stale_loop(ctx: &Ctx) -> FindingResult {
     ctx.require_process()?;
-    ctx.probes().require_create().await?;
+    ctx.prereqs().require_create().await?;
     let dir = ctx.dirs().dir().to_path_buf();
     // The devices a volume's image can be on: one of size 0 holds none.
     let before = crate::safe_fs::sized_loops_backed_under(&dir);

@@ -1,5 +1,7 @@
 //! The checks, grouped as docs/checks.md groups them: a file per group (and a
-//! file of its own for a check that would make its group's file too long).
+//! file of its own for a check that would make its group's file too long,
+//! which its group's file lists; what two files of a group share is in a
+//! third, so that neither imports the other back).
 //! Each check is defined once, next to its function: a [`CheckSpec`] constant
 //! with its id, level, rule, the prose `explain` prints and the function that
 //! runs it. The group's `CHECKS` lists them in catalogue order; the catalogue,
@@ -24,6 +26,7 @@ macro_rules! run_wide {
 pub(crate) mod concurrency;
 mod crash_plan;
 pub(crate) mod create;
+mod create_update;
 mod deadline;
 pub(crate) mod delete;
 mod delete_held;
@@ -32,6 +35,7 @@ pub(crate) mod fingerprint;
 mod in_the_way;
 pub(crate) mod input;
 mod input_space;
+mod input_surroundings;
 pub(crate) mod lifecycle;
 mod lifecycle_reboot;
 mod node_residue;
@@ -39,6 +43,7 @@ pub(crate) mod process;
 mod refused;
 pub(crate) mod timing;
 pub(crate) mod volume;
+mod volume_measured;
 mod volume_parameters;
 
 pub(crate) use super::context::shown;
@@ -48,10 +53,10 @@ use crate::plugin::BoxFuture;
 pub(crate) use crate::report::{Level, Needs};
 
 /// A check that runs its own scenario in its sandbox.
-pub(crate) type ScenarioFn = for<'a> fn(&'a Ctx) -> BoxFuture<'a, CheckResult>;
+pub(crate) type ScenarioFn = for<'a> fn(&'a Ctx) -> BoxFuture<'a, FindingResult>;
 
 /// A check judged over the run's call log, once every scenario has finished.
-pub(crate) type RunWideFn = fn(&RunLog) -> CheckResult;
+pub(crate) type RunWideFn = fn(&RunLog) -> FindingResult;
 
 /// What a check runs, and the function's name (which a test holds to the id).
 #[derive(Clone, Copy)]
@@ -103,7 +108,7 @@ pub(crate) fn unprepared(e: std::io::Error) -> Finding {
 
 /// A check's body returns its finding, or short-cuts with `?` on a finding
 /// (a skip because a prerequisite failed, or the first failed step).
-pub(crate) type CheckResult = Result<Finding, Finding>;
+pub(crate) type FindingResult = Result<Finding, Finding>;
 
 /// What the plugin printed, diagnosed ("text before the JSON on stdout — logs
 /// belong on stderr (first line: …)"), ready to lead a message; empty when the

@@ -5,7 +5,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use super::{CheckResult, CheckSpec, Level, Needs, fingerprint, needs};
+use super::{CheckSpec, FindingResult, Level, Needs, fingerprint, needs};
 use crate::conformance::context::{Ctx, Expect, Finding, RunLog, Variant, listing};
 use crate::contract::{DeleteRequest, Operation};
 
@@ -104,7 +104,7 @@ async fn try_settled(
 ) -> Result<Tried, Finding> {
     match try_op(ctx, plugin, op, Expect::Either, how).await {
         // It overruns alone anyway: the deadline check reports that.
-        Tried::Hangs if ctx.probes().failed_prerequisite(op).await.is_some() => Ok(Tried::Hangs),
+        Tried::Hangs if ctx.prereqs().failed_prerequisite(op).await.is_some() => Ok(Tried::Hangs),
         Tried::Hangs => {
             let again = &format!("{how}, re-run alone after a timeout");
             match try_op(ctx, &plugin.alone(), op, Expect::Either, again).await {
@@ -142,7 +142,7 @@ pub(crate) const ENV_SELF_CONTAINED: CheckSpec = CheckSpec {
 
 /// Works with exactly Nomad's env; when it does not, name the variables it
 /// silently depends on.
-async fn env_self_contained(ctx: &Ctx) -> CheckResult {
+async fn env_self_contained(ctx: &Ctx) -> FindingResult {
     ctx.require_process()?;
     let nomads = ctx.variant(|_| {});
     let mut dependent = Vec::new();
@@ -242,9 +242,9 @@ pub(crate) const CWD_INDEPENDENT: CheckSpec = CheckSpec {
 };
 
 /// Works from a read-only, unrelated directory and writes nothing there.
-async fn cwd_independent(ctx: &Ctx) -> CheckResult {
+async fn cwd_independent(ctx: &Ctx) -> FindingResult {
     ctx.require_process()?;
-    ctx.probes().require_create().await?;
+    ctx.prereqs().require_create().await?;
     let cwd = ctx
         .dirs()
         .make_dirs(std::path::Path::new("unrelated-cwd"))
@@ -263,7 +263,7 @@ async fn cwd_independent(ctx: &Ctx) -> CheckResult {
     let mut problems = Vec::new();
     let mut excused = Vec::new();
     for op in Operation::ALL {
-        if let Some(needs) = ctx.probes().failed_prerequisite(op).await {
+        if let Some(needs) = ctx.prereqs().failed_prerequisite(op).await {
             // Fails for a reason another check reports: no comparison to make.
             excused.push(format!("{op} ({needs})"));
             continue;
@@ -336,7 +336,7 @@ pub(crate) const NO_STDIO_LEAK: CheckSpec = CheckSpec {
     run: run_wide!(no_stdio_leak),
 };
 
-fn no_stdio_leak(log: &RunLog) -> CheckResult {
+fn no_stdio_leak(log: &RunLog) -> FindingResult {
     log.require_process()?;
     let log = &log.calls;
     let leaks: Vec<String> = log
@@ -388,7 +388,7 @@ pub(crate) const REPEATABLE: CheckSpec = CheckSpec {
 /// is a race in the plugin, reported here once (Nomad itself never retries a
 /// failed call: a delete that fails by chance keeps the volume until someone
 /// sends it again), with the call, both outcomes and their stderr.
-fn repeatable(log: &RunLog) -> CheckResult {
+fn repeatable(log: &RunLog) -> FindingResult {
     if log.repeats.is_empty() {
         return Ok(Finding::Pass(
             "no call failed in one place and succeeded made again alone".into(),
@@ -428,7 +428,7 @@ pub(crate) const NO_ORPHANS: CheckSpec = CheckSpec {
 /// Nothing the plugin started outlived it. A process that held a call's stdout
 /// or stderr is `process.no-stdio-leak`'s finding (it is necessarily left
 /// running too): counted and cited, not reported twice.
-fn no_orphans(log: &RunLog) -> CheckResult {
+fn no_orphans(log: &RunLog) -> FindingResult {
     log.require_process()?;
     let log = &log.calls;
     let mut orphans = Vec::new();

@@ -6,7 +6,7 @@
 //! it leaves. Then the same call with nothing refused must still work, as a
 //! retry by Nomad would.
 
-use super::{CheckResult, CheckSpec, Level, Needs};
+use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, is_mount_point, listing, plant_in_volume, still_attached,
 };
@@ -29,9 +29,9 @@ pub(crate) const MOUNT_REFUSED: CheckSpec = CheckSpec {
 
 /// A create made with every mount refused, judged against the run's first
 /// create, which mounted its volume (see [`create_refused`]).
-async fn mount_refused(ctx: &Ctx) -> CheckResult {
-    ctx.probes().require_create().await?;
-    if !ctx.probes().create_probe().await.mounted {
+async fn mount_refused(ctx: &Ctx) -> FindingResult {
+    ctx.prereqs().require_create().await?;
+    if !ctx.prereqs().create_probe().await.mounted {
         return Err(Finding::Skip(
             "not applicable: the plugin's volumes are not mounts (the default create mounted nothing at its path)"
                 .into(),
@@ -87,9 +87,9 @@ pub(crate) const CHMOD_REFUSED: CheckSpec = CheckSpec {
 };
 
 /// A create made with every mode change refused (see [`create_refused`]).
-async fn chmod_refused(ctx: &Ctx) -> CheckResult {
+async fn chmod_refused(ctx: &Ctx) -> FindingResult {
     ctx.require_process()?;
-    ctx.probes().require_create().await?;
+    ctx.prereqs().require_create().await?;
     require_refusal(ctx)?;
     create_refused(ctx, Refusal::ModeChanges, "mode changes").await
 }
@@ -109,10 +109,10 @@ pub(crate) const REMOVE_REFUSED: CheckSpec = CheckSpec {
 
 /// For each removal refusal: a volume made and given a file, deleted with
 /// the refusal (a success must leave nothing of it), then deleted without.
-async fn remove_refused(ctx: &Ctx) -> CheckResult {
+async fn remove_refused(ctx: &Ctx) -> FindingResult {
     ctx.require_process()?;
     // Asks create's prerequisites first (needs create.succeeds, ...).
-    ctx.probes().require_delete().await?;
+    ctx.prereqs().require_delete().await?;
     require_refusal(ctx)?;
     let volumes = ctx.dirs().volumes().to_path_buf();
     let mut outcomes = Vec::new();
@@ -138,7 +138,7 @@ async fn remove_refused(ctx: &Ctx) -> CheckResult {
         }
         match &call.result {
             Ok(()) => {
-                let left = ctx.probes().left_since(&volumes, &before).await;
+                let left = ctx.prereqs().left_since(&volumes, &before).await;
                 if !at.gone().await || !left.own.is_empty() {
                     let what = match left.own.is_empty() {
                         true => at.still_there(),
@@ -180,11 +180,11 @@ async fn remove_refused(ctx: &Ctx) -> CheckResult {
 /// A create with `refusal` (of `what`, in words): a failure must leave
 /// nothing, a success must make the volume as the default create does;
 /// then a create with nothing refused must make the default volume.
-async fn create_refused(ctx: &Ctx, refusal: Refusal, what: &str) -> CheckResult {
+async fn create_refused(ctx: &Ctx, refusal: Refusal, what: &str) -> FindingResult {
     let step = format!("create with {} refused", refusal.describe());
     let failed = match refused_create(ctx, refusal, &step).await? {
         Ok(resp) => {
-            let differs = ctx.probes().unlike_default(&resp).await;
+            let differs = ctx.prereqs().unlike_default(&resp).await;
             delete_what_it_made(ctx, &resp).await?;
             if let Some(how) = differs {
                 return Err(Finding::Warn(format!(
@@ -255,7 +255,7 @@ pub(super) async fn refused_after_reboot(
     let call = refused.create_unloaded(&req, Expect::Either, step).await;
     let outcome = match &call.result {
         _ if call.timed_out() => AfterReboot::Overran,
-        Ok(again) => match ctx.probes().unlike_default(again).await {
+        Ok(again) => match ctx.prereqs().unlike_default(again).await {
             Some(how) => AfterReboot::Unlike(how),
             None => AfterReboot::AsDefault,
         },
@@ -329,7 +329,7 @@ async fn refused_create(
         Ok(resp) => return Ok(Ok(resp)),
         Err(e) => e.to_string(),
     };
-    let left = ctx.probes().left_since(&volumes, &before).await;
+    let left = ctx.prereqs().left_since(&volumes, &before).await;
     let loops = loops_left(ctx, &loops_before).await;
     if left.own.is_empty() && loops.is_empty() {
         return Ok(Err(e));
@@ -386,7 +386,7 @@ async fn delete_what_it_made(ctx: &Ctx, resp: &CreateResponse) -> Result<(), Fin
 async fn create_as_default(ctx: &Ctx, step: &str) -> Result<(), Finding> {
     let req: CreateRequest = ctx.request();
     let resp = ctx.steps().create_ok(&req, step).await?;
-    let differs = ctx.probes().unlike_default(&resp).await;
+    let differs = ctx.prereqs().unlike_default(&resp).await;
     ctx.steps().delete_ok(&req, &resp.path, "delete").await?;
     match differs {
         None => Ok(()),

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::deadline::{calls_of, overruns_alone};
-use super::{CheckResult, CheckSpec, Level, Needs};
+use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{Finding, LoggedCall, RunLog};
 use crate::contract::Operation;
 
@@ -70,7 +70,7 @@ pub(crate) const MARGIN: CheckSpec = CheckSpec {
 /// alone, less the time each waited for a CPU because the host was busy. A p95
 /// within [`NEAR_BOUND`] of half the limit is reported, not pinned in a
 /// snapshot.
-fn margin(log: &RunLog) -> CheckResult {
+fn margin(log: &RunLog) -> FindingResult {
     let run = log;
     let log = &log.calls;
     // Calls made with nothing else of the run in flight: under the run's own
@@ -162,7 +162,7 @@ pub(crate) const PROFILE: CheckSpec = CheckSpec {
 
 /// The measurements (wall time; how long the calls waited for a CPU is told
 /// apart). Measurements of speed: never pinned in a snapshot.
-fn profile(log: &RunLog) -> CheckResult {
+fn profile(log: &RunLog) -> FindingResult {
     let all = profiles(&log.calls);
     if all.is_empty() {
         return Err(Finding::Skip("no plugin call in this run".into()));

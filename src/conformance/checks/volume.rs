@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use super::{CheckResult, CheckSpec, Level, Needs, create, needs};
+use super::volume_measured::measured_probe;
+use super::{CheckSpec, FindingResult, Level, Needs, create};
 use crate::conformance::claims::Attachment;
 use crate::conformance::context::{Ctx, Finding};
 use crate::conformance::volume_facts::{Kind, VolumeFacts};
-use crate::contract::CreateRequest;
 
 /// Sector and page rounding: a device or filesystem a few KiB off the
 /// reported size is the same size.
@@ -16,33 +16,6 @@ const ROUNDING: u64 = 4096;
 
 /// The most a capacity check writes (or allocates) past a volume's size.
 const MAX_TESTED_BYTES: u64 = 4 << 30;
-
-/// The default volume's request and reported bytes, measured: or the skip
-/// naming the check that owns why there is nothing to measure.
-pub(super) async fn measured_probe(
-    ctx: &Ctx,
-) -> Result<(CreateRequest, i64, VolumeFacts), Finding> {
-    let probe = ctx.probes().create_probe().await;
-    ctx.cite(probe.call.run.as_ref());
-    let resp = match &probe.call.result {
-        Ok(resp) => resp,
-        Err(_) if !probe.call.exited_zero() => {
-            return Err(Finding::Skip(needs(&create::SUCCEEDS)));
-        }
-        Err(_) => return Err(Finding::Skip(needs(&create::RESPONSE))),
-    };
-    if !probe.path_existed || !Path::new(&resp.path).is_absolute() {
-        return Err(Finding::Skip(needs(&create::PATH_EXISTS)));
-    }
-    let facts = VolumeFacts::measure(Path::new(&resp.path)).map_err(|e| {
-        Finding::Skip(format!(
-            "{} (measuring {:?} failed: {e})",
-            needs(&create::PATH_EXISTS),
-            resp.path
-        ))
-    })?;
-    Ok((probe.request.clone(), resp.bytes, facts))
-}
 
 /// The `volume.*` checks, in catalogue order.
 pub(crate) const CHECKS: &[CheckSpec] = &[
@@ -65,7 +38,7 @@ pub(crate) const BYTES_TRUE: CheckSpec = CheckSpec {
     run: scenario!(bytes_true),
 };
 
-async fn bytes_true(ctx: &Ctx) -> CheckResult {
+async fn bytes_true(ctx: &Ctx) -> FindingResult {
     let (req, bytes, facts) = measured_probe(ctx).await?;
     let claims = ctx.claims();
     let what = facts.describe();
@@ -178,7 +151,7 @@ pub(crate) const CAPACITY_ENFORCED: CheckSpec = CheckSpec {
 
 /// Writing past the reported size fails, the data before it is intact, and the
 /// volume still works.
-async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
+async fn capacity_enforced(ctx: &Ctx) -> FindingResult {
     let claims = ctx.claims();
     if !claims.capacity_enforced {
         return Err(Finding::Skip(
@@ -191,7 +164,7 @@ async fn capacity_enforced(ctx: &Ctx) -> CheckResult {
             BLOCK_DEVICE.id
         )));
     }
-    ctx.probes().require_create().await?;
+    ctx.prereqs().require_create().await?;
     let req = ctx.request();
     let resp = ctx
         .steps()
@@ -303,13 +276,13 @@ pub(crate) const BLOCK_DEVICE: CheckSpec = CheckSpec {
 
 /// The path is a block device at least `capacity_min` large, readable and
 /// writable, and the same device when create is called again.
-async fn block_device(ctx: &Ctx) -> CheckResult {
+async fn block_device(ctx: &Ctx) -> FindingResult {
     if ctx.claims().attachment != Attachment::BlockDevice {
         return Err(Finding::Skip(
             "not claimed (attachment = \"block-device\")".into(),
         ));
     }
-    ctx.probes().require_create().await?;
+    ctx.prereqs().require_create().await?;
     let req = ctx.request();
     let resp = ctx
         .steps()

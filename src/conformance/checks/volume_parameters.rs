@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::volume::measured_probe;
-use super::{CheckResult, CheckSpec, Level, Needs};
+use super::volume_measured::measured_probe;
+use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::claims::{Effect, ParameterClaim};
 use crate::conformance::context::{Ctx, Finding};
 use crate::conformance::volume_facts::{Kind, VolumeFacts};
@@ -27,7 +27,7 @@ pub(crate) const PARAMETERS: CheckSpec = CheckSpec {
 /// Each declared effect holds on the volume created with it. Without a claim, a
 /// request whose parameters use Nomad's own names (`mode`, `uid`, `gid`, as the
 /// built-in `mkdir` reads them) is held to them on the default volume.
-async fn parameters(ctx: &Ctx) -> CheckResult {
+async fn parameters(ctx: &Ctx) -> FindingResult {
     let claims = ctx.claims().clone();
     let requested = requested(ctx.template().parameters.as_ref());
     if claims.parameters.is_empty() && claims.filesystem.is_none() && requested.is_empty() {
@@ -118,7 +118,7 @@ fn effect_holds(facts: &VolumeFacts, effect: Effect, value: &str) -> Result<(), 
 
 /// Creates a volume with `claim.key = value`, measures it, deletes it.
 async fn one_parameter(ctx: &Ctx, claim: &ParameterClaim, value: &str) -> Result<String, Finding> {
-    ctx.probes().require_create().await?;
+    ctx.prereqs().require_create().await?;
     let mut req = ctx.request();
     let mut params: BTreeMap<String, String> = req
         .parameters

@@ -16,14 +16,15 @@
 //!   a volume);
 //! - [`residue`]: what every create and delete leaves (one root cause, one
 //!   finding: `delete.no-residue`'s), for other checks to cite;
-//! - [`unloaded`]: calls re-run alone when they timed out under the run's
+//! - [`alone`]: calls re-run alone when they timed out under the run's
 //!   own load, for the checks that compare or diagnose.
 //!
 //! [`Ctx`] is what one check sees of them (a few small types, each with one
 //! owner: [`Ctx::calls`], [`Ctx::steps`], [`Ctx::variant`], [`Ctx::managed`],
-//! [`Ctx::dirs`], [`Ctx::probes`]); [`ScenarioRun`] is the engine's handle on a check's run; [`Shared`]
+//! [`Ctx::dirs`], [`Ctx::prereqs`]); [`ScenarioRun`] is the engine's handle on a check's run; [`Shared`]
 //! holds what the checks of one run share, and no check reaches it.
 
+mod alone;
 mod calls;
 mod dirs;
 mod facts;
@@ -37,12 +38,12 @@ mod route;
 mod sandbox;
 mod steps;
 mod timing;
-mod unloaded;
 mod variant;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+pub(crate) use alone::Settled;
 pub(crate) use calls::{Calls, Expect};
 pub(crate) use dirs::Dirs;
 pub(crate) use facts::{Fact, Facts};
@@ -57,7 +58,6 @@ pub(crate) use steps::{
     Holds, LOOP_RELEASE, Steps, VolumeAt, loops_left, mounts_left, plant_in_volume, still_attached,
 };
 pub(crate) use timing::{Phase, is_provoked, killed_waiting, late, overran};
-pub(crate) use unloaded::Settled;
 pub(crate) use variant::Variant;
 
 use crate::contract::{CreateRequest, Parameters};
@@ -378,7 +378,7 @@ impl Ctx {
 
     /// The run's shared probes, and the prerequisites ("needs X") derived
     /// from them.
-    pub fn probes(&self) -> Prereqs<'_> {
+    pub fn prereqs(&self) -> Prereqs<'_> {
         self.calls.prereqs()
     }
 

@@ -204,7 +204,7 @@ pub(super) fn probe_ctx(shared: Arc<Shared>, owner: Asker) -> Ctx {
 }
 
 /// The run's probes as a check sees them, and the prerequisites derived
-/// from them ([`Ctx::probes`]): a check cites another check's finding
+/// from them ([`Ctx::prereqs`]): a check cites another check's finding
 /// through them ("needs create.succeeds").
 #[derive(Clone, Copy)]
 pub(crate) struct Prereqs<'a> {
@@ -292,7 +292,7 @@ impl<'a> Prereqs<'a> {
                     let created_beside = around(&volumes)
                         .into_iter()
                         .filter(|e| e.starts_with("../"))
-                        .map(|e| probe.probes().shape(&e))
+                        .map(|e| probe.prereqs().shape(&e))
                         .collect();
                     // A file in it, as in any volume in use; a path outside
                     // the sandbox gets none (and is create's finding).
@@ -316,7 +316,7 @@ impl<'a> Prereqs<'a> {
                     if call.ok() {
                         let left = around(&volumes)
                             .iter()
-                            .map(|e| probe.probes().shape(e))
+                            .map(|e| probe.prereqs().shape(e))
                             .collect();
                         footprint = Some(Footprint {
                             created_beside,

@@ -2,7 +2,7 @@
 //! [`Ctx::steps`]): a call that must succeed ([`Steps::need`]), create a
 //! volume to delete, create a volume that must then be deleted cleanly, plant
 //! a canary in a volume; and the calls re-run alone after a timeout
-//! ([`unloaded`](super::unloaded)). Each is made of [`Calls`]' own calls.
+//! ([`alone`](super::alone)). Each is made of [`Calls`]' own calls.
 
 use std::path::{Path, PathBuf};
 

@@ -141,7 +141,7 @@ async fn provoke_failure(ctx: &super::Ctx) {
     // either is create.path-exists's finding (one cause, one finding).
     if let Ok(resp) = &call.result
         && Path::new(&resp.path).starts_with(&blocker)
-        && ctx.probes().create_probe().await.path_existed
+        && ctx.prereqs().create_probe().await.path_existed
     {
         ctx.calls.shared.facts.publish(super::Fact::FalseSuccess {
             path: resp.path.clone(),

@@ -132,7 +132,7 @@ impl<'a> Variant<'a> {
         // The load's doing until the re-run says otherwise: the re-run's
         // expectation is the one accounted.
         self.calls.ledger.excuse(step);
-        let again = super::unloaded::again(step);
+        let again = super::alone::again(step);
         self.alone().create(req, expect, &again).await
     }
 
@@ -148,7 +148,7 @@ impl<'a> Variant<'a> {
             return first;
         }
         self.calls.ledger.excuse(step);
-        let again = super::unloaded::again(step);
+        let again = super::alone::again(step);
         self.alone().delete(req, expect, &again).await
     }
 }

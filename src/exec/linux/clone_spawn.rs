@@ -374,6 +374,9 @@ impl Child<'_> {
     /// # Safety
     /// Only in the child of the clone.
     unsafe fn exec(&mut self) -> libc::c_int {
+        // SAFETY: __errno_location points to this thread's errno, valid to
+        // read for the thread's life; the child runs on the parent thread's
+        // memory and TLS (CLONE_VM), which CLONE_VFORK holds still meanwhile.
         let errno = || unsafe { *libc::__errno_location() };
         // SAFETY: raw system calls on values prepared by the parent.
         unsafe {

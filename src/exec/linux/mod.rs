@@ -2,7 +2,7 @@
 //! everything here is
 //! Linux-only (`clone3` with `CLONE_INTO_CGROUP`, cgroup v2, `/proc`,
 //! pidfds, `PR_SET_CHILD_SUBREAPER`); what is outside it in `exec`
-//! (`call.rs`, `capture.rs`, `supervisor.rs`, `signal.rs`,
+//! (`call.rs`, `capture.rs`, `supervisor.rs`, `signal.rs`, `tool.rs`,
 //! `wait_status.rs`) is plain POSIX and uses only the items re-exported
 //! below.
 //!
@@ -39,6 +39,8 @@ mod cgroup_tree;
 mod cgroup_v1;
 mod clone_spawn;
 mod hold;
+mod hold_filter;
+mod hold_notice;
 mod holders;
 mod process_wide;
 mod procfs;
@@ -90,6 +92,7 @@ pub(crate) fn cpu_use() -> super::CpuUse {
 fn reaped_children_cpu() -> std::time::Duration {
     // SAFETY: getrusage fills the zeroed struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage that outlives the call.
     if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) } != 0 {
         return std::time::Duration::ZERO;
     }

@@ -264,6 +264,9 @@ impl SpawnPlan {
         check(unsafe { libc::posix_spawn_file_actions_init(&mut plan.actions) })?;
         // SAFETY: as above; on failure the actions are destroyed here.
         if let Err(e) = check(unsafe { libc::posix_spawnattr_init(&mut plan.attr) }) {
+            // SAFETY: the actions were initialised just above and are
+            // destroyed once; the plan is forgotten, never dropped, so
+            // nothing destroys them again.
             unsafe { libc::posix_spawn_file_actions_destroy(&mut plan.actions) };
             std::mem::forget(plan);
             return Err(e);

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use super::escape::{attr, push_text, text};
+use super::style::outcome_class;
 use super::{distribution, foot, head, ms, timeline};
 use crate::report::model::{CheckResult, Invocation, Report, Status};
 
@@ -239,25 +240,6 @@ fn one_check(out: &mut String, check: &CheckResult, budget: &mut usize) {
     out.push_str("</div></details>\n");
 }
 
-/// The class of a call's outcome: the colour of its row swatch and timeline bar.
-pub(super) fn outcome_class(call: &Invocation) -> &'static str {
-    if call.killed_by_check_ms.is_some() {
-        "o-killed"
-    } else if call.timed_out {
-        "o-timeout"
-    } else if call.signal.is_some() {
-        "o-signal"
-    } else if call.exit_code.is_none() {
-        "o-nostart"
-    } else if call.exit_code != Some(0) {
-        "o-exit"
-    } else if !call.is_clean() {
-        "o-unclean"
-    } else {
-        "o-clean"
-    }
-}
-
 /// Whether a call's output and reproduce line are in the page.
 #[derive(Clone, Copy)]
 enum Detail {
@@ -290,16 +272,17 @@ fn one_call(out: &mut String, n: usize, call: &Invocation, detail: Detail) {
         "<tr><td></td><td class=\"out\" colspan=\"5\"><details class=\"io\"{}><summary>output and reproduce line</summary>",
         if open { " open" } else { "" },
     );
-    let streams = [
-        ("stdout", &call.stdout, call.stdout_truncated),
-        ("stderr", &call.stderr, call.stderr_truncated),
-    ];
-    for (name, body, cut) in streams {
+    for s in call.streams() {
+        let (name, body) = (s.name, s.text);
         if body.is_empty() {
             let _ = write!(out, "<div class=\"note\">{name}: empty</div>");
             continue;
         }
-        let cut = if cut { " (cut at the capture cap)" } else { "" };
+        let cut = if s.truncated {
+            " (cut at the capture cap)"
+        } else {
+            ""
+        };
         let _ = write!(
             out,
             "<div class=\"note\">{name}{cut}:</div><pre class=\"{name}\">"

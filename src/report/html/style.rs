@@ -1,4 +1,7 @@
-//! The one stylesheet of every page: status colours, the check table, the charts.
+//! The one stylesheet of every page: status colours, the check table, the
+//! charts; and the class that picks a call's colour in it.
+
+use crate::report::model::Invocation;
 
 /// The CSS inlined into each page's head.
 pub const CSS: &str = r#"
@@ -44,3 +47,22 @@ table.builds th,table.builds td{border:1px solid #ddd;padding:2px 8px;text-align
 tr.differs{background:#fff3e0}
 .node-card{border-top:1px solid #eee;padding:6px 0}
 "#;
+
+/// The class of a call's outcome: the colour of its row swatch and timeline bar.
+pub(super) fn outcome_class(call: &Invocation) -> &'static str {
+    if call.killed_by_check_ms.is_some() {
+        "o-killed"
+    } else if call.timed_out {
+        "o-timeout"
+    } else if call.signal.is_some() {
+        "o-signal"
+    } else if call.exit_code.is_none() {
+        "o-nostart"
+    } else if call.exit_code != Some(0) {
+        "o-exit"
+    } else if !call.is_clean() {
+        "o-unclean"
+    } else {
+        "o-clean"
+    }
+}

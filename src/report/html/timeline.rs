@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use super::escape::{attr, text};
 use super::ms;
-use super::page::outcome_class;
+use super::style::outcome_class;
 use crate::report::model::{CheckResult, Invocation, Report};
 
 /// Width of the check-id column.

@@ -163,17 +163,14 @@ pub(super) fn not_reproduced(
             pids.join(", ")
         ));
     }
-    for (name, truncated, len) in [
-        ("stdout", outcome.stdout_truncated, outcome.stdout_len),
-        ("stderr", outcome.stderr_truncated, outcome.stderr_len),
-    ] {
-        if truncated {
-            notes.push(format!(
-                "{name} was {len} bytes: what is shown is its first {} (the output cap); \
-                 Nomad logs all of it",
-                crate::exec::DEFAULT_OUTPUT_CAP
-            ));
-        }
+    for s in outcome.streams().iter().filter(|s| s.truncated) {
+        notes.push(format!(
+            "{} was {} bytes: what is shown is its first {} (the output cap); \
+             Nomad logs all of it",
+            s.name,
+            s.len,
+            crate::exec::DEFAULT_OUTPUT_CAP
+        ));
     }
     if let Some(len) = run.and_then(PluginRun::stdout_too_large) {
         notes.push(format!(
