@@ -21,6 +21,8 @@ use super::checks;
 use super::context::{Settings, Shared};
 use super::engine_trial::{Barrier, RunState, run_end};
 use super::evidence;
+use super::progress::{InFlight, Progress, ProgressEvent};
+use super::teardown::Teardown;
 use crate::plugin::PluginRun;
 use crate::report::{CheckResult, Phase, Report, RunOptions};
 
@@ -36,7 +38,7 @@ pub struct SuiteOptions {
     /// libtest options: filter, `--exact`, `--skip`, `--list`, threads, format.
     pub libtest: Arguments,
     /// Told as each check starts and ends.
-    pub progress: super::Progress,
+    pub progress: Progress,
     /// `--keep`: leave the run's temp dir in place (mounts below it are still
     /// unmounted), so that reproduce lines work when pasted.
     pub keep: bool,
@@ -58,7 +60,7 @@ pub struct SuiteOutcome {
     /// benchmarks can tell the harness's share of the wall time from it.
     pub plugin_busy: Duration,
     /// What the end of the run did with its temp dir and what was left in it.
-    pub teardown: super::Teardown,
+    pub teardown: Teardown,
     /// The number of the signal (SIGINT, SIGTERM, SIGHUP) that cut the run
     /// short, if one did: the report is whole, the checks it cut short are
     /// `skip` (`interrupted`), and [`Report::interrupted`] names it.
@@ -166,11 +168,10 @@ fn run_in(
         keep: opts.keep,
         armed: true,
     };
-    opts.progress
-        .send(super::ProgressEvent::Run(super::InFlight::new(
-            state.shared.supervisor.clone(),
-            state.shared.root.clone(),
-        )));
+    opts.progress.send(ProgressEvent::Run(InFlight::new(
+        state.shared.supervisor.clone(),
+        state.shared.root.clone(),
+    )));
     // The run's plan: the parallel checks, then the exclusive ones, then the
     // run-wide ones, then the closing ones, so with any number of threads
     // each phase is dispatched after every check it waits for.
@@ -284,7 +285,7 @@ fn outcome(
         harness_failed: *crate::lock(&state.harness_failed),
         plugin_calls,
         plugin_busy,
-        teardown: super::Teardown::default(),
+        teardown: Teardown::default(),
         interrupted: None,
     }
 }

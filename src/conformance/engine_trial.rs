@@ -15,6 +15,8 @@ use libtest_mimic::{Completion, Failed};
 use super::catalogue::CheckSpec;
 use super::checks::CheckFn;
 use super::context::{Finding, RunLog, ScenarioRun, Shared};
+use super::progress::{Progress, ProgressEvent};
+use super::teardown::Teardown;
 use super::verdict::{libtest_verdict, to_result};
 use crate::plugin::PluginRun;
 use crate::report::{CheckResult, Phase};
@@ -75,7 +77,7 @@ pub(super) struct RunState {
     pub(super) closing: Arc<Barrier>,
     /// What clearing the run's end for the closing checks did, once it ran:
     /// the final teardown tells it with its own.
-    pub(super) cleared: Arc<Mutex<Option<super::Teardown>>>,
+    pub(super) cleared: Arc<Mutex<Option<Teardown>>>,
     /// The run's signals: a second one cuts the clearing's deletes short.
     pub(super) signals: Arc<super::interrupt::Signals>,
     /// `--keep`: the run's end is cleared without removing anything.
@@ -89,7 +91,7 @@ pub(super) struct RunState {
     pub(super) load_start: Option<[f64; 3]>,
     /// When the run started: the origin of the calls' start offsets.
     pub(super) started: Instant,
-    pub(super) progress: super::Progress,
+    pub(super) progress: Progress,
 }
 
 /// What the teardown needs of the run's shared state.
@@ -123,7 +125,7 @@ impl RunState {
                 None
             }
         };
-        self.progress.send(super::ProgressEvent::Started(spec.id));
+        self.progress.send(ProgressEvent::Started(spec.id));
         let start = Instant::now();
         let outcome =
             std::panic::catch_unwind(AssertUnwindSafe(|| self.on_this_thread(self.check(spec))));
@@ -153,7 +155,7 @@ impl RunState {
             self.started,
         );
         result.unpinned = unpinned;
-        self.progress.send(super::ProgressEvent::Finished(&result));
+        self.progress.send(ProgressEvent::Finished(&result));
         crate::lock(&self.calls).extend(runs);
         let verdict = libtest_verdict(&result, self.strict);
         crate::lock(&self.results).insert(spec.id, result);
