@@ -7,20 +7,22 @@
 //! are trials too, placed last: they wait until every other selected check has
 //! finished, then read the run's call log. Filtering is applied here, before
 //! libtest-mimic sees the trials, so the set being waited for is exactly the set
-//! that runs.
+//! that runs. What one trial does, and what the trials share, is
+//! `engine_trial.rs`.
 
-use std::collections::{BTreeMap, HashSet};
-use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Condvar, Mutex};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
+use libtest_mimic::{Arguments, Conclusion, Trial};
 
 use super::catalogue::{CATALOGUE, CheckSpec};
-use super::checks::{self, CheckFn};
-use super::context::{Finding, RunLog, ScenarioRun, Settings, Shared};
+use super::checks;
+use super::context::{Settings, Shared};
+use super::engine_trial::{Barrier, RunState, run_end};
 use super::evidence;
-use super::verdict::{libtest_verdict, to_result};
+use super::progress::{InFlight, Progress, ProgressEvent};
+use super::teardown::Teardown;
 use crate::plugin::PluginRun;
 use crate::report::{CheckResult, Phase, Report, RunOptions};
 
@@ -36,7 +38,7 @@ pub struct SuiteOptions {
     /// libtest options: filter, `--exact`, `--skip`, `--list`, threads, format.
     pub libtest: Arguments,
     /// Told as each check starts and ends.
-    pub progress: super::Progress,
+    pub progress: Progress,
     /// `--keep`: leave the run's temp dir in place (mounts below it are still
     /// unmounted), so that reproduce lines work when pasted.
     pub keep: bool,
@@ -58,15 +60,12 @@ pub struct SuiteOutcome {
     /// benchmarks can tell the harness's share of the wall time from it.
     pub plugin_busy: Duration,
     /// What the end of the run did with its temp dir and what was left in it.
-    pub teardown: super::Teardown,
+    pub teardown: Teardown,
     /// The number of the signal (SIGINT, SIGTERM, SIGHUP) that cut the run
     /// short, if one did: the report is whole, the checks it cut short are
     /// `skip` (`interrupted`), and [`Report::interrupted`] names it.
     pub interrupted: Option<i32>,
 }
-
-/// The skip reason of a check a signal cut short.
-pub const INTERRUPTED: &str = "interrupted";
 
 /// The engine could not start.
 #[derive(Debug, thiserror::Error)]
@@ -88,80 +87,6 @@ pub fn selected(args: &Arguments, id: &str) -> bool {
     };
     let wanted = args.filter.as_deref().is_none_or(matches);
     wanted && !args.skip.iter().any(|s| matches(s))
-}
-
-/// What a check came to: its finding, the calls behind it, and why a
-/// snapshot does not pin it (when it does not).
-type Checked = (Finding, Vec<PluginRun>, Option<String>);
-
-/// Counts the non-aggregate checks still running, so aggregates can wait.
-struct Barrier {
-    remaining: Mutex<usize>,
-    done: Condvar,
-}
-
-impl Barrier {
-    fn finish_one(&self) {
-        let mut n = crate::lock(&self.remaining);
-        *n = n.saturating_sub(1);
-        // The waiters wait for zero: waking them at every check that ends
-        // (each wakes, takes the lock and sleeps again) is CPU for nothing.
-        if *n == 0 {
-            self.done.notify_all();
-        }
-    }
-
-    fn wait(&self) {
-        let mut n = crate::lock(&self.remaining);
-        while *n > 0 {
-            n = self.done.wait(n).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-}
-
-/// What every trial of one run shares.
-#[derive(Clone)]
-struct RunState {
-    shared: Arc<Shared>,
-    /// Counts the checks of the parallel phase: the exclusive phase waits
-    /// for it (see [`CheckSpec::phase`]).
-    parallel: Arc<Barrier>,
-    /// Held by an exclusive check while it runs: one at a time.
-    exclusive: Arc<Mutex<()>>,
-    /// Counts the parallel and exclusive checks: the run-wide ones wait for it.
-    barrier: Arc<Barrier>,
-    /// Counts every check but the closing ones, which wait for it (see
-    /// [`Needs::RunEnd`](crate::report::Needs::RunEnd)).
-    closing: Arc<Barrier>,
-    /// What clearing the run's end for the closing checks did, once it ran:
-    /// the final teardown tells it with its own.
-    cleared: Arc<Mutex<Option<super::Teardown>>>,
-    /// The run's signals: a second one cuts the clearing's deletes short.
-    signals: Arc<super::interrupt::Signals>,
-    /// `--keep`: the run's end is cleared without removing anything.
-    keep: bool,
-    results: Arc<Mutex<BTreeMap<&'static str, CheckResult>>>,
-    harness_failed: Arc<Mutex<bool>>,
-    calls: Arc<Mutex<Vec<PluginRun>>>,
-    handle: tokio::runtime::Handle,
-    strict: bool,
-    /// The load average when the run started.
-    load_start: Option<[f64; 3]>,
-    /// When the run started: the origin of the calls' start offsets.
-    started: Instant,
-    progress: super::Progress,
-}
-
-/// What the teardown needs of the run's shared state.
-fn run_end(shared: &Shared) -> super::teardown::RunEnd<'_> {
-    super::teardown::RunEnd {
-        live: &shared.live,
-        target: &shared.settings.target,
-        timeouts: shared.settings.timeouts(),
-        root: &shared.root_dir,
-        planted: &shared.planted,
-        owner_file: super::leftovers::OWNER_FILE,
-    }
 }
 
 /// Lets go of the run's temp dir once its teardown ended (see
@@ -215,19 +140,12 @@ fn run_in(
     let count = |phase: Phase| chosen.iter().filter(|c| c.phase() == phase).count();
     let state = RunState {
         shared,
-        parallel: Arc::new(Barrier {
-            remaining: Mutex::new(count(Phase::Parallel)),
-            done: Condvar::new(),
-        }),
+        parallel: Arc::new(Barrier::new(count(Phase::Parallel))),
         exclusive: Arc::default(),
-        barrier: Arc::new(Barrier {
-            remaining: Mutex::new(count(Phase::Parallel) + count(Phase::Exclusive)),
-            done: Condvar::new(),
-        }),
-        closing: Arc::new(Barrier {
-            remaining: Mutex::new(chosen.len() - count(Phase::Closing)),
-            done: Condvar::new(),
-        }),
+        barrier: Arc::new(Barrier::new(
+            count(Phase::Parallel) + count(Phase::Exclusive),
+        )),
+        closing: Arc::new(Barrier::new(chosen.len() - count(Phase::Closing))),
         cleared: Arc::default(),
         signals: Arc::new(signals.share()),
         keep: opts.keep,
@@ -250,11 +168,10 @@ fn run_in(
         keep: opts.keep,
         armed: true,
     };
-    opts.progress
-        .send(super::ProgressEvent::Run(super::InFlight::new(
-            state.shared.supervisor.clone(),
-            state.shared.root.clone(),
-        )));
+    opts.progress.send(ProgressEvent::Run(InFlight::new(
+        state.shared.supervisor.clone(),
+        state.shared.root.clone(),
+    )));
     // The run's plan: the parallel checks, then the exclusive ones, then the
     // run-wide ones, then the closing ones, so with any number of threads
     // each phase is dispatched after every check it waits for.
@@ -274,7 +191,7 @@ fn run_in(
     args.skip.clear();
     args.exact = false;
     let conclusion = libtest_mimic::run(&args, trials);
-    let mut outcome = state.outcome(&opts, chosen.len() != CATALOGUE.len(), conclusion);
+    let mut outcome = outcome(&state, &opts, chosen.len() != CATALOGUE.len(), conclusion);
     guard.armed = false;
     let teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
     disown(&state.shared, opts.keep);
@@ -328,217 +245,48 @@ impl Drop for UnwindTeardown<'_> {
     }
 }
 
-impl RunState {
-    /// One trial: the check, its result recorded, libtest's verdict returned.
-    fn trial(&self, spec: &'static CheckSpec) -> Result<Completion, Failed> {
-        let _alone = match spec.phase() {
-            Phase::Parallel => None,
-            Phase::Exclusive => {
-                self.parallel.wait();
-                Some(crate::lock(&self.exclusive))
-            }
-            Phase::RunWide => {
-                self.barrier.wait();
-                None
-            }
-            Phase::Closing => {
-                self.closing.wait();
-                self.clear_run_end();
-                None
-            }
-        };
-        self.progress.send(super::ProgressEvent::Started(spec.id));
-        let start = Instant::now();
-        let outcome =
-            std::panic::catch_unwind(AssertUnwindSafe(|| self.on_this_thread(self.check(spec))));
-        let (finding, runs, unpinned) = match outcome {
-            Ok(Ok(found)) => found,
-            Ok(Err(e)) => self.harness_error(format!("cannot make the check's sandbox: {e}")),
-            Err(panic) => {
-                let what = crate::panic_text(&*panic);
-                self.harness_error(format!("the check panicked: {what}"))
-            }
-        };
-        // A check that ends once the run is cancelled was cut short: its
-        // killed calls say nothing about the plugin, so it is never failed.
-        let (finding, runs, unpinned) = if self.shared.supervisor.is_cancelled() {
-            (Finding::Skip(INTERRUPTED.into()), Vec::new(), None)
-        } else {
-            (finding, runs, unpinned)
-        };
-        let limits = self.shared.settings.timeouts();
-        let mut result = to_result(
-            spec,
-            finding,
-            start.elapsed(),
-            &runs,
-            &self.in_flight(),
-            &limits,
-            self.started,
-        );
-        result.unpinned = unpinned;
-        self.progress.send(super::ProgressEvent::Finished(&result));
-        crate::lock(&self.calls).extend(runs);
-        let verdict = libtest_verdict(&result, self.strict);
-        crate::lock(&self.results).insert(spec.id, result);
-        match spec.phase() {
-            Phase::Parallel => {
-                self.parallel.finish_one();
-                self.barrier.finish_one();
-            }
-            Phase::Exclusive => self.barrier.finish_one(),
-            Phase::RunWide | Phase::Closing => {}
-        }
-        if spec.phase() != Phase::Closing {
-            self.closing.finish_one();
-        }
-        verdict
+/// The suite's outcome once every trial of `state` has finished.
+fn outcome(
+    state: &RunState,
+    opts: &SuiteOptions,
+    filtered: bool,
+    conclusion: Conclusion,
+) -> SuiteOutcome {
+    let checks: Vec<CheckResult> = std::mem::take(&mut *crate::lock(&state.results))
+        .into_values()
+        .collect();
+    let (plugin_calls, plugin_busy) = busy_time(
+        std::mem::take(&mut *crate::lock(&state.calls)),
+        &state.shared,
+    );
+    let mut report = Report::new(
+        crate::contract::SPEC_VERSION,
+        evidence::plugin_info(&state.shared),
+        RunOptions {
+            strict: opts.strict,
+            timeout_scale: opts.settings.timeout_scale,
+            fixture: opts.fixture.clone(),
+            filtered,
+        },
+        checks,
+        checks::timing_profiles(&state.shared),
+    );
+    if let Some(change) = state.shared.pin.as_ref().and_then(|p| p.change()) {
+        report.mark_plugin_changed(plugin_changed(change));
     }
-
-    /// Clears the run's end for the closing checks, once (every other check
-    /// has finished): the teardown's deletes, unmounts and detaches, and a
-    /// trial removal of the checks' dirs. What could not be removed is a
-    /// fact for the check whose rule owns it; nothing of it is done once
-    /// the run is interrupted (the teardown does it all).
-    fn clear_run_end(&self) {
-        let mut cleared = crate::lock(&self.cleared);
-        if cleared.is_some() || self.shared.supervisor.is_cancelled() {
-            return;
-        }
-        let done = super::teardown::clear(
-            &self.handle,
-            &run_end(&self.shared),
-            &self.signals,
-            self.keep,
-        );
-        let left = done.left();
-        if !left.is_empty() {
-            self.shared.facts.publish(super::context::Fact::RunEndLeft {
-                temp_dir: done.temp_dir.clone(),
-                left,
-            });
-        }
-        *cleared = Some(done);
-    }
-
-    /// Runs a check on its trial's thread, on a runtime of its own (one
-    /// thread, made for the trial): its calls' events then wake this thread
-    /// itself, where on the shared runtime a worker takes each one and wakes
-    /// this thread in turn (a hand-off measured at 0.03 ms a call, most of
-    /// what the runner adds to a bare spawn). Tokio's timers, pipes and locks work across
-    /// runtimes, so the checks' shared gates and barriers are unchanged. On
-    /// the shared runtime where one cannot be made.
-    fn on_this_thread<F: Future>(&self, check: F) -> F::Output {
-        match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(own) => own.block_on(check),
-            Err(_) => self.handle.block_on(check),
-        }
-    }
-
-    /// Runs the check's function: a scenario in its own sandbox, or a
-    /// run-wide judgement over the call log.
-    async fn check(&self, spec: &'static CheckSpec) -> std::io::Result<Checked> {
-        if self.shared.supervisor.is_cancelled() {
-            // Interrupted: no check starts any more.
-            return Ok((Finding::Skip(INTERRUPTED.into()), Vec::new(), None));
-        }
-        if let Some(reason) = self.shared.settings.claims.skip_reason(spec.id) {
-            // The config's choice, shown in every report: a gate visibly weakened.
-            return Ok((
-                Finding::Skip(format!("skipped by the config: {reason}")),
-                Vec::new(),
-                None,
-            ));
-        }
-        match spec.run {
-            CheckFn::RunWide(judge, _) => {
-                // Timing is judged on calls made alone: the first run-wide
-                // check makes them, once every parallel check has finished.
-                self.shared.timing_phase().await;
-                let log = RunLog::new(
-                    self.shared.log.calls(),
-                    self.shared.settings.target.is_builtin(),
-                    &self.shared,
-                );
-                let finding = judge(&log).unwrap_or_else(|f| f);
-                Ok((finding, log.evidence(), log.unpinned()))
-            }
-            CheckFn::Scenario(body, _) => {
-                let run = match ScenarioRun::new(self.shared.clone(), spec.asker()) {
-                    Ok(run) => run,
-                    // Something made the check's dir before the harness did:
-                    // only a plugin writing outside its volumes dir can have.
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                        return Ok((
-                            Finding::Fail(format!(
-                                "the check's own dir in the run's temp dir: {e} \
-                                 (made by something outside its volumes dir)"
-                            )),
-                            Vec::new(),
-                            None,
-                        ));
-                    }
-                    Err(e) => return Err(e),
-                };
-                let finding = body(run.ctx()).await.unwrap_or_else(|f| f);
-                Ok(run.finish(finding).await)
-            }
-        }
-    }
-
-    /// How many calls of the run were in flight when each logged call started.
-    fn in_flight(&self) -> std::collections::HashMap<Instant, usize> {
-        self.shared.log.in_flight_by_start()
-    }
-
-    fn harness_error(&self, what: String) -> Checked {
-        *crate::lock(&self.harness_failed) = true;
-        (
-            Finding::Fail(format!("harness error: {what}")),
-            Vec::new(),
-            None,
-        )
-    }
-
-    /// The suite's outcome once every trial has finished.
-    fn outcome(&self, opts: &SuiteOptions, filtered: bool, conclusion: Conclusion) -> SuiteOutcome {
-        let checks: Vec<CheckResult> = std::mem::take(&mut *crate::lock(&self.results))
-            .into_values()
-            .collect();
-        let (plugin_calls, plugin_busy) =
-            busy_time(std::mem::take(&mut *crate::lock(&self.calls)), &self.shared);
-        let mut report = Report::new(
-            crate::contract::SPEC_VERSION,
-            evidence::plugin_info(&self.shared),
-            RunOptions {
-                strict: opts.strict,
-                timeout_scale: opts.settings.timeout_scale,
-                fixture: opts.fixture.clone(),
-                filtered,
-            },
-            checks,
-            checks::timing_profiles(&self.shared),
-        );
-        if let Some(change) = self.shared.pin.as_ref().and_then(|p| p.change()) {
-            report.mark_plugin_changed(plugin_changed(change));
-        }
-        report.conditions = Some(crate::report::RunConditions {
-            cores: evidence::cores(),
-            load_average_start: self.load_start,
-            load_average_end: evidence::load_average(),
-        });
-        SuiteOutcome {
-            report,
-            conclusion,
-            harness_failed: *crate::lock(&self.harness_failed),
-            plugin_calls,
-            plugin_busy,
-            teardown: super::Teardown::default(),
-            interrupted: None,
-        }
+    report.conditions = Some(crate::report::RunConditions {
+        cores: evidence::cores(),
+        load_average_start: state.load_start,
+        load_average_end: evidence::load_average(),
+    });
+    SuiteOutcome {
+        report,
+        conclusion,
+        harness_failed: *crate::lock(&state.harness_failed),
+        plugin_calls,
+        plugin_busy,
+        teardown: Teardown::default(),
+        interrupted: None,
     }
 }
 

@@ -11,6 +11,7 @@ mod checks;
 pub mod claims;
 mod context;
 mod engine;
+mod engine_trial;
 mod evidence;
 pub mod fixture;
 mod interrupt;

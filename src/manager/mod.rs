@@ -49,6 +49,7 @@ mod locks;
 mod restore;
 mod spec;
 pub mod state;
+mod state_error;
 mod volume;
 mod volumes;
 

@@ -1,12 +1,15 @@
 //! `delete.*`: delete removes exactly its own volume, is idempotent, and
-//! survives Nomad's dangerous compensating delete.
+//! survives Nomad's dangerous compensating delete. The checks that set up a
+//! situation of their own have files of their own: `delete_auto.rs`
+//! (Nomad's compensating delete), `delete_in_use.rs` (a file held open) and
+//! `delete_held.rs` (a loop device held open).
 
 use std::path::Path;
 
 use super::{CheckSpec, FindingResult, Level, Needs, needs, node_residue};
 use crate::conformance::context::{
-    Ctx, Expect, Fact, Finding, Race, RunLog, Settled, Start, VolumeAt, around, canary_intact,
-    is_mount_point, listing, loops_left, mounts_left, plant_in_volume,
+    Ctx, Expect, Fact, Finding, Race, RunLog, VolumeAt, around, canary_intact, loops_left,
+    mounts_left, plant_in_volume,
 };
 use crate::contract::{DeleteRequest, Operation};
 use crate::exec::AtChanges;
@@ -19,8 +22,8 @@ pub(crate) const CHECKS: &[CheckSpec] = &[
     NEVER_CREATED,
     ISOLATED,
     NO_RESIDUE,
-    AUTO_DELETE_SAFE,
-    IN_USE,
+    super::delete_auto::AUTO_DELETE_SAFE,
+    super::delete_in_use::IN_USE,
     super::delete_held::DEVICE_HELD,
     DEADLINE,
 ];
@@ -423,255 +426,6 @@ async fn own_residue(ctx: &Ctx) -> FindingResult {
             node()
         ))),
     }
-}
-
-pub(crate) const AUTO_DELETE_SAFE: CheckSpec = CheckSpec {
-    id: "delete.auto-delete-safe",
-    level: Level::Should,
-    rule: "Nomad's compensating delete (DHV_CREATED_PATH = the volumes dir, empty name and namespace) removes no other volume; when it exits 0, nothing of the new volume is left",
-    why: "When Nomad fails to save a new volume's state it deletes the volume with `DHV_CREATED_PATH` set to the volumes dir itself and an empty name and namespace: a plugin that runs `rm -rf \"$DHV_CREATED_PATH\"` wipes every volume on the node. A delete that exits 0 there but finds the volume's files by its name (empty in this call) leaves them behind for good: Nomad forgets the volume, and nothing will ever remove them.",
-    fix: "Derive what to remove from `DHV_VOLUME_ID` alone (never the name or `DHV_CREATED_PATH`), or refuse a `DHV_CREATED_PATH` equal to `DHV_VOLUMES_DIR`.",
-    varies: None,
-    samples: &["blind-delete"],
-    needs: Needs::Any,
-    subject: Some(Operation::Delete),
-    run: scenario!(auto_delete_safe),
-};
-
-/// Nomad's compensating delete after a failed state write sends the volumes dir
-/// as DHV_CREATED_PATH with an empty name and namespace. A plugin that removes
-/// DHV_CREATED_PATH blindly wipes every volume.
-async fn auto_delete_safe(ctx: &Ctx) -> FindingResult {
-    ctx.prereqs().require_create().await?;
-    let (other_req, new_req) = (ctx.request(), ctx.request());
-    let other = ctx
-        .steps()
-        .create_ok(&other_req, "create of an unrelated volume")
-        .await?;
-    let canary = plant_in_volume(ctx, &other.path, "create of an unrelated volume")?;
-    let before_new = listing(ctx.dirs().volumes());
-    let new = ctx
-        .steps()
-        .create_ok(&new_req, "create of the volume whose state write 'failed'")
-        .await?;
-    if new.path == other.path {
-        // The "unrelated" volume is the new one: nothing to tell apart.
-        if let Some(needs) = ctx.prereqs().paths_not_distinct().await {
-            ctx.calls()
-                .delete(
-                    &new_req,
-                    &new.path,
-                    Expect::Success,
-                    "delete of the new volume",
-                )
-                .await;
-            return Err(Finding::Skip(needs));
-        }
-    }
-    // Everything beside the volumes counts too: an image or a state file of
-    // the unrelated volume unlinked while its filesystem stays mounted is its
-    // data, lost at the next unmount.
-    let before = listing(ctx.dirs().volumes());
-    let mut nomads = DeleteRequest::for_created(&new_req, &new_req.volumes_dir);
-    nomads.volume_name.clear();
-    nomads.namespace.clear();
-    // Either: refusing this delete is as safe as doing it carefully.
-    let call = ctx
-        .calls()
-        .delete_with(
-            &nomads,
-            Expect::Either,
-            "Nomad's delete after a failed state write",
-            Start::Now,
-        )
-        .await;
-    let dir_ok = ctx.dirs().volumes().is_dir();
-    let after = listing(ctx.dirs().volumes());
-    // The new volume's own entries may go: its path, and what is named after its id.
-    let own = Path::new(&new.path)
-        .strip_prefix(ctx.dirs().volumes())
-        .ok()
-        .map(|p| p.to_string_lossy().into_owned());
-    let lost: Vec<&String> = before
-        .difference(&after)
-        .filter(|entry| !entry.contains(&new_req.volume_id))
-        .filter(|entry| {
-            own.as_deref().is_none_or(|own| {
-                !own.is_empty() && *entry != own && !entry.starts_with(&format!("{own}/"))
-            })
-        })
-        .collect();
-    let other_ok = canary_intact(&canary) && lost.is_empty();
-    // What of the new volume a delete that exited 0 left (Nomad forgets the
-    // volume then): named by its id alone, it must go whole.
-    let left = match call.ok() && dir_ok && other_ok {
-        true => {
-            ctx.prereqs()
-                .left_since(ctx.dirs().volumes(), &before_new)
-                .await
-        }
-        false => Default::default(),
-    };
-    // Either: Nomad's delete may have removed it already, and whether a
-    // second delete exits 0 is delete.idempotent's business.
-    tokio::join!(
-        ctx.calls().delete(
-            &new_req,
-            &new.path,
-            Expect::Either,
-            "delete of the new volume",
-        ),
-        ctx.calls().delete(
-            &other_req,
-            &other.path,
-            Expect::Success,
-            "delete of the unrelated volume",
-        ),
-    );
-    if !left.own.is_empty() {
-        return Err(Finding::Warn(format!(
-            "Nomad's delete after a failed state write (DHV_CREATED_PATH = the volumes dir, an empty \
-             name and namespace) exited 0, but left the new volume's {}{}: Nomad forgets the volume, so \
-             nothing will remove them; name every file of a volume by DHV_VOLUME_ID alone",
-            left.own.join(", "),
-            left.citation()
-        )));
-    }
-    if dir_ok && other_ok {
-        Ok(Finding::Pass(format!(
-            "the volumes dir and other volumes survived (the delete {})",
-            if call.ok() { "exited 0" } else { "failed" }
-        )))
-    } else {
-        Err(Finding::Fail(format!(
-            "DATA LOSS HAZARD: when Nomad fails to save a new volume's state it sends delete with \
-             DHV_CREATED_PATH = the volumes dir ({:?}) and an empty name and namespace; this plugin then \
-             removed {}. Guard against it: derive the path from DHV_VOLUME_ID (e.g. \"$DHV_VOLUMES_DIR/$DHV_VOLUME_ID\") \
-             or refuse a DHV_CREATED_PATH that is not strictly inside DHV_VOLUMES_DIR",
-            new_req.volumes_dir,
-            if !dir_ok {
-                "the whole volumes dir".to_owned()
-            } else if lost.is_empty() {
-                "another volume's files".to_owned()
-            } else {
-                let shown: Vec<&str> = lost.iter().take(5).map(|e| e.as_str()).collect();
-                format!(
-                    "what belongs to other volumes: {}{}",
-                    shown.join(", "),
-                    if lost.len() > 5 { ", …" } else { "" }
-                )
-            }
-        )))
-    }
-}
-
-pub(crate) const IN_USE: CheckSpec = CheckSpec {
-    id: "delete.in-use",
-    level: Level::Should,
-    rule: "with a file in the volume held open (a task still using it), delete ends within its limit, and either removes the volume or fails leaving it whole; once the file is closed, delete succeeds",
-    why: "A volume can still be in use when a delete comes: a task that has not stopped, a backup reading it. A mounted volume then cannot be unmounted (`umount` fails with EBUSY); a plugin that retries forever hangs the delete until Nomad kills it, and one that removes the files under the mount, or the image behind it, destroys data it reports as kept.",
-    fix: "When `umount` fails, print `{\"error\": \"...\"}` and exit 1 (Nomad keeps the volume and the user can retry), or wait a bounded time; never remove what lies beneath a mount that is still there.",
-    varies: None,
-    samples: &[],
-    needs: Needs::Any,
-    subject: Some(Operation::Delete),
-    run: scenario!(in_use),
-};
-
-/// Creates a volume, writes a file into it and holds that file open while
-/// delete runs; then closes it and deletes again.
-async fn in_use(ctx: &Ctx) -> FindingResult {
-    let (req, path) = ctx.steps().one_volume("create").await?;
-    let at = VolumeAt::before_delete(&path);
-    if at.is_block() {
-        return Err(Finding::Skip(
-            "not applicable: the volume is a block device, not a directory a task holds files open in"
-                .into(),
-        ));
-    }
-    let canary = plant_in_volume(ctx, &path, "create")?;
-    // Held where no plugin call of a neighbour check can inherit it, so that
-    // once let go it is closed (see safe_fs::HeldApart).
-    let file = canary.clone();
-    let held = crate::safe_fs::HeldApart::open(move || {
-        crate::safe_fs::open_regular(&file, crate::safe_fs::Links::Refuse)
-            .map_err(std::io::Error::other)
-    })
-    .map_err(|e| Finding::Skip(format!("cannot open the file written into the volume: {e}")))?;
-    let mounted = is_mount_point(Path::new(&path));
-    let delete = DeleteRequest::for_created(&req, &path);
-    let step = "delete while a file in the volume is open";
-    let settled = ctx
-        .steps()
-        .delete_settled(&delete, Expect::Either, step)
-        .await?;
-    let busy = match settled {
-        Settled::Hung(_) => {
-            drop(held);
-            return Err(Finding::Warn(format!(
-                "{step}: expected it to end within its limit; it overran it, and again alone{} \
-                 (a delete that retries a failing unmount forever)",
-                if mounted {
-                    " (the volume is a mount point)"
-                } else {
-                    ""
-                }
-            )));
-        }
-        Settled::Ended(call) => call,
-    };
-    let outcome = match &busy.result {
-        Ok(()) if at.gone().await => "removed it".to_string(),
-        Ok(()) => {
-            drop(held);
-            return Err(Finding::Warn(format!(
-                "{step}: exit 0, but the volume is still there ({}): a delete that succeeds must \
-                 remove it",
-                at.still_there()
-            )));
-        }
-        Err(e) => {
-            if !Path::new(&path).is_dir() || !canary_intact(&canary) {
-                drop(held);
-                return Err(Finding::Warn(format!(
-                    "{step}: it failed ({e}), and the volume is not whole: {}",
-                    match Path::new(&path).is_dir() {
-                        true => "the file written into it is gone or changed",
-                        false => "its directory is gone",
-                    }
-                )));
-            }
-            if mounted && !is_mount_point(Path::new(&path)) {
-                drop(held);
-                return Err(Finding::Warn(format!(
-                    "{step}: it failed ({e}), and left the volume unmounted: the files are kept, \
-                     but not where the volume's data lives"
-                )));
-            }
-            format!("failed and kept it whole ({e})")
-        }
-    };
-    drop(held);
-    if busy.result.is_err() {
-        ctx.steps()
-            .delete_ok(&req, &path, "delete again, the file closed")
-            .await?;
-        if !at.gone().await {
-            return Err(Finding::Warn(format!(
-                "delete again, the file closed: exit 0, but {}",
-                at.still_there()
-            )));
-        }
-    }
-    Ok(Finding::Pass(format!(
-        "with a file in the volume open{}, delete {outcome}{}",
-        if mounted { " (a mount point)" } else { "" },
-        if busy.result.is_err() {
-            "; with it closed, delete removed it"
-        } else {
-            ""
-        }
-    )))
 }
 
 pub(crate) const DEADLINE: CheckSpec = CheckSpec {

@@ -17,7 +17,9 @@
 //! - [`residue`]: what every create and delete leaves (one root cause, one
 //!   finding: `delete.no-residue`'s), for other checks to cite;
 //! - [`alone`]: calls re-run alone when they timed out under the run's
-//!   own load, for the checks that compare or diagnose.
+//!   own load, for the checks that compare or diagnose;
+//! - [`settings`]: how a run is configured ([`Settings`], with the
+//!   [`RequestTemplate`] every check's request starts from).
 //!
 //! [`Ctx`] is what one check sees of them (a few small types, each with one
 //! owner: [`Ctx::calls`], [`Ctx::steps`], [`Ctx::variant`], [`Ctx::managed`],
@@ -31,11 +33,13 @@ mod facts;
 mod ledger;
 mod log;
 mod managed;
+mod probe_results;
 mod probes;
 mod repeat;
 mod residue;
 mod route;
 mod sandbox;
+mod settings;
 mod steps;
 mod timing;
 mod variant;
@@ -49,104 +53,21 @@ pub(crate) use dirs::Dirs;
 pub(crate) use facts::{Fact, Facts};
 pub(crate) use log::{CallLog, LoggedCall, RunLog, shown};
 pub(crate) use managed::Managed;
-pub(crate) use probes::{FreshVolume, Prereqs, ProbeOwners, Probes, is_mount_point};
+pub(crate) use probe_results::{FreshVolume, is_mount_point};
+pub(crate) use probes::{Prereqs, ProbeOwners, Probes};
 pub(crate) use repeat::Repeat;
 pub(crate) use residue::{Residue, around};
 pub(crate) use route::{Race, Start};
 pub(crate) use sandbox::{Planted, Sandbox, canary_bytes, canary_intact, listing};
+pub use settings::{RequestTemplate, Settings};
 pub(crate) use steps::{
     Holds, LOOP_RELEASE, Steps, VolumeAt, loops_left, mounts_left, plant_in_volume, still_attached,
 };
 pub(crate) use timing::{Phase, is_provoked, killed_waiting, late, overran};
 pub(crate) use variant::Variant;
 
-use crate::contract::{CreateRequest, Parameters};
-use crate::plugin::{CallOptions, PluginRun, PluginSource, Recorder, Timeouts};
-
-/// The volume request every check starts from: docs/checks.md's defaults, or a
-/// user fixture.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestTemplate {
-    /// Volume name; `None` means `conformance-<short id>` per volume. A
-    /// fixture's name is the first volume's; the others of the run are
-    /// `<name>-1`, `<name>-2`, … (Nomad refuses two volumes of one name on a node).
-    pub name: Option<String>,
-    /// DHV_NAMESPACE.
-    pub namespace: String,
-    /// DHV_NODE_POOL.
-    pub node_pool: String,
-    /// DHV_CAPACITY_MIN_BYTES.
-    pub capacity_min: i64,
-    /// DHV_CAPACITY_MAX_BYTES.
-    pub capacity_max: i64,
-    /// DHV_PARAMETERS (`None` is Nomad's `null`).
-    pub parameters: Option<Parameters>,
-}
-
-impl Default for RequestTemplate {
-    fn default() -> Self {
-        RequestTemplate {
-            name: None,
-            namespace: "default".into(),
-            node_pool: "default".into(),
-            // Decimal, as Nomad's docs write them (`capacity_min = "50MB"`): a
-            // MiB-aligned default would hide plugins that round down to whole MiB.
-            capacity_min: 50_000_000,
-            capacity_max: 100_000_000,
-            parameters: None,
-        }
-    }
-}
-
-impl RequestTemplate {
-    /// The create request this template makes for one volume: the one place a
-    /// request is built from a template.
-    pub fn request(
-        &self,
-        volumes_dir: &str,
-        plugin_dir: &str,
-        volume_name: String,
-        volume_id: String,
-        node_id: &str,
-    ) -> CreateRequest {
-        CreateRequest {
-            volumes_dir: volumes_dir.to_owned(),
-            plugin_dir: plugin_dir.to_owned(),
-            node_pool: self.node_pool.clone(),
-            namespace: self.namespace.clone(),
-            volume_name,
-            volume_id,
-            capacity_min_bytes: self.capacity_min,
-            capacity_max_bytes: self.capacity_max,
-            node_id: node_id.to_owned(),
-            parameters: self.parameters.clone(),
-        }
-    }
-}
-
-/// How a run is configured.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The plugin under test.
-    pub target: PluginSource,
-    /// The request checks start from.
-    pub template: RequestTemplate,
-    /// Multiplies every time limit.
-    pub timeout_scale: f64,
-    /// What the plugin claims its volumes are, and the checks its config skips.
-    pub claims: crate::conformance::claims::Claims,
-    /// The plugin file pinned for the run (shared by every round and request
-    /// of one command, so a change between them shows too); `None`: the run
-    /// pins it itself when it starts.
-    pub pin: Option<std::sync::Arc<crate::plugin::PluginPin>>,
-}
-
-impl Settings {
-    /// Nomad's limits, scaled.
-    pub fn timeouts(&self) -> Timeouts {
-        Timeouts::default().scaled(self.timeout_scale)
-    }
-}
+use crate::contract::CreateRequest;
+use crate::plugin::{CallOptions, PluginRun, PluginSource, Recorder};
 
 /// The check a context's calls are made for, as the engine hands it over
 /// from its catalogue entry (the context knows no check table, and names no

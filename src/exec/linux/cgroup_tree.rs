@@ -107,7 +107,7 @@ pub(crate) fn tree_pids(dir: &Path) -> Vec<i32> {
 /// that kernel, each process listed.
 pub(crate) fn kill_tree(dir: &Path) {
     // Never with the harness inside: a plugin may have moved it there.
-    super::cgroup::come_home();
+    super::cgroup_capture::come_home();
     let killed = fs::OpenOptions::new()
         .write(true)
         .open(dir.join("cgroup.kill"))

@@ -19,8 +19,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::cgroup::CallLimits;
+use super::cgroup_limits::{CallLimits, event_count};
 use super::cgroup_tree as tree;
+use super::procfs::{CGROUP_CAP, controller_path};
 
 /// A v1 controller that bounds a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,24 +66,9 @@ pub(crate) fn own_dir(controller: Controller) -> Option<(PathBuf, String)> {
     Some((dir, path_in(&own, controller)?.to_owned()))
 }
 
-/// The most of a `/proc/PID/cgroup` read: a line per hierarchy, each path
-/// at most a path's length.
-pub(crate) const CGROUP_CAP: usize = 64 << 10;
-
 /// The path of `controller`'s hierarchy in a `/proc/PID/cgroup` text.
 pub(crate) fn path_in(text: &str, controller: Controller) -> Option<&str> {
     controller_path(text, controller.name())
-}
-
-/// The path of the hierarchy that holds `controller` in a
-/// `/proc/PID/cgroup` text (a v1 line is `N:ctrl1,ctrl2:/path`; the cgroup2
-/// one is `0::/path`).
-fn controller_path<'a>(text: &'a str, controller: &str) -> Option<&'a str> {
-    text.lines().find_map(|l| {
-        let mut parts = l.splitn(3, ':');
-        let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
-        names.split(',').any(|n| n == controller).then_some(path)
-    })
 }
 
 /// The most of `/proc/self/mountinfo` read to find a v1 hierarchy: the
@@ -127,7 +113,7 @@ pub(crate) struct RunDir {
     pub dir: PathBuf,
     /// Its path as `/proc/PID/cgroup` shows it.
     pub rel: String,
-    /// This process's own cgroup there (see `cgroup::come_home`), and its
+    /// This process's own cgroup there (see `cgroup_capture::come_home`), and its
     /// path as `/proc/self/cgroup` shows it.
     pub home: PathBuf,
     pub home_rel: String,
@@ -297,10 +283,7 @@ impl CallDirs {
             .iter()
             .filter(|d| d.controller == controller)
             .filter_map(|d| {
-                super::procfs::reread_small(&d.events, |text| {
-                    super::cgroup::event_count(text, &[key])
-                })
-                .ok()
+                super::procfs::reread_small(&d.events, |text| event_count(text, &[key])).ok()
             })
             .sum()
     }

@@ -35,6 +35,9 @@
 //! its loop devices and `mountinfo`, is Linux-only too, on its own.)
 
 mod cgroup;
+mod cgroup_capture;
+mod cgroup_limits;
+mod cgroup_run;
 mod cgroup_tree;
 mod cgroup_v1;
 mod clone_spawn;
@@ -53,8 +56,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub(crate) use cgroup::Interruptions;
-pub use cgroup::{CallLimits, NO_CGROUP_VAR, remove_dead_run_cgroups, set_call_limits};
+pub(crate) use cgroup_capture::Interruptions;
+pub use cgroup_limits::{CallLimits, set_call_limits};
+pub use cgroup_run::{NO_CGROUP_VAR, remove_dead_run_cgroups};
 pub(crate) use cgroup_v1::free_from_freezer;
 pub(crate) use hold::{HeldCall, can_hold, serve as serve_holds};
 pub use holders::Holder;
@@ -81,7 +85,7 @@ pub(crate) fn process_start_time(pid: i32) -> Option<u64> {
 /// reaped children (a call counts once it has ended) and no wait.
 pub(crate) fn cpu_use() -> super::CpuUse {
     let own = procfs::clock(libc::CLOCK_PROCESS_CPUTIME_ID);
-    let (calls, waited) = cgroup::run_cpu().unwrap_or_else(|| (reaped_children_cpu(), None));
+    let (calls, waited) = cgroup_run::run_cpu().unwrap_or_else(|| (reaped_children_cpu(), None));
     super::CpuUse {
         used: own + calls,
         waited,
@@ -138,7 +142,7 @@ pub(crate) fn start_leader(
         // A plugin may have moved the harness into a cgroup where it cannot
         // fork (a `pids.max` of its own): back home (said as the run's
         // interruption), the call starts after all.
-        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && cgroup::come_home() => spawn(),
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && cgroup_capture::come_home() => spawn(),
         started => started,
     }?;
     in_flight.recorded(spawned.pid, started);

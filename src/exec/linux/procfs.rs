@@ -341,9 +341,24 @@ pub(crate) fn clock(id: libc::clockid_t) -> std::time::Duration {
     std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
+/// The most of a `/proc/PID/cgroup` read: a line per hierarchy, each path
+/// at most a path's length.
+pub(crate) const CGROUP_CAP: usize = 64 << 10;
+
+/// The path of the hierarchy that holds `controller` in a
+/// `/proc/PID/cgroup` text (a v1 line is `N:ctrl1,ctrl2:/path`; the cgroup2
+/// one is `0::/path`).
+pub(crate) fn controller_path<'a>(text: &'a str, controller: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
+        names.split(',').any(|n| n == controller).then_some(path)
+    })
+}
+
 /// `pid`'s cgroup (v2) path, as `/proc/<pid>/cgroup` shows it.
 pub(crate) fn cgroup_path(pid: i32) -> Option<String> {
-    let text = read_capped(format!("/proc/{pid}/cgroup"), 64 << 10)?;
+    let text = read_capped(format!("/proc/{pid}/cgroup"), CGROUP_CAP)?;
     String::from_utf8_lossy(&text)
         .lines()
         .find_map(|l| l.strip_prefix("0::"))

@@ -19,7 +19,8 @@ use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
-use super::cgroup::{CallCgroup, Interruptions, in_other_live_call};
+use super::cgroup::{CallCgroup, in_other_live_call};
+use super::cgroup_capture::Interruptions;
 use super::process_wide::{self, unexpected_children};
 use super::procfs::{
     Proc, cgroup_path, cmdline, environ_matches, holds_pipe, process_table, read_stat,
@@ -210,7 +211,7 @@ fn members_stopped(call: &Tracked) -> Vec<Proc> {
         let tracer = super::procfs::tracer();
         for pid in fresh {
             match tracer == Some(pid) {
-                true => super::cgroup::kill_tracer(pid, Some(&call.interruptions), None),
+                true => super::cgroup_capture::kill_tracer(pid, Some(&call.interruptions), None),
                 false => signal_one(pid, Signal::SIGSTOP),
             }
             stopped.insert(pid);
@@ -233,7 +234,7 @@ pub(crate) async fn sweep(call: &Tracked, inodes: impl FnOnce() -> Vec<u64>) -> 
         return Vec::new();
     }
     // The harness among what is left: a plugin moved it into its cgroup.
-    super::cgroup::come_home();
+    super::cgroup_capture::come_home();
     let pgid = call.pgid;
     // Walking /proc blocks: keep it off the async workers, which are timing
     // other plugins' calls.
