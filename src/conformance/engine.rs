@@ -258,8 +258,16 @@ fn run_in(
     // The run's plan: the parallel checks, then the exclusive ones, then the
     // run-wide ones, then the closing ones, so with any number of threads
     // each phase is dispatched after every check it waits for.
+    // Within a phase, the checks others wait for go first: a waiting check
+    // never holds the thread the one it waits for would run on.
     let mut ordered = chosen.clone();
-    ordered.sort_by_key(|c| c.phase());
+    ordered.sort_by_key(|c| (c.phase(), !checks::AWAITED.contains(c)));
+    (state.shared.awaited).expect(
+        ordered
+            .iter()
+            .filter(|c| checks::AWAITED.contains(c))
+            .map(|c| c.id),
+    );
     let trials: Vec<Trial> = ordered
         .into_iter()
         .map(|spec| {
@@ -381,6 +389,7 @@ impl RunState {
         crate::lock(&self.calls).extend(runs);
         let verdict = libtest_verdict(&result, self.strict);
         crate::lock(&self.results).insert(spec.id, result);
+        self.shared.awaited.ended(spec.id);
         match spec.phase() {
             Phase::Parallel => {
                 self.parallel.finish_one();

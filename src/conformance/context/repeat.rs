@@ -36,6 +36,9 @@ pub(crate) struct Repeat {
     pub op: Operation,
     /// Nomad's error text for the failed call.
     pub error: String,
+    /// Its shape, by which it is told from other causes (see
+    /// [`error_shape`](super::cause::error_shape)).
+    pub shape: String,
     /// The failed call and the one made again alone, as run.
     pub runs: [Option<PluginRun>; 2],
 }
@@ -181,6 +184,7 @@ impl Calls {
             step: step.to_owned(),
             op,
             error: error.to_owned(),
+            shape: super::cause::error_shape(error, self.shared.settings.template.name.as_deref()),
             runs,
         });
     }
