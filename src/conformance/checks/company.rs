@@ -61,8 +61,8 @@ pub(crate) fn owned_shapes(facts: &[Fact]) -> BTreeSet<String> {
 pub(crate) async fn cited(ctx: &Ctx, what: &str, errors: &[String]) -> Option<Finding> {
     let first = errors.first()?;
     ctx.after(OWNER.id).await;
-    let owned = owned_shapes(&ctx.facts());
-    if !errors.iter().all(|e| owned.contains(&ctx.error_shape(e))) {
+    let shapes: Vec<String> = errors.iter().map(|e| ctx.error_shape(e)).collect();
+    if !all_owned(&owned_shapes(&ctx.facts()), &shapes) {
         return None;
     }
     Some(Finding::Skip(format!(
@@ -70,4 +70,40 @@ pub(crate) async fn cited(ctx: &Ctx, what: &str, errors: &[String]) -> Option<Fi
         ctx.error_shape(first),
         owner = OWNER.id
     )))
+}
+
+/// Whether every one of `shapes` (none empty) is one the owner failed on.
+fn all_owned(owned: &BTreeSet<String>, shapes: &[String]) -> bool {
+    !shapes.is_empty() && shapes.iter().all(|s| owned.contains(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_owner_s_shapes_are_cited_and_only_its_creates() {
+        let lock = "error creating volume \"{id}\" with plugin \"p\": exit status {n}: locked";
+        let facts = vec![
+            Fact::FailedAtOnce {
+                op: Operation::Create,
+                shapes: [lock.to_owned()].into(),
+                example: "…".into(),
+            },
+            // Deletes at once are not the owner's question.
+            Fact::FailedAtOnce {
+                op: Operation::Delete,
+                shapes: ["busy".to_owned()].into(),
+                example: "…".into(),
+            },
+        ];
+        let owned = owned_shapes(&facts);
+        assert!(all_owned(&owned, &[lock.into(), lock.into()]));
+        // One failure of another shape: the check's own finding stands.
+        assert!(!all_owned(&owned, &[lock.into(), "no space left".into()]));
+        assert!(!all_owned(&owned, &["busy".into()]));
+        assert!(!all_owned(&owned, &[]));
+        // Nothing published (the owner passed, or is not in the run).
+        assert!(!all_owned(&owned_shapes(&[]), &[lock.into()]));
+    }
 }
