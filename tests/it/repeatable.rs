@@ -145,17 +145,24 @@ fn assert_one_cause_one_finding(found: &[String], report: &serde_json::Value, wh
         "{when}: {} failing or warning checks: {found:?}",
         found.len()
     );
-    assert_eq!(
-        found,
-        [
-            "concurrency.create",
-            "create.bytes-in-range",
-            "delete.no-residue",
-            "failure.error-json",
-        ],
-        "{when}: one finding per cause: {found:?}\n{report}"
-    );
-    assert!(found.len() <= 6, "{when}: {found:?}");
+    // One finding per cause, each by its owner: the create lock's by
+    // concurrency.create, the state file's, the 1 byte's and the plain-text
+    // error's by theirs. At most 6 in all, the bound: it leaves room
+    // for a verdict that a loaded host moves on its own (process.no-stdio-leak
+    // was once seen to fail at 16x with no holder named), which is not this
+    // ledger's to hide, nor a cause counted twice.
+    for owner in [
+        "concurrency.create",
+        "create.bytes-in-range",
+        "delete.no-residue",
+        "failure.error-json",
+    ] {
+        assert!(
+            found.iter().any(|f| f == owner),
+            "{when}: {owner} does not report its cause: {found:?}\n{report}"
+        );
+    }
+    assert!(found.len() <= 6, "{when}: {found:?}\n{report}");
     for id in [
         "concurrency.delete",
         "concurrency.same-volume",
@@ -168,6 +175,10 @@ fn assert_one_cause_one_finding(found: &[String], report: &serde_json::Value, wh
             .iter()
             .find(|c| c["id"] == id)
             .unwrap_or_else(|| panic!("no {id} in {report}"));
+        assert!(
+            !found.iter().any(|f| f == id),
+            "{when}: {id} reports the create lock again: {check}"
+        );
         let message = check["message"].as_str().unwrap_or_default();
         // Each met the lock (creates that overlap), or passed: when it met
         // it, it cites the owner, as a skip, inconclusive.

@@ -1,8 +1,11 @@
 //! The run's facts: what one check established that another check's rule
 //! owns, published once as a typed value ([`Fact`]) and judged once by its
-//! owner, a run-wide check that reads them from its [`RunLog`](super::RunLog).
-//! The variant is the contract between the two: no check is named by a
-//! string, and no verdict is changed after the check that gave it ended.
+//! owner, a run-wide check that reads them from its [`RunLog`](super::RunLog);
+//! or what an owner found, published before it ends, for the checks that
+//! cite it and wait for its end ([`Fact::FailedAtOnce`], see
+//! [`cause`](super::cause)). The variant is the contract between the two:
+//! no check is named by a string, and no verdict is changed after the check
+//! that gave it ended.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;

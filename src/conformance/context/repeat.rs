@@ -17,7 +17,10 @@
 //! recorded once for `process.repeatable` (Nomad itself never retries a failed
 //! call: a create that fails by chance fails the user's request), the check
 //! goes on from the call made alone and its message cites that finding. A
-//! call that was alone already, or that fails alone too, stands.
+//! call that was alone already, or that fails alone too, stands. Each race
+//! keeps the shape of its error ([`error_shape`](super::cause::error_shape)):
+//! a create that failed as `concurrency.create`'s creates at once did is
+//! that check's finding, which `process.repeatable` cites.
 
 use crate::contract::Operation;
 use crate::plugin::{PluginCall, PluginRun};
