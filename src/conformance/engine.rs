@@ -262,7 +262,7 @@ fn run_in(
     // never holds the thread the one it waits for would run on.
     let mut ordered = chosen.clone();
     ordered.sort_by_key(|c| (c.phase(), !checks::AWAITED.contains(c)));
-    (state.shared.awaited).expect(
+    state.shared.awaited.expect(
         ordered
             .iter()
             .filter(|c| checks::AWAITED.contains(c))
