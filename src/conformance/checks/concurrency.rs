@@ -344,11 +344,13 @@ async fn same_volume(ctx: &Ctx) -> FindingResult {
         // then the fillers made again after its mount, as a busy node's
         // mounts follow a volume's line.
         if let Some(filler) = filler.as_mut().filter(|_| round % 2 == 1) {
+            // Either: its failure is judged below, as a problem of the round
+            // (one the creates at once of concurrency.create may explain).
             let first = ctx
                 .calls()
                 .create(
                     &req,
-                    Expect::Success,
+                    Expect::Either,
                     "create of the volume the identical creates race on",
                 )
                 .await;
