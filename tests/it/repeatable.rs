@@ -116,6 +116,11 @@ fn findings(report: &serde_json::Value) -> Vec<String> {
 
 /// Runs `check` on the four-cause plugin: its findings, and the report.
 fn four_causes_run() -> (Vec<String>, serde_json::Value) {
+    four_causes_run_with(&[])
+}
+
+/// [`four_causes_run`] with more arguments after the plugin's path.
+fn four_causes_run_with(more: &[&str]) -> (Vec<String>, serde_json::Value) {
     let scratch = util::Scratch::new();
     let lock = scratch.path().join("create.lock");
     std::fs::write(&lock, "").unwrap();
@@ -126,8 +131,11 @@ fn four_causes_run() -> (Vec<String>, serde_json::Value) {
         .replace("@LOCK@", lock.to_str().unwrap());
     let plugin = scratch.plugin("four-causes", &body);
     let tmp = util::Scratch::new();
-    let report =
-        util::check::json_report(&tmp, &[plugin.to_str().unwrap()], Duration::from_secs(600));
+    let args: Vec<&str> = [plugin.to_str().unwrap()]
+        .into_iter()
+        .chain(more.iter().copied())
+        .collect();
+    let report = util::check::json_report(&tmp, &args, Duration::from_secs(600));
     util::check::assert_left_nothing(&tmp);
     (findings(&report), report)
 }
@@ -212,4 +220,33 @@ fn a_create_lock_lost_in_company_is_one_finding_idle_and_loaded() {
     let _load = util::Load::oversubscribed(Duration::from_secs(600), 16);
     let (found, report) = four_causes_run();
     assert_one_cause_one_finding(&found, &report, "16 busy threads per core");
+}
+
+/// The checks that cite `concurrency.create` wait for its end, which runs
+/// first in its phase: one check at a time, nothing waits for a check not
+/// yet started (no hang), and the verdicts are the same. Without it in the
+/// run there is no finding to cite: each check that met the lock reports
+/// what it met, as before.
+#[test]
+fn the_owner_is_waited_for_one_check_at_a_time_and_cited_only_when_it_ran() {
+    let (found, report) = four_causes_run_with(&["--test-threads", "1"]);
+    assert_one_cause_one_finding(&found, &report, "one check at a time");
+    let (found, report) = four_causes_run_with(&["--skip", "concurrency.create"]);
+    // Its racing creates are held at their first change and let go
+    // together: the lock is met in every run.
+    assert!(
+        found.iter().any(|f| f == "concurrency.delete"),
+        "without concurrency.create, concurrency.delete reports the lock: {found:?}\n{report}"
+    );
+    let cited = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            c["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("see concurrency.create"))
+        })
+        .count();
+    assert_eq!(cited, 0, "nothing cites a check that did not run: {report}");
 }
