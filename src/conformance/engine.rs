@@ -175,8 +175,16 @@ fn run_in(
     // The run's plan: the parallel checks, then the exclusive ones, then the
     // run-wide ones, then the closing ones, so with any number of threads
     // each phase is dispatched after every check it waits for.
+    // Within a phase, the checks others wait for go first: a waiting check
+    // never holds the thread the one it waits for would run on.
     let mut ordered = chosen.clone();
-    ordered.sort_by_key(|c| c.phase());
+    ordered.sort_by_key(|c| (c.phase(), !checks::AWAITED.contains(c)));
+    state.shared.awaited.expect(
+        ordered
+            .iter()
+            .filter(|c| checks::AWAITED.contains(c))
+            .map(|c| c.id),
+    );
     let trials: Vec<Trial> = ordered
         .into_iter()
         .map(|spec| {

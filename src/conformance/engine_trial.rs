@@ -159,6 +159,7 @@ impl RunState {
         crate::lock(&self.calls).extend(runs);
         let verdict = libtest_verdict(&result, self.strict);
         crate::lock(&self.results).insert(spec.id, result);
+        self.shared.awaited.ended(spec.id);
         match spec.phase() {
             Phase::Parallel => {
                 self.parallel.finish_one();

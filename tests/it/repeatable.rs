@@ -116,6 +116,11 @@ fn findings(report: &serde_json::Value) -> Vec<String> {
 
 /// Runs `check` on the four-cause plugin: its findings, and the report.
 fn four_causes_run() -> (Vec<String>, serde_json::Value) {
+    four_causes_run_with(&[])
+}
+
+/// [`four_causes_run`] with more arguments after the plugin's path.
+fn four_causes_run_with(more: &[&str]) -> (Vec<String>, serde_json::Value) {
     let scratch = util::Scratch::new();
     let lock = scratch.path().join("create.lock");
     std::fs::write(&lock, "").unwrap();
@@ -126,37 +131,74 @@ fn four_causes_run() -> (Vec<String>, serde_json::Value) {
         .replace("@LOCK@", lock.to_str().unwrap());
     let plugin = scratch.plugin("four-causes", &body);
     let tmp = util::Scratch::new();
-    let report =
-        util::check::json_report(&tmp, &[plugin.to_str().unwrap()], Duration::from_secs(600));
+    let args: Vec<&str> = [plugin.to_str().unwrap()]
+        .into_iter()
+        .chain(more.iter().copied())
+        .collect();
+    let report = util::check::json_report(&tmp, &args, Duration::from_secs(600));
     util::check::assert_left_nothing(&tmp);
     (findings(&report), report)
 }
 
-/// What the one cause of a create lock met in company must give: the race
-/// once, for process.repeatable; the checks whose own create lost it go on
-/// from the create made again alone and cite it. Only the checks whose
-/// question is calls at once keep what they met: the three concurrency
-/// checks, and lifecycle.restore's restore (a Nomad client's creates of
-/// every volume at once at start), where a lock that fails instead of
-/// waiting fails in Nomad too.
+/// What the one cause of a create lock met in company must give: one
+/// finding, `concurrency.create`'s (its question is exactly creates at once,
+/// and it meets the lock by design in every run). The checks whose own
+/// create lost it elsewhere go on from the create made again alone and
+/// cite `process.repeatable`, which itself cites `concurrency.create`; the
+/// other checks that make creates at once on purpose (`concurrency.delete`,
+/// `concurrency.same-volume`, `lifecycle.restore`) cite it too: skipped as
+/// inconclusive, never failed or warned.
 fn assert_one_cause_one_finding(found: &[String], report: &serde_json::Value, when: &str) {
     eprintln!(
         "{when}: {} failing or warning checks: {found:?}",
         found.len()
     );
-    let at_once = |id: &str| id.starts_with("concurrency.") || id == "lifecycle.restore";
-    let each_once: Vec<&String> = found.iter().filter(|f| !at_once(f)).collect();
-    assert_eq!(
-        each_once,
-        [
-            "create.bytes-in-range",
-            "delete.no-residue",
-            "failure.error-json",
-            "process.repeatable"
-        ],
-        "{when}: one finding per cause: {found:?}\n{report}"
-    );
-    assert!(found.len() <= 8, "{when}: {found:?}");
+    // One finding per cause, each by its owner: the create lock's by
+    // concurrency.create, the state file's, the 1 byte's and the plain-text
+    // error's by theirs. At most 6 in all, the bound: it leaves room
+    // for a verdict that a loaded host moves on its own (process.no-stdio-leak
+    // was once seen to fail at 16x with no holder named), which is not this
+    // ledger's to hide, nor a cause counted twice.
+    for owner in [
+        "concurrency.create",
+        "create.bytes-in-range",
+        "delete.no-residue",
+        "failure.error-json",
+    ] {
+        assert!(
+            found.iter().any(|f| f == owner),
+            "{when}: {owner} does not report its cause: {found:?}\n{report}"
+        );
+    }
+    assert!(found.len() <= 6, "{when}: {found:?}\n{report}");
+    for id in [
+        "concurrency.delete",
+        "concurrency.same-volume",
+        "lifecycle.restore",
+        "process.repeatable",
+    ] {
+        let check = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {report}"));
+        assert!(
+            !found.iter().any(|f| f == id),
+            "{when}: {id} reports the create lock again: {check}"
+        );
+        let message = check["message"].as_str().unwrap_or_default();
+        // Each met the lock (creates that overlap), or passed: when it met
+        // it, it cites the owner, as a skip, inconclusive.
+        if check["status"] != "pass" {
+            assert_eq!(check["status"], "skip", "{when}: {check}");
+            assert!(
+                message.starts_with("inconclusive:")
+                    && message.contains("(see concurrency.create)"),
+                "{when}: {check}"
+            );
+        }
+    }
 }
 
 /// One cause, one finding, for a race the run's own company provokes.
@@ -178,4 +220,33 @@ fn a_create_lock_lost_in_company_is_one_finding_idle_and_loaded() {
     let _load = util::Load::oversubscribed(Duration::from_secs(600), 16);
     let (found, report) = four_causes_run();
     assert_one_cause_one_finding(&found, &report, "16 busy threads per core");
+}
+
+/// The checks that cite `concurrency.create` wait for its end, which runs
+/// first in its phase: one check at a time, nothing waits for a check not
+/// yet started (no hang), and the verdicts are the same. Without it in the
+/// run there is no finding to cite: each check that met the lock reports
+/// what it met, as before.
+#[test]
+fn the_owner_is_waited_for_one_check_at_a_time_and_cited_only_when_it_ran() {
+    let (found, report) = four_causes_run_with(&["--test-threads", "1"]);
+    assert_one_cause_one_finding(&found, &report, "one check at a time");
+    let (found, report) = four_causes_run_with(&["--skip", "concurrency.create"]);
+    // Its racing creates are held at their first change and let go
+    // together: the lock is met in every run.
+    assert!(
+        found.iter().any(|f| f == "concurrency.delete"),
+        "without concurrency.create, concurrency.delete reports the lock: {found:?}\n{report}"
+    );
+    let cited = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            c["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("see concurrency.create"))
+        })
+        .count();
+    assert_eq!(cited, 0, "nothing cites a check that did not run: {report}");
 }

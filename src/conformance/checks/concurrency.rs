@@ -55,8 +55,10 @@ async fn create(ctx: &Ctx) -> FindingResult {
     ctx.prereqs().require_create().await?;
     let mut problems = Vec::new();
     let mut collisions_only = true;
+    let mut failed = Vec::new();
     for round in 0..ROUNDS {
-        let cleaned = create_round(ctx, round, &mut problems, &mut collisions_only).await;
+        let cleaned =
+            create_round(ctx, round, &mut problems, &mut failed, &mut collisions_only).await;
         // A round whose deletes failed (or hung) ends the rounds: the next
         // would only wait as long again.
         if !problems.is_empty() || !cleaned {
@@ -75,6 +77,9 @@ async fn create(ctx: &Ctx) -> FindingResult {
     } {
         Err(Finding::Skip(needs))
     } else {
+        // Its creates at once failed: a cause the other checks that make
+        // creates at once meet too, and cite (see `company`).
+        super::company::publish(ctx, &failed);
         Err(Finding::Fail(format!(
             "expected 8 concurrent creates of distinct volumes to succeed with distinct, existing paths; {}",
             problems.join("; ")
@@ -97,11 +102,13 @@ fn unheld(ctx: &Ctx) -> &'static str {
 const UNHELD: &str = "calls cannot be held at their changes on this host";
 
 /// One round of `concurrency.create`: 8 creates raced, then their deletes;
-/// whether every delete succeeded.
+/// whether every delete succeeded. The errors of the creates that failed
+/// go into `failed`.
 async fn create_round(
     ctx: &Ctx,
     round: usize,
     problems: &mut Vec<String>,
+    failed: &mut Vec<String>,
     collisions_only: &mut bool,
 ) -> bool {
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
@@ -133,6 +140,7 @@ async fn create_round(
             Err(e) => {
                 *collisions_only = false;
                 problems.push(format!("#{} failed: {e}", i + 1));
+                failed.push(e.to_string());
             }
         }
     }
@@ -174,8 +182,9 @@ async fn delete(ctx: &Ctx) -> FindingResult {
         return Err(Finding::Skip(needs));
     }
     let mut problems = Vec::new();
+    let mut creates_failed = Vec::new();
     for round in 0..ROUNDS {
-        let cleaned = delete_round(ctx, round, &mut problems).await?;
+        let cleaned = delete_round(ctx, round, &mut problems, &mut creates_failed).await?;
         if !problems.is_empty() || !cleaned {
             break;
         }
@@ -185,6 +194,13 @@ async fn delete(ctx: &Ctx) -> FindingResult {
             "8 at once, racing 4 creates, {ROUNDS} rounds: all gone, the new ones made{}",
             unheld(ctx)
         )))
+    } else if let Some(cited) = match problems.len() == creates_failed.len() {
+        // Only its racing creates failed, as concurrency.create's did: one
+        // cause, reported there; its deletes are then not judged.
+        true => super::company::cited(ctx, "the creates racing its deletes", &creates_failed).await,
+        false => None,
+    } {
+        Err(cited)
     } else {
         Err(Finding::Fail(format!(
             "expected 8 concurrent deletes, racing 4 creates of other volumes, to succeed and \
@@ -194,11 +210,14 @@ async fn delete(ctx: &Ctx) -> FindingResult {
     }
 }
 
-/// One round of `concurrency.delete`; whether its clean-up deletes succeeded.
+/// One round of `concurrency.delete`; whether its clean-up deletes
+/// succeeded. The errors of its racing creates that failed go into
+/// `creates_failed`.
 async fn delete_round(
     ctx: &Ctx,
     round: usize,
     problems: &mut Vec<String>,
+    creates_failed: &mut Vec<String>,
 ) -> Result<bool, Finding> {
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
     let mut made = Vec::new();
@@ -247,7 +266,10 @@ async fn delete_round(
                 resp.path
             )),
             Ok(_) => {}
-            Err(e) => problems.push(format!("a create racing the deletes failed: {e}")),
+            Err(e) => {
+                problems.push(format!("a create racing the deletes failed: {e}"));
+                creates_failed.push(e.to_string());
+            }
         }
     }
     let cleaned = join_all(new.iter().zip(&created).filter_map(|(req, call)| {
@@ -313,6 +335,7 @@ async fn same_volume(ctx: &Ctx) -> FindingResult {
         },
     };
     let mut problems = Vec::new();
+    let mut creates_failed = Vec::new();
     let mut failed = false;
     let mut split = false;
     for round in 0..SAME_VOLUME_ROUNDS {
@@ -321,16 +344,19 @@ async fn same_volume(ctx: &Ctx) -> FindingResult {
         // then the fillers made again after its mount, as a busy node's
         // mounts follow a volume's line.
         if let Some(filler) = filler.as_mut().filter(|_| round % 2 == 1) {
+            // Either: its failure is judged below, as a problem of the round
+            // (one the creates at once of concurrency.create may explain).
             let first = ctx
                 .calls()
                 .create(
                     &req,
-                    Expect::Success,
+                    Expect::Either,
                     "create of the volume the identical creates race on",
                 )
                 .await;
             if let Err(e) = &first.result {
                 problems.push(format!("the create before them failed: {e}"));
+                creates_failed.push(e.to_string());
                 break;
             }
             if let Err(e) = filler.renew() {
@@ -357,7 +383,10 @@ async fn same_volume(ctx: &Ctx) -> FindingResult {
                 Ok(resp) => {
                     paths.insert(resp.path.clone());
                 }
-                Err(e) => problems.push(format!("#{} failed: {e}", i + 1)),
+                Err(e) => {
+                    problems.push(format!("#{} failed: {e}", i + 1));
+                    creates_failed.push(e.to_string());
+                }
             }
         }
         if paths.len() > 1 {
@@ -406,6 +435,13 @@ async fn same_volume(ctx: &Ctx) -> FindingResult {
         false => None,
     } {
         Err(Finding::Skip(needs))
+    } else if let Some(cited) = match problems.len() == creates_failed.len() {
+        // Its creates failed only as concurrency.create's did: one cause,
+        // reported there.
+        true => super::company::cited(ctx, "its identical creates", &creates_failed).await,
+        false => None,
+    } {
+        Err(cited)
     } else {
         Err(Finding::Fail(format!(
             "expected {SAME_VOLUME_BURST} identical concurrent creates (restore racing an update) to all \

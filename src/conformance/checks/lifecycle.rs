@@ -75,6 +75,7 @@ async fn restore(ctx: &Ctx) -> FindingResult {
     let mut problems = Vec::new();
     // Whether every problem is a volume that failed to restore.
     let mut failed_only = true;
+    let mut errors = Vec::new();
     for (i, (volume, canary)) in made.iter().enumerate() {
         let Some(r) = restored.iter().find(|r| r.volume.id == volume.id) else {
             failed_only = false;
@@ -84,6 +85,7 @@ async fn restore(ctx: &Ctx) -> FindingResult {
         let problem = match (r.path(), r.error()) {
             (_, Some(e)) => {
                 problems.push(format!("volume #{} failed to restore: {e}", i + 1));
+                errors.push(e.to_string());
                 continue;
             }
             (Some(path), _) if path != volume.host_path => format!(
@@ -123,6 +125,13 @@ async fn restore(ctx: &Ctx) -> FindingResult {
         false => None,
     } {
         Err(Finding::Skip(needs))
+    } else if let Some(cited) = match failed_only {
+        // Its creates at once failed as concurrency.create's did: one
+        // cause, reported there.
+        true => super::company::cited(ctx, "its creates at once", &errors).await,
+        false => None,
+    } {
+        Err(cited)
     } else {
         Err(Finding::Fail(format!(
             "expected create called again for 4 existing volumes at once (an agent restart) to exit 0 \

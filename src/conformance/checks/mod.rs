@@ -23,6 +23,7 @@ macro_rules! run_wide {
     };
 }
 
+mod company;
 pub(crate) mod concurrency;
 mod crash_plan;
 pub(crate) mod create;
@@ -97,6 +98,10 @@ pub(crate) const PROBE_OWNERS: ProbeOwners = ProbeOwners {
     distinct: create::DISTINCT.asker(),
     timing: timing::MARGIN.asker(),
 };
+
+/// The checks that others wait for (see [`company`]): each runs first in
+/// its phase.
+pub(crate) const AWAITED: &[CheckSpec] = &[*company::OWNER];
 
 /// The skip of a check that builds on `check`, which did not pass.
 pub(crate) fn needs(check: &CheckSpec) -> String {

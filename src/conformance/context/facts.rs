@@ -1,10 +1,16 @@
 //! The run's facts: what one check established that another check's rule
 //! owns, published once as a typed value ([`Fact`]) and judged once by its
-//! owner, a run-wide check that reads them from its [`RunLog`](super::RunLog).
-//! The variant is the contract between the two: no check is named by a
-//! string, and no verdict is changed after the check that gave it ended.
+//! owner, a run-wide check that reads them from its [`RunLog`](super::RunLog);
+//! or what an owner found, published before it ends, for the checks that
+//! cite it and wait for its end ([`Fact::FailedAtOnce`], see
+//! [`cause`](super::cause)). The variant is the contract between the two:
+//! no check is named by a string, and no verdict is changed after the check
+//! that gave it ended.
 
+use std::collections::BTreeSet;
 use std::sync::Mutex;
+
+use crate::contract::Operation;
 
 /// One fact a check met and another check's rule owns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +36,19 @@ pub(crate) enum Fact {
     FalseSuccess {
         /// The path it answered.
         path: String,
+    },
+    /// Calls of `op` made at once failed, where made one at a time they
+    /// work: the finding of the check whose question is exactly those calls
+    /// at once (`concurrency.create` for creates). Every other check whose
+    /// calls failed with an error of one of these shapes met the same cause
+    /// and cites that finding instead of reporting it again.
+    FailedAtOnce {
+        /// The operation.
+        op: Operation,
+        /// The shapes of their errors (see `context::cause::error_shape`).
+        shapes: BTreeSet<String>,
+        /// One of those errors, as Nomad gave it.
+        example: String,
     },
     /// Once every other check had finished, the harness deleted the volumes
     /// still alive, unmounted what was mounted below the run's temp dir,
@@ -63,6 +82,9 @@ impl Fact {
                     left.push_str(&format!(" processes: {}", processes.join(", ")));
                 }
                 format!("{check} ({step}): failed ({error}) and left{left}")
+            }
+            Fact::FailedAtOnce { op, example, .. } => {
+                format!("{op}s made at once failed ({example})")
             }
             Fact::FalseSuccess { path } => format!(
                 "the create provoked to fail (its volumes dir lies under a regular file) exited 0 \

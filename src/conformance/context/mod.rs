@@ -28,6 +28,7 @@
 
 mod alone;
 mod calls;
+mod cause;
 mod dirs;
 mod facts;
 mod ledger;
@@ -49,6 +50,7 @@ use std::sync::{Arc, Mutex};
 
 pub(crate) use alone::Settled;
 pub(crate) use calls::{Calls, Expect};
+pub(crate) use cause::Awaited;
 pub(crate) use dirs::Dirs;
 pub(crate) use facts::{Fact, Facts};
 pub(crate) use log::{CallLog, LoggedCall, RunLog, shown};
@@ -142,6 +144,8 @@ pub(crate) struct Shared {
     repeats: Mutex<Vec<Repeat>>,
     /// What checks established that another check's rule owns.
     pub facts: Facts,
+    /// The checks others wait for (see [`cause`]).
+    pub awaited: Awaited,
     /// The checks the run's probes are made for.
     pub probe_owners: ProbeOwners,
 }
@@ -176,6 +180,7 @@ impl Shared {
             gate: tokio::sync::RwLock::new(()),
             repeats: Mutex::new(Vec::new()),
             facts: Facts::default(),
+            awaited: Awaited::default(),
             probe_owners,
         }
     }

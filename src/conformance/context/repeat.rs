@@ -17,7 +17,10 @@
 //! recorded once for `process.repeatable` (Nomad itself never retries a failed
 //! call: a create that fails by chance fails the user's request), the check
 //! goes on from the call made alone and its message cites that finding. A
-//! call that was alone already, or that fails alone too, stands.
+//! call that was alone already, or that fails alone too, stands. Each race
+//! keeps the shape of its error ([`error_shape`](super::cause::error_shape)):
+//! a create that failed as `concurrency.create`'s creates at once did is
+//! that check's finding, which `process.repeatable` cites.
 
 use crate::contract::Operation;
 use crate::plugin::{PluginCall, PluginRun};
@@ -36,6 +39,9 @@ pub(crate) struct Repeat {
     pub op: Operation,
     /// Nomad's error text for the failed call.
     pub error: String,
+    /// Its shape, by which it is told from other causes (see
+    /// [`error_shape`](super::cause::error_shape)).
+    pub shape: String,
     /// The failed call and the one made again alone, as run.
     pub runs: [Option<PluginRun>; 2],
 }
@@ -181,6 +187,7 @@ impl Calls {
             step: step.to_owned(),
             op,
             error: error.to_owned(),
+            shape: super::cause::error_shape(error, self.shared.settings.template.name.as_deref()),
             runs,
         });
     }

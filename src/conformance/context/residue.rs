@@ -94,7 +94,7 @@ static VARYING: LazyLock<Regex> =
 /// what remains of 8 hex digits or more `{hex}` (a part of an id) and of
 /// decimal digits `{n}` (a date, a pid): what differs from one volume to the
 /// next, however a plugin spells it (`20261205-0b9c8f6e-data.img`).
-fn shape(entry: &str, fixture: Option<&str>) -> String {
+pub(super) fn shape(entry: &str, fixture: Option<&str>) -> String {
     let text = UUID.replace_all(entry, "{id}");
     let text = DEFAULT_NAME.replace_all(&text, "{name}");
     let fixture =
