@@ -274,7 +274,9 @@ impl Call {
         let leaked = match kept {
             Holding::Closed => false,
             Holding::Kept => true,
-            Holding::Unseen => leftovers.iter().any(|l| l.held_stdio) || !(out.eof && err.eof),
+            Holding::Unseen => {
+                leftovers.iter().any(|l| l.held_stdio) || held_after_the_sweep(out, err).await
+            }
         };
         // Every process of the call is gone: its holds are over.
         let seen = call
@@ -395,6 +397,29 @@ async fn kept_open(
         drain_until(out, err, HOLDER_LOOK).await;
     }
 }
+
+/// Whether a call's pipe, open with no process of the call seen holding it
+/// and its leftovers swept, is held by someone who keeps it for the plugin: a
+/// process outside the harness (a daemon that left the call's cgroup and
+/// group), or nobody letting go within the bound. A pipe held only by the
+/// harness's own (a neighbour call's clone before its exec, which on a loaded
+/// host may wait long for a CPU) is let go and is no leak.
+async fn held_after_the_sweep(out: &mut Capture, err: &mut Capture) -> bool {
+    let bound = Instant::now() + HOLDER_BOUND;
+    loop {
+        if out.eof && err.eof {
+            return false;
+        }
+        if os::held_outside_the_harness(&pipe_inodes(out, err)) || Instant::now() >= bound {
+            return true;
+        }
+        drain_until(out, err, OUTSIDE_LOOK).await;
+    }
+}
+
+/// How often [`held_after_the_sweep`] looks again (a look reads every
+/// process's descriptors).
+const OUTSIDE_LOOK: Duration = Duration::from_millis(50);
 
 /// Whether one of these `holders` keeps the pipe: it used more CPU than the
 /// wait-delay, or it is waiting now and was waiting at the last look (in
