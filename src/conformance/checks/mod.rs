@@ -101,6 +101,10 @@ pub(crate) const PROBE_OWNERS: ProbeOwners = ProbeOwners {
 
 /// The checks that others wait for (see [`company`]): each runs first in
 /// its phase.
+/// The owner of one cause met by every check that makes calls at once
+/// (creates failing when two overlap): see [`company`].
+pub(crate) const COMPANY_OWNER: &CheckSpec = &concurrency::CREATE;
+
 pub(crate) const AWAITED: &[CheckSpec] = &[*company::OWNER];
 
 /// The skip of a check that builds on `check`, which did not pass.
