@@ -183,15 +183,26 @@ async fn delete(ctx: &Ctx) -> FindingResult {
     }
     let mut problems = Vec::new();
     let mut creates_failed = Vec::new();
+    let mut remade = Vec::new();
     for round in 0..ROUNDS {
-        let cleaned = delete_round(ctx, round, &mut problems, &mut creates_failed).await?;
+        let cleaned =
+            delete_round(ctx, round, &mut problems, &mut creates_failed, &mut remade).await?;
         if !problems.is_empty() || !cleaned {
             break;
         }
     }
     if problems.is_empty() {
+        let remade = match remade.len() {
+            0 => String::new(),
+            n => format!(
+                " ({n} deleted path(s) made again by a racing create of another volume that was \
+                 given the same path, {}: two volumes at one path is the creates' finding, see \
+                 concurrency.create)",
+                remade.join(", ")
+            ),
+        };
         Ok(Finding::Pass(format!(
-            "8 at once, racing 4 creates, {ROUNDS} rounds: all gone, the new ones made{}",
+            "8 at once, racing 4 creates, {ROUNDS} rounds: all gone, the new ones made{remade}{}",
             unheld(ctx)
         )))
     } else if let Some(cited) = match problems.len() == creates_failed.len() {
@@ -218,6 +229,7 @@ async fn delete_round(
     round: usize,
     problems: &mut Vec<String>,
     creates_failed: &mut Vec<String>,
+    remade: &mut Vec<String>,
 ) -> Result<bool, Finding> {
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
     let mut made = Vec::new();
@@ -250,9 +262,17 @@ async fn delete_round(
         )
     });
     let (calls, created) = futures_pair(join_all(deletes), join_all(creates)).await;
+    // The paths the racing creates were given: a deleted path among them was
+    // made again by one of them, whatever the delete did.
+    let given: Vec<&str> = created
+        .iter()
+        .filter_map(|c| Some(c.result.as_ref().ok()?.path.as_str()))
+        .collect();
     for (i, (call, at)) in calls.iter().zip(&volumes).enumerate() {
         if let Err(e) = &call.result {
             problems.push(format!("#{} failed: {e}", i + 1));
+        } else if given.contains(&made[i].as_str()) {
+            remade.push(format!("{:?}", made[i]));
         } else if !at.gone().await && at.is_block() {
             problems.push(format!("#{}: {}", i + 1, at.still_there()));
         } else if !at.gone().await {

@@ -143,6 +143,20 @@ async fn reboot(ctx: &Ctx) -> FindingResult {
             )),
         }
     }
+    // Measured before the deletes: once a delete detached a loop device, a
+    // neighbour's create may attach the same device to a file of its own, and
+    // a device looked at only then would be that neighbour's volume.
+    let before: Vec<VolumeAt> = made
+        .iter()
+        .zip(&again)
+        .map(|((_, path, _), call)| {
+            let now = call
+                .result
+                .as_ref()
+                .map_or(path.as_str(), |r| r.path.as_str());
+            VolumeAt::before_delete(now)
+        })
+        .collect();
     let deletes = join_all(made.iter().zip(&again).map(|((req, path, _), call)| {
         let path = call
             .result
@@ -152,12 +166,13 @@ async fn reboot(ctx: &Ctx) -> FindingResult {
             .delete(req, path, Expect::Success, "delete after the reboot")
     }))
     .await;
-    for (((_, path, _), call), deleted) in made.iter().zip(&again).zip(&deletes) {
+    for ((((_, path, _), call), deleted), at) in made.iter().zip(&again).zip(&deletes).zip(&before)
+    {
         let now = call
             .result
             .as_ref()
             .map_or(path.as_str(), |r| r.path.as_str());
-        if deleted.ok() && !VolumeAt::before_delete(now).gone().await {
+        if deleted.ok() && !at.gone().await {
             problems.push(format!("the delete after the reboot left {now:?}"));
         }
     }
