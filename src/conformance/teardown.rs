@@ -262,21 +262,27 @@ pub(crate) fn finish(
     signals: &Signals,
     keep: bool,
 ) -> Teardown {
+    let mut out = rt.block_on(deletes_and_own_files(run, signals));
+    remove_root(run.root, &mut out, keep);
+    out
+}
+
+/// The part every ending starts with: the deletes of the volumes still
+/// alive, then the harness's own files, by name, while every mount a delete
+/// left is still there to reach them through (once it is unmounted, a file
+/// the harness wrote into a bind mount of outside data could not be reached).
+async fn deletes_and_own_files(run: &RunEnd<'_>, signals: &Signals) -> Teardown {
     let mut out = Teardown {
         temp_dir: run.root.path().to_path_buf(),
         ..Teardown::default()
     };
-    rt.block_on(delete_live(run, signals, &mut out));
-    // The harness's own files, by name, while every mount a delete left is
-    // still there to reach them through: once it is unmounted, a file the
-    // harness wrote into a bind mount of outside data could not be reached.
+    delete_live(run, signals, &mut out).await;
     out.errors.extend(
         run.planted
             .remove(None)
             .into_iter()
             .map(|e| format!("{e} (written by the harness, left)")),
     );
-    remove_root(run.root, &mut out, keep);
     out
 }
 
@@ -294,17 +300,7 @@ pub(crate) fn clear(
     signals: &Signals,
     keep: bool,
 ) -> Teardown {
-    let mut out = Teardown {
-        temp_dir: run.root.path().to_path_buf(),
-        ..Teardown::default()
-    };
-    rt.block_on(delete_live(run, signals, &mut out));
-    out.errors.extend(
-        run.planted
-            .remove(None)
-            .into_iter()
-            .map(|e| format!("{e} (written by the harness, left)")),
-    );
+    let mut out = rt.block_on(deletes_and_own_files(run, signals));
     record_unmounts(crate::safe_fs::unmount_under_held(run.root), &mut out);
     detach_loops(run.root.path(), &mut out);
     if keep {
