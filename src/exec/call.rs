@@ -410,11 +410,21 @@ async fn held_after_the_sweep(out: &mut Capture, err: &mut Capture) -> bool {
         if out.eof && err.eof {
             return false;
         }
-        if os::held_outside_the_harness(&pipe_inodes(out, err)) || Instant::now() >= bound {
+        if !os::holders(&pipe_ids(out, err)).is_empty() || Instant::now() >= bound {
             return true;
         }
         drain_until(out, err, OUTSIDE_LOOK).await;
     }
+}
+
+/// A call's stdout and stderr pipes by identity (device, inode), to find
+/// their holders outside the call.
+fn pipe_ids(out: &Capture, err: &Capture) -> Vec<(u64, u64)> {
+    [out.pipe.as_fd(), err.pipe.as_fd()]
+        .into_iter()
+        .filter_map(|fd| nix::sys::stat::fstat(fd).ok())
+        .map(|st| (st.st_dev, st.st_ino))
+        .collect()
 }
 
 /// How often [`held_after_the_sweep`] looks again (a look reads every

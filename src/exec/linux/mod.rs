@@ -16,8 +16,8 @@
 //! - [`Tracked::cpu_wait`], [`Tracked::kill_all`]: the time the call waited
 //!   for a CPU (or `None`), and a kill of every process of the call at once;
 //! - [`pipe_inode`], [`pipe_holders`]: which processes of the call still hold
-//!   its pipes, and what each is doing ([`Activity`]); [`held_outside_the_harness`]:
-//!   whether anyone but the harness and its own clones holds them;
+//!   its pipes, and what each is doing ([`Activity`]); [`holders`]: who
+//!   outside the harness (and its own clones) holds a file or pipe;
 //! - [`sweep`](fn@sweep), [`sweep_detached`]: find, record ([`Leftover`]), kill and
 //!   reap whatever the call left behind, awaited or from a dropped future;
 //!   [`forget_leader`] once the leader is reaped;
@@ -164,29 +164,6 @@ pub fn can_refuse() -> bool {
     seccomp::filter(super::Refusal::Mounts).is_some() && clone_spawn::clone3_usable()
 }
 
-/// Whether a process outside every call holds a pipe of one of these
-/// `inodes`: one that is neither the harness (whose read ends share the
-/// inodes) nor a child of the harness still running its binary (a clone of a
-/// neighbour call between its birth and its exec, which holds a copy of every
-/// descriptor the harness had then, until it closes them). Such a holder kept
-/// the pipe for the plugin; the harness's own let go on their own.
-pub(crate) fn held_outside_the_harness(inodes: &[u64]) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    let me = std::process::id() as i32;
-    let exe = |pid: String| std::fs::metadata(format!("/proc/{pid}/exe")).ok();
-    let own_exe = exe("self".into()).map(|m| (m.dev(), m.ino()));
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me && procfs::holds_pipe(pid, inodes))
-        .any(|pid| {
-            let ours = procfs::read_stat(pid).is_some_and(|p| p.ppid == me)
-                && exe(pid.to_string()).map(|m| (m.dev(), m.ino())) == own_exe;
-            !ours
-        })
-}
-
 /// The processes of `call` that hold a pipe of one of these `inodes`, each with
 /// what it is doing.
 pub(crate) fn pipe_holders(call: &Tracked, inodes: &[u64]) -> Vec<(i32, Activity)> {
@@ -202,14 +179,15 @@ mod tests {
     use std::os::fd::AsFd as _;
     use std::time::{Duration, Instant};
 
-    /// A pipe only the harness holds is not held outside it; once a child
-    /// has become another program holding it, it is (before its exec, the
+    /// A pipe only the harness holds has no holder; once a child has become
+    /// another program holding it, that child is one (before its exec, the
     /// child is the harness's own clone, and does not count).
     #[test]
     fn a_pipe_is_held_outside_the_harness_only_by_another_program() {
         let (r, w) = nix::unistd::pipe().unwrap();
-        let inode = super::pipe_inode(r.as_fd()).unwrap();
-        assert!(!super::held_outside_the_harness(&[inode]));
+        let st = nix::sys::stat::fstat(r.as_fd()).unwrap();
+        let id = [(st.st_dev, st.st_ino)];
+        assert!(super::holders(&id).is_empty());
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .stdout(std::process::Stdio::from(w))
@@ -218,12 +196,12 @@ mod tests {
         let bound = Instant::now() + Duration::from_secs(10);
         let mut held = false;
         while !held && Instant::now() < bound {
-            held = super::held_outside_the_harness(&[inode]);
+            held = super::holders(&id) == vec![child.id() as i32];
             std::thread::sleep(Duration::from_millis(5));
         }
         let _ = child.kill();
         let _ = child.wait();
         assert!(held, "a sleep holding the pipe was never seen");
-        assert!(!super::held_outside_the_harness(&[inode]));
+        assert!(super::holders(&id).is_empty());
     }
 }
