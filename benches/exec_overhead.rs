@@ -1,4 +1,4 @@
-//! Per-call overhead of the runner (`dhv_conform::exec::Call::run`) over a
+//! Per-call overhead of the runner (`dhv_host::exec::Call::run`) over a
 //! bare `std::process::Command` spawn + wait of the same program with the same
 //! environment and piped, fully read stdout/stderr.
 //!
@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dhv_conform::exec::Call;
+use dhv_host::exec::Call;
 
 /// The design's budget for the runner's own cost per call.
 const TARGET_MS: f64 = 0.3;

@@ -21,7 +21,7 @@ fn main() {
     for _ in 0..n {
         let out = rt
             .block_on(
-                dhv_conform::exec::Call::new(&program)
+                dhv_host::exec::Call::new(&program)
                     .arg("fingerprint")
                     .env(env.clone())
                     .timeout(Duration::from_secs(10))

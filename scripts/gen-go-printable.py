@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/contract/go_printable.rs: the code points Go's strconv.IsPrint
+"""Writes crates/dhv-contract/src/go_printable.rs: the code points Go's strconv.IsPrint
 accepts, as Go 1.26 ships it.
 
 Go 1.26 carries Unicode 15.0.0 (Go 1.21 moved to it; Go 1.27 moves to 17.0.0),

@@ -1,36 +1,28 @@
 //! `dhv-conform`: a conformance harness for Nomad dynamic host volume (DHV) plugins,
 //! built on a Nomad-compatible host volume plugin manager.
 //!
-//! # The public surface
+//! # A workspace of crates, one per audience
 //!
-//! What an integrator builds on, documented and kept stable as the report schemas are
-//! (added to, never renamed):
+//! | crate | who depends on it | what it holds |
+//! |---|---|---|
+//! | `dhv-manager` | an integrator of the manager | the volume manager, [`plugin`], and (re-exported from `dhv-contract`) [`contract`] and [`version`]; no CLI, engine or renderers |
+//! | `dhv-report` | a reader or writer of reports | the report model, its schema (`dhv-conform/report/v1`, `dhv-conform/fleet/v1`) and renderers; without its `files` feature, neither tokio nor nix |
+//! | `dhv-contract` | both of the above | the facts of Nomad's plugin contract (requests, responses, `DHV_*` names, exit texts, go-version's rules) |
+//! | `dhv-host` | the manager and the engine | the one layer that touches this host: the process runner (`exec`) and the filesystem layer (`safe_fs`) |
+//! | `dhv-conform` (this one) | the harness's users | the conformance engine and its catalogue ([`conformance`]), the suite as a library ([`suite`]), and the command line ([`cli`]) |
 //!
-//! - [`suite`]: the conformance suite as a library, [`suite::run`] (async) and
-//!   [`suite::run_blocking`] (sync), with its own [`suite::SuiteConfig`] and the types
-//!   its hooks and results use.
-//! - [`manager`]: what a Nomad client does around plugins: discovery,
-//!   fingerprinting, create / register / delete / restore, state and locks. Its
-//!   module docs have a runnable example.
-//! - [`plugin`]: the built-in `mkdir` plugin and plugin executables, run exactly as
-//!   Nomad runs them, with Nomad's decoding and error texts.
-//! - [`report`]: the report schema (`dhv-conform/report/v1`, the fleet's
-//!   `dhv-conform/fleet/v1`) and its renderers: JSON, JUnit, Markdown, terminal text
-//!   and normalised snapshots.
-//! - [`contract`] and [`version`]: the facts of Nomad's plugin contract the types
-//!   above speak in (requests, responses, `DHV_*` names, go-version parsing).
+//! This crate re-exports the manager's crates under the names they had when
+//! they were its modules ([`manager`], [`plugin`], [`contract`], [`version`],
+//! [`report`]), so `dhv_conform::manager::HostVolumeManager` still names the
+//! manager. Every name public here is documented and kept stable as the report
+//! schemas are (added to, never renamed).
 //!
-//! The rest is the harness's own machinery, hidden from these docs and not part of
-//! the surface: the CLI (`cli`), the check engine (`conformance`, whose public types
-//! [`suite`] re-exports), the process runner (`exec`) and the filesystem layer
-//! (`safe_fs`). They stay reachable only for the crate's binary, tests and benches.
-//!
-//! The crate is layered, and the arrows go one way:
-//! `cli → conformance → manager → plugin → exec`. [`contract`] and
-//! [`version`] depend on nothing; [`report`] depends only on its own result
-//! model. Only `exec` starts or signals processes: plugins, and the one
-//! developer's tool the crate runs (`dhv-conform new`'s `go build` of a Go
-//! skeleton).
+//! The crates are layered, and the arrows go one way:
+//! `dhv-conform → dhv-manager → dhv-host → dhv-contract`, and
+//! `dhv-conform → dhv-report → dhv-contract`. Within this crate, [`cli`] and
+//! [`suite`] build on [`conformance`]. Only `dhv-host`'s `exec` starts or signals
+//! processes: plugins, and the one developer's tool the harness runs
+//! (`dhv-conform new`'s `go build` of a Go skeleton).
 //!
 //! # Example: run one plugin operation as Nomad would
 //!
@@ -70,24 +62,14 @@
 //! # Ok(())
 //! # }
 //! ```
-#![warn(missing_docs)]
-
-pub mod contract;
-pub mod manager;
-pub mod plugin;
-pub mod report;
+pub use dhv_manager as manager;
+pub use dhv_manager::{contract, plugin, version};
+pub use dhv_report as report;
 pub mod suite;
-pub mod version;
 
-mod locking;
-pub(crate) use locking::{lock, panic_text, read, write};
+// The host layer, as the engine's own paths name it (`crate::exec`, ...).
+use dhv_host::sync::{lock, panic_text};
+use dhv_host::{exec, safe_fs};
 
-// The harness's machinery: not part of the public surface (see the crate docs).
-#[doc(hidden)]
 pub mod cli;
-#[doc(hidden)]
 pub mod conformance;
-#[doc(hidden)]
-pub mod exec;
-#[doc(hidden)]
-pub mod safe_fs;

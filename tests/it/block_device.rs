@@ -176,26 +176,26 @@ fn the_loop_scan_finds_every_device_backed_under_a_dir_even_an_empty_one() {
         .unwrap();
     let empty = root.join("empty.img");
     std::fs::File::create(&empty).unwrap();
-    let a = dhv_conform::safe_fs::attach(&sized, &root).expect("attach the sized image");
-    let b = dhv_conform::safe_fs::attach(&empty, &root).expect("attach the empty image");
+    let a = dhv_host::safe_fs::attach(&sized, &root).expect("attach the sized image");
+    let b = dhv_host::safe_fs::attach(&empty, &root).expect("attach the empty image");
     let mut expected = vec![a.clone(), b.clone()];
     expected.sort_by(|x, y| x.device.cmp(&y.device));
-    assert_eq!(dhv_conform::safe_fs::loops_backed_under(&root), expected);
+    assert_eq!(dhv_host::safe_fs::loops_backed_under(&root), expected);
     let seen = attached_under(&root);
     assert_eq!(seen.len(), 2, "{seen:?}");
     // The quick scan, of devices a volume can be on, leaves out the empty one.
     assert_eq!(
-        dhv_conform::safe_fs::sized_loops_backed_under(&root),
+        dhv_host::safe_fs::sized_loops_backed_under(&root),
         vec![a.clone()]
     );
     // A dir beside the images holds none of them.
     let beside = root.join("beside");
     std::fs::create_dir(&beside).unwrap();
-    assert!(dhv_conform::safe_fs::loops_backed_under(&beside).is_empty());
+    assert!(dhv_host::safe_fs::loops_backed_under(&beside).is_empty());
     for dev in [&a, &b] {
-        dhv_conform::safe_fs::detach_and_wait(dev, std::time::Duration::from_secs(10))
+        dhv_host::safe_fs::detach_and_wait(dev, std::time::Duration::from_secs(10))
             .expect("detach");
     }
-    assert!(dhv_conform::safe_fs::loops_backed_under(&root).is_empty());
+    assert!(dhv_host::safe_fs::loops_backed_under(&root).is_empty());
     assert!(attached_under(&root).is_empty());
 }

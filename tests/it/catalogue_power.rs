@@ -150,7 +150,7 @@ enum Needs {
 fn cannot_run(test: &str, needs: &[Needs]) -> bool {
     let why = needs.iter().find_map(|need| match need {
         Needs::LoopDevices => util::loop_devices_unusable(),
-        Needs::Refusals => (!dhv_conform::exec::can_refuse()).then(|| {
+        Needs::Refusals => (!dhv_host::exec::can_refuse()).then(|| {
             "system calls cannot be refused to a call here (no cgroup per call)".to_string()
         }),
     });

@@ -7,7 +7,7 @@ use crate::util;
 use std::time::Duration;
 
 use crate::util::{Scratch, processes_mentioning};
-use dhv_conform::exec::{Call, ExitReason, KillMode, Supervisor};
+use dhv_host::exec::{Call, ExitReason, KillMode, Supervisor};
 
 mod confinement;
 mod output;

@@ -6,7 +6,7 @@ use crate::util;
 
 use crate::util::Scratch;
 use assert_cmd::Command;
-use dhv_conform::exec::{Call, ExitReason};
+use dhv_host::exec::{Call, ExitReason};
 use serde_json::Value;
 
 const ID: &str = "0b4d2f43-79b4-4d3c-9c42-5c1e8d3f5a10";

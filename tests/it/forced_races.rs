@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::util::{self, Scratch};
-use dhv_conform::exec::{Call, ExitReason, HoldPoint, Rendezvous};
+use dhv_host::exec::{Call, ExitReason, HoldPoint, Rendezvous};
 
 /// A create that tests for its directory, then makes it: the window between
 /// the two is a few microseconds of Python.
@@ -175,7 +175,7 @@ fn a_crash_at_a_change_kills_the_call_before_that_change_runs() {
     if !need_holds("a_crash_at_a_change_kills_the_call_before_that_change_runs") {
         return;
     }
-    use dhv_conform::exec::AtChanges;
+    use dhv_host::exec::AtChanges;
     let s = Scratch::new();
     let p = s.plugin(
         "steps",
@@ -228,7 +228,7 @@ fn names_made_outside_a_dir_are_recorded_and_nothing_inside_it() {
     if !need_holds("names_made_outside_a_dir_are_recorded_and_nothing_inside_it") {
         return;
     }
-    use dhv_conform::exec::AtChanges;
+    use dhv_host::exec::AtChanges;
     let s = Scratch::new();
     let p = s.plugin(
         "writer",

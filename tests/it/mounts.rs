@@ -7,7 +7,7 @@ use crate::util;
 
 use std::fs;
 
-use dhv_conform::safe_fs;
+use dhv_host::safe_fs;
 
 #[test]
 fn removal_keeps_out_of_a_bind_mount_and_says_the_dir_was_not_removed() {
@@ -126,7 +126,7 @@ fn a_call_refused_mounts_cannot_mount() {
     if !util::in_private_mount_ns("a_call_refused_mounts_cannot_mount") {
         return;
     }
-    use dhv_conform::exec::Call;
+    use dhv_host::exec::Call;
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("m");
     fs::create_dir(&target).unwrap();
@@ -163,7 +163,7 @@ fn a_call_refused_mounts_cannot_mount() {
     let out = String::from_utf8_lossy(&allowed.stdout);
     assert!(out.contains("status 0"), "{out}");
     assert_eq!(util::mounts_below(dir.path()), vec![target.clone()]);
-    let unmounted = dhv_conform::safe_fs::unmount_under(dir.path()).unwrap();
+    let unmounted = dhv_host::safe_fs::unmount_under(dir.path()).unwrap();
     assert!(util::mounts_below(dir.path()).is_empty(), "{unmounted:?}");
 }
 

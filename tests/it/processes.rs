@@ -52,7 +52,7 @@ fn escaped_daemon_is_reported_and_killed(tag: &str, no_cgroup: bool) {
         // a call that was live when it appeared: one call at a time makes
         // that the call that started it (with several at once, it may be
         // named under another call of the run).
-        cmd.env(dhv_conform::exec::NO_CGROUP_VAR, "1")
+        cmd.env(dhv_host::exec::NO_CGROUP_VAR, "1")
             .args(["--test-threads", "1"]);
     }
     let out = cmd.output().unwrap();
@@ -264,7 +264,7 @@ fn found_and_run(dir: &Path, rt: &tokio::runtime::Runtime) -> Option<String> {
 /// `DHV_PARAMETERS` (Go escapes each `<` as `\u003c`, six bytes) is over what
 /// the kernel passes in one variable.
 fn oversized_parameters() -> String {
-    let count = dhv_conform::exec::MAX_ARG_STRLEN / 5;
+    let count = dhv_host::exec::MAX_ARG_STRLEN / 5;
     serde_json::json!({ "blob": "<".repeat(count) }).to_string()
 }
 

@@ -342,7 +342,7 @@ fn what_cannot_be_removed_is_named_by_delete_no_residue() {
         .map(|e| e.path())
         .collect();
     for dir in &left {
-        assert!(dhv_conform::safe_fs::remove_tree(dir).removed);
+        assert!(dhv_host::safe_fs::remove_tree(dir).removed);
     }
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(report["sandbox"]["removed"], false, "{report}");

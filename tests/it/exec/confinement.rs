@@ -38,7 +38,7 @@ fn each_call_runs_in_a_cgroup_of_its_own_where_the_machine_allows() {
     }
     let s = Scratch::new();
     let p = s.plugin("p", "#!/bin/sh\nexec cat /proc/self/cgroup\n");
-    let cgroup_of = |out: &dhv_conform::exec::Outcome| {
+    let cgroup_of = |out: &dhv_host::exec::Outcome| {
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .find_map(|l| l.strip_prefix("0::").map(str::to_owned))
@@ -72,8 +72,8 @@ fn each_call_runs_in_a_cgroup_of_its_own_where_the_machine_allows() {
 /// (which needs none here) works. Without a refusal, everything works.
 #[test]
 fn a_refusal_refuses_its_calls_and_only_them() {
-    use dhv_conform::exec::Refusal;
-    if !dhv_conform::exec::can_refuse() {
+    use dhv_host::exec::Refusal;
+    if !dhv_host::exec::can_refuse() {
         util::skip(
             "a_refusal_refuses_its_calls_and_only_them",
             "system calls cannot be refused to a call here (x86-64 and clone3 needed)",
@@ -147,7 +147,7 @@ fn a_plugin_leads_a_session_of_its_own_with_no_terminal() {
 /// checks of the reference plugin as one with, rather than skipping them.
 #[test]
 fn refusal_checks_judge_without_a_cgroup_per_call() {
-    if !dhv_conform::exec::can_refuse() {
+    if !dhv_host::exec::can_refuse() {
         util::skip(
             "refusal_checks_judge_without_a_cgroup_per_call",
             "system calls cannot be refused to a call here (x86-64 and clone3 needed)",
@@ -160,7 +160,7 @@ fn refusal_checks_judge_without_a_cgroup_per_call() {
         "--json",
         "-",
     ])
-    .env(dhv_conform::exec::NO_CGROUP_VAR, "1")
+    .env(dhv_host::exec::NO_CGROUP_VAR, "1")
     .run();
     let report = out.report();
     for id in ["failure.chmod-refused", "failure.remove-refused"] {

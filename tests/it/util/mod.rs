@@ -304,7 +304,7 @@ pub fn bind_mount(from: &Path, to: &Path) {
 
 /// The mount points at or below `dir`, from /proc/self/mountinfo.
 pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
-    dhv_conform::safe_fs::mounts_under(dir)
+    dhv_host::safe_fs::mounts_under(dir)
         .unwrap_or_default()
         .into_iter()
         .map(|m| m.mount_point)

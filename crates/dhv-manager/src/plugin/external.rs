@@ -1,0 +1,458 @@
+//! An executable plugin, run exactly as Nomad runs it: argv `[path, op]`, only
+//! the `DHV_*` variables, stdin `/dev/null`, Nomad's time limits, Nomad's decoding
+//! and Nomad's error texts.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::transport::{Launch, LocalProcess, Transport};
+use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure};
+use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, Operation};
+use crate::version::VersionInfo;
+use dhv_host::exec::{AtChanges, KillMode, Refusal, Supervisor};
+
+/// The most stdout a call may print and still be decoded exactly as Nomad
+/// decodes it (16 MiB). Nomad reads stdout whole, without a limit; we keep up
+/// to this much while a call runs, drain the rest, and say plainly that an
+/// answer past it is too large to judge. What is kept of a call afterwards
+/// (in its [`PluginRun`] and in reports) is the smaller output cap.
+pub const DECODE_LIMIT: usize = 16 << 20;
+
+pub use super::record::{PluginRun, Recorder, StartFailure, shell_quote};
+
+pub use super::timeouts::Timeouts;
+
+/// A plugin executable and the way it is run.
+#[derive(Debug, Clone)]
+pub struct ExternalPlugin {
+    /// The id, for display (lossy where it is not UTF-8).
+    id: String,
+    /// The id as it is: what Nomad's messages quote (`%q` of any bytes).
+    raw_id: OsString,
+    /// The path Nomad runs it by: `argv[0]`, in reports and errors.
+    executable: PathBuf,
+    /// The file that runs: the one [`lookup`](Self::lookup) checked.
+    program: PathBuf,
+    plugin_dir: PathBuf,
+    timeouts: Timeouts,
+    kill_mode: KillMode,
+    output_cap: usize,
+    follow: Duration,
+    extra_env: Vec<(String, String)>,
+    cwd: Option<PathBuf>,
+    refuse: Option<Refusal>,
+    at_changes: Option<AtChanges>,
+    recorder: Option<Recorder>,
+    supervisor: Supervisor,
+    /// The file pinned for the run, looked at before every call.
+    pin: Option<std::sync::Arc<super::PluginPin>>,
+    /// Where its process runs (a local process unless told otherwise).
+    transport: std::sync::Arc<dyn Transport>,
+}
+
+impl ExternalPlugin {
+    /// Runs the path it is started as (`<plugin_dir>/<id>`), not the file
+    /// its lookup checked: exactly what Nomad executes, so a plugin that is a
+    /// symlink sees the link's path as `$0`. A symlink swapped after the
+    /// lookup then decides what runs, as under Nomad.
+    pub fn exec_by_path(mut self) -> Self {
+        self.program = self.executable.clone();
+        self
+    }
+
+    pub(super) fn new(
+        id: &OsStr,
+        executable: PathBuf,
+        program: PathBuf,
+        plugin_dir: PathBuf,
+    ) -> ExternalPlugin {
+        ExternalPlugin {
+            id: id.to_string_lossy().into_owned(),
+            raw_id: id.to_os_string(),
+            executable,
+            program,
+            plugin_dir,
+            timeouts: Timeouts::default(),
+            kill_mode: KillMode::Group,
+            output_cap: dhv_host::exec::DEFAULT_OUTPUT_CAP,
+            follow: Duration::ZERO,
+            extra_env: Vec::new(),
+            cwd: None,
+            refuse: None,
+            at_changes: None,
+            recorder: None,
+            supervisor: Supervisor::new(),
+            pin: None,
+            transport: std::sync::Arc::new(LocalProcess),
+        }
+    }
+
+    /// Runs its process through `transport` (a container, a remote node)
+    /// instead of as a local process.
+    pub fn with_transport(mut self, transport: std::sync::Arc<dyn Transport>) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    /// Uses these time limits.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// How to kill a call that overruns.
+    pub fn with_kill_mode(mut self, mode: KillMode) -> Self {
+        self.kill_mode = mode;
+        self
+    }
+
+    /// Caps what is kept of each call's stdout and stderr once it has been
+    /// judged (stdout is decoded whole up to [`DECODE_LIMIT`] first).
+    pub fn with_output_cap(mut self, bytes: usize) -> Self {
+        self.output_cap = bytes;
+        self
+    }
+
+    /// When a descendant keeps stdout or stderr open after the plugin exits,
+    /// keeps reading for up to `more` (then kills it), so that the answer is
+    /// judged on what Nomad, which waits for EOF, would read. The call is
+    /// still recorded as a leak. Default: zero (killed at the wait-delay).
+    pub fn with_follow(mut self, more: Duration) -> Self {
+        self.follow = more;
+        self
+    }
+
+    /// Appends variables to Nomad's environment. Not what Nomad does: the
+    /// conformance checks use it to diagnose plugins that depend on `PATH`.
+    pub fn with_extra_env(mut self, env: Vec<(String, String)>) -> Self {
+        self.extra_env = env;
+        self
+    }
+
+    /// Runs calls in `dir` instead of our working directory.
+    pub fn with_cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Refuses its calls a family of system calls (they fail with `EPERM`,
+    /// see [`Refusal`]), as some hosts do: every mount without
+    /// `CAP_SYS_ADMIN`, say. Not what Nomad does: the conformance checks use
+    /// it to see a plugin's failure paths.
+    pub fn with_refusal(mut self, refusal: Option<Refusal>) -> Self {
+        self.refuse = refusal;
+        self
+    }
+
+    /// Watches every call's changes of state as `watch` says (see
+    /// [`Call::at_changes`](dhv_host::exec::Call::at_changes)): held for a burst
+    /// of racing calls, recorded, or a crash at one. Not what Nomad does: the
+    /// concurrency and crash checks use it to meet a plugin's races and crash
+    /// windows by design.
+    pub fn with_at_changes(mut self, watch: Option<AtChanges>) -> Self {
+        self.at_changes = watch;
+        self
+    }
+
+    /// Records every call into `recorder`.
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Runs every call under `supervisor`, so that whoever owns it can cancel
+    /// them (by default each plugin has a supervisor of its own).
+    pub fn with_supervisor(mut self, supervisor: Supervisor) -> Self {
+        self.supervisor = supervisor;
+        self
+    }
+
+    /// Looks at `pin` before every call: a plugin file changed mid-run is
+    /// recorded there (see [`PluginPin`](super::PluginPin)).
+    pub fn with_pin(mut self, pin: std::sync::Arc<super::PluginPin>) -> Self {
+        self.pin = Some(pin);
+        self
+    }
+
+    /// The supervisor the calls run under.
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
+    }
+
+    /// The executable's path, as Nomad passes it (`argv[0]`).
+    pub fn executable(&self) -> &Path {
+        &self.executable
+    }
+
+    /// The file that runs: for a plugin found by [`lookup`](Self::lookup),
+    /// the one it checked (symlinks resolved), else the executable.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// The plugin dir (what `DHV_PLUGIN_DIR` is set to).
+    pub fn plugin_dir(&self) -> &Path {
+        &self.plugin_dir
+    }
+
+    /// The time limits in force.
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    /// Runs `PLUGIN op` with `env` (plus any extra env) under the limit for `op`,
+    /// and records it. The building block of every operation.
+    pub async fn run(&self, op: &str, env: Vec<(String, String)>) -> PluginRun {
+        self.run_with_timeout(op, env, self.timeouts.for_operation(op))
+            .await
+    }
+
+    /// [`run`](Self::run) with an explicit time limit.
+    pub async fn run_with_timeout(
+        &self,
+        op: &str,
+        env: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> PluginRun {
+        let run = self.execute(op, env, timeout).await;
+        self.keep(run)
+    }
+
+    /// Runs one call, stdout kept up to [`DECODE_LIMIT`] for judging; not
+    /// recorded yet (see [`keep`](Self::keep)).
+    async fn execute(
+        &self,
+        op: &str,
+        mut env: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> PluginRun {
+        env.extend(self.extra_env.iter().cloned());
+        if let Some(pin) = &self.pin {
+            // The one place every call of the plugin starts from.
+            pin.before_call();
+        }
+        let launch = Launch {
+            program: self.program.clone(),
+            arg0: self.executable.clone(),
+            args: vec![op.into()],
+            env: env.clone(),
+            cwd: self.cwd.clone(),
+            timeout,
+            kill_mode: self.kill_mode,
+            output_cap: self.output_cap,
+            stdout_cap: self.output_cap.max(DECODE_LIMIT),
+            follow: self.follow,
+            refuse: self.refuse,
+            at_changes: self.at_changes.clone(),
+        };
+        let started_at = Instant::now();
+        let result = self.transport.run(&launch, &self.supervisor).await;
+        let result = result.map_err(|e| StartFailure {
+            errno: e.source.raw_os_error(),
+            go_error: format!(
+                "fork/exec {}: {}",
+                self.executable.display(),
+                exec_failure::go_errno_text(&e.source)
+            ),
+            explanation: exec_failure::start_failure(&self.program, &e.source),
+        });
+        PluginRun {
+            executable: self.executable.clone(),
+            operation: op.to_string(),
+            env,
+            cwd: self.cwd.clone(),
+            refused: self.refuse,
+            timeout,
+            result,
+            started_at,
+        }
+    }
+
+    /// A judged call, cut to the output cap (so that a run's record of
+    /// hundreds of calls stays small whatever they print), then recorded.
+    fn keep(&self, mut run: PluginRun) -> PluginRun {
+        if let Ok(o) = &mut run.result {
+            if o.stdout.len() > self.output_cap {
+                o.stdout.truncate(self.output_cap);
+                o.stdout.shrink_to_fit();
+                o.stdout_truncated = true;
+            }
+        }
+        if let Some(rec) = &self.recorder {
+            rec.push(&run);
+        }
+        run
+    }
+
+    /// Go's `%q` of the id, as Nomad's messages have it.
+    fn quoted_id(&self) -> String {
+        contract::go_quote_bytes(self.raw_id.as_bytes())
+    }
+
+    /// The error for an answer past [`DECODE_LIMIT`]: too large to judge.
+    fn too_large(&self, op: Operation, len: u64) -> PluginError {
+        PluginError::OutputTooLarge {
+            message: format!(
+                "output too large to judge: the {op} of plugin {} printed {len} bytes on stdout; \
+                 dhv-conform decodes at most {DECODE_LIMIT} bytes (Nomad reads all of it)",
+                self.quoted_id()
+            ),
+            bytes: len,
+        }
+    }
+
+    /// Fingerprints, keeping the raw call alongside the verdict.
+    pub async fn fingerprint_run(&self) -> (PluginRun, Result<Fingerprint, PluginError>) {
+        let op = Operation::Fingerprint;
+        let run = self
+            .execute(
+                op.as_str(),
+                contract::fingerprint_env(),
+                self.timeouts.limit(op),
+            )
+            .await;
+        let verdict = self.judge_fingerprint(&run);
+        (self.keep(run), verdict)
+    }
+
+    fn judge_fingerprint(&self, run: &PluginRun) -> Result<Fingerprint, PluginError> {
+        if let (true, Some(len)) = (run.succeeded(), run.stdout_too_large()) {
+            return Err(self.too_large(Operation::Fingerprint, len));
+        }
+        if !run.succeeded() {
+            return Err(self.call_error(run, Operation::Fingerprint, |exit, _| {
+                contract::fingerprint_error_text(self.raw_id.as_bytes(), exit)
+            }));
+        }
+        let resp = super::decode_fingerprint(run.stdout()).map_err(|e| PluginError::Response {
+            message: contract::fingerprint_decode_error_text(&e.to_string()),
+        })?;
+        let Some(raw) = resp.version else {
+            return Err(PluginError::Response {
+                message: format!(
+                    "plugin {} returned no version (a nil version crashes a Nomad agent)",
+                    self.quoted_id()
+                ),
+            });
+        };
+        let info = VersionInfo::from_raw(&raw);
+        if info.canonical.is_none() {
+            let why = crate::version::parse(&raw)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            return Err(PluginError::Response {
+                message: contract::fingerprint_decode_error_text(&why),
+            });
+        }
+        Ok(Fingerprint { version: info })
+    }
+
+    /// Creates, keeping the raw call alongside the verdict.
+    pub async fn create_run(
+        &self,
+        req: &CreateRequest,
+    ) -> (PluginRun, Result<CreateResponse, PluginError>) {
+        let op = Operation::Create;
+        let run = self
+            .execute(op.as_str(), req.env(), self.timeouts.limit(op))
+            .await;
+        let verdict = if let (true, Some(len)) = (run.succeeded(), run.stdout_too_large()) {
+            Err(self.too_large(op, len))
+        } else if run.succeeded() {
+            // Nomad returns Go's bare json error here.
+            contract::decode_create(run.stdout()).map_err(|e| PluginError::Response {
+                message: e.to_string(),
+            })
+        } else {
+            Err(self.call_error(&run, Operation::Create, |exit, text| {
+                contract::create_error_text(&req.volume_id, self.raw_id.as_bytes(), exit, text)
+            }))
+        };
+        (self.keep(run), verdict)
+    }
+
+    /// Deletes, keeping the raw call alongside the verdict.
+    pub async fn delete_run(&self, req: &DeleteRequest) -> (PluginRun, Result<(), PluginError>) {
+        let op = Operation::Delete;
+        let run = self
+            .execute(op.as_str(), req.env(), self.timeouts.limit(op))
+            .await;
+        let verdict = if run.succeeded() {
+            Ok(())
+        } else {
+            Err(self.call_error(&run, Operation::Delete, |exit, text| {
+                contract::delete_error_text(&req.volume_id, self.raw_id.as_bytes(), exit, text)
+            }))
+        };
+        (self.keep(run), verdict)
+    }
+
+    /// The error for a call that did not succeed. `text` builds Nomad's message
+    /// from Go's exit error and the plugin's `{"error"}` text, if any.
+    fn call_error(
+        &self,
+        run: &PluginRun,
+        op: Operation,
+        text: impl Fn(&str, Option<&str>) -> String,
+    ) -> PluginError {
+        match &run.result {
+            Err(start) if start.errno == Some(libc::E2BIG) => PluginError::InputTooLarge {
+                message: text(&start.go_error, None),
+            },
+            Err(start) => PluginError::Start {
+                message: text(&start.go_error, None),
+                explanation: start.explanation.clone(),
+            },
+            Ok(outcome) => {
+                let error_json = contract::decode_failure_error(op, &outcome.stdout);
+                PluginError::Failed {
+                    message: text(&run.exit_error(), error_json.as_deref()),
+                    exit: outcome.exit,
+                    timed_out: outcome.timed_out,
+                }
+            }
+        }
+    }
+}
+
+impl HostVolumePlugin for ExternalPlugin {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn plugin_dir(&self) -> Option<&Path> {
+        Some(&self.plugin_dir)
+    }
+
+    fn fingerprint(&self) -> BoxFuture<'_, PluginCall<Fingerprint>> {
+        Box::pin(async move {
+            let (run, result) = self.fingerprint_run().await;
+            PluginCall::from_run(Operation::Fingerprint, run, result)
+        })
+    }
+
+    fn create<'a>(&'a self, req: &'a CreateRequest) -> BoxFuture<'a, PluginCall<CreateResponse>> {
+        Box::pin(async move {
+            let (run, result) = self.create_run(req).await;
+            PluginCall::from_run(Operation::Create, run, result)
+        })
+    }
+
+    fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, PluginCall<()>> {
+        Box::pin(async move {
+            let (run, result) = self.delete_run(req).await;
+            PluginCall::from_run(Operation::Delete, run, result)
+        })
+    }
+
+    fn run_unknown<'a>(
+        &'a self,
+        op: &'a str,
+        env: Vec<(String, String)>,
+    ) -> BoxFuture<'a, Option<PluginRun>> {
+        Box::pin(async move { Some(self.run(op, env).await) })
+    }
+}
