@@ -50,7 +50,7 @@ impl std::fmt::Debug for Race {
 impl Race {
     /// A burst of `size` calls of `calls`' plugin in round `round`.
     pub(crate) fn new(calls: &Calls, size: usize, round: usize) -> Race {
-        let mut opts = calls.shared.call_options(&calls.recorder);
+        let mut opts = calls.shared.call_options(&calls.recorder, &calls.owner);
         opts.at_changes = Some(crate::exec::AtChanges::Hold(crate::exec::Rendezvous::new(
             size, round, &calls.dir,
         )));
