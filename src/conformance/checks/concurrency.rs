@@ -132,7 +132,7 @@ async fn create_round(
                         i + 1,
                         resp.path
                     ));
-                } else if !Path::new(&resp.path).exists() {
+                } else if !ctx.host().exists(Path::new(&resp.path)) {
                     *collisions_only = false;
                     problems.push(format!("#{}'s path {:?} does not exist", i + 1, resp.path));
                 }
@@ -241,7 +241,10 @@ async fn delete_round(
                 .path,
         );
     }
-    let volumes: Vec<VolumeAt> = made.iter().map(|p| VolumeAt::before_delete(p)).collect();
+    let volumes: Vec<VolumeAt> = made
+        .iter()
+        .map(|p| VolumeAt::before_delete(ctx, p))
+        .collect();
     let new: Vec<_> = (0..4).map(|_| ctx.request()).collect();
     let race = &Race::new(ctx.calls(), reqs.len() + new.len(), round);
     let deletes = reqs.iter().zip(&made).map(|(r, p)| {
@@ -281,7 +284,7 @@ async fn delete_round(
     }
     for call in &created {
         match &call.result {
-            Ok(resp) if !Path::new(&resp.path).exists() => problems.push(format!(
+            Ok(resp) if !ctx.host().exists(Path::new(&resp.path)) => problems.push(format!(
                 "a create racing the deletes returned {:?}, which does not exist",
                 resp.path
             )),

@@ -307,7 +307,7 @@ async fn idempotent(ctx: &Ctx) -> FindingResult {
             first.path, again.path
         )));
     }
-    if !canary_intact(&canary) {
+    if !canary_intact(ctx.host(), &canary) {
         return Err(Finding::Fail(format!(
             "expected a file written into the volume to survive a second create; {} is gone or changed: \
              create wiped the volume (data loss on every agent restart)",
@@ -361,7 +361,7 @@ async fn distinct(ctx: &Ctx) -> FindingResult {
             "expected different paths for two volumes; both got {:?}",
             a.path
         )))
-    } else if !canary_intact(&canary) {
+    } else if !canary_intact(ctx.host(), &canary) {
         Err(Finding::Fail(format!(
             "expected volume A's files to survive the creation of volume B; {} is gone or changed",
             canary.display()
@@ -417,7 +417,7 @@ async fn parameters(ctx: &Ctx) -> FindingResult {
             .await?;
         notes.push(outcome);
     }
-    if marker.exists() {
+    if ctx.host().exists(&marker) {
         return Err(Finding::Fail(format!(
             "expected nothing to be executed from parameter values; the marker {} appeared: \
              the plugin runs user input as shell code",

@@ -66,7 +66,7 @@ async fn device_held(ctx: &Ctx) -> FindingResult {
         .map(|d| d.device.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let at = VolumeAt::before_delete(&path);
+    let at = VolumeAt::before_delete(ctx, &path);
     let step = format!("delete while {names} is held open");
     let settled = ctx
         .steps()
@@ -104,7 +104,7 @@ async fn device_held(ctx: &Ctx) -> FindingResult {
             format!("failed ({e}), and a delete after it removed the volume")
         }
     };
-    let stayed: Vec<String> = still_attached(&devices)
+    let stayed: Vec<String> = still_attached(ctx.host(), &devices)
         .await
         .iter()
         .map(ToString::to_string)

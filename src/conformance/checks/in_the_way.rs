@@ -57,7 +57,7 @@ async fn file_in_the_way(ctx: &Ctx) -> FindingResult {
         .steps()
         .create_unloaded(&req, Expect::Either, step)
         .await?;
-    let kept = canary_intact(&file);
+    let kept = canary_intact(ctx.host(), &file);
     let answer = match &call.result {
         Ok(resp) => resp.clone(),
         Err(e) => {

@@ -79,7 +79,7 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
     for (n, name) in names.iter().enumerate() {
         let mut req = ctx.request_in(&volumes);
         req.volume_name = name.clone();
-        let before = around.outside(&volumes);
+        let before = around.outside(ctx.host(), &volumes);
         // Either: refusing such a name is as good as treating it as data. A
         // create or delete that timed out is judged by its re-run alone.
         let call = ctx
@@ -90,7 +90,7 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
                 &format!("create with volume name {name:?}"),
             )
             .await?;
-        let after_create = around.outside(&volumes);
+        let after_create = around.outside(ctx.host(), &volumes);
         let step = format!("delete of volume {name:?}");
         let deleted = match &call.result {
             Ok(resp) => Some(
@@ -104,7 +104,7 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
             ),
             Err(_) => None,
         };
-        let after_delete = around.outside(&volumes);
+        let after_delete = around.outside(ctx.host(), &volumes);
         // What the plugin adds beside the volumes dir for every volume (a
         // metadata dir) is no traversal: delete.no-residue's to report.
         let added = ctx
@@ -119,7 +119,10 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
         let removed: Vec<_> = before.difference(&after_delete).cloned().collect();
         if !added.is_empty()
             || !removed.is_empty()
-            || around.canaries.iter().any(|c| !canary_intact(c))
+            || around
+                .canaries
+                .iter()
+                .any(|c| !canary_intact(ctx.host(), c))
         {
             return Err(Finding::Fail(format!(
                 "with volume name {name:?}: expected nothing to change outside the volumes dir; \
@@ -233,7 +236,7 @@ async fn name_injection(ctx: &Ctx) -> FindingResult {
             .create_cleanly(&req, &format!("name {name:?}"), Holds::DELETES)
             .await;
         // A command that ran is the finding, whatever else the create did.
-        if let Some(hit) = (1..=9).map(marker).find(|m| m.exists()) {
+        if let Some(hit) = (1..=9).map(marker).find(|m| ctx.host().exists(m)) {
             return Err(Finding::Fail(format!(
                 "with volume name {name:?}: expected no command to run; the marker {} appeared — the plugin \
                  evaluates the volume name as shell code (quote it: \"$DHV_VOLUME_NAME\", never eval it)",

@@ -96,7 +96,10 @@ async fn reboot(ctx: &Ctx) -> FindingResult {
     let roots: Vec<_> = paths.iter().map(|p| Root::look(Path::new(p))).collect();
     // A block-device volume is known by the image behind its loop device:
     // after a reboot the same image may come back as another /dev/loopN.
-    let before: Vec<VolumeAt> = paths.iter().map(|p| VolumeAt::before_delete(p)).collect();
+    let before: Vec<VolumeAt> = paths
+        .iter()
+        .map(|p| VolumeAt::before_delete(ctx, p))
+        .collect();
     let taken = take_away(ctx, &paths)?;
     // At client start: create for every volume, all at once.
     let again = join_all(made.iter().map(|(req, _, _)| {
@@ -127,7 +130,7 @@ async fn reboot(ctx: &Ctx) -> FindingResult {
                 if block.is_some()
                     && crate::safe_fs::has_marker(Path::new(&resp.path), &canary_bytes(canary)) => {
             }
-            Ok(_) if block.is_none() && canary_intact(canary) => {
+            Ok(_) if block.is_none() && canary_intact(ctx.host(), canary) => {
                 let now = Root::look(Path::new(path));
                 if let Some(change) = roots[i]
                     .as_ref()
@@ -154,7 +157,7 @@ async fn reboot(ctx: &Ctx) -> FindingResult {
                 .result
                 .as_ref()
                 .map_or(path.as_str(), |r| r.path.as_str());
-            VolumeAt::before_delete(now)
+            VolumeAt::before_delete(ctx, now)
         })
         .collect();
     let deletes = join_all(made.iter().zip(&again).map(|((req, path, _), call)| {

@@ -295,7 +295,7 @@ async fn cwd_independent(ctx: &Ctx) -> FindingResult {
             );
         }
     }
-    let written = listing(&cwd);
+    let written = listing(ctx.host(), &cwd);
     let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o755));
     if !written.is_empty() {
         problems.push(format!(

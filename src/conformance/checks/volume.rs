@@ -213,7 +213,7 @@ async fn capacity_enforced(ctx: &Ctx) -> FindingResult {
             )));
         }
     };
-    if !crate::conformance::context::canary_intact(&canary) {
+    if !crate::conformance::context::canary_intact(ctx.host(), &canary) {
         return Err(Finding::Fail(
             "writing past the volume's size was refused, but the file written before it is damaged"
                 .into(),
@@ -289,7 +289,7 @@ async fn block_device(ctx: &Ctx) -> FindingResult {
         .create_ok(&req, "create a block-device volume")
         .await?;
     let path = Path::new(&resp.path);
-    let facts = VolumeFacts::measure(path)
+    let facts = VolumeFacts::measure(ctx.host(), path)
         .map_err(|e| Finding::Fail(format!("cannot measure {:?}: {e}", resp.path)))?;
     let Kind::BlockDevice { size, rdev } = facts.kind else {
         return Err(Finding::Fail(format!(
@@ -315,7 +315,7 @@ async fn block_device(ctx: &Ctx) -> FindingResult {
         .steps()
         .create_ok(&req, "create the block-device volume again")
         .await?;
-    let same = VolumeFacts::measure(Path::new(&again.path))
+    let same = VolumeFacts::measure(ctx.host(), Path::new(&again.path))
         .ok()
         .and_then(|f| match f.kind {
             Kind::BlockDevice { rdev: r, .. } => Some(r),

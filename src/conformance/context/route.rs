@@ -140,12 +140,14 @@ impl Route<'_> {
     ) -> (PluginCall<CreateResponse>, bool, usize) {
         let (_gate, solo) = self.admit(start).await;
         let dir = Path::new(&req.volumes_dir);
-        let before = (self.caller == Caller::Nomad && solo.started_alone).then(|| listing(dir));
+        let host = &*self.calls.shared.host;
+        let before =
+            (self.caller == Caller::Nomad && solo.started_alone).then(|| listing(host, dir));
         self.calls.shared.live.creating(req);
         let call = self.plugin(start).create(req).await;
         let residue = match (&call.result, before, solo.alone()) {
             (Err(_), Some(before), true) => {
-                Some(listing(dir).difference(&before).cloned().collect())
+                Some(listing(host, dir).difference(&before).cloned().collect())
             }
             _ => None,
         };
