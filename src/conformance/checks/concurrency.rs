@@ -20,6 +20,7 @@ use std::path::Path;
 
 use super::{CheckSpec, FindingResult, Level, Needs, join_all};
 use crate::conformance::context::{Ctx, Expect, Finding, Race, Start, VolumeAt};
+use crate::conformance::host::Host;
 use crate::contract::DeleteRequest;
 
 /// Rounds of distinct creates (`concurrency.create`) and of deletes racing
@@ -343,7 +344,7 @@ async fn same_volume(ctx: &Ctx) -> FindingResult {
         true => match ctx
             .dirs()
             .make_dirs(Path::new("mount-table"))
-            .and_then(|d| crate::safe_fs::MountFiller::new(&d, FILLER_MOUNTS))
+            .and_then(|d| ctx.host().fill_mount_table(&d, FILLER_MOUNTS))
         {
             Ok(f) => (
                 Some(f),
@@ -418,7 +419,7 @@ async fn same_volume(ctx: &Ctx) -> FindingResult {
         }
         if mounts {
             for path in &paths {
-                let stacked = mounted_at(Path::new(path));
+                let stacked = mounted_at(ctx.host(), Path::new(path));
                 if stacked > 1 {
                     problems.push(format!(
                         "{path:?} is mounted {stacked} times: a create that found the volume \
@@ -484,8 +485,8 @@ async fn same_volume(ctx: &Ctx) -> FindingResult {
 const FILLER_MOUNTS: usize = 1000;
 
 /// How many mounts sit at `path` (stacked: 2 or more).
-fn mounted_at(path: &Path) -> usize {
-    crate::safe_fs::mountinfo::read()
+fn mounted_at(host: &dyn Host, path: &Path) -> usize {
+    host.mounts()
         .map(|m| m.iter().filter(|m| m.mount_point == path).count())
         .unwrap_or(0)
 }

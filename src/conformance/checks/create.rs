@@ -204,15 +204,15 @@ async fn path_in_volumes_dir(ctx: &Ctx) -> FindingResult {
         p.starts_with(dir) && p != dir
     };
     let path = Path::new(&resp.path);
-    let resolved = path.canonicalize().ok();
-    let dir_resolved = Path::new(&req.volumes_dir).canonicalize().ok();
+    let resolved = ctx.host().canonical(path).ok();
+    let dir_resolved = ctx.host().canonical(Path::new(&req.volumes_dir)).ok();
     let resolved_inside = match (&resolved, &dir_resolved) {
         (Some(p), Some(d)) => p.starts_with(d) && p != d,
         _ => true,
     };
     if path.is_absolute() && inside(path) && resolved_inside && !resp.path.contains("/../") {
         Ok(Finding::Pass("inside DHV_VOLUMES_DIR".into()))
-    } else if crate::safe_fs::is_block_device(path) {
+    } else if ctx.host().is_block_device(path) {
         // A block-device volume is a device node, wherever the system keeps
         // it; Nomad saves the path as it is.
         Ok(Finding::Pass(

@@ -316,7 +316,7 @@ async fn own_residue(ctx: &Ctx) -> FindingResult {
     // watched, the node's temp dirs are listed before and after.
     let watched = Race::holds(ctx.calls());
     let since = std::time::SystemTime::now();
-    let node_before = (!watched).then(node_residue::listing);
+    let node_before = (!watched).then(|| node_residue::listing(ctx.host()));
     let nomad = ctx.watched(AtChanges::RecordOutside(
         ctx.dirs().run_root().to_path_buf(),
     ));
@@ -376,7 +376,7 @@ async fn own_residue(ctx: &Ctx) -> FindingResult {
         .collect();
     let (elsewhere, told) = match &node_before {
         None => (
-            node_residue::left_by_calls(&outside, since),
+            node_residue::left_by_calls(ctx.host(), &outside, since),
             "made by the plugin's own processes for one volume",
         ),
         Some(listed) => {
@@ -385,7 +385,7 @@ async fn own_residue(ctx: &Ctx) -> FindingResult {
                 .flat_map(|r| [r.volume_id.clone(), r.volume_name.clone()])
                 .collect();
             (
-                node_residue::left_by_name(listed, &tags, since),
+                node_residue::left_by_name(ctx.host(), listed, &tags, since),
                 "new since the check began and named after a volume: the plugin's processes \
                  could not be watched here, so a name was told the plugin's by its volume's \
                  id or name, not by the process that made it",

@@ -36,13 +36,11 @@ async fn in_use(ctx: &Ctx) -> FindingResult {
     }
     let canary = plant_in_volume(ctx, &path, "create")?;
     // Held where no plugin call of a neighbour check can inherit it, so that
-    // once let go it is closed (see safe_fs::HeldApart).
-    let file = canary.clone();
-    let held = crate::safe_fs::HeldApart::open(move || {
-        crate::safe_fs::open_regular(&file, crate::safe_fs::Links::Refuse)
-            .map_err(std::io::Error::other)
-    })
-    .map_err(|e| Finding::Skip(format!("cannot open the file written into the volume: {e}")))?;
+    // once let go it is closed (see Host::hold).
+    let held = ctx
+        .host()
+        .hold(crate::conformance::host::Hold::File(canary.clone()))
+        .map_err(|e| Finding::Skip(format!("cannot open the file written into the volume: {e}")))?;
     let mounted = is_mount_point(ctx.host(), Path::new(&path));
     let delete = DeleteRequest::for_created(&req, &path);
     let step = "delete while a file in the volume is open";

@@ -35,7 +35,7 @@ async fn file_in_the_way(ctx: &Ctx) -> FindingResult {
             "not applicable: the volume's path {path:?} has no parent dir"
         )));
     };
-    if std::fs::symlink_metadata(at).is_ok() {
+    if ctx.host().entry(at).is_ok() {
         // Its name is not in the message: a device's changes between runs.
         return Err(Finding::Skip(
             "not applicable: the volume's path is still there after delete (a device, or a path \

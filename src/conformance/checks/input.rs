@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::input_surroundings::Surroundings;
 use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, Holds, canary_intact};
+use crate::conformance::host::Host;
 use crate::contract::DeleteRequest;
 
 /// An entry of the test area's listing (relative to the check's dir) that lies
@@ -131,7 +132,7 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
                 removed.join(", ")
             )));
         }
-        let landed = tagged_in(&above, &escape);
+        let landed = tagged_in(ctx.host(), &above, &escape);
         if !landed.is_empty() {
             return Err(Finding::Fail(format!(
                 "with volume name {name:?}: expected nothing to be made outside the volumes dir; \
@@ -176,12 +177,14 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
 }
 
 /// Entries of `dirs` (not below them) whose name holds `tag`.
-fn tagged_in(dirs: &[PathBuf], tag: &str) -> Vec<PathBuf> {
+fn tagged_in(host: &dyn Host, dirs: &[PathBuf], tag: &str) -> Vec<PathBuf> {
     dirs.iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flat_map(|entries| entries.flatten())
-        .filter(|e| e.file_name().to_string_lossy().contains(tag))
-        .map(|e| e.path())
+        .filter_map(|d| Some((d, host.dir_names(d, usize::MAX).ok()?)))
+        .flat_map(|(d, names)| names.into_iter().map(move |n| d.join(n)))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains(tag))
+        })
         .collect()
 }
 
@@ -272,8 +275,10 @@ async fn capacity_edge(ctx: &Ctx) -> FindingResult {
     // Twice the free space of the volumes dir's filesystem, and a GiB more:
     // no plugin can provide it there, so it must refuse it (or not use
     // capacity at all) and leave nothing behind.
-    let free = nix::sys::statvfs::statvfs(ctx.dirs().volumes())
-        .map(|st| st.blocks_available() as i64 * st.fragment_size() as i64)
+    let free = ctx
+        .host()
+        .space(ctx.dirs().volumes())
+        .map(|s| s.available as i64)
         .unwrap_or(0);
     let above_free = free.saturating_mul(2).saturating_add(1 << 30);
     let cases = [

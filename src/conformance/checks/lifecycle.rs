@@ -165,8 +165,9 @@ async fn recreate(ctx: &Ctx) -> FindingResult {
     let second = ctx.steps().create_ok(&req, "create after delete").await?;
     // A block-device volume may come back on another device: the new
     // volume is empty when its device does not hold the old one's canary.
-    let stale = if crate::safe_fs::is_block_device(&canary) {
-        crate::safe_fs::has_marker(Path::new(&second.path), &canary_bytes(&canary))
+    let stale = if ctx.host().is_block_device(&canary) {
+        ctx.host()
+            .has_marker(Path::new(&second.path), &canary_bytes(&canary))
     } else {
         canary_intact(ctx.host(), &canary)
     };

@@ -10,6 +10,7 @@ use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, is_mount_point, listing, plant_in_volume, still_attached,
 };
+use crate::conformance::host::LoopDevice;
 use crate::contract::Operation;
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::exec::Refusal;
@@ -315,7 +316,7 @@ async fn refused_create(
 ) -> Result<Result<CreateResponse, String>, Finding> {
     let volumes = ctx.dirs().volumes().to_path_buf();
     let before = listing(ctx.host(), &volumes);
-    let loops_before = crate::safe_fs::loops_backed_under(ctx.dirs().dir());
+    let loops_before = ctx.host().loops_backed_under(ctx.dirs().dir());
     let req = ctx.request();
     let refused = ctx.variant(|o| o.refuse = Some(refusal));
     let call = refused.create_unloaded(&req, Expect::Either, step).await;
@@ -360,8 +361,10 @@ async fn refused_create(
 /// The loop devices attached to files under the check's dir that were not
 /// attached `before`, once each had [`LOOP_RELEASE`](crate::conformance::context::LOOP_RELEASE)
 /// to be let go.
-async fn loops_left(ctx: &Ctx, before: &[crate::safe_fs::LoopDevice]) -> Vec<String> {
-    let new: Vec<_> = crate::safe_fs::loops_backed_under(ctx.dirs().dir())
+async fn loops_left(ctx: &Ctx, before: &[LoopDevice]) -> Vec<String> {
+    let new: Vec<_> = ctx
+        .host()
+        .loops_backed_under(ctx.dirs().dir())
         .into_iter()
         .filter(|l| !before.contains(l))
         .collect();

@@ -320,6 +320,11 @@ impl Ctx {
         &*self.calls.shared.host
     }
 
+    /// The same host, shared: for work a check hands to another thread.
+    pub fn shared_host(&self) -> Arc<dyn Host> {
+        self.calls.shared.host.clone()
+    }
+
     /// The run's shared probes, and the prerequisites ("needs X") derived
     /// from them.
     pub fn prereqs(&self) -> Prereqs<'_> {

@@ -105,6 +105,14 @@ impl Host for LocalHost {
         Ok(DirList { mode, names })
     }
 
+    fn dir_names(&self, dir: &Path, cap: usize) -> std::io::Result<Vec<std::ffi::OsString>> {
+        Ok(std::fs::read_dir(dir)?
+            .flatten()
+            .take(cap)
+            .map(|e| e.file_name())
+            .collect())
+    }
+
     fn walk(&self, dir: &Path, cap: usize) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
         let mut stack = vec![dir.to_path_buf()];

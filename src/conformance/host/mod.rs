@@ -183,6 +183,10 @@ pub trait Host: Send + Sync + std::fmt::Debug {
     /// A dir's mode and names, never through a symlink at its last component.
     fn list_dir(&self, path: &Path) -> std::io::Result<DirList>;
 
+    /// Up to `cap` names of `dir`'s entries, in the order the dir gives them
+    /// (a symlink to a dir is followed, as `read_dir`).
+    fn dir_names(&self, dir: &Path, cap: usize) -> std::io::Result<Vec<OsString>>;
+
     /// Every entry below `dir`, as relative `/`-separated paths (symlinks not
     /// followed), at most `cap` of them.
     fn walk(&self, dir: &Path, cap: usize) -> BTreeSet<String>;
