@@ -21,9 +21,17 @@
 //! - [`settings`]: how a run is configured ([`Settings`], with the
 //!   [`RequestTemplate`] every check's request starts from).
 //!
+//! What any of them sees of the machine (a canary, a listing, a mount point,
+//! a loop device, what a delete left) it sees through the run's host
+//! ([`Shared::host`], a check's [`Ctx::host`]); every plugin handle they open
+//! runs its processes through that host's transport, each call known by its
+//! owner, the sandbox it is made for ([`Shared::call_options`]). Only the
+//! harness's own files in its own dirs ([`sandbox`]: held dirs, canaries
+//! planted and removed) stay on `safe_fs` (see [`crate::conformance::host`]).
+//!
 //! [`Ctx`] is what one check sees of them (a few small types, each with one
 //! owner: [`Ctx::calls`], [`Ctx::steps`], [`Ctx::variant`], [`Ctx::managed`],
-//! [`Ctx::dirs`], [`Ctx::prereqs`]); [`ScenarioRun`] is the engine's handle on a check's run; [`Shared`]
+//! [`Ctx::dirs`], [`Ctx::prereqs`], [`Ctx::host`]); [`ScenarioRun`] is the engine's handle on a check's run; [`Shared`]
 //! holds what the checks of one run share, and no check reaches it.
 
 mod alone;
