@@ -173,3 +173,33 @@ impl std::fmt::Debug for Progress {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_is_its_owners_a_probes_is_shared_and_anothers_is_not_told() {
+        let live = LiveCalls::default();
+        let (mine, probe, other): (Arc<str>, Arc<str>, Arc<str>) = (
+            "delete.removes".into(),
+            "probe-create.succeeds".into(),
+            "x.y".into(),
+        );
+        let in_flight = InFlight::new(live.clone());
+        let a = live.enter(&mine, "create".into());
+        let b = live.enter(&mine, "create".into());
+        let p = live.enter(&probe, "delete".into());
+        let _o = live.enter(&other, "fingerprint".into());
+        assert_eq!(
+            in_flight.describe("delete.removes").as_deref(),
+            Some("create ×2")
+        );
+        assert_eq!(
+            in_flight.describe("lifecycle.recreate").as_deref(),
+            Some("waiting on a shared call: delete (probe-create.succeeds)")
+        );
+        drop((a, b, p));
+        assert_eq!(in_flight.describe("delete.removes"), None);
+    }
+}

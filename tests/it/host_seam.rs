@@ -8,14 +8,16 @@ use std::collections::{BTreeSet, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use dhv_conform::conformance::host::{
     DirList, Entry, Held, Hold, Host, LocalHost, LoopDevice, Mount, MountFill, Space, Transport,
     Unmounted,
 };
-use dhv_conform::conformance::{RequestTemplate, Settings, SuiteOptions, Target, run_suite};
+use dhv_conform::conformance::{
+    InFlight, Progress, ProgressEvent, RequestTemplate, Settings, SuiteOptions, Target, run_suite,
+};
 use dhv_conform::exec::{Outcome, SpawnError, Supervisor};
 use dhv_conform::plugin::BoxFuture;
 use dhv_conform::plugin::transport::{Launch, LocalProcess};
@@ -23,10 +25,13 @@ use dhv_conform::report::Status;
 use libtest_mimic::Arguments;
 
 /// Runs every launch as a local process, keeping its operation and
-/// environment (`K=V`, as a report lists them).
+/// environment (`K=V`, as a report lists them), and what the run's progress
+/// handle said the check has in flight as the launch started.
 #[derive(Debug, Default)]
 struct CountingTransport {
     launches: Mutex<Vec<(String, Vec<String>)>>,
+    in_flight: OnceLock<InFlight>,
+    described: Mutex<Vec<(Vec<String>, Option<String>)>>,
 }
 
 impl Transport for CountingTransport {
@@ -40,7 +45,13 @@ impl Transport for CountingTransport {
             .first()
             .map(|a| a.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let env = launch.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let env: Vec<String> = launch.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if let Some(f) = self.in_flight.get() {
+            self.described
+                .lock()
+                .unwrap()
+                .push((env.clone(), f.describe(CHECK)));
+        }
         self.launches.lock().unwrap().push((op, env));
         LocalProcess.run(launch, supervisor)
     }
@@ -185,6 +196,7 @@ impl Host for Watching {
 const CHECK: &str = "delete.removes";
 
 fn options(host: Arc<Watching>) -> SuiteOptions {
+    let transport = host.transport.clone();
     SuiteOptions {
         settings: Settings {
             target: Target::Executable(
@@ -205,7 +217,11 @@ fn options(host: Arc<Watching>) -> SuiteOptions {
             logfile: Some("/dev/null".into()),
             ..Arguments::default()
         },
-        progress: Default::default(),
+        progress: Progress::new(move |e| {
+            if let ProgressEvent::Run(f) = e {
+                let _ = transport.in_flight.set(f);
+            }
+        }),
         keep: false,
         host: Some(host),
     }
@@ -253,6 +269,23 @@ fn every_plugin_call_and_every_look_of_a_run_go_through_the_host_it_was_given() 
 
     // The check looked at its volume through the host, not the disk.
     let sandbox = outcome.teardown.temp_dir.join(CHECK).join("volumes");
+
+    // Each of the check's calls, as it started, was known as the check's
+    // (the owner its handle carries), never as a shared call of another.
+    let own_dir = format!("DHV_VOLUMES_DIR={}", sandbox.display());
+    let described = host.transport.described.lock().unwrap();
+    let own: Vec<_> = described
+        .iter()
+        .filter(|(env, _)| env.iter().any(|kv| kv.starts_with(&own_dir)))
+        .collect();
+    assert!(!own.is_empty(), "no call of the check seen: {described:?}");
+    for (_, said) in &own {
+        assert!(
+            said.as_deref()
+                .is_some_and(|s| !s.starts_with("waiting on a shared call")),
+            "{said:?}"
+        );
+    }
     let looked = host.looked_at.lock().unwrap();
     assert!(
         looked
