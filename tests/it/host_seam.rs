@@ -92,6 +92,12 @@ impl Host for Watching {
     fn privileged(&self) -> bool {
         self.local.privileged()
     }
+    fn can_refuse(&self) -> bool {
+        self.local.can_refuse()
+    }
+    fn can_hold_changes(&self) -> bool {
+        self.local.can_hold_changes()
+    }
     fn entry(&self, path: &Path) -> std::io::Result<Entry> {
         self.saw(path);
         self.local.entry(path)

@@ -271,7 +271,7 @@ async fn failed_there_leaves_nothing(
     if !ctx.prereqs().create_probe().await.mounted {
         return Ok(None);
     }
-    if !crate::exec::can_refuse() {
+    if !ctx.host().can_refuse() {
         // The pass then says less than where the host can refuse mounts.
         ctx.unpin(super::refused::CANNOT_REFUSE);
         return Ok(None);

@@ -294,7 +294,7 @@ pub(super) const CANNOT_REFUSE: &str = "system calls cannot be refused to a plug
 /// `Err(skip)` where a plugin's calls cannot be refused system calls; the
 /// verdict is then the host's, not the plugin's, and is not pinned.
 fn require_refusal(ctx: &Ctx) -> Result<(), Finding> {
-    match crate::exec::can_refuse() {
+    match ctx.host().can_refuse() {
         true => Ok(()),
         false => {
             ctx.unpin(CANNOT_REFUSE);

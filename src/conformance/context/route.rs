@@ -63,7 +63,7 @@ impl Race {
     /// Whether the burst's calls are held at their changes here, or only
     /// started aligned: a plugin run as a process, on a host that can hold.
     pub(crate) fn holds(calls: &Calls) -> bool {
-        !calls.shared.settings.target.is_builtin() && crate::exec::Rendezvous::available()
+        !calls.shared.settings.target.is_builtin() && calls.shared.host.can_hold_changes()
     }
 }
 

@@ -84,6 +84,14 @@ impl Host for LocalHost {
         nix::unistd::Uid::effective().is_root()
     }
 
+    fn can_refuse(&self) -> bool {
+        crate::exec::can_refuse()
+    }
+
+    fn can_hold_changes(&self) -> bool {
+        crate::exec::Rendezvous::available()
+    }
+
     fn entry(&self, path: &Path) -> std::io::Result<Entry> {
         std::fs::symlink_metadata(path).map(|m| entry_of(&m))
     }

@@ -156,6 +156,15 @@ pub trait Host: Send + Sync + std::fmt::Debug {
     /// Whether the harness has the host's privileges (root).
     fn privileged(&self) -> bool;
 
+    /// Whether its plugin calls can be refused a family of system calls
+    /// (`CallOptions::refuse`): a verdict that needs a refusal skips where not.
+    fn can_refuse(&self) -> bool;
+
+    /// Whether its plugin calls can be held at their changes of state for a
+    /// burst of racing calls (`AtChanges::Hold`); where not, a burst's calls
+    /// are only started aligned.
+    fn can_hold_changes(&self) -> bool;
+
     // ----- paths -----
 
     /// What is at `path`, a final symlink not followed (`lstat`).
