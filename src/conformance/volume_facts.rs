@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::host::{Host, Kind as EntryKind};
+use super::host::{FileKind, Host};
 
 /// What is at a volume's path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,11 +63,11 @@ impl VolumeFacts {
     pub fn measure(host: &dyn Host, path: &Path) -> std::io::Result<VolumeFacts> {
         let meta = host.entry_followed(path)?;
         let kind = match meta.kind {
-            EntryKind::BlockDevice => Kind::BlockDevice {
+            FileKind::BlockDevice => Kind::BlockDevice {
                 size: host.block_device_size(path)?,
                 rdev: meta.rdev,
             },
-            EntryKind::Dir => directory_kind(host, path)?,
+            FileKind::Dir => directory_kind(host, path)?,
             _ => Kind::Other,
         };
         Ok(VolumeFacts {
@@ -196,7 +196,7 @@ fn directory_kind(host: &dyn Host, path: &Path) -> std::io::Result<Kind> {
 fn block_source_size(host: &dyn Host, source: &str) -> Option<u64> {
     let path = Path::new(source);
     let meta = host.entry_followed(path).ok()?;
-    if meta.kind != EntryKind::BlockDevice {
+    if meta.kind != FileKind::BlockDevice {
         return None;
     }
     host.block_device_size(path).ok()

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use dhv_conform::conformance::host::{
-    DirList, Entry, Held, Hold, Host, LocalHost, LoopDevice, Mount, MountFill, Space, Transport,
-    Unmounted,
+    DirList, Held, HoldTarget, Host, LocalHost, LoopDevice, Mount, MountFill, PathInfo, Space,
+    Transport, Unmounted,
 };
 use dhv_conform::conformance::{
     InFlight, Progress, ProgressEvent, RequestTemplate, Settings, SuiteOptions, Target, run_suite,
@@ -98,11 +98,11 @@ impl Host for Watching {
     fn can_hold_changes(&self) -> bool {
         self.local.can_hold_changes()
     }
-    fn entry(&self, path: &Path) -> std::io::Result<Entry> {
+    fn entry(&self, path: &Path) -> std::io::Result<PathInfo> {
         self.saw(path);
         self.local.entry(path)
     }
-    fn entry_followed(&self, path: &Path) -> std::io::Result<Entry> {
+    fn entry_followed(&self, path: &Path) -> std::io::Result<PathInfo> {
         self.saw(path);
         self.local.entry_followed(path)
     }
@@ -144,7 +144,7 @@ impl Host for Watching {
     fn set_mode(&self, path: &Path, mode: u32) -> std::io::Result<()> {
         self.local.set_mode(path, mode)
     }
-    fn hold(&self, what: Hold) -> std::io::Result<Held> {
+    fn hold(&self, what: HoldTarget) -> std::io::Result<Held> {
         self.local.hold(what)
     }
     fn is_block_device(&self, path: &Path) -> bool {

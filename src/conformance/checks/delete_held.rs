@@ -4,7 +4,7 @@
 
 use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, Settled, VolumeAt, still_attached};
-use crate::conformance::host::{Hold, LoopDevice};
+use crate::conformance::host::{HoldTarget, LoopDevice};
 use crate::contract::DeleteRequest;
 use crate::contract::Operation;
 
@@ -49,7 +49,7 @@ async fn device_held(ctx: &Ctx) -> FindingResult {
     // that once let go they are closed (see Host::hold).
     let held = devices
         .iter()
-        .map(|d| ctx.host().hold(Hold::Loop(d.clone())))
+        .map(|d| ctx.host().hold(HoldTarget::Loop(d.clone())))
         .collect::<std::io::Result<Vec<_>>>();
     let held = match held {
         Ok(held) => held,

@@ -39,7 +39,7 @@ async fn in_use(ctx: &Ctx) -> FindingResult {
     // once let go it is closed (see Host::hold).
     let held = ctx
         .host()
-        .hold(crate::conformance::host::Hold::File(canary.clone()))
+        .hold(crate::conformance::host::HoldTarget::File(canary.clone()))
         .map_err(|e| Finding::Skip(format!("cannot open the file written into the volume: {e}")))?;
     let mounted = is_mount_point(ctx.host(), Path::new(&path));
     let delete = DeleteRequest::for_created(&req, &path);

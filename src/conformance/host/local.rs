@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::{DirList, Entry, Held, Hold, Host, Kind, LoopDevice, Mount, MountFill, Space};
+use super::{
+    DirList, FileKind, Held, HoldTarget, Host, LoopDevice, Mount, MountFill, PathInfo, Space,
+};
 use crate::plugin::transport::{LocalProcess, Transport};
 use crate::safe_fs;
 
@@ -34,29 +36,29 @@ impl Default for LocalHost {
     }
 }
 
-fn entry_of(meta: &std::fs::Metadata) -> Entry {
+fn entry_of(meta: &std::fs::Metadata) -> PathInfo {
     let ft = meta.file_type();
     let kind = if ft.is_symlink() {
-        Kind::Symlink
+        FileKind::Symlink
     } else if ft.is_dir() {
-        Kind::Dir
+        FileKind::Dir
     } else if ft.is_file() {
-        Kind::File
+        FileKind::File
     } else if ft.is_block_device() {
-        Kind::BlockDevice
+        FileKind::BlockDevice
     } else if ft.is_char_device() {
-        Kind::CharDevice
+        FileKind::CharDevice
     } else if ft.is_fifo() {
-        Kind::Fifo
+        FileKind::Fifo
     } else {
-        Kind::Socket
+        FileKind::Socket
     };
     let born = meta.created().ok().or_else(|| {
         let secs = u64::try_from(meta.ctime()).ok()?;
         let nanos = u32::try_from(meta.ctime_nsec()).ok()?;
         Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos))
     });
-    Entry {
+    PathInfo {
         kind,
         size: meta.size(),
         blocks: meta.blocks(),
@@ -92,11 +94,11 @@ impl Host for LocalHost {
         crate::exec::Rendezvous::available()
     }
 
-    fn entry(&self, path: &Path) -> std::io::Result<Entry> {
+    fn entry(&self, path: &Path) -> std::io::Result<PathInfo> {
         std::fs::symlink_metadata(path).map(|m| entry_of(&m))
     }
 
-    fn entry_followed(&self, path: &Path) -> std::io::Result<Entry> {
+    fn entry_followed(&self, path: &Path) -> std::io::Result<PathInfo> {
         std::fs::metadata(path).map(|m| entry_of(&m))
     }
 
@@ -166,15 +168,15 @@ impl Host for LocalHost {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
     }
 
-    fn hold(&self, what: Hold) -> std::io::Result<Held> {
+    fn hold(&self, what: HoldTarget) -> std::io::Result<Held> {
         // On a thread of its own (see safe_fs::HeldApart): a copy of the
         // descriptor in a neighbour check's starting plugin would keep the
         // file open after the check let go of it.
         let held = match what {
-            Hold::File(path) => safe_fs::HeldApart::open(move || {
+            HoldTarget::File(path) => safe_fs::HeldApart::open(move || {
                 safe_fs::open_regular(&path, safe_fs::Links::Refuse).map_err(std::io::Error::other)
             })?,
-            Hold::Loop(dev) => safe_fs::HeldApart::open(move || safe_fs::hold(&dev))?,
+            HoldTarget::Loop(dev) => safe_fs::HeldApart::open(move || safe_fs::hold(&dev))?,
         };
         Ok(Held::new(held))
     }

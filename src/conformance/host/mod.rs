@@ -19,7 +19,7 @@
 //! the harness's own. Everything a check or the context *observes* goes
 //! through [`Host`].
 //!
-//! Values come back as owned plain data ([`Entry`], [`Space`], and the
+//! Values come back as owned plain data ([`PathInfo`], [`Space`], and the
 //! mount-table and loop-device records [`Mount`], [`LoopDevice`],
 //! [`Unmounted`]).
 
@@ -39,7 +39,7 @@ pub use crate::safe_fs::{LoopDevice, Mount, Unmounted};
 /// What kind of file is at a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Kind {
+pub enum FileKind {
     /// A regular file.
     File,
     /// A directory.
@@ -58,9 +58,9 @@ pub enum Kind {
 
 /// What is at a path: its kind, size and owner, as `stat` tells them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub struct PathInfo {
     /// Its kind.
-    pub kind: Kind,
+    pub kind: FileKind,
     /// Its size in bytes.
     pub size: u64,
     /// The 512-byte blocks it has on disk.
@@ -80,15 +80,15 @@ pub struct Entry {
     pub born: Option<SystemTime>,
 }
 
-impl Entry {
+impl PathInfo {
     /// A directory.
     pub fn is_dir(&self) -> bool {
-        self.kind == Kind::Dir
+        self.kind == FileKind::Dir
     }
 
     /// A regular file.
     pub fn is_file(&self) -> bool {
-        self.kind == Kind::File
+        self.kind == FileKind::File
     }
 }
 
@@ -114,7 +114,7 @@ pub struct DirList {
 /// What a check holds open while a plugin call runs.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub enum Hold {
+pub enum HoldTarget {
     /// A regular file (never through a symlink).
     File(PathBuf),
     /// A loop device.
@@ -168,10 +168,10 @@ pub trait Host: Send + Sync + std::fmt::Debug {
     // ----- paths -----
 
     /// What is at `path`, a final symlink not followed (`lstat`).
-    fn entry(&self, path: &Path) -> std::io::Result<Entry>;
+    fn entry(&self, path: &Path) -> std::io::Result<PathInfo>;
 
     /// What `path` leads to, symlinks followed (`stat`).
-    fn entry_followed(&self, path: &Path) -> std::io::Result<Entry>;
+    fn entry_followed(&self, path: &Path) -> std::io::Result<PathInfo>;
 
     /// Whether something is at `path`, symlinks followed (as `Path::exists`).
     fn exists(&self, path: &Path) -> bool {
@@ -212,7 +212,7 @@ pub trait Host: Send + Sync + std::fmt::Debug {
 
     /// Holds `what` open where no plugin process can inherit it, until the
     /// [`Held`] is dropped.
-    fn hold(&self, what: Hold) -> std::io::Result<Held>;
+    fn hold(&self, what: HoldTarget) -> std::io::Result<Held>;
 
     // ----- block devices, loop devices, mounts -----
 
