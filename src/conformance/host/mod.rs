@@ -12,12 +12,19 @@
 //! `safe_fs` and `exec`) is the one implementation; a plugin run inside a
 //! container or on a remote node is one more, with the same checks.
 //!
+//! A call's processes are the transport's to watch: what they left running,
+//! the pipes they held and the changes they made come back in the call's
+//! outcome, so a check sees processes through its calls.
+//!
 //! Where the line is: what the harness makes and removes in its own temp
 //! dir (its held dirs and the files it plants there, in `context/sandbox.rs`)
 //! and the run's end (`teardown.rs`, `leftovers.rs`: unmount, detach,
 //! remove) stay on `safe_fs`, the layer whose point is removing only what is
-//! the harness's own. Everything a check or the context *observes* goes
-//! through [`Host`].
+//! the harness's own; the run's conditions in the report (`evidence.rs`:
+//! cores, load) are this machine's. Everything a check or the context
+//! *observes* goes through [`Host`]. A host elsewhere would also need the
+//! harness's own files made there (the sandbox), which is the next step of
+//! such a host, not of this seam.
 //!
 //! Values come back as owned plain data ([`PathInfo`], [`Space`], and the
 //! mount-table and loop-device records [`Mount`], [`LoopDevice`],
