@@ -213,6 +213,7 @@ fn suite(rt: &tokio::runtime::Runtime, plugin: &std::path::Path, threads: Option
         },
         progress: Default::default(),
         keep: false,
+        host: None,
     };
     let (children0, self0) = (
         cpu_seconds(libc::RUSAGE_CHILDREN),

@@ -266,6 +266,7 @@ fn suite(
             ),
             progress: progress.clone(),
             keep: config.keep,
+            host: None,
         };
         match conformance::run_suite_with(rt, opts, signals.share(), config.work_dir.as_deref()) {
             Ok(outcome) => {

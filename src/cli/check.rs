@@ -192,6 +192,7 @@ fn run_requests(
             libtest: libtest_args(args),
             progress: Progress::new(move |e| hook.on_event(e)),
             keep: args.keep,
+            host: None,
         };
         let outcome = run_rounds(rt, &opts, rounds, printer, args.work_dir.as_deref())?;
         let cut_short = outcome.interrupted.is_some();

@@ -114,7 +114,11 @@ async fn observe(target: &PluginSource) -> Result<Seen, CliError> {
         let seen = match &call.result {
             Ok(resp) => {
                 let seen = Seen {
-                    facts: VolumeFacts::measure(Path::new(&resp.path)).ok(),
+                    facts: VolumeFacts::measure(
+                        &crate::conformance::host::LocalHost::new(),
+                        Path::new(&resp.path),
+                    )
+                    .ok(),
                     bytes: resp.bytes,
                     error: None,
                 };

@@ -42,6 +42,9 @@ pub struct SuiteOptions {
     /// `--keep`: leave the run's temp dir in place (mounts below it are still
     /// unmounted), so that reproduce lines work when pasted.
     pub keep: bool,
+    /// The machine the plugin's calls run on and the checks look at (see
+    /// [`super::host`]); `None`: this one ([`super::host::LocalHost`]).
+    pub host: Option<Arc<dyn super::host::Host>>,
 }
 
 /// What a suite produced.
@@ -117,10 +120,12 @@ pub(crate) fn run_suite_with(
     work_dir: Option<&std::path::Path>,
 ) -> Result<SuiteOutcome, EngineError> {
     let root = super::leftovers::make_root(work_dir).map_err(EngineError::TempDir)?;
+    let host = opts.host.clone().unwrap_or_else(super::host::local);
     let shared = Arc::new(Shared::new(
         opts.settings.clone(),
         root,
         checks::PROBE_OWNERS,
+        host,
     ));
     Ok(run_in(rt, opts, signals, shared))
 }
@@ -169,8 +174,7 @@ fn run_in(
         armed: true,
     };
     opts.progress.send(ProgressEvent::Run(InFlight::new(
-        state.shared.supervisor.clone(),
-        state.shared.root.clone(),
+        state.shared.live_calls.clone(),
     )));
     // The run's plan: the parallel checks, then the exclusive ones, then the
     // run-wide ones, then the closing ones, so with any number of threads

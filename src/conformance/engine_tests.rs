@@ -26,6 +26,7 @@ fn a_finished_run_frees_its_shared_state() {
         settings.clone(),
         root,
         crate::conformance::checks::PROBE_OWNERS,
+        crate::conformance::host::local(),
     ));
     let run = Arc::downgrade(&shared);
     let opts = SuiteOptions {
@@ -40,6 +41,7 @@ fn a_finished_run_frees_its_shared_state() {
         },
         progress: Default::default(),
         keep: false,
+        host: None,
     };
     // Every check: the shared probes, the run-wide checks and the timing
     // phase all make contexts of the run.

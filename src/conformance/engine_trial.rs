@@ -103,6 +103,7 @@ pub(super) fn run_end(shared: &Shared) -> super::teardown::RunEnd<'_> {
         root: &shared.root_dir,
         planted: &shared.planted,
         owner_file: super::leftovers::OWNER_FILE,
+        transport: shared.live_calls.owned(shared.host.transport(), ""),
     }
 }
 

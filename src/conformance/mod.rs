@@ -3,8 +3,12 @@
 //! as libtest-mimic trials and builds the report.
 //!
 //! A check never spawns a process itself: it drives the plugin through the
-//! plugin layer (and so the runner), and judges by what is on disk and in the
-//! process table as well as by what the plugin prints.
+//! plugin layer, and judges by what is on disk and in the process table as
+//! well as by what the plugin prints. Both go through the run's one
+//! [`host::Host`]: the plugin layer's calls run through the host's
+//! transport, and a check looks at disks, mounts and loop devices through
+//! `ctx.host()` (see [`host`] for where the line to `safe_fs`'s own-file
+//! handling and the teardown is).
 
 pub mod catalogue;
 mod checks;
@@ -14,6 +18,7 @@ mod engine;
 mod engine_trial;
 mod evidence;
 pub mod fixture;
+pub mod host;
 mod interrupt;
 mod leftovers;
 mod live;

@@ -2,53 +2,111 @@
 //! can print its own progress lines (with `warn`, `SLOW` and counts that agree
 //! with the summary table) instead of libtest-mimic's.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use crate::exec::Supervisor;
+use crate::exec::{Outcome, SpawnError, Supervisor};
+use crate::plugin::BoxFuture;
+use crate::plugin::transport::{Launch, Transport};
 use crate::report::CheckResult;
+
+/// The plugin calls of a run under way, each with its owner: the sandbox
+/// it was made for (a check's id, or `probe-<id>` for a shared probe).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LiveCalls(Arc<LiveState>);
+
+#[derive(Debug, Default)]
+struct LiveState {
+    next: AtomicU64,
+    calls: Mutex<HashMap<u64, (Arc<str>, String)>>,
+}
+
+/// One call in [`LiveCalls`], forgotten when dropped.
+struct LiveCall<'a>(&'a LiveState, u64);
+
+impl Drop for LiveCall<'_> {
+    fn drop(&mut self) {
+        crate::lock(&self.0.calls).remove(&self.1);
+    }
+}
+
+impl LiveCalls {
+    fn enter(&self, owner: &Arc<str>, op: String) -> LiveCall<'_> {
+        let id = self.0.next.fetch_add(1, Ordering::Relaxed);
+        crate::lock(&self.0.calls).insert(id, (owner.clone(), op));
+        LiveCall(&self.0, id)
+    }
+
+    /// The owner and operation of every call under way.
+    fn all(&self) -> Vec<(Arc<str>, String)> {
+        crate::lock(&self.0.calls).values().cloned().collect()
+    }
+
+    /// `transport`, its calls entered here as `owner`'s while they run.
+    pub(crate) fn owned(&self, transport: Arc<dyn Transport>, owner: &str) -> Arc<dyn Transport> {
+        Arc::new(Owned {
+            inner: transport,
+            owner: owner.into(),
+            live: self.clone(),
+        })
+    }
+}
+
+/// The run's transport as one sandbox's calls go through it: the owner is
+/// the handle's data, set where the handle is opened, not read back from a
+/// call's environment.
+#[derive(Debug)]
+struct Owned {
+    inner: Arc<dyn Transport>,
+    owner: Arc<str>,
+    live: LiveCalls,
+}
+
+impl Transport for Owned {
+    fn run<'a>(
+        &'a self,
+        launch: &'a Launch,
+        supervisor: &'a Supervisor,
+    ) -> BoxFuture<'a, Result<Outcome, SpawnError>> {
+        Box::pin(async move {
+            let op = launch
+                .args
+                .first()
+                .map_or_else(|| "a call".to_owned(), |a| a.to_string_lossy().into_owned());
+            let _live = self.live.enter(&self.owner, op);
+            self.inner.run(launch, supervisor).await
+        })
+    }
+}
 
 /// What plugin calls a check is waiting for right now (for `SLOW` lines).
 #[derive(Debug, Clone)]
 pub struct InFlight {
-    supervisor: Supervisor,
-    root: std::path::PathBuf,
+    live: LiveCalls,
 }
 
 impl InFlight {
-    pub(crate) fn new(supervisor: Supervisor, root: std::path::PathBuf) -> InFlight {
-        InFlight { supervisor, root }
+    pub(crate) fn new(live: LiveCalls) -> InFlight {
+        InFlight { live }
     }
 
     /// The operations in flight for `check`, in words (`create`, `delete ×8`),
     /// or the shared probe it waits on; `None` when no call is live.
     ///
-    /// Calls are told apart by their `DHV_VOLUMES_DIR`, which lies in each
-    /// check's own sandbox; a fingerprint has none and is named as unattributed.
+    /// Each call carries its owner (the sandbox it was made for: the check's
+    /// id, or `probe-<id>` for a shared probe); a call of no sandbox (the
+    /// teardown's) is named as unattributed.
     pub fn describe(&self, check: &str) -> Option<String> {
-        let mine = self.root.join(check);
         let mut own: Vec<String> = Vec::new();
         let mut other: Vec<String> = Vec::new();
-        for env in self.supervisor.live_envs() {
-            let get = |key: &str| {
-                env.iter()
-                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-                    .map(str::to_owned)
-            };
-            let op = get("DHV_OPERATION").unwrap_or_else(|| "a call".to_owned());
-            match get("DHV_VOLUMES_DIR") {
-                Some(dir) if std::path::Path::new(&dir).starts_with(&mine) => own.push(op),
-                Some(dir) => {
-                    let probe = std::path::Path::new(&dir)
-                        .strip_prefix(&self.root)
-                        .ok()
-                        .and_then(|p| p.iter().next())
-                        .map(|p| p.to_string_lossy().into_owned())
-                        .filter(|p| p.starts_with("probe-"));
-                    if let Some(probe) = probe {
-                        other.push(format!("{op} ({probe})"));
-                    }
-                }
-                None => other.push(op),
+        for (owner, op) in self.live.all() {
+            if &*owner == check {
+                own.push(op);
+            } else if owner.starts_with("probe-") {
+                other.push(format!("{op} ({owner})"));
+            } else if owner.is_empty() {
+                other.push(op);
             }
         }
         let words = |ops: Vec<String>| {
@@ -113,5 +171,35 @@ impl std::fmt::Debug for Progress {
         } else {
             "Progress(none)"
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_is_its_owners_a_probes_is_shared_and_anothers_is_not_told() {
+        let live = LiveCalls::default();
+        let (mine, probe, other): (Arc<str>, Arc<str>, Arc<str>) = (
+            "delete.removes".into(),
+            "probe-create.succeeds".into(),
+            "x.y".into(),
+        );
+        let in_flight = InFlight::new(live.clone());
+        let a = live.enter(&mine, "create".into());
+        let b = live.enter(&mine, "create".into());
+        let p = live.enter(&probe, "delete".into());
+        let _o = live.enter(&other, "fingerprint".into());
+        assert_eq!(
+            in_flight.describe("delete.removes").as_deref(),
+            Some("create ×2")
+        );
+        assert_eq!(
+            in_flight.describe("lifecycle.recreate").as_deref(),
+            Some("waiting on a shared call: delete (probe-create.succeeds)")
+        );
+        drop((a, b, p));
+        assert_eq!(in_flight.describe("delete.removes"), None);
     }
 }

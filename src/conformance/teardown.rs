@@ -43,6 +43,8 @@ pub(crate) struct RunEnd<'a> {
     /// The name of the run's owner file in its temp dir: a trial removal of
     /// what the run left ([`clear`]) spares it, as the run still owns the dir.
     pub owner_file: &'static str,
+    /// What the deletes' processes run through: the run's host's transport.
+    pub transport: std::sync::Arc<dyn crate::plugin::transport::Transport>,
 }
 
 /// What the teardown did, told as it is.
@@ -207,9 +209,9 @@ async fn delete_live(run: &RunEnd<'_>, signals: &Signals, out: &mut Teardown) {
         return;
     }
     let supervisor = signals.teardown_supervisor();
-    let plugin = run
-        .target
-        .open(&CallOptions::new(run.timeouts).under(supervisor.clone()));
+    let mut opts = CallOptions::new(run.timeouts).under(supervisor.clone());
+    opts.transport = Some(run.transport.clone());
+    let plugin = run.target.open(&opts);
     let calls = live.iter().map(|req| {
         let plugin = plugin.clone();
         async move { plugin.delete(req).await.ok() }

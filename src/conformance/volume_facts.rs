@@ -3,10 +3,9 @@
 //! directory; and the mode and owner of its root. The `volume.*` checks hold
 //! a plugin's answer and claims against these facts.
 
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::safe_fs::mountinfo;
+use super::host::{FileKind, Host};
 
 /// What is at a volume's path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,27 +58,24 @@ pub struct VolumeFacts {
 }
 
 impl VolumeFacts {
-    /// Measures what is at `path` (symlinks followed, as Nomad mounts the path
-    /// it is given).
-    pub fn measure(path: &Path) -> std::io::Result<VolumeFacts> {
-        let meta = std::fs::metadata(path)?;
-        let ft = meta.file_type();
-        let kind = if ft.is_block_device() {
-            Kind::BlockDevice {
-                size: device_size(path)?,
-                rdev: meta.rdev(),
-            }
-        } else if ft.is_dir() {
-            directory_kind(path)?
-        } else {
-            Kind::Other
+    /// Measures what is at `path` on `host` (symlinks followed, as Nomad
+    /// mounts the path it is given).
+    pub fn measure(host: &dyn Host, path: &Path) -> std::io::Result<VolumeFacts> {
+        let meta = host.entry_followed(path)?;
+        let kind = match meta.kind {
+            FileKind::BlockDevice => Kind::BlockDevice {
+                size: host.block_device_size(path)?,
+                rdev: meta.rdev,
+            },
+            FileKind::Dir => directory_kind(host, path)?,
+            _ => Kind::Other,
         };
         Ok(VolumeFacts {
             path: path.to_path_buf(),
             kind,
-            mode: meta.mode() & 0o7777,
-            uid: meta.uid(),
-            gid: meta.gid(),
+            mode: meta.mode,
+            uid: meta.uid,
+            gid: meta.gid,
         })
     }
 
@@ -121,8 +117,8 @@ impl VolumeFacts {
     /// volume then fail (an ext4 on it turns read-only) once the image's
     /// filesystem is full, long before the volume's size. `false` for a
     /// volume that is no loop device, nor mounted from one.
-    pub fn is_overcommitted(&self) -> bool {
-        self.overcommitted()
+    pub fn is_overcommitted(&self, host: &dyn Host) -> bool {
+        self.overcommitted(host)
     }
 
     /// The size of the device behind the volume, when it has one: a block
@@ -137,7 +133,7 @@ impl VolumeFacts {
         }
     }
 
-    fn overcommitted(&self) -> bool {
+    fn overcommitted(&self, host: &dyn Host) -> bool {
         let (device, size) = match &self.kind {
             Kind::BlockDevice { size, .. } => (self.path.clone(), *size),
             Kind::Mount {
@@ -147,19 +143,18 @@ impl VolumeFacts {
             } => (PathBuf::from(source), *size),
             _ => return false,
         };
-        let Some(image) = crate::safe_fs::loop_backing(&device) else {
+        let Some(image) = host.loop_backing(&device) else {
             return false;
         };
         // The kernel's name for the file it holds open; a name taken over by
         // a link or a removed file since tells nothing.
-        let Ok(meta) = std::fs::symlink_metadata(&image) else {
+        let Ok(meta) = host.entry(&image) else {
             return false;
         };
-        let Ok(st) = nix::sys::statvfs::statvfs(&image) else {
+        let Ok(space) = host.space(&image) else {
             return false;
         };
-        let free = st.blocks_available() * st.fragment_size();
-        let room = (meta.blocks() * 512).saturating_add(free);
+        let room = (meta.blocks * 512).saturating_add(space.available);
         meta.is_file() && room.saturating_add(ROOM_SLACK) < size
     }
 }
@@ -169,52 +164,46 @@ impl VolumeFacts {
 const ROOM_SLACK: u64 = 1 << 20;
 
 /// A mount point or a plain directory.
-fn directory_kind(path: &Path) -> std::io::Result<Kind> {
-    let canonical = path.canonicalize()?;
-    let mounts = mountinfo::read()?;
+fn directory_kind(host: &dyn Host, path: &Path) -> std::io::Result<Kind> {
+    let canonical = host.canonical(path)?;
+    let mounts = host.mounts()?;
     // The last matching entry wins: a later mount over the same point hides
     // the earlier one.
     let on = mounts
         .iter()
         .filter(|m| canonical.starts_with(&m.mount_point))
         .max_by_key(|m| m.mount_point.as_os_str().len());
-    let fs_bytes = statfs_bytes(&canonical)?;
+    let fs_bytes = host.space(&canonical)?.total;
     match on {
         Some(m) if m.mount_point == canonical => Ok(Kind::Mount {
             fs_type: m.fstype.clone(),
             source: m.source.clone(),
             fs_bytes,
-            device_bytes: block_source_size(&m.source),
+            device_bytes: block_source_size(host, &m.source),
         }),
         on => {
             let parent = canonical.parent().unwrap_or(&canonical);
             Ok(Kind::Directory {
                 fs_type: on.map(|m| m.fstype.clone()).unwrap_or_default(),
                 fs_bytes,
-                parent_fs_bytes: statfs_bytes(parent)?,
+                parent_fs_bytes: host.space(parent)?.total,
             })
         }
     }
 }
 
-/// `df`'s size of the filesystem at `path`.
-fn statfs_bytes(path: &Path) -> std::io::Result<u64> {
-    let st = nix::sys::statvfs::statvfs(path).map_err(std::io::Error::from)?;
-    Ok(st.blocks() as u64 * st.fragment_size() as u64)
-}
-
 /// The size of the block device a mount's source names, when it is one.
-fn block_source_size(source: &str) -> Option<u64> {
+fn block_source_size(host: &dyn Host, source: &str) -> Option<u64> {
     let path = Path::new(source);
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.file_type().is_block_device() {
+    let meta = host.entry_followed(path).ok()?;
+    if meta.kind != FileKind::BlockDevice {
         return None;
     }
-    device_size(path).ok()
+    host.block_device_size(path).ok()
 }
 
-/// `BLKGETSIZE64` of a block device.
-pub fn device_size(path: &Path) -> std::io::Result<u64> {
+/// `BLKGETSIZE64` of a block device on this machine (the local host's).
+pub(crate) fn device_size(path: &Path) -> std::io::Result<u64> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt as _;
     // Non-blocking: opening must not wait (a tape, a FIFO planted in its place).
@@ -244,7 +233,8 @@ mod tests {
         std::fs::create_dir(&vol).unwrap();
         std::fs::set_permissions(&vol, std::os::unix::fs::PermissionsExt::from_mode(0o750))
             .unwrap();
-        let facts = VolumeFacts::measure(&vol).unwrap();
+        let facts =
+            VolumeFacts::measure(&crate::conformance::host::LocalHost::new(), &vol).unwrap();
         assert_eq!(facts.mode, 0o750);
         match facts.kind {
             Kind::Directory {
@@ -262,6 +252,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("f");
         std::fs::write(&f, b"x").unwrap();
-        assert_eq!(VolumeFacts::measure(&f).unwrap().kind, Kind::Other);
+        assert_eq!(
+            VolumeFacts::measure(&crate::conformance::host::LocalHost::new(), &f)
+                .unwrap()
+                .kind,
+            Kind::Other
+        );
     }
 }

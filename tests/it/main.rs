@@ -30,6 +30,7 @@ mod exit_signals;
 mod failure_path;
 mod fleet;
 mod forced_races;
+mod host_seam;
 mod hostile_fixtures;
 mod html_browser;
 mod interrupt;

@@ -32,6 +32,7 @@ fn options(plugin: &str) -> SuiteOptions {
         },
         progress: Default::default(),
         keep: false,
+        host: None,
     }
 }
 

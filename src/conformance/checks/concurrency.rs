@@ -20,6 +20,7 @@ use std::path::Path;
 
 use super::{CheckSpec, FindingResult, Level, Needs, join_all};
 use crate::conformance::context::{Ctx, Expect, Finding, Race, Start, VolumeAt};
+use crate::conformance::host::Host;
 use crate::contract::DeleteRequest;
 
 /// Rounds of distinct creates (`concurrency.create`) and of deletes racing
@@ -132,7 +133,7 @@ async fn create_round(
                         i + 1,
                         resp.path
                     ));
-                } else if !Path::new(&resp.path).exists() {
+                } else if !ctx.host().exists(Path::new(&resp.path)) {
                     *collisions_only = false;
                     problems.push(format!("#{}'s path {:?} does not exist", i + 1, resp.path));
                 }
@@ -241,7 +242,10 @@ async fn delete_round(
                 .path,
         );
     }
-    let volumes: Vec<VolumeAt> = made.iter().map(|p| VolumeAt::before_delete(p)).collect();
+    let volumes: Vec<VolumeAt> = made
+        .iter()
+        .map(|p| VolumeAt::before_delete(ctx, p))
+        .collect();
     let new: Vec<_> = (0..4).map(|_| ctx.request()).collect();
     let race = &Race::new(ctx.calls(), reqs.len() + new.len(), round);
     let deletes = reqs.iter().zip(&made).map(|(r, p)| {
@@ -281,7 +285,7 @@ async fn delete_round(
     }
     for call in &created {
         match &call.result {
-            Ok(resp) if !Path::new(&resp.path).exists() => problems.push(format!(
+            Ok(resp) if !ctx.host().exists(Path::new(&resp.path)) => problems.push(format!(
                 "a create racing the deletes returned {:?}, which does not exist",
                 resp.path
             )),
@@ -340,7 +344,7 @@ async fn same_volume(ctx: &Ctx) -> FindingResult {
         true => match ctx
             .dirs()
             .make_dirs(Path::new("mount-table"))
-            .and_then(|d| crate::safe_fs::MountFiller::new(&d, FILLER_MOUNTS))
+            .and_then(|d| ctx.host().fill_mount_table(&d, FILLER_MOUNTS))
         {
             Ok(f) => (
                 Some(f),
@@ -415,7 +419,7 @@ async fn same_volume(ctx: &Ctx) -> FindingResult {
         }
         if mounts {
             for path in &paths {
-                let stacked = mounted_at(Path::new(path));
+                let stacked = mounted_at(ctx.host(), Path::new(path));
                 if stacked > 1 {
                     problems.push(format!(
                         "{path:?} is mounted {stacked} times: a create that found the volume \
@@ -481,8 +485,8 @@ async fn same_volume(ctx: &Ctx) -> FindingResult {
 const FILLER_MOUNTS: usize = 1000;
 
 /// How many mounts sit at `path` (stacked: 2 or more).
-fn mounted_at(path: &Path) -> usize {
-    crate::safe_fs::mountinfo::read()
+fn mounted_at(host: &dyn Host, path: &Path) -> usize {
+    host.mounts()
         .map(|m| m.iter().filter(|m| m.mount_point == path).count())
         .unwrap_or(0)
 }

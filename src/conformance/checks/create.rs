@@ -204,15 +204,15 @@ async fn path_in_volumes_dir(ctx: &Ctx) -> FindingResult {
         p.starts_with(dir) && p != dir
     };
     let path = Path::new(&resp.path);
-    let resolved = path.canonicalize().ok();
-    let dir_resolved = Path::new(&req.volumes_dir).canonicalize().ok();
+    let resolved = ctx.host().canonical(path).ok();
+    let dir_resolved = ctx.host().canonical(Path::new(&req.volumes_dir)).ok();
     let resolved_inside = match (&resolved, &dir_resolved) {
         (Some(p), Some(d)) => p.starts_with(d) && p != d,
         _ => true,
     };
     if path.is_absolute() && inside(path) && resolved_inside && !resp.path.contains("/../") {
         Ok(Finding::Pass("inside DHV_VOLUMES_DIR".into()))
-    } else if crate::safe_fs::is_block_device(path) {
+    } else if ctx.host().is_block_device(path) {
         // A block-device volume is a device node, wherever the system keeps
         // it; Nomad saves the path as it is.
         Ok(Finding::Pass(
@@ -307,7 +307,7 @@ async fn idempotent(ctx: &Ctx) -> FindingResult {
             first.path, again.path
         )));
     }
-    if !canary_intact(&canary) {
+    if !canary_intact(ctx.host(), &canary) {
         return Err(Finding::Fail(format!(
             "expected a file written into the volume to survive a second create; {} is gone or changed: \
              create wiped the volume (data loss on every agent restart)",
@@ -361,7 +361,7 @@ async fn distinct(ctx: &Ctx) -> FindingResult {
             "expected different paths for two volumes; both got {:?}",
             a.path
         )))
-    } else if !canary_intact(&canary) {
+    } else if !canary_intact(ctx.host(), &canary) {
         Err(Finding::Fail(format!(
             "expected volume A's files to survive the creation of volume B; {} is gone or changed",
             canary.display()
@@ -417,7 +417,7 @@ async fn parameters(ctx: &Ctx) -> FindingResult {
             .await?;
         notes.push(outcome);
     }
-    if marker.exists() {
+    if ctx.host().exists(&marker) {
         return Err(Finding::Fail(format!(
             "expected nothing to be executed from parameter values; the marker {} appeared: \
              the plugin runs user input as shell code",

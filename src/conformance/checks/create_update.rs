@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, plant_in_volume};
+use crate::conformance::host::Host;
 use crate::contract::{CreateRequest, Operation};
 
 pub(crate) const UPDATE: CheckSpec = CheckSpec {
@@ -62,8 +63,8 @@ async fn update(ctx: &Ctx) -> FindingResult {
 }
 
 /// The file written into the volume, when it is gone or changed.
-fn lost(canary: Option<&Path>) -> Option<&Path> {
-    canary.filter(|c| !canary_intact(c))
+fn lost<'a>(host: &dyn Host, canary: Option<&'a Path>) -> Option<&'a Path> {
+    canary.filter(|c| !canary_intact(host, c))
 }
 
 /// The failure of `what`, which lost the file `canary` written into the volume.
@@ -101,7 +102,7 @@ async fn bigger_capacity(
             "create again with capacity min doubled",
         )
         .await;
-    if let Some(lost) = lost(canary) {
+    if let Some(lost) = lost(ctx.host(), canary) {
         let what = match call.result {
             Ok(_) => "an update (same id, capacity min doubled)",
             Err(_) => "a failed update (same id, capacity min doubled)",
@@ -142,7 +143,7 @@ async fn other_parameters(
         .calls()
         .create(&other, Expect::Either, "create again with other parameters")
         .await;
-    if let Some(lost) = lost(canary) {
+    if let Some(lost) = lost(ctx.host(), canary) {
         let what = match call.result {
             Ok(_) => "a create with other parameters",
             Err(_) => "a failed create with other parameters",

@@ -79,7 +79,7 @@ async fn succeeds(ctx: &Ctx) -> FindingResult {
             // What the failed delete did, observed: a path it removed before
             // failing is said (Nomad keeps the volume and its state all the
             // same, so the next delete meets a volume that is gone).
-            let removed = match !path.is_empty() && !Path::new(&path).exists() {
+            let removed = match !path.is_empty() && !ctx.host().exists(Path::new(&path)) {
                 true => " (it removed the path all the same: the delete did its work, then failed)",
                 false => "",
             };
@@ -105,7 +105,7 @@ pub(crate) const REMOVES: CheckSpec = CheckSpec {
 
 async fn removes(ctx: &Ctx) -> FindingResult {
     let (req, path) = ctx.steps().one_volume("create before delete").await?;
-    let at = VolumeAt::before_delete(&path);
+    let at = VolumeAt::before_delete(ctx, &path);
     ctx.steps().delete_ok(&req, &path, "delete").await?;
     if !at.gone().await && at.is_block() {
         Err(Finding::Fail(format!(
@@ -246,12 +246,12 @@ async fn isolated(ctx: &Ctx) -> FindingResult {
     ctx.steps()
         .delete_ok(&a_req, &a.path, "delete of volume A")
         .await?;
-    let result = if !Path::new(&b.path).exists() || !canary_intact(&canary) {
+    let result = if !ctx.host().exists(Path::new(&b.path)) || !canary_intact(ctx.host(), &canary) {
         Err(Finding::Fail(format!(
             "expected volume B ({:?}) and its files to survive the delete of volume A ({:?}); B is gone or changed",
             b.path, a.path
         )))
-    } else if c.path != a.path && !Path::new(&c.path).exists() {
+    } else if c.path != a.path && !ctx.host().exists(Path::new(&c.path)) {
         Err(Finding::Fail(format!(
             "expected volume C ({:?}), empty, to survive the delete of volume A ({:?}); C is gone",
             c.path, a.path
@@ -309,14 +309,14 @@ async fn no_residue(ctx: &Ctx) -> FindingResult {
 /// What one create and delete of this check's own left.
 async fn own_residue(ctx: &Ctx) -> FindingResult {
     ctx.prereqs().require_create().await?;
-    let before = around(ctx.dirs().volumes());
+    let before = around(ctx.host(), ctx.dirs().volumes());
     let reqs = [ctx.request(), ctx.request()];
     // Outside the run's dir, what the plugin's own processes make is
     // recorded as they make it (see node_residue); where they cannot be
     // watched, the node's temp dirs are listed before and after.
     let watched = Race::holds(ctx.calls());
     let since = std::time::SystemTime::now();
-    let node_before = (!watched).then(node_residue::listing);
+    let node_before = (!watched).then(|| node_residue::listing(ctx.host()));
     let nomad = ctx.watched(AtChanges::RecordOutside(
         ctx.dirs().run_root().to_path_buf(),
     ));
@@ -333,7 +333,10 @@ async fn own_residue(ctx: &Ctx) -> FindingResult {
         made_outside(changes, call.run.as_ref());
         made.push(ctx.steps().need(call, "create").await?.path);
     }
-    let volumes: Vec<VolumeAt> = made.iter().map(|p| VolumeAt::before_delete(p)).collect();
+    let volumes: Vec<VolumeAt> = made
+        .iter()
+        .map(|p| VolumeAt::before_delete(ctx, p))
+        .collect();
     for ((req, path), changes) in reqs.iter().zip(&made).zip(outside.iter_mut()) {
         let del = DeleteRequest::for_created(req, path);
         let call = nomad.delete(&del, Expect::Success, "delete").await;
@@ -352,14 +355,14 @@ async fn own_residue(ctx: &Ctx) -> FindingResult {
             )));
         }
     }
-    let mounts = mounts_left(ctx.dirs().volumes());
+    let mounts = mounts_left(ctx.host(), ctx.dirs().volumes());
     if !mounts.is_empty() {
         return Err(Finding::Fail(format!(
             "expected every mount to be gone after every volume was deleted; still mounted: {}",
             mounts.join(", ")
         )));
     }
-    let loops = loops_left(ctx.dirs().dir());
+    let loops = loops_left(ctx.host(), ctx.dirs().dir());
     if !loops.is_empty() {
         return Err(Finding::Fail(format!(
             "expected every loop device to be detached after every volume was deleted; still attached: {} \
@@ -367,13 +370,13 @@ async fn own_residue(ctx: &Ctx) -> FindingResult {
             loops.join(", ")
         )));
     }
-    let left: Vec<String> = around(ctx.dirs().volumes())
+    let left: Vec<String> = around(ctx.host(), ctx.dirs().volumes())
         .difference(&before)
         .cloned()
         .collect();
     let (elsewhere, told) = match &node_before {
         None => (
-            node_residue::left_by_calls(&outside, since),
+            node_residue::left_by_calls(ctx.host(), &outside, since),
             "made by the plugin's own processes for one volume",
         ),
         Some(listed) => {
@@ -382,7 +385,7 @@ async fn own_residue(ctx: &Ctx) -> FindingResult {
                 .flat_map(|r| [r.volume_id.clone(), r.volume_name.clone()])
                 .collect();
             (
-                node_residue::left_by_name(listed, &tags, since),
+                node_residue::left_by_name(ctx.host(), listed, &tags, since),
                 "new since the check began and named after a volume: the plugin's processes \
                  could not be watched here, so a name was told the plugin's by its volume's \
                  id or name, not by the process that made it",

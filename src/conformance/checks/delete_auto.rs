@@ -36,7 +36,7 @@ async fn auto_delete_safe(ctx: &Ctx) -> FindingResult {
         .create_ok(&other_req, "create of an unrelated volume")
         .await?;
     let canary = plant_in_volume(ctx, &other.path, "create of an unrelated volume")?;
-    let before_new = listing(ctx.dirs().volumes());
+    let before_new = listing(ctx.host(), ctx.dirs().volumes());
     let new = ctx
         .steps()
         .create_ok(&new_req, "create of the volume whose state write 'failed'")
@@ -58,7 +58,7 @@ async fn auto_delete_safe(ctx: &Ctx) -> FindingResult {
     // Everything beside the volumes counts too: an image or a state file of
     // the unrelated volume unlinked while its filesystem stays mounted is its
     // data, lost at the next unmount.
-    let before = listing(ctx.dirs().volumes());
+    let before = listing(ctx.host(), ctx.dirs().volumes());
     let mut nomads = DeleteRequest::for_created(&new_req, &new_req.volumes_dir);
     nomads.volume_name.clear();
     nomads.namespace.clear();
@@ -72,8 +72,8 @@ async fn auto_delete_safe(ctx: &Ctx) -> FindingResult {
             Start::Now,
         )
         .await;
-    let dir_ok = ctx.dirs().volumes().is_dir();
-    let after = listing(ctx.dirs().volumes());
+    let dir_ok = ctx.host().is_dir(ctx.dirs().volumes());
+    let after = listing(ctx.host(), ctx.dirs().volumes());
     // The new volume's own entries may go: its path, and what is named after its id.
     let own = Path::new(&new.path)
         .strip_prefix(ctx.dirs().volumes())
@@ -88,7 +88,7 @@ async fn auto_delete_safe(ctx: &Ctx) -> FindingResult {
             })
         })
         .collect();
-    let other_ok = canary_intact(&canary) && lost.is_empty();
+    let other_ok = canary_intact(ctx.host(), &canary) && lost.is_empty();
     // What of the new volume a delete that exited 0 left (Nomad forgets the
     // volume then): named by its id alone, it must go whole.
     let left = match call.ok() && dir_ok && other_ok {

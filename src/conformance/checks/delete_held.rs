@@ -4,9 +4,9 @@
 
 use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, Settled, VolumeAt, still_attached};
+use crate::conformance::host::{HoldTarget, LoopDevice};
 use crate::contract::DeleteRequest;
 use crate::contract::Operation;
-use crate::safe_fs::LoopDevice;
 
 pub(crate) const DEVICE_HELD: CheckSpec = CheckSpec {
     id: "delete.device-held",
@@ -30,9 +30,11 @@ async fn device_held(ctx: &Ctx) -> FindingResult {
     ctx.prereqs().require_delete().await?;
     let dir = ctx.dirs().dir().to_path_buf();
     // The devices a volume can be on: one of size 0 holds none.
-    let before = crate::safe_fs::sized_loops_backed_under(&dir);
+    let before = ctx.host().sized_loops_backed_under(&dir);
     let (req, path) = ctx.steps().one_volume("create").await?;
-    let devices: Vec<LoopDevice> = crate::safe_fs::sized_loops_backed_under(&dir)
+    let devices: Vec<LoopDevice> = ctx
+        .host()
+        .sized_loops_backed_under(&dir)
         .into_iter()
         .filter(|l| !before.contains(l))
         .collect();
@@ -44,13 +46,10 @@ async fn device_held(ctx: &Ctx) -> FindingResult {
         ));
     }
     // Held where no plugin call of a neighbour check can inherit them, so
-    // that once let go they are closed (see safe_fs::HeldApart).
+    // that once let go they are closed (see Host::hold).
     let held = devices
         .iter()
-        .map(|d| {
-            let d = d.clone();
-            crate::safe_fs::HeldApart::open(move || crate::safe_fs::hold(&d))
-        })
+        .map(|d| ctx.host().hold(HoldTarget::Loop(d.clone())))
         .collect::<std::io::Result<Vec<_>>>();
     let held = match held {
         Ok(held) => held,
@@ -66,7 +65,7 @@ async fn device_held(ctx: &Ctx) -> FindingResult {
         .map(|d| d.device.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let at = VolumeAt::before_delete(&path);
+    let at = VolumeAt::before_delete(ctx, &path);
     let step = format!("delete while {names} is held open");
     let settled = ctx
         .steps()
@@ -104,7 +103,7 @@ async fn device_held(ctx: &Ctx) -> FindingResult {
             format!("failed ({e}), and a delete after it removed the volume")
         }
     };
-    let stayed: Vec<String> = still_attached(&devices)
+    let stayed: Vec<String> = still_attached(ctx.host(), &devices)
         .await
         .iter()
         .map(ToString::to_string)

@@ -27,7 +27,7 @@ pub(crate) const IN_USE: CheckSpec = CheckSpec {
 /// delete runs; then closes it and deletes again.
 async fn in_use(ctx: &Ctx) -> FindingResult {
     let (req, path) = ctx.steps().one_volume("create").await?;
-    let at = VolumeAt::before_delete(&path);
+    let at = VolumeAt::before_delete(ctx, &path);
     if at.is_block() {
         return Err(Finding::Skip(
             "not applicable: the volume is a block device, not a directory a task holds files open in"
@@ -36,14 +36,12 @@ async fn in_use(ctx: &Ctx) -> FindingResult {
     }
     let canary = plant_in_volume(ctx, &path, "create")?;
     // Held where no plugin call of a neighbour check can inherit it, so that
-    // once let go it is closed (see safe_fs::HeldApart).
-    let file = canary.clone();
-    let held = crate::safe_fs::HeldApart::open(move || {
-        crate::safe_fs::open_regular(&file, crate::safe_fs::Links::Refuse)
-            .map_err(std::io::Error::other)
-    })
-    .map_err(|e| Finding::Skip(format!("cannot open the file written into the volume: {e}")))?;
-    let mounted = is_mount_point(Path::new(&path));
+    // once let go it is closed (see Host::hold).
+    let held = ctx
+        .host()
+        .hold(crate::conformance::host::HoldTarget::File(canary.clone()))
+        .map_err(|e| Finding::Skip(format!("cannot open the file written into the volume: {e}")))?;
+    let mounted = is_mount_point(ctx.host(), Path::new(&path));
     let delete = DeleteRequest::for_created(&req, &path);
     let step = "delete while a file in the volume is open";
     let settled = ctx
@@ -76,17 +74,17 @@ async fn in_use(ctx: &Ctx) -> FindingResult {
             )));
         }
         Err(e) => {
-            if !Path::new(&path).is_dir() || !canary_intact(&canary) {
+            if !ctx.host().is_dir(Path::new(&path)) || !canary_intact(ctx.host(), &canary) {
                 drop(held);
                 return Err(Finding::Warn(format!(
                     "{step}: it failed ({e}), and the volume is not whole: {}",
-                    match Path::new(&path).is_dir() {
+                    match ctx.host().is_dir(Path::new(&path)) {
                         true => "the file written into it is gone or changed",
                         false => "its directory is gone",
                     }
                 )));
             }
-            if mounted && !is_mount_point(Path::new(&path)) {
+            if mounted && !is_mount_point(ctx.host(), Path::new(&path)) {
                 drop(held);
                 return Err(Finding::Warn(format!(
                     "{step}: it failed ({e}), and left the volume unmounted: the files are kept, \

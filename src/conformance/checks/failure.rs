@@ -44,7 +44,7 @@ pub(crate) const UNKNOWN_OPERATION: CheckSpec = CheckSpec {
 
 async fn unknown_operation(ctx: &Ctx) -> FindingResult {
     ctx.require_process()?;
-    let before = listing(ctx.dirs().volumes());
+    let before = listing(ctx.host(), ctx.dirs().volumes());
     let mut env = ctx.request().env();
     if let Some(op) = env.iter_mut().find(|(k, _)| k == var::OPERATION) {
         op.1 = UNKNOWN_OP.to_string();
@@ -55,7 +55,7 @@ async fn unknown_operation(ctx: &Ctx) -> FindingResult {
     let error = (!run.succeeded()).then(|| run.exit_error());
     ctx.calls()
         .note("an unknown operation", UNKNOWN_OP, Expect::Failure, error);
-    let after = listing(ctx.dirs().volumes());
+    let after = listing(ctx.host(), ctx.dirs().volumes());
     let added: Vec<_> = after.difference(&before).cloned().collect();
     if run.succeeded() {
         return Err(Finding::Fail(format!(

@@ -291,11 +291,12 @@ async fn lookup(ctx: &Ctx) -> FindingResult {
         ))),
         Err(e) => {
             let inside = |p: &std::path::Path| {
-                dir.canonicalize()
+                ctx.host()
+                    .canonical(dir)
                     .is_ok_and(|d| p.parent().is_some_and(|parent| parent.starts_with(&d)))
             };
-            let absolute_link = std::fs::read_link(&path).is_ok_and(|t| t.is_absolute());
-            let leads_to = match std::fs::canonicalize(&path) {
+            let absolute_link = ctx.host().link_target(&path).is_ok_and(|t| t.is_absolute());
+            let leads_to = match ctx.host().canonical(&path) {
                 Ok(p) if !inside(&p) => format!(": it leads to {}, outside the dir", p.display()),
                 Ok(p) if absolute_link => format!(
                     ": it leads to {} by an absolute symlink, which Go's os.Root refuses even inside the dir",

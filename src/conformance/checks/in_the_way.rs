@@ -35,7 +35,7 @@ async fn file_in_the_way(ctx: &Ctx) -> FindingResult {
             "not applicable: the volume's path {path:?} has no parent dir"
         )));
     };
-    if std::fs::symlink_metadata(at).is_ok() {
+    if ctx.host().entry(at).is_ok() {
         // Its name is not in the message: a device's changes between runs.
         return Err(Finding::Skip(
             "not applicable: the volume's path is still there after delete (a device, or a path \
@@ -57,7 +57,7 @@ async fn file_in_the_way(ctx: &Ctx) -> FindingResult {
         .steps()
         .create_unloaded(&req, Expect::Either, step)
         .await?;
-    let kept = canary_intact(&file);
+    let kept = canary_intact(ctx.host(), &file);
     let answer = match &call.result {
         Ok(resp) => resp.clone(),
         Err(e) => {

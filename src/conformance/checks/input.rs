@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::input_surroundings::Surroundings;
 use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, Holds, canary_intact};
+use crate::conformance::host::Host;
 use crate::contract::DeleteRequest;
 
 /// An entry of the test area's listing (relative to the check's dir) that lies
@@ -79,7 +80,7 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
     for (n, name) in names.iter().enumerate() {
         let mut req = ctx.request_in(&volumes);
         req.volume_name = name.clone();
-        let before = around.outside(&volumes);
+        let before = around.outside(ctx.host(), &volumes);
         // Either: refusing such a name is as good as treating it as data. A
         // create or delete that timed out is judged by its re-run alone.
         let call = ctx
@@ -90,7 +91,7 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
                 &format!("create with volume name {name:?}"),
             )
             .await?;
-        let after_create = around.outside(&volumes);
+        let after_create = around.outside(ctx.host(), &volumes);
         let step = format!("delete of volume {name:?}");
         let deleted = match &call.result {
             Ok(resp) => Some(
@@ -104,7 +105,7 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
             ),
             Err(_) => None,
         };
-        let after_delete = around.outside(&volumes);
+        let after_delete = around.outside(ctx.host(), &volumes);
         // What the plugin adds beside the volumes dir for every volume (a
         // metadata dir) is no traversal: delete.no-residue's to report.
         let added = ctx
@@ -119,7 +120,10 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
         let removed: Vec<_> = before.difference(&after_delete).cloned().collect();
         if !added.is_empty()
             || !removed.is_empty()
-            || around.canaries.iter().any(|c| !canary_intact(c))
+            || around
+                .canaries
+                .iter()
+                .any(|c| !canary_intact(ctx.host(), c))
         {
             return Err(Finding::Fail(format!(
                 "with volume name {name:?}: expected nothing to change outside the volumes dir; \
@@ -128,7 +132,7 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
                 removed.join(", ")
             )));
         }
-        let landed = tagged_in(&above, &escape);
+        let landed = tagged_in(ctx.host(), &above, &escape);
         if !landed.is_empty() {
             return Err(Finding::Fail(format!(
                 "with volume name {name:?}: expected nothing to be made outside the volumes dir; \
@@ -173,12 +177,14 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
 }
 
 /// Entries of `dirs` (not below them) whose name holds `tag`.
-fn tagged_in(dirs: &[PathBuf], tag: &str) -> Vec<PathBuf> {
+fn tagged_in(host: &dyn Host, dirs: &[PathBuf], tag: &str) -> Vec<PathBuf> {
     dirs.iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flat_map(|entries| entries.flatten())
-        .filter(|e| e.file_name().to_string_lossy().contains(tag))
-        .map(|e| e.path())
+        .filter_map(|d| Some((d, host.dir_names(d, usize::MAX).ok()?)))
+        .flat_map(|(d, names)| names.into_iter().map(move |n| d.join(n)))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains(tag))
+        })
         .collect()
 }
 
@@ -233,7 +239,7 @@ async fn name_injection(ctx: &Ctx) -> FindingResult {
             .create_cleanly(&req, &format!("name {name:?}"), Holds::DELETES)
             .await;
         // A command that ran is the finding, whatever else the create did.
-        if let Some(hit) = (1..=9).map(marker).find(|m| m.exists()) {
+        if let Some(hit) = (1..=9).map(marker).find(|m| ctx.host().exists(m)) {
             return Err(Finding::Fail(format!(
                 "with volume name {name:?}: expected no command to run; the marker {} appeared — the plugin \
                  evaluates the volume name as shell code (quote it: \"$DHV_VOLUME_NAME\", never eval it)",
@@ -269,8 +275,10 @@ async fn capacity_edge(ctx: &Ctx) -> FindingResult {
     // Twice the free space of the volumes dir's filesystem, and a GiB more:
     // no plugin can provide it there, so it must refuse it (or not use
     // capacity at all) and leave nothing behind.
-    let free = nix::sys::statvfs::statvfs(ctx.dirs().volumes())
-        .map(|st| st.blocks_available() as i64 * st.fragment_size() as i64)
+    let free = ctx
+        .host()
+        .space(ctx.dirs().volumes())
+        .map(|s| s.available as i64)
         .unwrap_or(0);
     let above_free = free.saturating_mul(2).saturating_add(1 << 30);
     let cases = [

@@ -56,7 +56,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> FindingResult {
     };
     // What the plugin writes into its working dir under any name but the
     // split path's second word is process.cwd-independent's finding.
-    let before = space_outside(&around, &volumes);
+    let before = space_outside(ctx, &around, &volumes);
     let req = ctx.request_in(&volumes);
     let created = {
         let step = "create in a volumes dir whose path holds a space";
@@ -79,8 +79,8 @@ async fn volumes_dir_space(ctx: &Ctx) -> FindingResult {
             )));
         }
     };
-    let volume = VolumeAt::before_delete(&resp.path);
-    if !volume.is_block() && !Path::new(&resp.path).is_dir() {
+    let volume = VolumeAt::before_delete(ctx, &resp.path);
+    if !volume.is_block() && !ctx.host().is_dir(Path::new(&resp.path)) {
         return Err(Finding::Fail(format!(
             "expected create in a volumes dir whose path holds a space to make its volume; \
              it answered path {:?}, which is not a directory",
@@ -105,7 +105,9 @@ async fn volumes_dir_space(ctx: &Ctx) -> FindingResult {
         )?
     };
     outside_unchanged(ctx, &around, &volumes, &before, "create again").await?;
-    let lost = canary.as_ref().is_some_and(|c| !canary_intact(c));
+    let lost = canary
+        .as_ref()
+        .is_some_and(|c| !canary_intact(ctx.host(), c));
     // A create again that misbehaves in the default volumes dir too is
     // create.idempotent's finding.
     let probe = ctx.prereqs().again_probe().await;
@@ -210,7 +212,7 @@ async fn neighbour_kept(
 ) -> Result<(), Finding> {
     let space = volumes.parent().unwrap_or(volumes);
     let neighbour = ctx.dirs().plant(space, "host").map_err(super::unprepared)?;
-    let before = space_outside(around, volumes);
+    let before = space_outside(ctx, around, volumes);
     let req = ctx.request_in(volumes);
     let step = "create beside a file named `host`, the split path's first word";
     let created = not_hung(
@@ -231,7 +233,7 @@ async fn neighbour_kept(
         there.delete_unloaded(&delete, Expect::Either, step).await,
         step,
     )?;
-    if !canary_intact(&neighbour) {
+    if !canary_intact(ctx.host(), &neighbour) {
         return Err(Finding::Fail(format!(
             "create and delete in {volumes:?}: expected the file {neighbour:?} beside the volumes \
              dir to stay as it was; it is gone or changed (a path given unquoted is split at the \
@@ -269,7 +271,7 @@ async fn failed_there_leaves_nothing(
     if !ctx.prereqs().create_probe().await.mounted {
         return Ok(None);
     }
-    if !crate::exec::can_refuse() {
+    if !ctx.host().can_refuse() {
         // The pass then says less than where the host can refuse mounts.
         ctx.unpin(super::refused::CANNOT_REFUSE);
         return Ok(None);
@@ -283,7 +285,7 @@ async fn failed_there_leaves_nothing(
     let leaves = |dir: std::path::PathBuf, step: &'static str| {
         let refused = &refused;
         async move {
-            let before = listing(&dir);
+            let before = listing(ctx.host(), &dir);
             let req = ctx.request_in(&dir);
             let call = refused.create_unloaded(&req, Expect::Either, step).await;
             match &call.result {
@@ -417,7 +419,10 @@ async fn as_in_the_default_dir(
             first.bytes, resp.bytes
         )));
     }
-    let (Some(default), Some(here)) = (&probe.fresh, FreshVolume::at(Path::new(&resp.path))) else {
+    let (Some(default), Some(here)) = (
+        &probe.fresh,
+        FreshVolume::at(ctx.host(), Path::new(&resp.path)),
+    ) else {
         return Ok(());
     };
     if *default != here {
@@ -434,9 +439,9 @@ async fn as_in_the_default_dir(
 /// What lies outside the volumes dir of input.volumes-dir-space that the
 /// check judges: what the plugin writes into its working dir under any name
 /// but the split path's second word (`volumes`) is process.cwd-independent's.
-fn space_outside(around: &Surroundings, volumes: &Path) -> BTreeSet<String> {
+fn space_outside(ctx: &Ctx, around: &Surroundings, volumes: &Path) -> BTreeSet<String> {
     around
-        .outside(volumes)
+        .outside(ctx.host(), volumes)
         .into_iter()
         .filter(|e| !e.starts_with("cwd/") || e == "cwd/volumes" || e.starts_with("cwd/volumes/"))
         .collect()
@@ -452,7 +457,7 @@ async fn outside_unchanged(
     before: &BTreeSet<String>,
     what: &str,
 ) -> Result<(), Finding> {
-    let now = space_outside(around, volumes);
+    let now = space_outside(ctx, around, volumes);
     // `space/x` lies beside the volumes dir `space/host volumes`: `../x` to it.
     let beside = |e: &String| match e.strip_prefix("space/") {
         Some(rest) if !rest.starts_with("host volumes") => format!("../{rest}"),

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::conformance::context::{Ctx, listing};
+use crate::conformance::host::Host;
 
 /// Canary files planted around (not in) the volumes dir, and what else is there.
 pub(super) struct Surroundings {
@@ -29,13 +30,17 @@ impl Surroundings {
     }
 
     /// Everything below the check's dir, outside the volumes dir.
-    pub(super) fn outside(&self, volumes: &Path) -> std::collections::BTreeSet<String> {
+    pub(super) fn outside(
+        &self,
+        host: &dyn Host,
+        volumes: &Path,
+    ) -> std::collections::BTreeSet<String> {
         let rel = volumes
             .strip_prefix(&self.root)
             .unwrap_or(volumes)
             .to_string_lossy()
             .into_owned();
-        listing(&self.root)
+        listing(host, &self.root)
             .into_iter()
             .filter(|p| p != &rel && !p.starts_with(&format!("{rel}/")))
             .collect()

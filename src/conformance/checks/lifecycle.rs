@@ -93,7 +93,7 @@ async fn restore(ctx: &Ctx) -> FindingResult {
                 i + 1,
                 volume.host_path
             ),
-            _ if !canary_intact(canary) => format!("volume #{} lost its files", i + 1),
+            _ if !canary_intact(ctx.host(), canary) => format!("volume #{} lost its files", i + 1),
             _ => continue,
         };
         failed_only = false;
@@ -165,10 +165,11 @@ async fn recreate(ctx: &Ctx) -> FindingResult {
     let second = ctx.steps().create_ok(&req, "create after delete").await?;
     // A block-device volume may come back on another device: the new
     // volume is empty when its device does not hold the old one's canary.
-    let stale = if crate::safe_fs::is_block_device(&canary) {
-        crate::safe_fs::has_marker(Path::new(&second.path), &canary_bytes(&canary))
+    let stale = if ctx.host().is_block_device(&canary) {
+        ctx.host()
+            .has_marker(Path::new(&second.path), &canary_bytes(&canary))
     } else {
-        canary_intact(&canary)
+        canary_intact(ctx.host(), &canary)
     };
     ctx.calls()
         .delete(
@@ -212,7 +213,7 @@ async fn crash_create(ctx: &Ctx) -> FindingResult {
     if let Some(needs) = ctx.prereqs().create_again_fails().await {
         return Err(Finding::Skip(needs));
     }
-    let before = listing(ctx.dirs().volumes());
+    let before = listing(ctx.host(), ctx.dirs().volumes());
     let probe = ctx.request();
     // The check runs alone (its phase): the measuring create has the host
     // to itself, and its steps are the plugin's own.
@@ -249,7 +250,7 @@ async fn crash_create(ctx: &Ctx) -> FindingResult {
                 )));
             }
         };
-        if resp.path.is_empty() || !Path::new(&resp.path).exists() {
+        if resp.path.is_empty() || !ctx.host().exists(Path::new(&resp.path)) {
             return Err(Finding::Fail(format!(
                 "{label}: create again exited 0 but its path {:?} does not exist: the plugin took a \
                  half-made volume for a finished one",
@@ -329,7 +330,7 @@ async fn crash_delete(ctx: &Ctx) -> FindingResult {
             .create_ok(&req, "create before the crashed delete")
             .await?;
         let label = &point.label;
-        let volume = VolumeAt::before_delete(&resp.path);
+        let volume = VolumeAt::before_delete(ctx, &resp.path);
         let delete = DeleteRequest::for_created(&req, &resp.path);
         let crashed = plan
             .crasher(ctx, point)

@@ -27,13 +27,16 @@ pub(super) struct TakenAway {
 /// How long a detached loop device may take to be cleared by the kernel (the
 /// bound every check that waits for a detach uses).
 use crate::conformance::context::LOOP_RELEASE as DETACH_BOUND;
+use crate::conformance::host::Host;
 
 /// Takes away what a reboot takes away below the check's sandbox: every
 /// mount (deepest first), then every loop device backed by a file there.
 /// Nothing is deleted and no process is killed.
 pub(super) fn take_away(ctx: &Ctx, paths: &[String]) -> Result<TakenAway, Finding> {
     let dir = ctx.dirs().dir();
-    let unmounted = crate::safe_fs::unmount_under(dir)
+    let unmounted = ctx
+        .host()
+        .unmount_under(dir)
         .map_err(|e| Finding::Skip(format!("cannot list the mounts to take away: {e}")))?;
     if let Some((m, why)) = unmounted.failed.first() {
         return Err(Finding::Skip(format!(
@@ -46,10 +49,10 @@ pub(super) fn take_away(ctx: &Ctx, paths: &[String]) -> Result<TakenAway, Findin
         .filter(|m| paths.iter().any(|p| Path::new(p) == m.mount_point))
         .map(|m| m.mount_point.display().to_string())
         .collect();
-    let loops = crate::safe_fs::loops_backed_under(dir);
+    let loops = ctx.host().loops_backed_under(dir);
     for dev in &loops {
         // As a reboot: gone, not merely marked to go once let go.
-        crate::safe_fs::detach_and_wait(dev, DETACH_BOUND).map_err(|e| {
+        ctx.host().detach_loop(dev, DETACH_BOUND).map_err(|e| {
             Finding::Skip(format!(
                 "inconclusive: the harness could not detach {dev}: {e}"
             ))
@@ -93,10 +96,16 @@ async fn reboot(ctx: &Ctx) -> FindingResult {
     }
     let paths: Vec<String> = made.iter().map(|(_, p, _)| p.clone()).collect();
     // What each directory volume's root holds, and its mode, with the canary in.
-    let roots: Vec<_> = paths.iter().map(|p| Root::look(Path::new(p))).collect();
+    let roots: Vec<_> = paths
+        .iter()
+        .map(|p| Root::look(ctx.host(), Path::new(p)))
+        .collect();
     // A block-device volume is known by the image behind its loop device:
     // after a reboot the same image may come back as another /dev/loopN.
-    let before: Vec<VolumeAt> = paths.iter().map(|p| VolumeAt::before_delete(p)).collect();
+    let before: Vec<VolumeAt> = paths
+        .iter()
+        .map(|p| VolumeAt::before_delete(ctx, p))
+        .collect();
     let taken = take_away(ctx, &paths)?;
     // At client start: create for every volume, all at once.
     let again = join_all(made.iter().map(|(req, _, _)| {
@@ -115,7 +124,7 @@ async fn reboot(ctx: &Ctx) -> FindingResult {
         let n = i + 1;
         let block = before[i].backing().filter(|_| before[i].is_block());
         let same_image = |new: &str| {
-            block.is_some_and(|b| crate::safe_fs::loop_backing(Path::new(new)).as_ref() == Some(b))
+            block.is_some_and(|b| ctx.host().loop_backing(Path::new(new)).as_ref() == Some(b))
         };
         match &call.result {
             Err(e) => problems.push(format!("volume #{n}: create failed: {e}")),
@@ -125,10 +134,11 @@ async fn reboot(ctx: &Ctx) -> FindingResult {
             )),
             Ok(resp)
                 if block.is_some()
-                    && crate::safe_fs::has_marker(Path::new(&resp.path), &canary_bytes(canary)) => {
-            }
-            Ok(_) if block.is_none() && canary_intact(canary) => {
-                let now = Root::look(Path::new(path));
+                    && ctx
+                        .host()
+                        .has_marker(Path::new(&resp.path), &canary_bytes(canary)) => {}
+            Ok(_) if block.is_none() && canary_intact(ctx.host(), canary) => {
+                let now = Root::look(ctx.host(), Path::new(path));
                 if let Some(change) = roots[i]
                     .as_ref()
                     .zip(now.as_ref())
@@ -154,7 +164,7 @@ async fn reboot(ctx: &Ctx) -> FindingResult {
                 .result
                 .as_ref()
                 .map_or(path.as_str(), |r| r.path.as_str());
-            VolumeAt::before_delete(now)
+            VolumeAt::before_delete(ctx, now)
         })
         .collect();
     let deletes = join_all(made.iter().zip(&again).map(|((req, path, _), call)| {
@@ -223,12 +233,15 @@ struct Root {
 impl Root {
     /// The root at `path`, never through a link (`None` for a block device,
     /// or what cannot be listed).
-    fn look(path: &Path) -> Option<Root> {
-        if crate::safe_fs::is_block_device(path) {
+    fn look(host: &dyn Host, path: &Path) -> Option<Root> {
+        if host.is_block_device(path) {
             return None;
         }
-        let (mode, names) = crate::safe_fs::list_dir(path).ok()?;
-        Some(Root { mode, names })
+        let list = host.list_dir(path).ok()?;
+        Some(Root {
+            mode: list.mode,
+            names: list.names,
+        })
     }
 
     /// What the create after the reboot changed of the root, in words: the
@@ -275,12 +288,14 @@ async fn stale_loop(ctx: &Ctx) -> FindingResult {
     ctx.prereqs().require_create().await?;
     let dir = ctx.dirs().dir().to_path_buf();
     // The devices a volume's image can be on: one of size 0 holds none.
-    let before = crate::safe_fs::sized_loops_backed_under(&dir);
+    let before = ctx.host().sized_loops_backed_under(&dir);
     let (req, path) = ctx
         .steps()
         .one_volume("create of the volume a loop device is left on")
         .await?;
-    let made: Vec<_> = crate::safe_fs::sized_loops_backed_under(&dir)
+    let made: Vec<_> = ctx
+        .host()
+        .sized_loops_backed_under(&dir)
         .into_iter()
         .filter(|d| !before.contains(d))
         .collect();
@@ -297,7 +312,7 @@ async fn stale_loop(ctx: &Ctx) -> FindingResult {
             "not applicable: the plugin attaches no loop device to its volumes".into(),
         ));
     };
-    let stale = match crate::safe_fs::attach(&image, ctx.dirs().run_root()) {
+    let stale = match ctx.host().attach_loop(&image, ctx.dirs().run_root()) {
         Ok(dev) => dev,
         Err(e) => {
             ctx.calls()
@@ -318,7 +333,9 @@ async fn stale_loop(ctx: &Ctx) -> FindingResult {
     // the kernel: give it the time a delete's detach may take.
     let deadline = std::time::Instant::now() + DETACH_BOUND;
     let left = loop {
-        let left: Vec<_> = crate::safe_fs::loops_backed_under(&dir)
+        let left: Vec<_> = ctx
+            .host()
+            .loops_backed_under(&dir)
             .into_iter()
             .filter(|d| !before.contains(d))
             .collect();

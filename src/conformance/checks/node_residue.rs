@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::conformance::host::Host;
 use crate::exec::Change;
 
 /// The dirs any program may write in on a node, and the plugin's calls
@@ -41,16 +42,16 @@ const IN_ALL: usize = 50_000;
 const OURS: &[&str] = &["dhv-conform-", "dhv-test-"];
 
 /// The node's temp dirs, each to one level below it (bounded).
-pub(super) fn listing() -> BTreeSet<PathBuf> {
+pub(super) fn listing(host: &dyn Host) -> BTreeSet<PathBuf> {
     let mut all = BTreeSet::new();
     for dir in NODE_DIRS {
-        for entry in entries(Path::new(dir)) {
+        for entry in entries(host, Path::new(dir)) {
             if all.len() >= IN_ALL {
                 return all;
             }
-            let is_dir = std::fs::symlink_metadata(&entry).is_ok_and(|m| m.is_dir());
+            let is_dir = host.entry(&entry).is_ok_and(|m| m.is_dir());
             if is_dir {
-                all.extend(entries(&entry).into_iter().take(IN_ALL - all.len()));
+                all.extend(entries(host, &entry).into_iter().take(IN_ALL - all.len()));
             }
             all.insert(entry);
         }
@@ -58,26 +59,19 @@ pub(super) fn listing() -> BTreeSet<PathBuf> {
     all
 }
 
-fn entries(dir: &Path) -> Vec<PathBuf> {
-    let Ok(read) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    read.flatten().take(PER_DIR).map(|e| e.path()).collect()
+fn entries(host: &dyn Host, dir: &Path) -> Vec<PathBuf> {
+    let names = host.dir_names(dir, PER_DIR).unwrap_or_default();
+    names.into_iter().map(|n| dir.join(n)).collect()
 }
 
 /// Whether the name at `path` was born at or after `since` (its birth time,
 /// or its change time where the file system keeps none): a name the node had
 /// before is not the check's.
-fn born_since(path: &Path, since: SystemTime) -> bool {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
+fn born_since(host: &dyn Host, path: &Path, since: SystemTime) -> bool {
+    let Ok(meta) = host.entry(path) else {
         return false;
     };
-    let born = meta.created().ok().or_else(|| {
-        use std::os::unix::fs::MetadataExt as _;
-        let secs = u64::try_from(meta.ctime()).ok()?;
-        let nanos = u32::try_from(meta.ctime_nsec()).ok()?;
-        Some(SystemTime::UNIX_EPOCH + std::time::Duration::new(secs, nanos))
-    });
+    let born = meta.born;
     // File times are taken from a coarse clock: a name made just after
     // `since` can carry a time a tick before it.
     let slack = std::time::Duration::from_millis(20);
@@ -111,7 +105,11 @@ fn in_cwd(path: &Path, cwd: Option<&Path>) -> bool {
 /// What the watched calls of each volume made outside the run's dir that is
 /// still there: every name born since `since`, made by the calls of one
 /// volume only, in order.
-pub(super) fn left_by_calls(per_volume: &[Vec<Change>], since: SystemTime) -> Vec<PathBuf> {
+pub(super) fn left_by_calls(
+    host: &dyn Host,
+    per_volume: &[Vec<Change>],
+    since: SystemTime,
+) -> Vec<PathBuf> {
     let cwd = std::env::current_dir().ok();
     let mut made_for: BTreeMap<PathBuf, BTreeSet<usize>> = BTreeMap::new();
     for (volume, changes) in per_volume.iter().enumerate() {
@@ -124,7 +122,7 @@ pub(super) fn left_by_calls(per_volume: &[Vec<Change>], since: SystemTime) -> Ve
         .filter(|(_, volumes)| volumes.len() == 1)
         .map(|(path, _)| path)
         .filter(|p| !in_cwd(p, cwd.as_deref()) && !kernel_state(p))
-        .filter(|p| born_since(p, since))
+        .filter(|p| born_since(host, p, since))
         .collect()
 }
 
@@ -132,19 +130,20 @@ pub(super) fn left_by_calls(per_volume: &[Vec<Change>], since: SystemTime) -> Ve
 /// `tags` (a volume's id or name), born since `since`: the attribution where
 /// calls cannot be watched.
 pub(super) fn left_by_name(
+    host: &dyn Host,
     before: &BTreeSet<PathBuf>,
     tags: &[String],
     since: SystemTime,
 ) -> Vec<PathBuf> {
     let cwd = std::env::current_dir().ok();
-    listing()
+    listing(host)
         .difference(before)
         .filter(|p| {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
             name.is_some_and(|n| tags.iter().any(|t| !t.is_empty() && n.contains(t.as_str())))
         })
         .filter(|p| !ours(p) && !in_cwd(p, cwd.as_deref()))
-        .filter(|p| born_since(p, since))
+        .filter(|p| born_since(host, p, since))
         .cloned()
         .collect()
 }
@@ -152,6 +151,7 @@ pub(super) fn left_by_name(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conformance::host::LocalHost;
 
     fn made(path: &Path) -> Change {
         Change {
@@ -176,7 +176,10 @@ mod tests {
             vec![made(&left), made(&shared), made(&gone)],
             vec![made(&shared)],
         ];
-        assert_eq!(left_by_calls(&per_volume, since), vec![left.clone()]);
+        assert_eq!(
+            left_by_calls(&LocalHost::new(), &per_volume, since),
+            vec![left.clone()]
+        );
     }
 
     #[test]
@@ -188,19 +191,19 @@ mod tests {
         let old = dir.path().join("plugin.state");
         std::fs::write(&old, "x").unwrap();
         let later = SystemTime::now() + std::time::Duration::from_secs(5);
-        assert!(left_by_calls(&[vec![made(&old)]], later).is_empty());
+        assert!(left_by_calls(&LocalHost::new(), &[vec![made(&old)]], later).is_empty());
     }
 
     #[test]
     fn where_calls_are_not_watched_a_new_name_in_tmp_counts_only_with_a_volume_in_it() {
         let since = SystemTime::now();
-        let before = listing();
+        let before = listing(&LocalHost::new());
         let id = uuid::Uuid::new_v4().to_string();
         let named = PathBuf::from(format!("/tmp/plugin-log.{id}"));
         let other = PathBuf::from(format!("/tmp/plugin-log.{}", uuid::Uuid::new_v4()));
         std::fs::write(&named, "x").unwrap();
         std::fs::write(&other, "x").unwrap();
-        let found = left_by_name(&before, &[id], since);
+        let found = left_by_name(&LocalHost::new(), &before, &[id], since);
         let _ = std::fs::remove_file(&named);
         let _ = std::fs::remove_file(&other);
         assert_eq!(found, vec![named]);

@@ -3,8 +3,6 @@
 //! judged over every call of the run, it leaves no process behind, holds no
 //! pipe open, and gives the same outcome when a call is made again alone.
 
-use std::os::unix::fs::PermissionsExt;
-
 use super::{CheckSpec, FindingResult, Level, Needs, fingerprint, needs};
 use crate::conformance::context::{Ctx, Expect, Finding, RunLog, Variant, listing};
 use crate::contract::{DeleteRequest, Operation};
@@ -253,11 +251,11 @@ async fn cwd_independent(ctx: &Ctx) -> FindingResult {
     // the mode bits, so a harness that is not root leaves the dir writable:
     // then a plugin that writes there and ignores a failure leaves the same
     // file, and is judged the same, as under a root harness.
-    let mode = match nix::unistd::Uid::effective().is_root() {
+    let mode = match ctx.host().privileged() {
         true => 0o555,
         false => 0o755,
     };
-    let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(mode));
+    let _ = ctx.host().set_mode(&cwd, mode);
     let elsewhere = ctx.variant(|o| o.cwd = Some(cwd.clone()));
     let here = ctx.variant(|_| {});
     let mut problems = Vec::new();
@@ -295,8 +293,8 @@ async fn cwd_independent(ctx: &Ctx) -> FindingResult {
             );
         }
     }
-    let written = listing(&cwd);
-    let _ = std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o755));
+    let written = listing(ctx.host(), &cwd);
+    let _ = ctx.host().set_mode(&cwd, 0o755);
     if !written.is_empty() {
         problems.push(format!(
             "it wrote into its working directory: {}",

@@ -10,6 +10,7 @@ use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, is_mount_point, listing, plant_in_volume, still_attached,
 };
+use crate::conformance::host::LoopDevice;
 use crate::contract::Operation;
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::exec::Refusal;
@@ -117,10 +118,10 @@ async fn remove_refused(ctx: &Ctx) -> FindingResult {
     let volumes = ctx.dirs().volumes().to_path_buf();
     let mut outcomes = Vec::new();
     for refusal in [Refusal::FileRemovals, Refusal::DirRemovals] {
-        let before = listing(&volumes);
+        let before = listing(ctx.host(), &volumes);
         let made = format!("create, for a delete with {} refused", refusal.describe());
         let (req, path) = ctx.steps().one_volume(&made).await?;
-        let at = VolumeAt::before_delete(&path);
+        let at = VolumeAt::before_delete(ctx, &path);
         if !at.is_block() {
             plant_in_volume(ctx, &path, &made)?;
         }
@@ -250,7 +251,7 @@ pub(super) async fn refused_after_reboot(
         )
         .await?;
     super::lifecycle_reboot::take_away(ctx, std::slice::from_ref(&resp.path))?;
-    let before = listing(dir);
+    let before = listing(ctx.host(), dir);
     let step = "create again after a reboot, with every mount refused";
     let call = refused.create_unloaded(&req, Expect::Either, step).await;
     let outcome = match &call.result {
@@ -260,7 +261,7 @@ pub(super) async fn refused_after_reboot(
             None => AfterReboot::AsDefault,
         },
         Err(e) => {
-            let now = listing(dir);
+            let now = listing(ctx.host(), dir);
             let removed: Vec<String> = before.difference(&now).cloned().collect();
             match removed.is_empty() {
                 true => AfterReboot::Kept,
@@ -293,7 +294,7 @@ pub(super) const CANNOT_REFUSE: &str = "system calls cannot be refused to a plug
 /// `Err(skip)` where a plugin's calls cannot be refused system calls; the
 /// verdict is then the host's, not the plugin's, and is not pinned.
 fn require_refusal(ctx: &Ctx) -> Result<(), Finding> {
-    match crate::exec::can_refuse() {
+    match ctx.host().can_refuse() {
         true => Ok(()),
         false => {
             ctx.unpin(CANNOT_REFUSE);
@@ -314,8 +315,8 @@ async fn refused_create(
     step: &str,
 ) -> Result<Result<CreateResponse, String>, Finding> {
     let volumes = ctx.dirs().volumes().to_path_buf();
-    let before = listing(&volumes);
-    let loops_before = crate::safe_fs::loops_backed_under(ctx.dirs().dir());
+    let before = listing(ctx.host(), &volumes);
+    let loops_before = ctx.host().loops_backed_under(ctx.dirs().dir());
     let req = ctx.request();
     let refused = ctx.variant(|o| o.refuse = Some(refusal));
     let call = refused.create_unloaded(&req, Expect::Either, step).await;
@@ -339,10 +340,12 @@ async fn refused_create(
         let named: Vec<String> = left
             .own
             .iter()
-            .map(|entry| match is_mount_point(&volumes.join(entry)) {
-                true => format!("{entry} (mounted)"),
-                false => entry.clone(),
-            })
+            .map(
+                |entry| match is_mount_point(ctx.host(), &volumes.join(entry)) {
+                    true => format!("{entry} (mounted)"),
+                    false => entry.clone(),
+                },
+            )
             .collect();
         what.push(format!("in the volumes dir: {}", named.join(", ")));
     }
@@ -358,12 +361,14 @@ async fn refused_create(
 /// The loop devices attached to files under the check's dir that were not
 /// attached `before`, once each had [`LOOP_RELEASE`](crate::conformance::context::LOOP_RELEASE)
 /// to be let go.
-async fn loops_left(ctx: &Ctx, before: &[crate::safe_fs::LoopDevice]) -> Vec<String> {
-    let new: Vec<_> = crate::safe_fs::loops_backed_under(ctx.dirs().dir())
+async fn loops_left(ctx: &Ctx, before: &[LoopDevice]) -> Vec<String> {
+    let new: Vec<_> = ctx
+        .host()
+        .loops_backed_under(ctx.dirs().dir())
         .into_iter()
         .filter(|l| !before.contains(l))
         .collect();
-    still_attached(&new)
+    still_attached(ctx.host(), &new)
         .await
         .iter()
         .map(ToString::to_string)

@@ -192,7 +192,8 @@ async fn capacity_enforced(ctx: &Ctx) -> FindingResult {
                 resp.path
             ))
         })?;
-    let written = tokio::task::spawn_blocking(move || fill_to(fill, past))
+    let host = ctx.shared_host();
+    let written = tokio::task::spawn_blocking(move || host.fill(fill, past))
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
     // The space must be free again before the volume is tried once more.
@@ -206,14 +207,21 @@ async fn capacity_enforced(ctx: &Ctx) -> FindingResult {
                  it succeeded: the capacity is not enforced"
             )));
         }
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)) => e,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ) =>
+        {
+            e
+        }
         Err(e) => {
             return Err(Finding::Fail(format!(
                 "expected writing past the volume's size to fail with ENOSPC or EDQUOT; it failed with: {e}"
             )));
         }
     };
-    if !crate::conformance::context::canary_intact(&canary) {
+    if !crate::conformance::context::canary_intact(ctx.host(), &canary) {
         return Err(Finding::Fail(
             "writing past the volume's size was refused, but the file written before it is damaged"
                 .into(),
@@ -235,30 +243,6 @@ async fn capacity_enforced(ctx: &Ctx) -> FindingResult {
     Ok(Finding::Pass(format!(
         "{past} bytes into a volume of {limit}: refused ({refused}); the data before it intact, the volume usable"
     )))
-}
-
-/// Allocates `bytes` in `file` (`fallocate`, so nothing is written), or
-/// writes them in 1 MiB blocks where the filesystem cannot allocate.
-fn fill_to(file: std::fs::File, bytes: u64) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: the fd is open for the call.
-    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, bytes as libc::off_t) };
-    if rc == 0 {
-        return file.sync_all();
-    }
-    let err = std::io::Error::last_os_error();
-    if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
-        return Err(err);
-    }
-    let block = vec![0xa5u8; 1 << 20];
-    let mut file = file;
-    let mut left = bytes;
-    while left > 0 {
-        let n = left.min(block.len() as u64) as usize;
-        std::io::Write::write_all(&mut file, &block[..n])?;
-        left -= n as u64;
-    }
-    file.sync_all()
 }
 
 pub(crate) const BLOCK_DEVICE: CheckSpec = CheckSpec {
@@ -289,7 +273,7 @@ async fn block_device(ctx: &Ctx) -> FindingResult {
         .create_ok(&req, "create a block-device volume")
         .await?;
     let path = Path::new(&resp.path);
-    let facts = VolumeFacts::measure(path)
+    let facts = VolumeFacts::measure(ctx.host(), path)
         .map_err(|e| Finding::Fail(format!("cannot measure {:?}: {e}", resp.path)))?;
     let Kind::BlockDevice { size, rdev } = facts.kind else {
         return Err(Finding::Fail(format!(
@@ -305,7 +289,7 @@ async fn block_device(ctx: &Ctx) -> FindingResult {
             resp.path
         )));
     }
-    let io = device_io(path, size, ctx.dirs().run_root()).map_err(|e| {
+    let io = device_io(ctx, path, size).map_err(|e| {
         Finding::Fail(format!(
             "expected {:?} to be readable and writable: {e}",
             resp.path
@@ -315,7 +299,7 @@ async fn block_device(ctx: &Ctx) -> FindingResult {
         .steps()
         .create_ok(&req, "create the block-device volume again")
         .await?;
-    let same = VolumeFacts::measure(Path::new(&again.path))
+    let same = VolumeFacts::measure(ctx.host(), Path::new(&again.path))
         .ok()
         .and_then(|f| match f.kind {
             Kind::BlockDevice { rdev: r, .. } => Some(r),
@@ -338,36 +322,13 @@ async fn block_device(ctx: &Ctx) -> FindingResult {
 /// Reads the device's first block; writes (and restores) its last block only
 /// when the device is a loop device backed by a file of this run, since any
 /// other device may hold data that is not ours.
-fn device_io(path: &Path, size: u64, root: &Path) -> std::io::Result<String> {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)?;
-    let mut block = vec![0u8; 4096.min(size as usize)];
-    file.read_exact_at(&mut block, 0)?;
-    let ours = crate::safe_fs::loops_backed_under(root)
+fn device_io(ctx: &Ctx, path: &Path, size: u64) -> std::io::Result<String> {
+    let host = ctx.host();
+    let ours = host
+        .loops_backed_under(ctx.dirs().run_root())
         .iter()
-        .any(|l| path.canonicalize().is_ok_and(|p| p == l.device));
-    if !ours || size < 4096 {
-        return Ok(
-            "readable, opened for writing (not written: not backed by a file of this run)".into(),
-        );
-    }
-    let at = size - 4096;
-    let mut saved = vec![0u8; 4096];
-    file.read_exact_at(&mut saved, at)?;
-    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 13) as u8).collect();
-    file.write_all_at(&pattern, at)?;
-    file.sync_data()?;
-    let mut back = vec![0u8; 4096];
-    file.read_exact_at(&mut back, at)?;
-    file.write_all_at(&saved, at)?;
-    file.sync_data()?;
-    if back != pattern {
-        return Err(std::io::Error::other("a block written read back different"));
-    }
-    Ok("readable and writable".into())
+        .any(|l| host.canonical(path).is_ok_and(|p| p == l.device));
+    host.device_round_trip(path, size, ours)
 }
 
 #[cfg(test)]

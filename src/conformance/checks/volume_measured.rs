@@ -25,7 +25,7 @@ pub(super) async fn measured_probe(
     if !probe.path_existed || !Path::new(&resp.path).is_absolute() {
         return Err(Finding::Skip(needs(&create::PATH_EXISTS)));
     }
-    let facts = VolumeFacts::measure(Path::new(&resp.path)).map_err(|e| {
+    let facts = VolumeFacts::measure(ctx.host(), Path::new(&resp.path)).map_err(|e| {
         Finding::Skip(format!(
             "{} (measuring {:?} failed: {e})",
             needs(&create::PATH_EXISTS),

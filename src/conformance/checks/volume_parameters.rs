@@ -129,7 +129,7 @@ async fn one_parameter(ctx: &Ctx, claim: &ParameterClaim, value: &str) -> Result
     req.parameters = Some(params.into_iter().collect());
     let step = format!("create with {} = {value:?}", claim.key);
     let resp = ctx.steps().create_ok(&req, &step).await?;
-    let facts = VolumeFacts::measure(Path::new(&resp.path))
+    let facts = VolumeFacts::measure(ctx.host(), Path::new(&resp.path))
         .map_err(|e| Finding::Fail(format!("{step}: cannot measure {:?}: {e}", resp.path)))?;
     let holds = effect_holds(&facts, claim.effect, value);
     ctx.steps()

@@ -42,6 +42,9 @@ pub(crate) struct Calls {
     /// options ([`Shared::call_options`]: a fingerprint is killed only at the
     /// create limit).
     pub(super) plugin: Arc<dyn HostVolumePlugin>,
+    /// The sandbox its calls are made for (the check's id, or `probe-<id>`):
+    /// what each call is known by while it runs.
+    pub(super) owner: String,
     /// Every raw call this check made, for its evidence.
     pub(super) recorder: Recorder,
     /// Every call made, with what was expected of it.
@@ -57,14 +60,22 @@ pub(crate) struct Calls {
 }
 
 impl Calls {
-    /// The calls of `check`, whose dirs are `dir` and its volumes dir `volumes`.
-    pub(super) fn new(shared: Arc<Shared>, check: Asker, dir: &Path, volumes: &Path) -> Calls {
+    /// The calls of `check`, made in its sandbox `owner` (the name of its
+    /// dir in the run's), whose dirs are `dir` and its volumes dir `volumes`.
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        check: Asker,
+        owner: &str,
+        dir: &Path,
+        volumes: &Path,
+    ) -> Calls {
         let recorder = Recorder::new();
-        let opts = shared.call_options(&recorder);
+        let opts = shared.call_options(&recorder, owner);
         Calls {
             plugin: shared.settings.target.open(&opts),
             shared,
             asker: check,
+            owner: owner.to_owned(),
             recorder,
             ledger: Ledger::default(),
             phase: Phase::Parallel,

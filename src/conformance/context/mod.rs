@@ -21,9 +21,17 @@
 //! - [`settings`]: how a run is configured ([`Settings`], with the
 //!   [`RequestTemplate`] every check's request starts from).
 //!
+//! What any of them sees of the machine (a canary, a listing, a mount point,
+//! a loop device, what a delete left) it sees through the run's host
+//! ([`Shared::host`], a check's [`Ctx::host`]); every plugin handle they open
+//! runs its processes through that host's transport, each call known by its
+//! owner, the sandbox it is made for ([`Shared::call_options`]). Only the
+//! harness's own files in its own dirs ([`sandbox`]: held dirs, canaries
+//! planted and removed) stay on `safe_fs` (see [`crate::conformance::host`]).
+//!
 //! [`Ctx`] is what one check sees of them (a few small types, each with one
 //! owner: [`Ctx::calls`], [`Ctx::steps`], [`Ctx::variant`], [`Ctx::managed`],
-//! [`Ctx::dirs`], [`Ctx::prereqs`]); [`ScenarioRun`] is the engine's handle on a check's run; [`Shared`]
+//! [`Ctx::dirs`], [`Ctx::prereqs`], [`Ctx::host`]); [`ScenarioRun`] is the engine's handle on a check's run; [`Shared`]
 //! holds what the checks of one run share, and no check reaches it.
 
 mod alone;
@@ -68,6 +76,8 @@ pub(crate) use steps::{
 pub(crate) use timing::{Phase, is_provoked, killed_waiting, late, overran};
 pub(crate) use variant::Variant;
 
+use super::host::Host;
+use super::progress::LiveCalls;
 use crate::contract::CreateRequest;
 use crate::plugin::{CallOptions, PluginRun, PluginSource, Recorder};
 
@@ -148,6 +158,10 @@ pub(crate) struct Shared {
     pub awaited: Awaited,
     /// The checks the run's probes are made for.
     pub probe_owners: ProbeOwners,
+    /// The machine the run's calls run on and its checks look at.
+    pub host: Arc<dyn Host>,
+    /// The run's plugin calls under way, each with its owner (for progress).
+    pub live_calls: LiveCalls,
 }
 
 impl Shared {
@@ -155,6 +169,7 @@ impl Shared {
         settings: Settings,
         root: crate::safe_fs::HeldDir,
         probe_owners: ProbeOwners,
+        host: Arc<dyn Host>,
     ) -> Shared {
         let supervisor = crate::exec::Supervisor::new();
         let pin = settings
@@ -182,6 +197,8 @@ impl Shared {
             facts: Facts::default(),
             awaited: Awaited::default(),
             probe_owners,
+            host,
+            live_calls: LiveCalls::default(),
         }
     }
 
@@ -203,14 +220,17 @@ impl Shared {
     /// (the deadline checks) but only killed at the create limit: whether it
     /// works (from another dir, with Nomad's bare environment) and whether it
     /// is quick are separate checks, and a loaded host must not turn the one
-    /// into the other.
-    pub fn call_options(&self, recorder: &Recorder) -> CallOptions {
+    /// into the other. Its processes run through the host's transport, each
+    /// call known as `owner`'s (the sandbox it is made for) while it runs.
+    pub fn call_options(&self, recorder: &Recorder, owner: &str) -> CallOptions {
         let mut timeouts = self.settings.timeouts();
         timeouts.fingerprint = timeouts.create;
-        CallOptions::new(timeouts)
+        let mut opts = CallOptions::new(timeouts)
             .under(self.supervisor.clone())
             .recorded_in(recorder)
-            .pinned(self.pin.clone())
+            .pinned(self.pin.clone());
+        opts.transport = Some(self.live_calls.owned(self.host.transport(), owner));
+        opts
     }
 
     /// Runs the timing phase ([`timing`]) once; call when every parallel
@@ -244,7 +264,7 @@ impl Ctx {
     fn in_dir(shared: Arc<Shared>, check: Asker, dir: &str) -> std::io::Result<Ctx> {
         let dirs = Dirs::new(shared.clone(), dir)?;
         Ok(Ctx {
-            calls: Calls::new(shared, check, dirs.dir(), dirs.volumes()),
+            calls: Calls::new(shared, check, dir, dirs.dir(), dirs.volumes()),
             dirs,
             cited: Mutex::new(Vec::new()),
             unpinned: Mutex::new(None),
@@ -300,6 +320,17 @@ impl Ctx {
     /// The check's own dirs (its volumes dir among them) and its files.
     pub fn dirs(&self) -> &Dirs {
         &self.dirs
+    }
+
+    /// The machine the plugin runs on: how a check looks at disks, mounts,
+    /// loop devices and files around its calls (see [`Host`]).
+    pub fn host(&self) -> &dyn Host {
+        &*self.calls.shared.host
+    }
+
+    /// The same host, shared: for work a check hands to another thread.
+    pub fn shared_host(&self) -> Arc<dyn Host> {
+        self.calls.shared.host.clone()
     }
 
     /// The run's shared probes, and the prerequisites ("needs X") derived
@@ -427,7 +458,12 @@ mod tests {
             subject: None,
             repeats: true,
         };
-        let shared = Arc::new(Shared::new(settings, root, ProbeOwners::all(asker)));
+        let shared = Arc::new(Shared::new(
+            settings,
+            root,
+            ProbeOwners::all(asker),
+            crate::conformance::host::local(),
+        ));
         let run = ScenarioRun::new(shared, asker).unwrap();
         let ctx = run.ctx();
         let names: Vec<String> = (0..3).map(|_| ctx.request().volume_name).collect();

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::Finding;
 use super::residue::Footprint;
+use crate::conformance::host::Host;
 use crate::contract::{CreateRequest, CreateResponse};
 use crate::plugin::PluginCall;
 
@@ -23,9 +24,9 @@ pub(crate) struct CreateProbe {
     pub mounted: bool,
 }
 
-/// Whether something is mounted at `path` (by our mount table).
-pub(crate) fn is_mount_point(path: &Path) -> bool {
-    crate::safe_fs::mountinfo::read()
+/// Whether something is mounted at `path` (by `host`'s mount table).
+pub(crate) fn is_mount_point(host: &dyn Host, path: &Path) -> bool {
+    host.mounts()
         .is_ok_and(|mounts| mounts.iter().any(|m| m.mount_point == path))
 }
 
@@ -41,9 +42,11 @@ pub(crate) struct FreshVolume {
 impl FreshVolume {
     /// The directory at `path` (never through a symlink at its last
     /// component), or `None` when it is no directory or cannot be read.
-    pub fn at(path: &Path) -> Option<FreshVolume> {
-        let (mode, names) = crate::safe_fs::list_dir(path).ok()?;
-        let entries = names
+    pub fn at(host: &dyn Host, path: &Path) -> Option<FreshVolume> {
+        let list = host.list_dir(path).ok()?;
+        let mode = list.mode;
+        let entries = list
+            .names
             .into_iter()
             .map(|n| n.to_string_lossy().into_owned())
             .collect();

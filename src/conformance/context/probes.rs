@@ -134,16 +134,17 @@ impl<'a> Prereqs<'a> {
                     .calls
                     .create(&request, Expect::Success, "create with the default request")
                     .await;
+                let host = &*shared.host;
                 let path_existed = match &call.result {
-                    Ok(resp) => !resp.path.is_empty() && Path::new(&resp.path).exists(),
+                    Ok(resp) => !resp.path.is_empty() && host.exists(Path::new(&resp.path)),
                     Err(_) => false,
                 };
                 let fresh = match &call.result {
-                    Ok(resp) if path_existed => FreshVolume::at(Path::new(&resp.path)),
+                    Ok(resp) if path_existed => FreshVolume::at(host, Path::new(&resp.path)),
                     _ => None,
                 };
                 let mounted = match &call.result {
-                    Ok(resp) if path_existed => is_mount_point(Path::new(&resp.path)),
+                    Ok(resp) if path_existed => is_mount_point(host, Path::new(&resp.path)),
                     _ => false,
                 };
                 shared.probes.keep(probe);
@@ -174,7 +175,7 @@ impl<'a> Prereqs<'a> {
                     .await;
                 let (mut delete, mut footprint, mut no_data) = (None, None, None);
                 if let Ok(resp) = &create.result {
-                    let created_beside = around(&volumes)
+                    let created_beside = around(&*shared.host, &volumes)
                         .into_iter()
                         .filter(|e| e.starts_with("../"))
                         .map(|e| probe.prereqs().shape(&e))
@@ -199,7 +200,7 @@ impl<'a> Prereqs<'a> {
                         )
                         .await;
                     if call.ok() {
-                        let left = around(&volumes)
+                        let left = around(&*shared.host, &volumes)
                             .iter()
                             .map(|e| probe.prereqs().shape(e))
                             .collect();
@@ -331,20 +332,21 @@ impl<'a> Prereqs<'a> {
     pub async fn unlike_default(&self, resp: &CreateResponse) -> Option<String> {
         let probe = self.create_probe().await;
         let path = Path::new(&resp.path);
-        if !path.exists() {
+        let host = &*self.run.host;
+        if !host.exists(path) {
             return Some(format!(
                 "does not exist at {:?}: Nomad would hand out a path with no volume",
                 resp.path
             ));
         }
-        if probe.mounted && !is_mount_point(path) {
+        if probe.mounted && !is_mount_point(host, path) {
             return Some(format!(
                 "is not a mount point at {:?} (the default create's is): Nomad would hand out a \
                  plain directory as the volume",
                 resp.path
             ));
         }
-        match (&probe.fresh, FreshVolume::at(path)) {
+        match (&probe.fresh, FreshVolume::at(host, path)) {
             (Some(default), Some(here)) if *default != here => Some(format!(
                 "is {}, where the default create's is {}",
                 here.describe(),

@@ -14,6 +14,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::{Prereqs, listing};
+use crate::conformance::host::Host;
 
 /// A volume id as the harness makes them (UUID v4, lower case).
 static UUID: LazyLock<Regex> = LazyLock::new(|| {
@@ -43,15 +44,15 @@ impl Footprint {
 
 /// Everything in the volumes dir (relative to it) and beside it (`../name`,
 /// relative to its parent), the volumes dir itself left out.
-pub(crate) fn around(volumes: &Path) -> BTreeSet<String> {
-    let mut out = listing(volumes);
+pub(crate) fn around(host: &dyn Host, volumes: &Path) -> BTreeSet<String> {
+    let mut out = listing(host, volumes);
     let (Some(parent), Some(own)) = (volumes.parent(), volumes.file_name()) else {
         return out;
     };
     let own = own.to_string_lossy();
     let inside = format!("{own}/");
     out.extend(
-        listing(parent)
+        listing(host, parent)
             .into_iter()
             .filter(|e| *e != own && !e.starts_with(&inside))
             .map(|e| format!("../{e}")),
@@ -177,7 +178,9 @@ mod tests {
         std::fs::create_dir_all(dir.path().join(".meta")).unwrap();
         std::fs::write(dir.path().join(".meta/v1.json"), "{}").unwrap();
         std::fs::write(volumes.join(".state-v1"), "").unwrap();
-        let got: Vec<String> = around(&volumes).into_iter().collect();
+        let got: Vec<String> = around(&crate::conformance::host::LocalHost::new(), &volumes)
+            .into_iter()
+            .collect();
         assert_eq!(
             got,
             ["../.meta", "../.meta/v1.json", ".state-v1", "v1"],

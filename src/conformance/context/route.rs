@@ -50,7 +50,7 @@ impl std::fmt::Debug for Race {
 impl Race {
     /// A burst of `size` calls of `calls`' plugin in round `round`.
     pub(crate) fn new(calls: &Calls, size: usize, round: usize) -> Race {
-        let mut opts = calls.shared.call_options(&calls.recorder);
+        let mut opts = calls.shared.call_options(&calls.recorder, &calls.owner);
         opts.at_changes = Some(crate::exec::AtChanges::Hold(crate::exec::Rendezvous::new(
             size, round, &calls.dir,
         )));
@@ -63,7 +63,7 @@ impl Race {
     /// Whether the burst's calls are held at their changes here, or only
     /// started aligned: a plugin run as a process, on a host that can hold.
     pub(crate) fn holds(calls: &Calls) -> bool {
-        !calls.shared.settings.target.is_builtin() && crate::exec::Rendezvous::available()
+        !calls.shared.settings.target.is_builtin() && calls.shared.host.can_hold_changes()
     }
 }
 
@@ -140,12 +140,14 @@ impl Route<'_> {
     ) -> (PluginCall<CreateResponse>, bool, usize) {
         let (_gate, solo) = self.admit(start).await;
         let dir = Path::new(&req.volumes_dir);
-        let before = (self.caller == Caller::Nomad && solo.started_alone).then(|| listing(dir));
+        let host = &*self.calls.shared.host;
+        let before =
+            (self.caller == Caller::Nomad && solo.started_alone).then(|| listing(host, dir));
         self.calls.shared.live.creating(req);
         let call = self.plugin(start).create(req).await;
         let residue = match (&call.result, before, solo.alone()) {
             (Err(_), Some(before), true) => {
-                Some(listing(dir).difference(&before).cloned().collect())
+                Some(listing(host, dir).difference(&before).cloned().collect())
             }
             _ => None,
         };

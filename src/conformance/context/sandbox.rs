@@ -14,6 +14,7 @@ use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::conformance::host::Host;
 use crate::safe_fs::{self, FileId, HeldDir};
 
 /// One check's dirs.
@@ -317,43 +318,21 @@ pub(crate) fn canary_text(path: &Path) -> String {
     format!("dhv-conform canary {}\n", path.display())
 }
 
-/// Whether the canary at `path` is still there, unchanged.
-pub(crate) fn canary_intact(path: &Path) -> bool {
-    if crate::safe_fs::is_block_device(path) {
-        return crate::safe_fs::has_marker(path, canary_text(path).as_bytes());
+/// Whether the canary at `path` is still there, unchanged, as `host` sees it.
+pub(crate) fn canary_intact(host: &dyn Host, path: &Path) -> bool {
+    if host.is_block_device(path) {
+        return host.has_marker(path, canary_text(path).as_bytes());
     }
     // Never through a link, never waiting on a FIFO, never past its own size:
     // whatever was put in the canary's place is evidence, not a hang.
     let want = canary_text(path);
-    crate::safe_fs::read_bounded(path, want.len() as u64, crate::safe_fs::Links::Refuse)
+    host.read_small(path, want.len() as u64)
         .is_ok_and(|t| t == want.as_bytes())
 }
 
 /// Every entry below `dir` (relative paths, `/`-separated, symlinks not
 /// followed), capped so a runaway plugin cannot make us walk forever.
-pub(crate) fn listing(dir: &Path) -> BTreeSet<String> {
+pub(crate) fn listing(host: &dyn Host, dir: &Path) -> BTreeSet<String> {
     const CAP: usize = 20_000;
-    let mut out = BTreeSet::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let path = e.path();
-            let rel = path
-                .strip_prefix(dir)
-                .unwrap_or(&path)
-                .to_string_lossy()
-                .into_owned();
-            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                stack.push(path);
-            }
-            out.insert(rel);
-            if out.len() >= CAP {
-                return out;
-            }
-        }
-    }
-    out
+    host.walk(dir, CAP)
 }

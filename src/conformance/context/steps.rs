@@ -7,8 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use super::{Calls, Ctx, Expect, Finding, Prereqs, Residue, listing};
+use crate::conformance::host::{Host, LoopDevice};
 use crate::conformance::volume_facts::VolumeFacts;
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::PluginCall;
@@ -43,6 +45,8 @@ pub(crate) fn plant_in_volume(ctx: &Ctx, path: &str, step: &str) -> Result<PathB
 /// persists (device nodes do) but must no longer back the volume.
 #[derive(Debug, Clone)]
 pub(crate) struct VolumeAt {
+    /// Where it is looked at.
+    host: Arc<dyn Host>,
     path: String,
     block: bool,
     /// For a loop device: the file it is attached to.
@@ -50,13 +54,16 @@ pub(crate) struct VolumeAt {
 }
 
 impl VolumeAt {
-    /// Takes note of the volume at `path` now, before its delete.
-    pub fn before_delete(path: &str) -> VolumeAt {
+    /// Takes note of the volume at `path` now (on the check's host), before
+    /// its delete.
+    pub fn before_delete(ctx: &Ctx, path: &str) -> VolumeAt {
         let p = Path::new(path);
+        let host = &ctx.calls.shared.host;
         VolumeAt {
             path: path.to_string(),
-            block: crate::safe_fs::is_block_device(p),
-            backing: crate::safe_fs::loop_backing(p),
+            block: host.is_block_device(p),
+            backing: host.loop_backing(p),
+            host: host.clone(),
         }
     }
 
@@ -65,7 +72,7 @@ impl VolumeAt {
     /// waited for, within a bound.
     pub async fn gone(&self) -> bool {
         if !self.block {
-            return !Path::new(&self.path).exists();
+            return !self.host.exists(Path::new(&self.path));
         }
         let Some(before) = &self.backing else {
             // Another kind of block device: its node stays; nothing more to tell.
@@ -73,14 +80,14 @@ impl VolumeAt {
         };
         let deadline = std::time::Instant::now() + LOOP_RELEASE;
         loop {
-            if crate::safe_fs::loop_backing(Path::new(&self.path)).as_ref() != Some(before) {
+            if self.host.loop_backing(Path::new(&self.path)).as_ref() != Some(before) {
                 return true;
             }
             if std::time::Instant::now() >= deadline {
                 // Told to go, and only held by an opener (the plugin's calls
                 // are over: not one of its processes): the delete did its
                 // part, the kernel clears it at the last close.
-                return crate::safe_fs::detach_deferred(Path::new(&self.path));
+                return self.host.loop_detach_deferred(Path::new(&self.path));
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
@@ -120,14 +127,12 @@ pub(crate) const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_s
 /// The devices of `devices` still attached to their files once each had
 /// [`LOOP_RELEASE`] to be let go (the kernel clears a deferred detach from a
 /// work queue, on a loaded host seconds after the last close).
-pub(crate) async fn still_attached(
-    devices: &[crate::safe_fs::LoopDevice],
-) -> Vec<crate::safe_fs::LoopDevice> {
+pub(crate) async fn still_attached(host: &dyn Host, devices: &[LoopDevice]) -> Vec<LoopDevice> {
     let deadline = std::time::Instant::now() + LOOP_RELEASE;
     loop {
         let still: Vec<_> = devices
             .iter()
-            .filter(|d| crate::safe_fs::is_attached(d))
+            .filter(|d| host.loop_attached(d))
             .cloned()
             .collect();
         if still.is_empty() {
@@ -138,7 +143,7 @@ pub(crate) async fn still_attached(
             // `VolumeAt::gone`).
             return still
                 .into_iter()
-                .filter(|d| !crate::safe_fs::detach_deferred(&d.device))
+                .filter(|d| !host.loop_detach_deferred(&d.device))
                 .collect();
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -147,8 +152,8 @@ pub(crate) async fn still_attached(
 
 /// The mounts at or below `dir` (a volumes dir after its volumes were
 /// deleted: each one a delete left behind), for the checks to name.
-pub(crate) fn mounts_left(dir: &Path) -> Vec<String> {
-    crate::safe_fs::mounts_under(dir)
+pub(crate) fn mounts_left(host: &dyn Host, dir: &Path) -> Vec<String> {
+    host.mounts_under(dir)
         .unwrap_or_default()
         .iter()
         .map(|m| m.to_string())
@@ -158,8 +163,8 @@ pub(crate) fn mounts_left(dir: &Path) -> Vec<String> {
 /// The loop devices attached to files at or below `dir` (a check's dir after
 /// its volumes were deleted: each one a delete left behind), for the checks
 /// to name.
-pub(crate) fn loops_left(dir: &Path) -> Vec<String> {
-    crate::safe_fs::loops_backed_under(dir)
+pub(crate) fn loops_left(host: &dyn Host, dir: &Path) -> Vec<String> {
+    host.loops_backed_under(dir)
         .iter()
         .map(|l| l.to_string())
         .collect()
@@ -293,7 +298,8 @@ impl<'a> Steps<'a> {
         holds: Holds,
     ) -> Result<String, Finding> {
         let dir = Path::new(&req.volumes_dir);
-        let before = listing(dir);
+        let host = &*self.calls.shared.host;
+        let before = listing(host, dir);
         // Either: these requests may be refused; how is judged below. A
         // create that timed out is judged by its re-run alone.
         let step = format!("create with {label}");
@@ -306,9 +312,9 @@ impl<'a> Steps<'a> {
                 let satisfiable = max <= 0 || min <= max;
                 let outside = satisfiable && !req.admits_bytes(resp.bytes);
                 // Measured before the delete takes the volume away.
-                let facts = VolumeFacts::measure(Path::new(&resp.path)).ok();
+                let facts = VolumeFacts::measure(host, Path::new(&resp.path)).ok();
                 let overcommitted =
-                    holds.backed && facts.as_ref().is_some_and(VolumeFacts::is_overcommitted);
+                    holds.backed && facts.as_ref().is_some_and(|f| f.is_overcommitted(host));
                 // What the device behind it really holds, against the least
                 // asked for: a block device of 0 bytes meets no request.
                 let short = facts
@@ -432,7 +438,10 @@ impl Prereqs<'_> {
     /// What is in `dir` now and was not in `before`, split by cause (see
     /// [`leftovers`](Self::leftovers)).
     pub async fn left_since(&self, dir: &Path, before: &BTreeSet<String>) -> Residue {
-        let new = listing(dir).difference(before).cloned().collect::<Vec<_>>();
+        let new = listing(&*self.run.host, dir)
+            .difference(before)
+            .cloned()
+            .collect::<Vec<_>>();
         self.leftovers(new).await
     }
 }

@@ -33,7 +33,7 @@ impl<'a> Variant<'a> {
     /// The same plugin as `calls`' with other call options (a working dir,
     /// extra variables), sharing that check's recorder and ledger.
     pub(super) fn new(calls: &'a Calls, adjust: impl FnOnce(&mut CallOptions)) -> Variant<'a> {
-        let mut opts = calls.shared.call_options(&calls.recorder);
+        let mut opts = calls.shared.call_options(&calls.recorder, &calls.owner);
         adjust(&mut opts);
         Variant {
             calls,
@@ -54,7 +54,7 @@ impl<'a> Variant<'a> {
     /// call, so they stay Nomad's (logged for the run-wide checks, made
     /// again alone when one fails in a bystander).
     pub(super) fn watched(calls: &'a Calls, watch: crate::exec::AtChanges) -> Variant<'a> {
-        let mut opts = calls.shared.call_options(&calls.recorder);
+        let mut opts = calls.shared.call_options(&calls.recorder, &calls.owner);
         opts.at_changes = Some(watch);
         Variant {
             calls,

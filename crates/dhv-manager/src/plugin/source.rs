@@ -69,6 +69,9 @@ pub struct CallOptions {
     /// The plugin file pinned for the run: looked at before every call
     /// (see [`PluginPin`](super::PluginPin)); default: not pinned.
     pub pin: Option<std::sync::Arc<super::PluginPin>>,
+    /// Where an executable's processes run (see
+    /// [`ExternalPlugin::with_transport`]); default: a local process.
+    pub transport: Option<Arc<dyn super::transport::Transport>>,
 }
 
 impl CallOptions {
@@ -195,6 +198,9 @@ impl PluginSource {
         }
         if let Some(pin) = &opts.pin {
             plugin = plugin.with_pin(pin.clone());
+        }
+        if let Some(transport) = &opts.transport {
+            plugin = plugin.with_transport(transport.clone());
         }
         Arc::new(plugin)
     }

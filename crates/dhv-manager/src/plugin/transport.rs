@@ -3,7 +3,9 @@
 //! [`ExternalPlugin`](super::ExternalPlugin)) and how a process is started,
 //! watched and reaped. Today that is a local process ([`LocalProcess`],
 //! through [`dhv_host::exec`]); a container or a remote node would be one more
-//! [`Transport`], in one new file.
+//! [`Transport`], in one new file. The conformance engine takes the one of
+//! its run's host and opens every plugin handle of the run with it
+//! ([`CallOptions::transport`](super::CallOptions::transport)).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
