@@ -247,27 +247,7 @@ fn suite(
     let mut outcomes = Vec::new();
     let mut failed = None;
     for (name, fixture, template) in requests(&config) {
-        let opts = SuiteOptions {
-            settings: Settings {
-                target: config.plugin.clone(),
-                template,
-                timeout_scale: config.timeout_scale,
-                claims: config.claims.clone(),
-                pin: None,
-            },
-            strict: config.strict,
-            fixture: fixture.clone(),
-            libtest: libtest_args(
-                &config.filter,
-                config.exact,
-                &config.skip,
-                config.test_threads,
-                config.print,
-            ),
-            progress: progress.clone(),
-            keep: config.keep,
-            host: None,
-        };
+        let opts = request_options(&config, fixture.clone(), template, progress.clone());
         match conformance::run_suite_with(rt, opts, signals.share(), config.work_dir.as_deref()) {
             Ok(outcome) => {
                 let cut_short = outcome.interrupted.is_some();
@@ -288,6 +268,45 @@ fn suite(
     if let Some(e) = failed {
         return Err(e.into());
     }
+    Ok(merged(outcomes, &config))
+}
+
+/// How one request of the run is run: `config`'s settings and checks, with
+/// the request's fixture and template.
+fn request_options(
+    config: &SuiteConfig,
+    fixture: Option<String>,
+    template: RequestTemplate,
+    progress: Progress,
+) -> SuiteOptions {
+    SuiteOptions {
+        settings: Settings {
+            target: config.plugin.clone(),
+            template,
+            timeout_scale: config.timeout_scale,
+            claims: config.claims.clone(),
+            pin: None,
+        },
+        strict: config.strict,
+        fixture,
+        libtest: libtest_args(
+            &config.filter,
+            config.exact,
+            &config.skip,
+            config.test_threads,
+            config.print,
+        ),
+        progress,
+        keep: config.keep,
+        host: None,
+    }
+}
+
+/// The requests' outcomes as the one run, with the config it ran under.
+fn merged(
+    outcomes: Vec<(String, Option<String>, conformance::SuiteOutcome)>,
+    config: &SuiteConfig,
+) -> SuiteRun {
     // An earlier request's teardown that left something is the one reported.
     let mut untidy = None;
     let mut outcome = crate::cli::check_requests::merge_outcomes(outcomes, |_, teardown| {
@@ -298,11 +317,11 @@ fn suite(
     }
     outcome.report.config =
         crate::cli::check_requests::config_info(config.config_file.as_deref(), &config.claims);
-    Ok(SuiteRun {
+    SuiteRun {
         report: outcome.report,
         teardown: outcome.teardown,
         harness_failed: outcome.harness_failed,
-    })
+    }
 }
 
 /// A panic of the progress hook, caught to be raised again after the teardown.

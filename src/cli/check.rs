@@ -20,6 +20,7 @@ use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, print_stderr};
 use crate::conformance::{
     self, CATALOGUE, Claims, Progress, RequestTemplate, Settings, SuiteOptions,
 };
+use crate::plugin::PluginPin;
 use crate::report;
 
 /// `--test-threads`' default: every check at once (a check mostly waits on its
@@ -31,14 +32,7 @@ const MAX_TIMEOUT_SCALE: f64 = 100.0;
 
 /// Runs `check`.
 pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
-    let config =
-        super::config::find(args.config.as_deref(), &args.plugin).map_err(CliError::usage)?;
-    if let Some(c) = &config {
-        with_config(&mut args, c);
-    }
-    validate_numbers(&args)?;
-    // Every call cgroup of the run gets these (the defaults without a config).
-    crate::exec::set_call_limits(config.as_ref().map(|c| c.limits).unwrap_or_default());
+    let config = configure(&mut args)?;
     let color = color_choice(args.color.as_deref())?.unwrap_or(false);
     let format = progress_format(&args)?;
     let requests = requests(&args, config.as_ref())?;
@@ -46,13 +40,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
     if args.list {
         return list(&args, format);
     }
-    let chosen = selection(&args)?;
-    let target = target(&args.plugin)?;
-    let outputs = open_outputs(&args, &inputs(&args, &target, config.as_ref(), &requests))?;
-    let claims = claims_of(config.as_ref(), &target);
-    config_leaves_some(&args, &claims, config.as_ref().map(|c| c.path.as_path()))?;
-    super::clean::check_work_dir(args.work_dir.as_deref())?;
-    super::clean::before_a_run(args.work_dir.as_deref());
+    let plan = plan(&args, config.as_ref(), &requests)?;
     let (progress_to, table_to) = line_streams(&args, format);
     let printer = Printer::new(
         format,
@@ -60,25 +48,19 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
         args.strict,
         progress_to,
         Duration::from_secs_f64(args.slow_after),
-        CATALOGUE.len() - chosen,
+        CATALOGUE.len() - plan.chosen,
     );
-    let what = what_is_checked(&target, &args, config.as_ref());
+    let what = what_is_checked(&plan.target, &args, config.as_ref());
     // Pinned once for every round and request: the plugin that ran is the
     // plugin reported, and a change between rounds shows too.
-    let pin = crate::plugin::PluginPin::for_source(&target);
-    printer.begin(&what, chosen * requests.len());
+    let pin = crate::plugin::PluginPin::for_source(&plan.target);
+    printer.begin(&what, plan.chosen * requests.len());
     let ticker = printer.watch_slow();
 
     let late = LateEnding::listen()?;
     let started = std::time::SystemTime::now();
     let rounds = rounds(&args)?;
-    let base = Settings {
-        target: target.clone(),
-        template: RequestTemplate::default(),
-        timeout_scale: args.timeout_scale.unwrap_or(1.0),
-        claims: claims.clone(),
-        pin: pin.clone(),
-    };
+    let base = plan.settings(&args, pin.clone());
     let outcomes = match run_requests(rt, &args, requests, &base, rounds, &printer) {
         Ok(outcomes) => outcomes,
         Err(e) => {
@@ -87,21 +69,95 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: CheckArgs) -> CliResult {
             return Err(e);
         }
     };
-    let mut outcome = merged(outcomes);
-    outcome.report.config = config_info(config.as_ref().map(|c| c.path.as_path()), &claims);
-    // Last, as merging rounds and requests recounts the verdict.
-    if let Some(change) = pin.as_ref().and_then(|p| p.change()) {
-        outcome
-            .report
-            .mark_plugin_changed(conformance::plugin_changed(change));
-    }
+    let outcome = merged_outcome(outcomes, config.as_ref(), &plan.claims, pin.as_deref());
     printer.end(Some(Ending {
         verdict: outcome.report.summary.verdict,
         interrupted: outcome.report.interrupted.as_deref(),
     }));
     let _ = ticker.join();
-    let code = finish(&args, &outputs, outcome, node, started, color, table_to)?;
+    let code = finish(
+        &args,
+        &plan.outputs,
+        outcome,
+        node,
+        started,
+        color,
+        table_to,
+    )?;
     late_ending(&late, code)
+}
+
+/// The config found for the run, its settings given to `args` where no flag
+/// set them, and the numbers checked; every plugin call is held to its limits.
+fn configure(args: &mut CheckArgs) -> Result<Option<Config>, CliError> {
+    let config =
+        super::config::find(args.config.as_deref(), &args.plugin).map_err(CliError::usage)?;
+    if let Some(c) = &config {
+        with_config(args, c);
+    }
+    validate_numbers(args)?;
+    // Every call cgroup of the run gets these (the defaults without a config).
+    crate::exec::set_call_limits(config.as_ref().map(|c| c.limits).unwrap_or_default());
+    Ok(config)
+}
+
+/// What a run checks and where it writes, settled before anything runs.
+struct Plan {
+    /// How many checks the selection leaves.
+    chosen: usize,
+    target: conformance::Target,
+    outputs: Outputs,
+    claims: Claims,
+}
+
+/// The run's [`Plan`]: the checks selected, the plugin, every output opened
+/// (none an input), the claims (which must leave some check to run) and a
+/// usable work dir, cleared of what an earlier run left.
+fn plan(args: &CheckArgs, config: Option<&Config>, requests: &[Request]) -> Result<Plan, CliError> {
+    let chosen = selection(args)?;
+    let target = target(&args.plugin)?;
+    let outputs = open_outputs(args, &inputs(args, &target, config, requests))?;
+    let claims = claims_of(config, &target);
+    config_leaves_some(args, &claims, config.map(|c| c.path.as_path()))?;
+    super::clean::check_work_dir(args.work_dir.as_deref())?;
+    super::clean::before_a_run(args.work_dir.as_deref());
+    Ok(Plan {
+        chosen,
+        target,
+        outputs,
+        claims,
+    })
+}
+
+impl Plan {
+    /// The settings each request's run starts from.
+    fn settings(&self, args: &CheckArgs, pin: Option<Arc<PluginPin>>) -> Settings {
+        Settings {
+            target: self.target.clone(),
+            template: RequestTemplate::default(),
+            timeout_scale: args.timeout_scale.unwrap_or(1.0),
+            claims: self.claims.clone(),
+            pin,
+        }
+    }
+}
+
+/// The requests' outcomes as one, with the config and claims it ran under.
+fn merged_outcome(
+    outcomes: Vec<(String, Option<String>, conformance::SuiteOutcome)>,
+    config: Option<&Config>,
+    claims: &Claims,
+    pin: Option<&PluginPin>,
+) -> conformance::SuiteOutcome {
+    let mut outcome = merged(outcomes);
+    outcome.report.config = config_info(config.map(|c| c.path.as_path()), claims);
+    // Last, as merging rounds and requests recounts the verdict.
+    if let Some(change) = pin.and_then(|p| p.change()) {
+        outcome
+            .report
+            .mark_plugin_changed(conformance::plugin_changed(change));
+    }
+    outcome
 }
 
 /// The claims the checks hold the plugin to: its config's, the built-in's

@@ -262,8 +262,15 @@ pub(super) fn open_outputs(
         .chain(snapshot.map(|path| ("--snapshot", path)))
         .chain(pending.as_deref().map(|path| ("--bless", path)))
         .collect();
+    let opened = open_each(&files, inputs)?;
+    refuse_one_file_twice(&files)?;
+    Ok(outputs_of(args, opened, in_place))
+}
+
+/// Opens each of `files` (flag, path), in order; none may be one of `inputs`.
+fn open_each(files: &[(&str, &Path)], inputs: &[(&str, PathBuf)]) -> Result<Vec<Output>, CliError> {
     let mut opened = Vec::new();
-    for (flag, path) in &files {
+    for (flag, path) in files {
         let opts = if matches!(*flag, "--snapshot" | "--bless") {
             // A snapshot is committed: flushed to disk before the rename.
             WriteOptions {
@@ -281,8 +288,14 @@ pub(super) fn open_outputs(
                 path.display()
             )));
         }
-        opened.push((*flag, out));
+        opened.push(out);
     }
+    Ok(opened)
+}
+
+/// Two of `files` (flag, path) that end in one file are refused: only the
+/// last written would be kept.
+fn refuse_one_file_twice(files: &[(&str, &Path)]) -> Result<(), CliError> {
     for (i, (flag, path)) in files.iter().enumerate() {
         if let Some((other, _)) = files[..i].iter().find(|(_, p)| same_file(p, path)) {
             return Err(CliError::usage(format!(
@@ -291,6 +304,12 @@ pub(super) fn open_outputs(
             )));
         }
     }
+    Ok(())
+}
+
+/// The [`Outputs`], from what was `opened` in [`open_outputs`]' order: the
+/// report files, then the snapshot, then its pending file.
+fn outputs_of(args: &CheckArgs, opened: Vec<Output>, in_place: bool) -> Outputs {
     let mut opened = opened.into_iter();
     let mut outputs = Outputs {
         reports: Vec::new(),
@@ -299,18 +318,18 @@ pub(super) fn open_outputs(
     for (format, path) in args.reports.requested() {
         if format.flag == "--json" && path == Path::new("-") {
             outputs.reports.push((format, Dest::Stdout));
-        } else if let Some((_, out)) = opened.next() {
+        } else if let Some(out) = opened.next() {
             outputs.reports.push((format, Dest::File(out)));
         }
     }
-    let snapshot = opened.next().map(|(_, out)| out);
+    let snapshot = opened.next();
     outputs.blessed = match (snapshot, opened.next()) {
-        (Some(_), Some((_, pending))) => Some(Bless::Pending(pending)),
+        (Some(_), Some(pending)) => Some(Bless::Pending(pending)),
         (Some(out), None) if in_place => Some(Bless::InPlace(out)),
         (Some(out), None) => Some(Bless::Accepted(out)),
         (None, _) => None,
     };
-    Ok(outputs)
+    outputs
 }
 
 /// Which of `inputs` the output `out` would write over: the same file (device

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::conformance::{Attachment, Claims, Effect, ParameterClaim, RequestTemplate, fixture};
+use crate::conformance::{Attachment, Claims, Effect, RequestTemplate};
+
+mod sections;
 
 /// The file looked for beside the plugin when `--config` is not given.
 pub const FILE_NAME: &str = "dhv-conform.toml";
@@ -209,67 +211,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, String> {
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
     let at = |key: &str| format!("{shown}:{}", line_of_key(text, key));
-    if let Some(scale) = raw.timeout_scale
-        && !(scale.is_finite() && scale > 0.0 && scale <= 100.0)
-    {
-        return Err(format!(
-            "{}: timeout_scale must be more than 0 and at most 100, not {scale}",
-            at("timeout_scale")
-        ));
-    }
+    sections::timeout_scale(raw.timeout_scale, &at)?;
     let limits = limits(&raw.limits, &at)?;
-    let mut requests = Vec::new();
-    for r in raw.request {
-        if r.name.trim().is_empty() {
-            return Err(format!("{}: a [[request]] needs a name", at("name")));
-        }
-        if requests.iter().any(|q: &Request| q.name == r.name) {
-            return Err(format!("{}: two requests named {:?}", at(&r.name), r.name));
-        }
-        let file = base.join(&r.fixture);
-        let template = fixture::load(&file)
-            .map_err(|e| format!("{}: request {:?}: {e}", at("fixture"), r.name))?
-            .template;
-        requests.push(Request {
-            name: r.name,
-            fixture: file,
-            template,
-        });
-    }
-    let mut skips = BTreeMap::new();
-    for (id, reason) in raw.skip {
-        if crate::conformance::catalogue::find(&id).is_none() {
-            let close = super::explain::close_ids(&id);
-            let hint = if close.is_empty() {
-                "; `dhv-conform check --list` lists the ids".to_owned()
-            } else {
-                format!("; did you mean {}?", close.join(", "))
-            };
-            return Err(format!("{}: [skip] names no check {id:?}{hint}", at(&id)));
-        }
-        if reason.trim().is_empty() {
-            return Err(format!(
-                "{}: [skip] {id:?} needs a reason: a skipped check is shown in every report with it",
-                at(&id)
-            ));
-        }
-        skips.insert(id, reason);
-    }
+    let requests = sections::requests(raw.request, base, &at)?;
+    let skips = sections::skips(raw.skip, &at)?;
     let c = raw.claims;
-    let mut parameters = Vec::new();
-    for (key, p) in c.parameters {
-        if p.values.is_empty() {
-            return Err(format!(
-                "{}: [claims.parameters.{key}] needs at least one value to try",
-                at(&key)
-            ));
-        }
-        parameters.push(ParameterClaim {
-            key,
-            effect: p.effect.into(),
-            values: p.values,
-        });
-    }
+    let parameters = sections::parameters(c.parameters, &at)?;
     Ok(Config {
         path: path.to_path_buf(),
         strict: raw.strict.unwrap_or(false),

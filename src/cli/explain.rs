@@ -158,35 +158,7 @@ pub fn checks_markdown() -> String {
          in src/conformance/checks/; a test keeps it in sync. Do not edit by hand. -->\n\n",
     );
     out.push_str("# The conformance checks\n\n");
-    out.push_str(
-        "What `dhv-conform check PLUGIN` verifies. Every check runs the plugin exactly as a \
-         Nomad client does (cleared environment, the `DHV_*` variables, stdin `/dev/null`), \
-         with its own volumes dir and fresh volume ids. Ids are stable: filters, reports and \
-         snapshots use them. `dhv-conform explain ID` prints one entry.\n\n\
-         Levels: **must** failures make the plugin non-conformant (exit 1); **should** \
-         failures are warnings (failures under `--strict`); **info** is a measurement.\n\n\
-         Statuses: **pass**; **fail** (a must, or a should under `--strict`); **warn** (a \
-         should that failed); **skip**, always with its reason; **info**, a measurement.\n\n\
-         The default request, which every check starts from and a `--fixture` replaces: \
-         volume name `conformance-` and the first 8 hex digits of the volume id (a fresh \
-         lower-case UUID per volume), namespace `default`, node pool `default`, \
-         capacity_min 50000000 and capacity_max 100000000 bytes, no parameters.\n\n\
-         A check is skipped, with its reason, when it cannot judge: `needs X` when a check \
-         it builds on did not pass (that check reports the cause once), and `inconclusive: \
-         … timed out alone too` when a call it compares or diagnoses timed out and timed out \
-         again when made alone. Calls are made many at once; one that times out only under \
-         the run's own load is made again with no other call of the run in flight, and the \
-         verdict rests on that call. A call of the operation a check is about that fails \
-         beside other calls is made again alone too: when it then succeeds, the check goes on \
-         from it and cites `process.repeatable`, which reports that race once (the concurrency \
-         checks, whose question is the company itself, keep what they met).\n\n\
-         One root cause gives one finding. A delete that fails on a volume holding data is \
-         `delete.succeeds`'s; a create that fails for an existing volume is \
-         `create.idempotent`'s; volumes that share a path are `create.distinct`'s; what every \
-         create and delete leaves behind is `delete.no-residue`'s; an overrun confirmed alone is \
-         the deadline check's. The other checks that meet the same cause skip `needs X` or \
-         cite X in their message instead of failing again.\n\n",
-    );
+    out.push_str(introduction());
     out.push_str("| id | level | rule |\n|---|---|---|\n");
     for spec in CATALOGUE {
         let _ = writeln!(
@@ -211,6 +183,38 @@ pub fn checks_markdown() -> String {
         out.pop();
     }
     out
+}
+
+/// What every check shares, before the list: how a plugin is run, the
+/// levels and statuses, the default request, skips and findings.
+fn introduction() -> &'static str {
+    "What `dhv-conform check PLUGIN` verifies. Every check runs the plugin exactly as a \
+     Nomad client does (cleared environment, the `DHV_*` variables, stdin `/dev/null`), \
+     with its own volumes dir and fresh volume ids. Ids are stable: filters, reports and \
+     snapshots use them. `dhv-conform explain ID` prints one entry.\n\n\
+     Levels: **must** failures make the plugin non-conformant (exit 1); **should** \
+     failures are warnings (failures under `--strict`); **info** is a measurement.\n\n\
+     Statuses: **pass**; **fail** (a must, or a should under `--strict`); **warn** (a \
+     should that failed); **skip**, always with its reason; **info**, a measurement.\n\n\
+     The default request, which every check starts from and a `--fixture` replaces: \
+     volume name `conformance-` and the first 8 hex digits of the volume id (a fresh \
+     lower-case UUID per volume), namespace `default`, node pool `default`, \
+     capacity_min 50000000 and capacity_max 100000000 bytes, no parameters.\n\n\
+     A check is skipped, with its reason, when it cannot judge: `needs X` when a check \
+     it builds on did not pass (that check reports the cause once), and `inconclusive: \
+     … timed out alone too` when a call it compares or diagnoses timed out and timed out \
+     again when made alone. Calls are made many at once; one that times out only under \
+     the run's own load is made again with no other call of the run in flight, and the \
+     verdict rests on that call. A call of the operation a check is about that fails \
+     beside other calls is made again alone too: when it then succeeds, the check goes on \
+     from it and cites `process.repeatable`, which reports that race once (the concurrency \
+     checks, whose question is the company itself, keep what they met).\n\n\
+     One root cause gives one finding. A delete that fails on a volume holding data is \
+     `delete.succeeds`'s; a create that fails for an existing volume is \
+     `create.idempotent`'s; volumes that share a path are `create.distinct`'s; what every \
+     create and delete leaves behind is `delete.no-residue`'s; an overrun confirmed alone is \
+     the deadline check's. The other checks that meet the same cause skip `needs X` or \
+     cite X in their message instead of failing again.\n\n"
 }
 
 /// GitHub's heading anchor for an entry: lower case, punctuation but `-` dropped.

@@ -146,17 +146,7 @@ async fn observe(target: &PluginSource) -> Result<Seen, CliError> {
 /// The config's text: what was seen as comments, claims only where seen.
 fn render(plugin: &Path, seen: &Seen) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# dhv-conform.toml for {}, written by `dhv-conform init`.",
-        plugin.display()
-    );
-    let _ = writeln!(
-        out,
-        "# Confirm every claim below: `dhv-conform check` verifies each one on real volumes.\n\
-         # Every key is documented in dhv-conform's docs/config.md.\n"
-    );
-    let _ = writeln!(out, "# strict = true\n");
+    header(&mut out, plugin);
     let _ = writeln!(out, "[claims]");
     match (&seen.error, &seen.facts) {
         (Some(e), _) => {
@@ -180,29 +170,56 @@ fn render(plugin: &Path, seen: &Seen) -> String {
                 f.gid,
                 seen.bytes
             );
-            match &f.kind {
-                Kind::BlockDevice { .. } => {
-                    let _ = writeln!(out, "attachment = \"block-device\"");
-                    let _ = writeln!(out, "# capacity = \"enforced\"");
-                }
-                Kind::Mount { fs_type, .. } => {
-                    let _ = writeln!(out, "attachment = \"file-system\"");
-                    let _ = writeln!(out, "filesystem = \"{fs_type}\"");
-                    let _ = writeln!(
-                        out,
-                        "# A filesystem of its own size: confirm that writing past it fails.\ncapacity = \"enforced\""
-                    );
-                }
-                _ => {
-                    let _ = writeln!(out, "attachment = \"file-system\"");
-                    let _ = writeln!(
-                        out,
-                        "# A plain directory: no capacity of its own. With a quota, claim it:\n# capacity = \"enforced\""
-                    );
-                }
-            }
+            attachment_claims(&mut out, &f.kind);
         }
     }
+    claims_to_confirm(&mut out);
+    out
+}
+
+/// Where the config came from, how it is confirmed, and `strict` to turn on.
+fn header(out: &mut String, plugin: &Path) {
+    let _ = writeln!(
+        out,
+        "# dhv-conform.toml for {}, written by `dhv-conform init`.",
+        plugin.display()
+    );
+    let _ = writeln!(
+        out,
+        "# Confirm every claim below: `dhv-conform check` verifies each one on real volumes.\n\
+         # Every key is documented in dhv-conform's docs/config.md.\n"
+    );
+    let _ = writeln!(out, "# strict = true\n");
+}
+
+/// The attachment, filesystem and capacity claims the volume made suggests.
+fn attachment_claims(out: &mut String, kind: &Kind) {
+    match kind {
+        Kind::BlockDevice { .. } => {
+            let _ = writeln!(out, "attachment = \"block-device\"");
+            let _ = writeln!(out, "# capacity = \"enforced\"");
+        }
+        Kind::Mount { fs_type, .. } => {
+            let _ = writeln!(out, "attachment = \"file-system\"");
+            let _ = writeln!(out, "filesystem = \"{fs_type}\"");
+            let _ = writeln!(
+                out,
+                "# A filesystem of its own size: confirm that writing past it fails.\ncapacity = \"enforced\""
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "attachment = \"file-system\"");
+            let _ = writeln!(
+                out,
+                "# A plain directory: no capacity of its own. With a quota, claim it:\n# capacity = \"enforced\""
+            );
+        }
+    }
+}
+
+/// What no create can show, as commented-out examples: ephemeral, the
+/// parameters' effects and the skips.
+fn claims_to_confirm(out: &mut String) {
     let _ = writeln!(
         out,
         "# ephemeral = true        # the volume is lost on a reboot by design"
@@ -213,5 +230,4 @@ fn render(plugin: &Path, seen: &Seen) -> String {
          # [claims.parameters.mode]\n# effect = \"mode\"        # mode, uid, gid or fs_type\n# values = [\"0750\"]\n\
          \n# Checks skipped, each with the reason every report shows:\n# [skip]\n# \"check.id\" = \"why\""
     );
-    out
 }

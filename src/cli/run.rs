@@ -12,11 +12,11 @@ use crate::conformance::RequestTemplate;
 use crate::contract::Operation;
 use crate::contract::{self, CreateRequest, DeleteRequest, Parameters};
 use crate::plugin::{
-    CallOptions, HostVolumePlugin, KillMode, PluginCall, PluginError, PluginRun, PluginSource,
-    Timeouts,
+    CallOptions, HostVolumePlugin, KillMode, PluginCall, PluginError, PluginSource, Timeouts,
 };
-use crate::report::VersionInfo;
-use crate::report::{CreateOutput, printable};
+use crate::report::printable;
+
+mod calls;
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
@@ -350,63 +350,10 @@ async fn dispatch(
         ..OneRun::default()
     };
     match op.parse::<Operation>() {
-        Ok(Operation::Fingerprint) => {
-            let call = plugin.fingerprint().await;
-            if let Some(fp) = report.absorb(call) {
-                report.version = Some(fp.version);
-            }
-            if report.version.is_none() {
-                // Show what the plugin printed even when Nomad rejects the version.
-                let stdout = report.run.as_ref().map(PluginRun::stdout).unwrap_or(&[]);
-                report.version = crate::plugin::shown_version(stdout)
-                    .as_deref()
-                    .map(VersionInfo::from_raw);
-            }
-        }
-        Ok(Operation::Create) => {
-            if let Some(resp) = report.absorb(plugin.create(create).await) {
-                report.response = Some(CreateOutput {
-                    path: resp.path,
-                    bytes: resp.bytes,
-                });
-            }
-            let refused = crate::plugin::mkdir::refused_parameters(create.parameters.as_ref());
-            let named = report
-                .error
-                .as_deref()
-                .is_some_and(|e| e.starts_with("invalid value for "));
-            if plugin.is_builtin() && named && refused > 1 {
-                report.builtin_notes.push(format!(
-                    "{refused} mkdir parameters are invalid: Go walks the parameter map in \
-                     random order, so Nomad names any one of them; this names the first in key order"
-                ));
-            }
-        }
-        Ok(Operation::Delete) => {
-            report.absorb(plugin.delete(delete).await);
-            let unsure = report.error.as_deref().is_some_and(remove_all_step_unsure);
-            if plugin.is_builtin() && unsure {
-                report.builtin_notes.push(
-                    "Go's os.RemoveAll names whichever of its inner steps failed (unlinkat, \
-                     openfdat, ...) and the path below the volume where it failed; this names \
-                     unlinkat of the volume's path"
-                        .to_string(),
-                );
-            }
-        }
-        Err(_) => {
-            let env = vec![(contract::var::OPERATION.to_string(), op.to_string())];
-            let Some(run) = plugin.run_unknown(op, env).await else {
-                return Err(CliError::usage(format!(
-                    "the built-in mkdir plugin has no operation {op:?} (fingerprint, create, delete)"
-                )));
-            };
-            if !run.succeeded() {
-                report.error = Some(format!("operation {op:?} failed: {}", run.exit_error()));
-            }
-            report.env = run.env.clone();
-            report.run = Some(run);
-        }
+        Ok(Operation::Fingerprint) => report.call_fingerprint(plugin).await,
+        Ok(Operation::Create) => report.call_create(plugin, create).await,
+        Ok(Operation::Delete) => report.call_delete(plugin, delete).await,
+        Err(_) => report.call_unknown(plugin, op).await?,
     }
     Ok(report)
 }

@@ -126,18 +126,7 @@ pub(super) fn not_reproduced(
     run: Option<&PluginRun>,
     follow: Duration,
 ) -> Vec<String> {
-    let mut notes = Vec::new();
-    if let RunBy::Path { lookup_error } = run_by {
-        notes.push(match lookup_error {
-            Some(e) => format!(
-                "run by path, not by id from a plugin dir as Nomad runs a plugin: \
-                 Nomad's lookup of it in its own dir refuses it ({e})"
-            ),
-            None => "run by path, not by id from a plugin dir as Nomad runs a plugin \
-                     (Nomad's lookup of it in its own dir finds it)"
-                .to_string(),
-        });
-    }
+    let mut notes: Vec<String> = by_path_note(run_by).into_iter().collect();
     let Some(outcome) = run.and_then(|r| r.result.as_ref().ok()) else {
         return notes;
     };
@@ -147,46 +136,85 @@ pub(super) fn not_reproduced(
          agent's process group, session and cgroup"
             .to_string(),
     );
-    if !outcome.leftovers.is_empty() {
-        let pids: Vec<String> = outcome
-            .leftovers
-            .iter()
-            .map(|l| l.pid.to_string())
-            .collect();
-        let (what, were) = match pids.len() {
-            1 => ("1 process".to_string(), "was"),
-            n => (format!("{n} processes"), "were"),
-        };
-        notes.push(format!(
-            "{what} the plugin started (pid {}) {were} still running after the call and \
-             killed then: Nomad 2.0.5 leaves them running",
-            pids.join(", ")
-        ));
-    }
-    for s in outcome.streams().iter().filter(|s| s.truncated) {
-        notes.push(format!(
-            "{} was {} bytes: what is shown is its first {} (the output cap); \
-             Nomad logs all of it",
-            s.name,
-            s.len,
-            crate::exec::DEFAULT_OUTPUT_CAP
-        ));
-    }
+    notes.extend(leftovers_note(outcome));
+    notes.extend(truncated_notes(outcome));
     if let Some(len) = run.and_then(PluginRun::stdout_too_large) {
         notes.push(format!(
             "stdout was {len} bytes, more than the {DECODE_LIMIT} bytes dhv-conform decodes: \
              Nomad reads all of it, and what it would conclude from it is not known"
         ));
     }
-    if outcome.leaked && outcome.closed_after_exit.is_none() {
-        notes.push(format!(
+    notes.extend(held_pipes_note(outcome, follow));
+    notes
+}
+
+/// A plugin run by path skips Nomad's lookup by id: what that lookup would
+/// have made of it.
+fn by_path_note(run_by: &RunBy) -> Option<String> {
+    let RunBy::Path { lookup_error } = run_by else {
+        return None;
+    };
+    Some(match lookup_error {
+        Some(e) => format!(
+            "run by path, not by id from a plugin dir as Nomad runs a plugin: \
+             Nomad's lookup of it in its own dir refuses it ({e})"
+        ),
+        None => "run by path, not by id from a plugin dir as Nomad runs a plugin \
+                 (Nomad's lookup of it in its own dir finds it)"
+            .to_string(),
+    })
+}
+
+/// The processes the plugin started that were killed after the call, which
+/// Nomad leaves running.
+fn leftovers_note(outcome: &crate::exec::Outcome) -> Option<String> {
+    if outcome.leftovers.is_empty() {
+        return None;
+    }
+    let pids: Vec<String> = outcome
+        .leftovers
+        .iter()
+        .map(|l| l.pid.to_string())
+        .collect();
+    let (what, were) = match pids.len() {
+        1 => ("1 process".to_string(), "was"),
+        n => (format!("{n} processes"), "were"),
+    };
+    Some(format!(
+        "{what} the plugin started (pid {}) {were} still running after the call and \
+         killed then: Nomad 2.0.5 leaves them running",
+        pids.join(", ")
+    ))
+}
+
+/// Each stream cut at the output cap, which Nomad logs whole.
+fn truncated_notes(outcome: &crate::exec::Outcome) -> Vec<String> {
+    outcome
+        .streams()
+        .iter()
+        .filter(|s| s.truncated)
+        .map(|s| {
+            format!(
+                "{} was {} bytes: what is shown is its first {} (the output cap); \
+                 Nomad logs all of it",
+                s.name,
+                s.len,
+                crate::exec::DEFAULT_OUTPUT_CAP
+            )
+        })
+        .collect()
+}
+
+/// A pipe still held when `follow` ran out: Nomad would still be waiting.
+fn held_pipes_note(outcome: &crate::exec::Outcome, follow: Duration) -> Option<String> {
+    (outcome.leaked && outcome.closed_after_exit.is_none()).then(|| {
+        format!(
             "a process still held stdout or stderr {:.1} s after the plugin exited and was killed then: \
              Nomad waits for EOF, so it would still be waiting for that process; \
              the verdict is on what Nomad had read by then",
             follow.as_secs_f64()
-        ));
-    }
-    notes
+        )
+    })
 }
 
 /// The leak line of the human report: who held the pipes, and what Nomad,

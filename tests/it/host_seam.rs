@@ -18,10 +18,10 @@ use dhv_conform::conformance::host::{
 use dhv_conform::conformance::{
     InFlight, Progress, ProgressEvent, RequestTemplate, Settings, SuiteOptions, Target, run_suite,
 };
-use dhv_host::exec::{Outcome, SpawnError, Supervisor};
 use dhv_conform::plugin::BoxFuture;
 use dhv_conform::plugin::transport::{Launch, LocalProcess};
 use dhv_conform::report::Status;
+use dhv_host::exec::{Outcome, SpawnError, Supervisor};
 use libtest_mimic::Arguments;
 
 /// Runs every launch as a local process, keeping its operation and
