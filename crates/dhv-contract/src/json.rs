@@ -106,44 +106,7 @@ pub(super) fn unmarshal_with(
         r.pos += 1; // the ':' the scanner vouched for
         r.skip_space();
         match find_field(target.fields, &key) {
-            Some(i) => {
-                let (field, kind) = target.fields[i];
-                let type_error = |value: String| DecodeError::FieldType {
-                    value,
-                    go_struct: target.name,
-                    field,
-                    go_type: kind.go_type(),
-                };
-                match (r.peek(), kind) {
-                    (b'n', FieldKind::VersionPtr) => {
-                        r.skip_value();
-                        values[i] = None;
-                    }
-                    (b'n', _) => r.skip_value(),
-                    (b'"', FieldKind::VersionPtr) => {
-                        let value = r.string();
-                        text(&value).map_err(|message| DecodeError::Text { message })?;
-                        values[i] = Some(FieldValue::Str(value));
-                    }
-                    (b'"', FieldKind::String) => {
-                        values[i] = Some(FieldValue::Str(r.string()));
-                    }
-                    (b'-' | b'0'..=b'9', FieldKind::Int64) => {
-                        let literal = r.number();
-                        // Go's strconv.ParseInt: no fraction, no exponent, no overflow.
-                        match literal.parse::<i64>() {
-                            Ok(n) => values[i] = Some(FieldValue::Int(n)),
-                            Err(_) => {
-                                saved.get_or_insert(type_error(format!("number {literal}")));
-                            }
-                        }
-                    }
-                    (c, _) => {
-                        saved.get_or_insert(type_error(json_kind(c).to_owned()));
-                        r.skip_value();
-                    }
-                }
-            }
+            Some(i) => field_value(&mut r, target, i, text, &mut values[i], &mut saved)?,
             None => r.skip_value(),
         }
         r.skip_space();
@@ -151,6 +114,56 @@ pub(super) fn unmarshal_with(
             r.pos += 1;
         }
     }
+}
+
+/// Decodes the value at `r` into `value`, the `i`th field of `target`: a type error is
+/// saved in `saved` (when none is yet) and decoding goes on; an `UnmarshalText` error
+/// from `text` is returned, to end the decode.
+fn field_value(
+    r: &mut Reader<'_>,
+    target: &GoStruct,
+    i: usize,
+    text: &mut dyn FnMut(&str) -> Result<(), String>,
+    value: &mut Option<FieldValue>,
+    saved: &mut Option<DecodeError>,
+) -> Result<(), DecodeError> {
+    let (field, kind) = target.fields[i];
+    let type_error = |value: String| DecodeError::FieldType {
+        value,
+        go_struct: target.name,
+        field,
+        go_type: kind.go_type(),
+    };
+    match (r.peek(), kind) {
+        (b'n', FieldKind::VersionPtr) => {
+            r.skip_value();
+            *value = None;
+        }
+        (b'n', _) => r.skip_value(),
+        (b'"', FieldKind::VersionPtr) => {
+            let string = r.string();
+            text(&string).map_err(|message| DecodeError::Text { message })?;
+            *value = Some(FieldValue::Str(string));
+        }
+        (b'"', FieldKind::String) => {
+            *value = Some(FieldValue::Str(r.string()));
+        }
+        (b'-' | b'0'..=b'9', FieldKind::Int64) => {
+            let literal = r.number();
+            // Go's strconv.ParseInt: no fraction, no exponent, no overflow.
+            match literal.parse::<i64>() {
+                Ok(n) => *value = Some(FieldValue::Int(n)),
+                Err(_) => {
+                    saved.get_or_insert(type_error(format!("number {literal}")));
+                }
+            }
+        }
+        (c, _) => {
+            saved.get_or_insert(type_error(json_kind(c).to_owned()));
+            r.skip_value();
+        }
+    }
+    Ok(())
 }
 
 /// `json.Unmarshal(input, &m)` into a Go `map[string]string` (a volume's

@@ -9,7 +9,7 @@ use super::spec::VolumeSpec;
 use super::state::State;
 use super::volume::{Volume, deletable, own_path};
 use super::volumes::{HostVolumeManager, check_id, named};
-use crate::contract::{CreateRequest, DeleteRequest};
+use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{HostVolumePlugin, PluginError};
 
 impl HostVolumeManager {
@@ -33,18 +33,31 @@ impl HostVolumeManager {
             &self.node_pool,
             &self.node_id,
         );
-        let resp = match plugin.create(&req).await.result {
+        let resp = self
+            .created_here(&*plugin, &req, volumes_dir, &spec)
+            .await?;
+        self.keep(&*plugin, spec, req, resp).await
+    }
+
+    /// The plugin's create, its response kept only when the path it names is
+    /// the manager's to delete; a volume made and then refused is undone.
+    async fn created_here(
+        &self,
+        plugin: &dyn HostVolumePlugin,
+        req: &CreateRequest,
+        volumes_dir: &Path,
+        spec: &VolumeSpec,
+    ) -> Result<CreateResponse, ManagerError> {
+        let resp = match plugin.create(req).await.result {
             Ok(resp) => resp,
             Err(source @ PluginError::Response { .. }) => {
                 // It exited 0: it may well have made the volume, which no
                 // state will ever name.
-                let cleanup = self
-                    .undo_unsaved(&*plugin, &req, volumes_dir, &spec.id)
-                    .await;
+                let cleanup = self.undo_unsaved(plugin, req, volumes_dir, &spec.id).await;
                 return Err(ManagerError::Response {
                     operation: "create",
-                    id: spec.id,
-                    plugin_id: spec.plugin_id,
+                    id: spec.id.clone(),
+                    plugin_id: spec.plugin_id.clone(),
                     source,
                     cleanup: Some(Box::new(cleanup)),
                 });
@@ -52,17 +65,27 @@ impl HostVolumeManager {
             Err(e) => return Err(named("create", &spec.id, &spec.plugin_id, e)),
         };
         if !deletable(&resp.path, volumes_dir) {
-            let cleanup = self
-                .undo_unsaved(&*plugin, &req, volumes_dir, &spec.id)
-                .await;
+            let cleanup = self.undo_unsaved(plugin, req, volumes_dir, &spec.id).await;
             return Err(ManagerError::PathRefused {
-                id: spec.id,
-                plugin_id: spec.plugin_id,
+                id: spec.id.clone(),
+                plugin_id: spec.plugin_id.clone(),
                 path: resp.path,
-                volumes_dir: volumes_dir.clone(),
+                volumes_dir: volumes_dir.to_path_buf(),
                 cleanup: Box::new(cleanup),
             });
         }
+        Ok(resp)
+    }
+
+    /// Saves the volume the plugin made; when it cannot be saved, undoes it if
+    /// this was its first create.
+    async fn keep(
+        &self,
+        plugin: &dyn HostVolumePlugin,
+        spec: VolumeSpec,
+        req: CreateRequest,
+        resp: CreateResponse,
+    ) -> Result<Volume, ManagerError> {
         let volume = Volume {
             id: spec.id.clone(),
             name: spec.name.clone(),
@@ -81,7 +104,7 @@ impl HostVolumeManager {
         // id may have saved it while our plugin call ran, and deleting it then
         // would destroy a saved volume.
         let cleanup = if first_create == Some(true) {
-            undo(&*plugin, &DeleteRequest::for_created(&req, &resp.path)).await
+            undo(plugin, &DeleteRequest::for_created(&req, &resp.path)).await
         } else {
             Cleanup::KeptExisting
         };

@@ -334,21 +334,28 @@ fn lock_dir(dir: &Path) -> Result<Flock<File>, StateError> {
 /// [`lock_dir`], waiting at most `bound` for another holder.
 fn lock_dir_within(dir: &Path, bound: std::time::Duration) -> Result<Flock<File>, StateError> {
     let path = dir.join(LOCK_FILE);
+    let file = open_lock_file(&path)?;
+    lock_within(file, &path, bound)
+}
+
+/// Opens (making it if need be) the lock file at `path`, refusing anything
+/// but a regular file.
+fn open_lock_file(path: &Path) -> Result<File, StateError> {
     let lock_err = |source| StateError::Lock {
-        path: path.clone(),
+        path: path.to_path_buf(),
         source,
     };
     let planted = |kind| StateError::Planted {
-        path: path.clone(),
+        path: path.to_path_buf(),
         kind,
     };
-    match std::fs::symlink_metadata(&path) {
+    match std::fs::symlink_metadata(path) {
         Ok(m) if !m.file_type().is_file() => {
             return Err(planted(dhv_host::safe_fs::kind_name(&m.file_type())));
         }
         _ => {}
     }
-    let mut file = match OpenOptions::new()
+    let file = match OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
@@ -357,7 +364,7 @@ fn lock_dir_within(dir: &Path, bound: std::time::Duration) -> Result<Flock<File>
         // A symlink planted as the lock file must not make a file elsewhere;
         // one swapped in after the look above must not block or be a tty.
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(&path)
+        .open(path)
     {
         Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(planted("a symbolic link")),
@@ -368,6 +375,20 @@ fn lock_dir_within(dir: &Path, bound: std::time::Duration) -> Result<Flock<File>
     if !kind.is_file() {
         return Err(planted(dhv_host::safe_fs::kind_name(&kind)));
     }
+    Ok(file)
+}
+
+/// Takes the exclusive lock on `file` (the lock file at `path`), waiting at
+/// most `bound` for another holder.
+fn lock_within(
+    mut file: File,
+    path: &Path,
+    bound: std::time::Duration,
+) -> Result<Flock<File>, StateError> {
+    let lock_err = |source| StateError::Lock {
+        path: path.to_path_buf(),
+        source,
+    };
     // flock has no timed wait: it is tried, and tried again after a pause
     // that grows to 50 ms (a holder that is ours lets go within a few).
     let started = std::time::Instant::now();

@@ -34,15 +34,28 @@ pub fn summary_table(report: &Report, color: bool) -> String {
 pub fn summary_table_noted(report: &Report, color: bool, note: Option<&str>) -> String {
     let paint = Paint(color);
     let checks = report.checks_by_id();
+    let mut out = String::new();
+    write_groups(&mut out, &checks, paint);
+    let skipped: Vec<&CheckResult> = checks
+        .iter()
+        .copied()
+        .filter(|c| c.status == Status::Skip)
+        .collect();
+    write_skipped(&mut out, &skipped, paint);
+    write_problems(&mut out, &checks, paint, note);
+    write_verdict(&mut out, report, paint);
+    out
+}
+
+/// The checks that ran, a line each, under their group's name.
+fn write_groups(out: &mut String, checks: &[&CheckResult], paint: Paint) {
     let id_width = checks
         .iter()
         .map(|c| c.id.chars().count())
         .max()
         .unwrap_or(0);
-    let mut out = String::new();
-
     let mut groups: BTreeMap<&str, Vec<&CheckResult>> = BTreeMap::new();
-    for check in &checks {
+    for check in checks {
         groups.entry(check.group.as_str()).or_default().push(check);
     }
     for (group, members) in &groups {
@@ -66,14 +79,11 @@ pub fn summary_table_noted(report: &Report, color: bool, note: Option<&str>) -> 
             let _ = writeln!(out, "{}", line.trim_end());
         }
     }
+}
 
-    let skipped: Vec<&CheckResult> = checks
-        .iter()
-        .copied()
-        .filter(|c| c.status == Status::Skip)
-        .collect();
-    write_skipped(&mut out, &skipped, paint);
-
+/// Each failure and warning in full, with its calls and where to read about it, then
+/// the note when there were some.
+fn write_problems(out: &mut String, checks: &[&CheckResult], paint: Paint, note: Option<&str>) {
     let problems: Vec<&CheckResult> = checks
         .iter()
         .copied()
@@ -93,14 +103,17 @@ pub fn summary_table_noted(report: &Report, color: bool, note: Option<&str>) -> 
         );
         let _ = writeln!(out, "{}", printable(c.message.trim_end()));
         for inv in c.evidence() {
-            write_invocation(&mut out, inv);
+            write_invocation(out, inv);
         }
         let _ = writeln!(out, "see: dhv-conform explain {}", c.id);
     }
     if let Some(note) = note.filter(|_| !problems_empty) {
         let _ = writeln!(out, "\n{note}");
     }
+}
 
+/// A mid-run change of the plugin, then the counts and the verdict line.
+fn write_verdict(out: &mut String, report: &Report, paint: Paint) {
     let s = &report.summary;
     let verdict = match (&report.interrupted, s.verdict) {
         // A run cut short has no verdict: what it skipped was never judged.
@@ -121,7 +134,6 @@ pub fn summary_table_noted(report: &Report, color: bool, note: Option<&str>) -> 
         "\npassed: {}, failed: {}, warnings: {}, skipped: {}, info: {} — verdict: {verdict}",
         s.passed, s.failed, s.warned, s.skipped, s.info
     );
-    out
 }
 
 /// Widest line of the skipped list before it wraps.

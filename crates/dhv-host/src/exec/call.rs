@@ -11,8 +11,13 @@ use tokio::io::unix::AsyncFd;
 use super::capture::{Capture, drain_until};
 use super::os::{self, Tracked};
 use super::signal::{signal_group, signal_one};
-use super::supervisor::{OutputBudget, Supervisor};
-use super::{Call, ExitReason, KillMode, Outcome, SpawnError};
+use super::supervisor::Supervisor;
+use super::{Call, ExitReason, Outcome, SpawnError};
+
+mod ending;
+mod starting;
+
+use ending::{Killing, sweep_leftovers};
 
 /// A started call: the leader, its pipes, and the guard that cleans up after
 /// it whatever happens to the future running it.
@@ -76,45 +81,9 @@ impl Call {
         os::ensure_subreaper();
         let env = os::env_block(&self.env).map_err(|e| self.spawn_error(e))?;
         let (call, (spawned, start)) = supervisor
-            .admit(|| {
-                let argv0 = self.arg0.as_deref().unwrap_or(&self.program);
-                let program = (self.program.as_path(), argv0);
-                // A burst is held at changes of state only, and what is
-                // made outside a dir is names only; a crash point or a
-                // record counts process starts too.
-                let hold = self.at_changes.as_ref().map(|w| {
-                    !matches!(
-                        w,
-                        super::AtChanges::Hold(_) | super::AtChanges::RecordOutside(_)
-                    )
-                });
-                os::start_leader(
-                    program,
-                    &self.args,
-                    &env,
-                    self.cwd.as_deref(),
-                    self.refuse,
-                    hold,
-                    supervisor.interruptions(),
-                )
-            })
+            .admit(|| self.start_leader(&env, &supervisor))
             .map_err(|e| self.spawn_error(e))?;
-        // The seat is taken whether or not the call can be held, so that a
-        // call that runs unheld is counted as arrived when it ends.
-        let seat = match &self.at_changes {
-            Some(super::AtChanges::Hold(r)) => Some(r.take_seat()),
-            _ => None,
-        };
-        let holds = match (self.at_changes.clone(), spawned.listener) {
-            (Some(watch), Some(listener)) => {
-                let seen = Seen::default();
-                let tracked = call.clone();
-                let kill = move || tracked.kill_all();
-                let task = tokio::spawn(os::serve_holds(listener, watch, seat, seen.clone(), kill));
-                Some((AbortOnDrop(task), seen))
-            }
-            _ => None,
-        };
+        let holds = self.serve_holds(&call, spawned.listener);
         let pid = call.pgid;
         let guard = CallGuard {
             supervisor,
@@ -122,30 +91,11 @@ impl Call {
             done: false,
             leader_reaped: false,
         };
-        let exit_fd = os::pidfd(pid).map_err(|e| self.spawn_error(e))?;
-        // SAFETY: the AsyncFd owns the OwnedFd, so the descriptor stays open and
-        // the same for the AsyncFd's whole life.
-        let exit_fd =
-            unsafe { AsyncFd::register_with_interest(exit_fd, tokio::io::Interest::READABLE) }
-                .map_err(|e| self.spawn_error(e.into()))?;
-        // Both pipes are read right here, in the same loop that waits for the
-        // exit and the timers: no task per pipe, no hand-off between threads.
-        let out_cap = self.stdout_cap.unwrap_or(self.output_cap);
-        let budget = guard.supervisor.output_budget();
-        let out = Capture::new(
-            spawned.stdout,
-            out_cap,
-            budget.clone(),
-            OutputBudget::FREE_STDOUT,
-        )
-        .map_err(|e| self.spawn_error(e))?;
-        let err = Capture::new(
-            spawned.stderr,
-            self.output_cap,
-            budget,
-            OutputBudget::FREE_STDERR,
-        )
-        .map_err(|e| self.spawn_error(e))?;
+        let exit_fd = self.exit_fd(pid)?;
+        let (out, err) = self.captures(
+            (spawned.stdout, spawned.stderr),
+            guard.supervisor.output_budget(),
+        )?;
         Ok(Started {
             pid,
             call,
@@ -175,10 +125,8 @@ impl Call {
         // looked at (see `os::free_from_freezer`) and killed again.
         let killed_look = tokio::time::sleep(KILLED_LOOK);
         tokio::pin!(killed_look);
-        let mut killed = false;
+        let mut killing = Killing::default();
         let (out, err) = (&mut call.out, &mut call.err);
-        let mut timed_out = false;
-        let mut kill_pending = false;
         let status = loop {
             tokio::select! {
                 status = &mut exited => {
@@ -201,29 +149,15 @@ impl Call {
                         break status;
                     }
                 }
-                _ = &mut overrun, if deadline.is_some() && !timed_out => {
-                    timed_out = true;
-                    match self.kill_mode {
-                        KillMode::Group => {
-                            signal_group(pid, Signal::SIGTERM);
-                            kill.as_mut().reset(tokio::time::Instant::now() + self.term_grace);
-                            kill_pending = true;
-                        }
-                        KillMode::NomadLeader => signal_one(pid, Signal::SIGKILL),
-                        KillMode::GroupKill => signal_group(pid, Signal::SIGKILL),
-                    }
-                    if !kill_pending {
-                        killed = true;
-                        killed_look.as_mut().reset(tokio::time::Instant::now() + KILLED_LOOK);
-                    }
+                _ = &mut overrun, if deadline.is_some() && !killing.timed_out => {
+                    self.overrun(pid, &mut killing, kill.as_mut(), killed_look.as_mut());
                 }
-                _ = &mut kill, if kill_pending => {
+                _ = &mut kill, if killing.kill_pending => {
                     signal_group(pid, Signal::SIGKILL);
-                    kill_pending = false;
-                    killed = true;
-                    killed_look.as_mut().reset(tokio::time::Instant::now() + KILLED_LOOK);
+                    killing.kill_pending = false;
+                    killing.sigkill_sent(killed_look.as_mut());
                 }
-                _ = &mut killed_look, if killed => {
+                _ = &mut killed_look, if killing.killed => {
                     // Frozen in a v1 freezer cgroup by its plugin, a killed
                     // leader never exits: moved out, it thaws and dies.
                     os::free_from_freezer(pid);
@@ -232,7 +166,7 @@ impl Call {
                 }
             }
         };
-        (status, timed_out)
+        (status, killing.timed_out)
     }
 
     /// Phases 2 and 3: the wait-delay, then find, record, kill and reap
@@ -244,40 +178,11 @@ impl Call {
         timed_out: bool,
         duration: Duration,
     ) -> Outcome {
-        let (out, err) = (&mut call.out, &mut call.err);
-        // Both pipes at EOF means nobody holds them; usually they already
-        // are, and no timer is armed at all.
-        drain_until(out, err, self.wait_delay).await;
-        let open_after_delay = !(out.eof && err.eof);
-        let kept = match open_after_delay {
-            true => kept_open(&call.call, out, err, self.wait_delay).await,
-            false => Holding::Closed,
-        };
-        // A holder that kept a pipe is a leak, whether or not it closes while
-        // we follow it.
-        if kept == Holding::Kept && !self.follow.is_zero() {
-            drain_until(out, err, self.follow).await;
-        }
+        let kept = self.through_wait_delay(&mut call).await;
         let exited_at = call.start + duration;
-        let closed_after_exit = (out.eof && err.eof).then(|| exited_at.elapsed());
-
-        let leftovers = os::sweep(&call.call, || pipe_inodes(out, err)).await;
-        call.guard.done = true;
-        os::forget_leader(call.pid);
-        call.guard.supervisor.release(call.pid);
-        // With the holders dead the pipes close; a holder we could not attribute
-        // must not hang us, so this wait is bounded too.
-        drain_until(out, err, Duration::from_secs(1)).await;
-        // A leak is a pipe held past the wait-delay by someone: a leftover seen
-        // holding it, or a holder we could not find (the pipe never closed). A
-        // pipe that was merely read late on a loaded machine is not one.
-        let leaked = match kept {
-            Holding::Closed => false,
-            Holding::Kept => true,
-            Holding::Unseen => {
-                leftovers.iter().any(|l| l.held_stdio) || held_after_the_sweep(out, err).await
-            }
-        };
+        let closed_after_exit = (call.out.eof && call.err.eof).then(|| exited_at.elapsed());
+        let (leftovers, leaked) = sweep_leftovers(&mut call, kept).await;
+        let (out, err) = (&mut call.out, &mut call.err);
         // Every process of the call is gone: its holds are over.
         let seen = call
             .holds

@@ -226,75 +226,119 @@ fn walk(
         .map(|k| k.components().count())
         .max()
         .unwrap_or(0);
-    let mut cur = root;
-    let mut stack = vec![Frame {
-        name: OsString::new(),
-        id: root_id,
-        pending: Vec::new(),
-    }];
-    fill(cur.as_fd(), &mut stack, root_path, spare, out);
+    let mut walk = Descent {
+        root_path,
+        home,
+        deepest_known,
+        cur: root,
+        stack: vec![Frame {
+            name: OsString::new(),
+            id: root_id,
+            pending: Vec::new(),
+        }],
+        out,
+    };
+    fill(
+        walk.cur.as_fd(),
+        &mut walk.stack,
+        root_path,
+        spare,
+        walk.out,
+    );
     loop {
-        let top = stack.last_mut().expect("the root's frame stays");
-        if let Some(name) = top.pending.pop() {
-            let sub = match fd::open_subdir(cur.as_fd(), &name) {
-                Ok(sub) => sub,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    out.error(&describe(root_path, &stack, Some(&name)), e);
-                    continue;
-                }
-            };
-            let (w, id) = match (fd::locate(sub.as_fd()), FileId::of(sub.as_fd())) {
-                (Ok(w), Ok(id)) => (w, id),
-                (Err(e), _) | (_, Err(e)) => {
-                    out.error(&describe(root_path, &stack, Some(&name)), e);
-                    continue;
-                }
-            };
-            let listed = stack.len() <= deepest_known && {
-                let mut path = root_path.to_path_buf();
-                path.extend(stack.iter().skip(1).map(|f| f.name.as_os_str()));
-                path.push(&name);
-                home.known.contains(&path)
-            };
-            if !same_mount(w, home) || listed {
-                out.mount_points
-                    .push(describe(root_path, &stack, Some(&name)));
-                continue;
-            }
-            stack.push(Frame {
-                name,
-                id,
-                pending: Vec::new(),
-            });
-            cur = sub;
-            fill(cur.as_fd(), &mut stack, root_path, &[], out);
-        } else {
-            if stack.len() == 1 {
-                return true;
-            }
-            let done = stack.pop().expect("more than the root's frame");
-            let up = fd::open_at(
-                cur.as_fd(),
-                OsStr::new(".."),
-                libc::O_RDONLY | libc::O_DIRECTORY,
-            );
-            let back = stack.last().expect("the root's frame stays").id;
-            match up.and_then(|up| Ok((FileId::of(up.as_fd())?, up))) {
-                Ok((id, up)) if id == back => cur = up,
-                Ok(_) | Err(_) => {
-                    let path = describe(root_path, &stack, Some(&done.name));
-                    out.error(
-                        &path,
-                        "moved while it was being removed: the removal stopped",
-                    );
+        let top = walk.stack.last_mut().expect("the root's frame stays");
+        match top.pending.pop() {
+            Some(name) => walk.enter(name),
+            None if walk.stack.len() == 1 => return true,
+            None => {
+                if !walk.leave() {
                     return false;
                 }
             }
-            if let Err(e) = remove_entry(cur.as_fd(), &done.name, true, true, out) {
-                out.error(&describe(root_path, &stack, Some(&done.name)), e);
+        }
+    }
+}
+
+/// Where [`walk`] is: the open dir `cur`, and the frames of the dirs from the
+/// root down to it.
+struct Descent<'a> {
+    root_path: &'a Path,
+    home: Home<'a>,
+    /// How deep below the root the deepest known mount point is.
+    deepest_known: usize,
+    cur: OwnedFd,
+    stack: Vec<Frame>,
+    out: &'a mut Removal,
+}
+
+impl Descent<'_> {
+    /// Goes down into the subdir `name` of the current dir, to empty it, unless
+    /// it is gone, cannot be opened, or is a mount point (left, and listed).
+    fn enter(&mut self, name: OsString) {
+        let (root_path, stack) = (self.root_path, &self.stack);
+        let sub = match fd::open_subdir(self.cur.as_fd(), &name) {
+            Ok(sub) => sub,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(e) => {
+                self.out.error(&describe(root_path, stack, Some(&name)), e);
+                return;
+            }
+        };
+        let (w, id) = match (fd::locate(sub.as_fd()), FileId::of(sub.as_fd())) {
+            (Ok(w), Ok(id)) => (w, id),
+            (Err(e), _) | (_, Err(e)) => {
+                self.out.error(&describe(root_path, stack, Some(&name)), e);
+                return;
+            }
+        };
+        let listed = stack.len() <= self.deepest_known && {
+            let mut path = root_path.to_path_buf();
+            path.extend(stack.iter().skip(1).map(|f| f.name.as_os_str()));
+            path.push(&name);
+            self.home.known.contains(&path)
+        };
+        if !same_mount(w, self.home) || listed {
+            self.out
+                .mount_points
+                .push(describe(root_path, stack, Some(&name)));
+            return;
+        }
+        self.stack.push(Frame {
+            name,
+            id,
+            pending: Vec::new(),
+        });
+        self.cur = sub;
+        fill(self.cur.as_fd(), &mut self.stack, root_path, &[], self.out);
+    }
+
+    /// Goes back up from the current dir, emptied, and removes it. `false`
+    /// when the dir above is not the one it came down from.
+    fn leave(&mut self) -> bool {
+        let root_path = self.root_path;
+        let done = self.stack.pop().expect("more than the root's frame");
+        let up = fd::open_at(
+            self.cur.as_fd(),
+            OsStr::new(".."),
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        );
+        let back = self.stack.last().expect("the root's frame stays").id;
+        match up.and_then(|up| Ok((FileId::of(up.as_fd())?, up))) {
+            Ok((id, up)) if id == back => self.cur = up,
+            Ok(_) | Err(_) => {
+                let path = describe(root_path, &self.stack, Some(&done.name));
+                self.out.error(
+                    &path,
+                    "moved while it was being removed: the removal stopped",
+                );
+                return false;
             }
         }
+        if let Err(e) = remove_entry(self.cur.as_fd(), &done.name, true, true, self.out) {
+            self.out
+                .error(&describe(root_path, &self.stack, Some(&done.name)), e);
+        }
+        true
     }
 }
 

@@ -142,22 +142,8 @@ impl Merger {
             columns,
             ..
         } = self;
-        let mut check_order: Vec<usize> = (0..checks.len()).collect();
-        check_order.sort_by(|&a, &b| checks[a].0.cmp(&checks[b].0));
-        let mut check_rank = vec![0; checks.len()];
-        for (rank, &index) in check_order.iter().enumerate() {
-            check_rank[index] = rank;
-        }
+        let (mut rows, check_rank) = sorted_checks(&checks);
         let (builds, build_rank) = rank_builds(builds, &columns);
-
-        let mut rows: Vec<FleetCheck> = check_order
-            .iter()
-            .map(|&i| FleetCheck {
-                id: checks[i].0.clone(),
-                level: checks[i].1,
-                counts: StatusCounts::default(),
-            })
-            .collect();
         let mut nodes: Vec<FleetNode> = columns
             .into_iter()
             .map(|column| {
@@ -177,35 +163,60 @@ impl Merger {
                 &b.plugin,
             ))
         });
-        let non_conformant = nodes
-            .iter()
-            .filter(|n| n.verdict == Verdict::NonConformant)
-            .count();
-        let conformant = nodes
-            .iter()
-            .filter(|n| n.verdict == Verdict::Conformant)
-            .count();
         FleetReport {
             schema: FLEET_SCHEMA.to_owned(),
             tool: ToolInfo::current(),
-            summary: FleetSummary {
-                nodes: nodes.len(),
-                conformant,
-                non_conformant,
-                builds: builds.len(),
-                // A node whose plugin changed mid-run vouches for nothing.
-                verdict: if non_conformant > 0 {
-                    Verdict::NonConformant
-                } else if conformant < nodes.len() {
-                    Verdict::Inconclusive
-                } else {
-                    Verdict::Conformant
-                },
-            },
+            summary: summary(&nodes, builds.len()),
             checks: rows,
             builds,
             nodes,
         }
+    }
+}
+
+/// The fleet's rows, sorted by check id and not yet counted, and each check number's
+/// rank among them.
+fn sorted_checks(checks: &[(String, Level)]) -> (Vec<FleetCheck>, Vec<usize>) {
+    let mut check_order: Vec<usize> = (0..checks.len()).collect();
+    check_order.sort_by(|&a, &b| checks[a].0.cmp(&checks[b].0));
+    let mut check_rank = vec![0; checks.len()];
+    for (rank, &index) in check_order.iter().enumerate() {
+        check_rank[index] = rank;
+    }
+    let rows = check_order
+        .iter()
+        .map(|&i| FleetCheck {
+            id: checks[i].0.clone(),
+            level: checks[i].1,
+            counts: StatusCounts::default(),
+        })
+        .collect();
+    (rows, check_rank)
+}
+
+/// The nodes' verdicts counted, and the fleet's verdict from them.
+fn summary(nodes: &[FleetNode], builds: usize) -> FleetSummary {
+    let non_conformant = nodes
+        .iter()
+        .filter(|n| n.verdict == Verdict::NonConformant)
+        .count();
+    let conformant = nodes
+        .iter()
+        .filter(|n| n.verdict == Verdict::Conformant)
+        .count();
+    FleetSummary {
+        nodes: nodes.len(),
+        conformant,
+        non_conformant,
+        builds,
+        // A node whose plugin changed mid-run vouches for nothing.
+        verdict: if non_conformant > 0 {
+            Verdict::NonConformant
+        } else if conformant < nodes.len() {
+            Verdict::Inconclusive
+        } else {
+            Verdict::Conformant
+        },
     }
 }
 

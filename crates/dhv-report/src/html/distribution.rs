@@ -93,19 +93,42 @@ impl Axis {
     }
 }
 
+/// One operation's chart: the heading note with the numbers, then the plot: the
+/// decades, the histogram, a dot per call, and the limit, half-limit and p95 lines.
 fn chart(out: &mut String, profile: &TimingProfile, durations: &[f64]) {
     let limit = profile.limit_ms;
-    let half = limit / 2.0;
     let mut sorted = durations.to_vec();
     sorted.sort_by(f64::total_cmp);
     let p95 = percentile(&sorted, 0.95);
+    heading(out, profile, sorted.len(), p95);
+    let axis = Axis::new(&sorted, limit.max(1e-3));
+    let height = 42.0 + HIST + STRIP + 26.0;
+    let base = 42.0 + HIST;
+    let _ = writeln!(
+        out,
+        "<svg class=\"distribution\" viewBox=\"0 0 {w} {height}\" width=\"{w}\" height=\"{height}\" role=\"img\" \
+         aria-label=\"durations of {op} calls made alone\">",
+        w = LEFT + PLOT + 40.0,
+        op = text(&profile.operation),
+    );
+    decades(out, &axis, base);
+    histogram(out, &axis, &sorted, base);
+    dots(out, &axis, &sorted, base);
+    out.push('\n');
+    limit_lines(out, &axis, limit, p95, base);
+    out.push_str("</svg>\n");
+}
+
+/// The operation's heading and the note with its calls' p95 against the limit.
+fn heading(out: &mut String, profile: &TimingProfile, calls: usize, p95: Option<f64>) {
+    let limit = profile.limit_ms;
     let _ = writeln!(
         out,
         "<h3 class=\"op\" data-operation=\"{op}\">{op}</h3><p class=\"note\">{n} call(s) made alone; \
          p95 of those {p95}, {share} of the limit {lim} (half: {half}); the run's profile: {count} calls, \
          p50 {p50}, p95 {pp95}, max {max}.</p>",
         op = text(&profile.operation),
-        n = sorted.len(),
+        n = calls,
         p95 = p95.map_or_else(|| "none".to_owned(), ms),
         share = p95.map_or_else(
             || "—".to_owned(),
@@ -119,23 +142,16 @@ fn chart(out: &mut String, profile: &TimingProfile, durations: &[f64]) {
             }
         ),
         lim = ms(limit),
-        half = ms(half),
+        half = ms(limit / 2.0),
         count = profile.count,
         p50 = ms(profile.p50_ms),
         pp95 = ms(profile.p95_ms),
         max = ms(profile.max_ms),
     );
-    let axis = Axis::new(&sorted, limit.max(1e-3));
-    let height = 42.0 + HIST + STRIP + 26.0;
-    let base = 42.0 + HIST;
-    let _ = writeln!(
-        out,
-        "<svg class=\"distribution\" viewBox=\"0 0 {w} {height}\" width=\"{w}\" height=\"{height}\" role=\"img\" \
-         aria-label=\"durations of {op} calls made alone\">",
-        w = LEFT + PLOT + 40.0,
-        op = text(&profile.operation),
-    );
-    // Decades.
+}
+
+/// A grid line and a label at each power of ten of the axis.
+fn decades(out: &mut String, axis: &Axis, base: f64) {
     let mut d = axis.lo;
     while d <= axis.hi * 1.0001 {
         let _ = writeln!(
@@ -149,8 +165,12 @@ fn chart(out: &mut String, profile: &TimingProfile, durations: &[f64]) {
         );
         d *= 10.0;
     }
+}
+
+/// The histogram above `base`: a bar per non-empty bin, scaled to the fullest one.
+fn histogram(out: &mut String, axis: &Axis, sorted: &[f64], base: f64) {
     let mut bins = [0usize; BINS];
-    for &v in &sorted {
+    for &v in sorted {
         bins[axis.bin(v)] += 1;
     }
     let top = bins.iter().copied().max().unwrap_or(0).max(1) as f64;
@@ -165,6 +185,10 @@ fn chart(out: &mut String, profile: &TimingProfile, durations: &[f64]) {
             bw - 1.0
         );
     }
+}
+
+/// One dot per call in the strip below the histogram.
+fn dots(out: &mut String, axis: &Axis, sorted: &[f64], base: f64) {
     for (i, &v) in sorted.iter().enumerate() {
         // A fixed spread over the strip, so dots of equal durations stay apart.
         let jitter = (i * 7919 % 23) as f64 / 23.0;
@@ -175,7 +199,11 @@ fn chart(out: &mut String, profile: &TimingProfile, durations: &[f64]) {
             base + 4.0 + jitter * (STRIP - 8.0)
         );
     }
-    out.push('\n');
+}
+
+/// The limit, half-limit and p95 lines with their labels.
+fn limit_lines(out: &mut String, axis: &Axis, limit: f64, p95: Option<f64>, base: f64) {
+    let half = limit / 2.0;
     // Labels above the plot, each on the side of its line that keeps it inside
     // the plot, on the first row where it overlaps no label placed before it:
     // half the limit is a fraction of a decade from the limit on a log axis.
@@ -220,7 +248,6 @@ fn chart(out: &mut String, profile: &TimingProfile, durations: &[f64]) {
             text(label)
         );
     }
-    out.push_str("</svg>\n");
 }
 
 /// The width a label's character takes at most, on average, in the chart's

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::escape::{attr, text};
 use super::{foot, head};
-use crate::fleet::{FleetNode, FleetReport};
+use crate::fleet::{FleetCheck, FleetNode, FleetReport, StatusCounts};
 use crate::model::Status;
 
 /// The most node columns the heat map draws; the node list below it has them all (the
@@ -115,6 +115,15 @@ fn matrix(out: &mut String, fleet: &FleetReport) {
             fleet.nodes.len()
         );
     }
+    matrix_head(out, fleet, shown);
+    for (row, check) in fleet.checks.iter().enumerate() {
+        matrix_row(out, row, check, shown);
+    }
+    out.push_str("</tbody></table></section>\n");
+}
+
+/// The table's head: a column per node shown, named and linked to its first finding.
+fn matrix_head(out: &mut String, fleet: &FleetReport, shown: &[FleetNode]) {
     out.push_str("<table class=\"heat\"><thead><tr><th></th><th></th>");
     for (i, node) in shown.iter().enumerate() {
         let odd = odd_build(fleet, node);
@@ -132,43 +141,48 @@ fn matrix(out: &mut String, fleet: &FleetReport) {
         );
     }
     out.push_str("</tr></thead>\n<tbody>\n");
-    for (row, check) in fleet.checks.iter().enumerate() {
-        let c = &check.counts;
-        let mut counts = Vec::new();
-        for (n, word) in [
-            (c.fail, "fail"),
-            (c.warn, "warn"),
-            (c.skip, "skip"),
-            (c.info, "info"),
-            (c.pass, "pass"),
-            (c.absent, "absent"),
-        ] {
-            if n > 0 {
-                counts.push(format!("{n} {word}"));
-            }
-        }
+}
+
+/// One check's row: its id, level and counts, then its status on each node shown.
+fn matrix_row(out: &mut String, row: usize, check: &FleetCheck, shown: &[FleetNode]) {
+    let _ = write!(
+        out,
+        "<tr data-check=\"{}\"><th class=\"check\"><code>{}</code> <span class=\"lvl\">{}</span></th>\
+         <td class=\"cnt\">{}</td>",
+        attr(&check.id),
+        text(&check.id),
+        check.level,
+        counts(&check.counts)
+    );
+    for node in shown {
+        let status = node.statuses.get(row).copied().flatten();
+        let (class, mark) = letter(status);
         let _ = write!(
             out,
-            "<tr data-check=\"{}\"><th class=\"check\"><code>{}</code> <span class=\"lvl\">{}</span></th>\
-             <td class=\"cnt\">{}</td>",
-            attr(&check.id),
-            text(&check.id),
-            check.level,
-            counts.join(", ")
+            "<td class=\"{class}\" title=\"{}: {}\">{mark}</td>",
+            attr(&node.name),
+            status.map_or("absent", |s| s.as_str())
         );
-        for node in shown {
-            let status = node.statuses.get(row).copied().flatten();
-            let (class, mark) = letter(status);
-            let _ = write!(
-                out,
-                "<td class=\"{class}\" title=\"{}: {}\">{mark}</td>",
-                attr(&node.name),
-                status.map_or("absent", |s| s.as_str())
-            );
-        }
-        out.push_str("</tr>\n");
     }
-    out.push_str("</tbody></table></section>\n");
+    out.push_str("</tr>\n");
+}
+
+/// A check's non-zero counts, failures first: "2 fail, 5 pass".
+fn counts(c: &StatusCounts) -> String {
+    let mut counts = Vec::new();
+    for (n, word) in [
+        (c.fail, "fail"),
+        (c.warn, "warn"),
+        (c.skip, "skip"),
+        (c.info, "info"),
+        (c.pass, "pass"),
+        (c.absent, "absent"),
+    ] {
+        if n > 0 {
+            counts.push(format!("{n} {word}"));
+        }
+    }
+    counts.join(", ")
 }
 
 /// Every node: its build, its verdict, and the checks that did not pass.

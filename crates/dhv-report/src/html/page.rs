@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use super::escape::{attr, push_text, text};
 use super::style::outcome_class;
 use super::{distribution, foot, head, ms, timeline};
-use crate::model::{CheckResult, Invocation, Report, Status};
+use crate::SandboxOutcome;
+use crate::model::{CheckResult, Invocation, Report, RunOptions, Status};
 
 /// Renders the report as one self-contained HTML page.
 pub fn to_html(report: &Report) -> String {
@@ -58,13 +59,22 @@ fn top(out: &mut String, report: &Report) {
 
 /// The plugin, the node, the conditions and the options the run was made with.
 fn facts(out: &mut String, report: &Report) {
-    let mut rows: Vec<(&str, String)> = Vec::new();
+    let mut rows = plugin_facts(report);
+    rows.extend(run_facts(report));
+    rows.push(("config", config_fact(&report.options)));
+    if let Some(sb) = &report.sandbox {
+        rows.push(("temp dir", sandbox_fact(sb)));
+    }
+    out.push_str("<section id=\"run\"><h2>Run</h2><dl class=\"facts\">\n");
+    for (key, value) in rows {
+        let _ = writeln!(out, "<dt>{key}</dt><dd>{value}</dd>");
+    }
+    out.push_str("</dl></section>\n");
+}
+
+/// The plugin's path, digest and version, and the contract it was checked against.
+fn plugin_facts(report: &Report) -> Vec<(&'static str, String)> {
     let p = &report.plugin;
-    rows.push((
-        "plugin",
-        text(&p.path) + if p.builtin { " (built-in)" } else { "" },
-    ));
-    rows.push(("sha256", text(p.sha256.as_deref().unwrap_or("none"))));
     let version = match &p.version {
         Some(v) => format!(
             "{} (canonical {}, {})",
@@ -74,8 +84,20 @@ fn facts(out: &mut String, report: &Report) {
         ),
         None => "none: fingerprint failed".to_owned(),
     };
-    rows.push(("version", version));
-    rows.push(("contract", text(&report.spec)));
+    vec![
+        (
+            "plugin",
+            text(&p.path) + if p.builtin { " (built-in)" } else { "" },
+        ),
+        ("sha256", text(p.sha256.as_deref().unwrap_or("none"))),
+        ("version", version),
+        ("contract", text(&report.spec)),
+    ]
+}
+
+/// The node, when and how long the run was, and the machine's cores and load.
+fn run_facts(report: &Report) -> Vec<(&'static str, String)> {
+    let mut rows = Vec::new();
     if let Some(node) = &report.node {
         rows.push(("node", text(&node.name)));
     }
@@ -100,39 +122,37 @@ fn facts(out: &mut String, report: &Report) {
             ),
         ));
     }
-    let o = &report.options;
-    rows.push((
-        "config",
-        format!(
-            "strict {}, timeout scale {}, fixture {}{}",
-            o.strict,
-            o.timeout_scale,
-            text(o.fixture.as_deref().unwrap_or("none (the default request)")),
-            if o.filtered {
-                ", filtered: some checks were left out"
-            } else {
-                ""
-            }
-        ),
-    ));
-    if let Some(sb) = &report.sandbox {
-        let mut what = vec![if sb.removed { "removed" } else { "not removed" }.to_owned()];
-        for (list, name) in [
-            (&sb.mounts_left, "mounts a delete left"),
-            (&sb.loops_left, "loop devices a delete left"),
-            (&sb.kept, "still there"),
-        ] {
-            if !list.is_empty() {
-                what.push(format!("{name}: {}", text(&list.join(", "))));
-            }
+    rows
+}
+
+/// The options the run was made with.
+fn config_fact(o: &RunOptions) -> String {
+    format!(
+        "strict {}, timeout scale {}, fixture {}{}",
+        o.strict,
+        o.timeout_scale,
+        text(o.fixture.as_deref().unwrap_or("none (the default request)")),
+        if o.filtered {
+            ", filtered: some checks were left out"
+        } else {
+            ""
         }
-        rows.push(("temp dir", what.join("; ")));
+    )
+}
+
+/// Whether the run's temp dir went, and what a delete left in it.
+fn sandbox_fact(sb: &SandboxOutcome) -> String {
+    let mut what = vec![if sb.removed { "removed" } else { "not removed" }.to_owned()];
+    for (list, name) in [
+        (&sb.mounts_left, "mounts a delete left"),
+        (&sb.loops_left, "loop devices a delete left"),
+        (&sb.kept, "still there"),
+    ] {
+        if !list.is_empty() {
+            what.push(format!("{name}: {}", text(&list.join(", "))));
+        }
     }
-    out.push_str("<section id=\"run\"><h2>Run</h2><dl class=\"facts\">\n");
-    for (key, value) in rows {
-        let _ = writeln!(out, "<dt>{key}</dt><dd>{value}</dd>");
-    }
-    out.push_str("</dl></section>\n");
+    what.join("; ")
 }
 
 /// Where a status sorts: failures first, passes last.

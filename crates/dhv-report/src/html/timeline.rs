@@ -136,13 +136,24 @@ pub(super) fn tick_step(span: f64) -> f64 {
         .unwrap_or(10.0 * base)
 }
 
+/// The time axis shared by all rows: `span` milliseconds over the plot's width.
+struct TimeAxis {
+    span: f64,
+}
+
+impl TimeAxis {
+    fn x(&self, t: f64) -> f64 {
+        LABEL + t / self.span * PLOT
+    }
+}
+
 fn svg(rows: &[Row<'_>]) -> String {
     let span = rows
         .iter()
         .flat_map(|r| r.calls.iter().map(|(c, _)| end(c)))
         .fold(0.0f64, f64::max)
         .max(1.0);
-    let x = |t: f64| LABEL + t / span * PLOT;
+    let axis = TimeAxis { span };
     let height: f64 = TOP
         + rows
             .iter()
@@ -155,19 +166,7 @@ fn svg(rows: &[Row<'_>]) -> String {
         out,
         "<svg class=\"timeline\" viewBox=\"0 0 {width} {height:.0}\" width=\"{width}\" height=\"{height:.0}\" role=\"img\" aria-label=\"timeline of the plugin calls\">"
     );
-    let step = tick_step(span);
-    let mut t = 0.0;
-    while t <= span + 1e-9 {
-        let _ = writeln!(
-            out,
-            "<line class=\"grid\" x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1}\" y2=\"{height:.0}\"/>\
-             <text class=\"axis\" x=\"{0:.1}\" y=\"14\" text-anchor=\"middle\">{2}</text>",
-            x(t),
-            TOP - 4.0,
-            ms(t)
-        );
-        t += step;
-    }
+    ticks(&mut out, &axis, height);
     let mut y = TOP;
     for (i, row) in rows.iter().enumerate() {
         let h = row.lanes as f64 * LANE + 4.0;
@@ -177,28 +176,50 @@ fn svg(rows: &[Row<'_>]) -> String {
                 "<rect class=\"row\" x=\"0\" y=\"{y:.1}\" width=\"{width}\" height=\"{h:.1}\"/>"
             );
         }
-        let _ = writeln!(
-            out,
-            "<a href=\"#check-{}\"><text class=\"lbl f-{}\" x=\"4\" y=\"{:.1}\" data-check=\"{}\">{}</text></a>",
-            attr(&row.check.id),
-            row.check.status,
-            y + 10.0,
-            attr(&row.check.id),
-            text(&row.check.id)
-        );
-        for (call, lane) in &row.calls {
-            bar(
-                &mut out,
-                call,
-                x(start(call)),
-                x(end(call)),
-                y + 2.0 + *lane as f64 * LANE,
-            );
-        }
+        row_calls(&mut out, row, &axis, y);
         y += h;
     }
     out.push_str("</svg>\n");
     out
+}
+
+/// A grid line and a label at each round step of the time axis.
+fn ticks(out: &mut String, axis: &TimeAxis, height: f64) {
+    let step = tick_step(axis.span);
+    let mut t = 0.0;
+    while t <= axis.span + 1e-9 {
+        let _ = writeln!(
+            out,
+            "<line class=\"grid\" x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1}\" y2=\"{height:.0}\"/>\
+             <text class=\"axis\" x=\"{0:.1}\" y=\"14\" text-anchor=\"middle\">{2}</text>",
+            axis.x(t),
+            TOP - 4.0,
+            ms(t)
+        );
+        t += step;
+    }
+}
+
+/// A row's check id, linked to the check, and a bar per call in its lane.
+fn row_calls(out: &mut String, row: &Row<'_>, axis: &TimeAxis, y: f64) {
+    let _ = writeln!(
+        out,
+        "<a href=\"#check-{}\"><text class=\"lbl f-{}\" x=\"4\" y=\"{:.1}\" data-check=\"{}\">{}</text></a>",
+        attr(&row.check.id),
+        row.check.status,
+        y + 10.0,
+        attr(&row.check.id),
+        text(&row.check.id)
+    );
+    for (call, lane) in &row.calls {
+        bar(
+            out,
+            call,
+            axis.x(start(call)),
+            axis.x(end(call)),
+            y + 2.0 + *lane as f64 * LANE,
+        );
+    }
 }
 
 fn bar(out: &mut String, call: &Invocation, x0: f64, x1: f64, y: f64) {

@@ -8,7 +8,7 @@
 //! `cpu.pressure` say what all calls used of the CPUs ([`run_cpu`]).
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use super::cgroup_capture::{self as capture, Home};
@@ -59,7 +59,39 @@ fn make_run() -> Option<Run> {
     }
     let (base, own) = own_cgroup()?;
     let name = tree::run_name()?;
-    let dir = base.join(&name);
+    let dir = make_run_dir(&base, &name)?;
+    tree::remove_dead_runs(&base);
+    // SAFETY: registers a plain `extern "C"` function with no preconditions.
+    unsafe { libc::atexit(remove_run_at_exit) };
+    let rel = format!("{}/{name}", own.trim_end_matches('/'));
+    let _own_procs = fs::File::open(base.join("cgroup.procs")).ok();
+    let cpu_stat = fs::File::open(dir.join("cpu.stat")).ok();
+    let pressure = fs::File::open(dir.join("cpu.pressure")).ok();
+    let (pids, memory) = hand_controllers(&dir);
+    // What the cgroup2 hierarchy does not offer, a v1 one may (a hybrid host).
+    let v1: Vec<v1::RunDir> = [(pids, Controller::Pids), (memory, Controller::Memory)]
+        .into_iter()
+        .filter(|(offered, _)| !offered)
+        .filter_map(|(_, controller)| v1::RunDir::make(controller, &name))
+        .collect();
+    capture::watch_run(&dir, rel.clone());
+    set_homes(base, own, &rel, &v1);
+    Some(Run {
+        dir,
+        rel,
+        _own_procs,
+        cpu_stat,
+        pressure,
+        pids,
+        memory,
+        v1,
+    })
+}
+
+/// Makes the run's cgroup `name` beside ours (in `base`), where we may move a
+/// process into a cgroup we made.
+fn make_run_dir(base: &Path, name: &str) -> Option<PathBuf> {
+    let dir = base.join(name);
     fs::create_dir(&dir).ok()?;
     // Only where we may move a process into a cgroup we made.
     let usable = fs::OpenOptions::new()
@@ -70,13 +102,12 @@ fn make_run() -> Option<Run> {
         let _ = fs::remove_dir(&dir);
         return None;
     }
-    tree::remove_dead_runs(&base);
-    // SAFETY: registers a plain `extern "C"` function with no preconditions.
-    unsafe { libc::atexit(remove_run_at_exit) };
-    let rel = format!("{}/{name}", own.trim_end_matches('/'));
-    let _own_procs = fs::File::open(base.join("cgroup.procs")).ok();
-    let cpu_stat = fs::File::open(dir.join("cpu.stat")).ok();
-    let pressure = fs::File::open(dir.join("cpu.pressure")).ok();
+    Some(dir)
+}
+
+/// Hands the `pids` and `memory` controllers to the call cgroups below the
+/// run's `dir`, with the run's share of the host's pids: whether each is on.
+fn hand_controllers(dir: &Path) -> (bool, bool) {
     // The run's cgroup holds no process of its own, so it may hand the
     // controllers to the call cgroups, one at a time (either may be missing).
     let enable = |controller: &str| {
@@ -93,20 +124,19 @@ fn make_run() -> Option<Run> {
             let _ = fs::write(dir.join("pids.max"), (max / 2).max(1).to_string());
         }
     }
-    // What the cgroup2 hierarchy does not offer, a v1 one may (a hybrid host).
-    let v1: Vec<v1::RunDir> = [(pids, Controller::Pids), (memory, Controller::Memory)]
-        .into_iter()
-        .filter(|(offered, _)| !offered)
-        .filter_map(|(_, controller)| v1::RunDir::make(controller, &name))
-        .collect();
-    capture::watch_run(&dir, rel.clone());
-    // Where the harness goes back to should a plugin move it (set last: the
-    // removal of dead runs above must not come home to a run not yet made).
+    (pids, memory)
+}
+
+/// Where the harness goes back to should a plugin move it: our cgroup
+/// (`own`, in `base`) and our dirs in the v1 hierarchies the run uses.
+fn set_homes(base: PathBuf, own: String, rel: &str, v1: &[v1::RunDir]) {
+    // Set last: the removal of dead runs must not come home to a run not
+    // yet made.
     let homes = std::iter::once(Home {
         hierarchy: "",
         dir: base,
         rel: own,
-        run_rel: rel.clone(),
+        run_rel: rel.to_owned(),
     })
     .chain(v1.iter().map(|d| Home {
         hierarchy: d.controller.name(),
@@ -116,16 +146,6 @@ fn make_run() -> Option<Run> {
     }))
     .collect();
     capture::set_homes(homes);
-    Some(Run {
-        dir,
-        rel,
-        _own_procs,
-        cpu_stat,
-        pressure,
-        pids,
-        memory,
-        v1,
-    })
 }
 
 /// The CPU time every call of this run has used so far (its cgroup's

@@ -22,6 +22,8 @@ use std::ffi::CString;
 use std::io::Error;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+mod child;
+
 /// The descriptors the child puts in place (all above 2, all close-on-exec).
 #[derive(Clone, Copy)]
 pub(crate) struct ChildFds {
@@ -365,109 +367,6 @@ extern "C" fn child_entry(child: *mut Child<'_>) -> ! {
         let errno = (*child).exec();
         std::ptr::write_volatile(&mut (*child).errno, errno.max(1));
         libc::_exit(127)
-    }
-}
-
-impl Child<'_> {
-    /// The child's steps, then `execve`; returns only on failure, with errno.
-    ///
-    /// # Safety
-    /// Only in the child of the clone.
-    unsafe fn exec(&mut self) -> libc::c_int {
-        // SAFETY: __errno_location points to this thread's errno, valid to
-        // read for the thread's life; the child runs on the parent thread's
-        // memory and TLS (CLONE_VM), which CLONE_VFORK holds still meanwhile.
-        let errno = || unsafe { *libc::__errno_location() };
-        // SAFETY: raw system calls on values prepared by the parent.
-        unsafe {
-            // First, before any descriptor moves: into the call's v1 dirs
-            // ("0" is the writer), so that the plugin and all it starts are
-            // bounded there from their first instruction. Memory is charged
-            // to the v1 dir from the exec on (until then the child shares
-            // ours, which stays charged where we are).
-            for &fd in &self.fds.v1_procs {
-                if fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    self.v1_failed = 1;
-                }
-            }
-            // A session of its own: no controlling terminal, so nothing the
-            // plugin does reaches the user's (no /dev/tty, no TIOCSTI, no
-            // taking the foreground), and its group is its pid as before.
-            if libc::setsid() < 0 {
-                return errno();
-            }
-            for &sig in self.reset {
-                raw_sigaction(sig, Some(&KernelSigaction::default()), None);
-            }
-            let f = self.fds;
-            if libc::dup2(f.stdin, 0) < 0
-                || libc::dup2(f.stdout, 1) < 0
-                || libc::dup2(f.stderr, 2) < 0
-            {
-                return errno();
-            }
-            // Our descriptors are close-on-exec, but until the exec the
-            // child holds a reference to each: on a loaded host that can
-            // last long enough for another check to find a file it just
-            // closed still open (a volume that cannot be unmounted). Closed
-            // now, but for the one the hold's listener goes out by.
-            let keep = match self.hand_over.is_null() {
-                true => None,
-                false => Some((*self.hand_over).sock),
-            };
-            close_from_3_but(keep);
-            if !self.cwd.is_null() && libc::chdir(self.cwd) != 0 {
-                return errno();
-            }
-            if !self.filter.is_null() {
-                let failed = super::seccomp::install(self.filter);
-                if failed != 0 {
-                    return failed;
-                }
-            }
-            // Last before the exec: from here on the child's own changes
-            // would be held too (it makes none).
-            if !self.hand_over.is_null() {
-                (*self.hand_over).install_and_send();
-            }
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            // `execveat`, which the watch filter lets through: it watches
-            // `execve` (the plugin's own starts) and would hold this one
-            // while we wait for it (CLONE_VFORK).
-            libc::syscall(
-                libc::SYS_execveat,
-                libc::AT_FDCWD,
-                self.path,
-                self.argv,
-                self.envp,
-                0,
-            );
-            errno()
-        }
-    }
-}
-
-/// Closes every descriptor from 3 up but `keep`, where the kernel can
-/// (`close_range`, Linux 5.9; elsewhere close-on-exec does it at the exec).
-///
-/// # Safety
-/// Only in the clone's child: async-signal-safe system calls.
-unsafe fn close_from_3_but(keep: Option<libc::c_int>) {
-    let close = |first: libc::c_uint, last: libc::c_uint| {
-        if first <= last {
-            // SAFETY: close_range takes plain numbers; a failure leaves the
-            // descriptors to close-on-exec.
-            unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) };
-        }
-    };
-    match keep {
-        Some(fd) if fd >= 3 => {
-            close(3, fd as libc::c_uint - 1);
-            close(fd as libc::c_uint + 1, libc::c_uint::MAX);
-        }
-        _ => close(3, libc::c_uint::MAX),
     }
 }
 

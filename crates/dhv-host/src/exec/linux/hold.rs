@@ -17,10 +17,11 @@
 //! ([`HoldPoint`](crate::exec::HoldPoint) absent).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use super::hold_filter::filter;
-use super::hold_notice::{Pending, continue_call, pending, receive_notice};
+use super::hold_notice::{Notice, Pending, continue_call, pending, receive_notice};
 use crate::exec::rendezvous::{Arrival, MAX_CHANGES, Seat, SeenSlot};
 use crate::exec::{AtChanges, Change, HoldPoint};
 
@@ -208,7 +209,7 @@ pub(crate) fn can_hold() -> bool {
 pub(crate) async fn serve(
     listener: OwnedFd,
     watch: AtChanges,
-    mut seat: Option<Seat>,
+    seat: Option<Seat>,
     seen: SeenSlot,
     kill: impl Fn(),
 ) {
@@ -226,8 +227,15 @@ pub(crate) async fn serve(
     // The paths the calls name are read through /proc: compare like with like.
     let scope =
         std::fs::canonicalize(watch.scope()).unwrap_or_else(|_| watch.scope().to_path_buf());
+    let mut answering = Answering {
+        watch,
+        seat,
+        seen,
+        kill,
+        scope,
+        killed: false,
+    };
     let mut waiting = false;
-    let mut killed = false;
     loop {
         tokio::select! {
             ready = fd.readable() => {
@@ -243,68 +251,111 @@ pub(crate) async fn serve(
                         Pending::One => {}
                     }
                     let Some(notice) = receive_notice(listener) else { continue };
-                    // A burst is held at a change of state, never at a fork.
-                    let passing = killed
-                        || seat.as_ref().is_some_and(Seat::arrived)
-                        || (seat.is_some() && notice.starts_a_process());
-                    let outside = matches!(watch, AtChanges::RecordOutside(_));
-                    let path = match (passing, outside) {
-                        (true, _) => None,
-                        (false, true) => notice.made_path(listener),
-                        (false, false) => notice.path(listener),
-                    };
-                    let counts = match outside {
-                        // A name it makes, and can be read, elsewhere.
-                        true => path.as_deref().is_some_and(|p| !p.starts_with(&scope)),
-                        false => notice.in_scope(path.as_deref(), &scope),
-                    };
-                    if passing || !counts {
-                        continue_call(listener, notice.id());
-                        continue;
-                    }
-                    let change = Change { syscall: notice.name(), path };
-                    let count = {
-                        let mut seen = crate::sync::lock(&seen);
-                        if seen.changes.len() < MAX_CHANGES {
-                            seen.changes.push(change.clone());
-                        }
-                        seen.changes.len()
-                    };
-                    match (&watch, seat.as_mut()) {
-                        (AtChanges::KillAt(_, n), _) if count == *n => {
-                            crate::sync::lock(&seen).killed = true;
-                            killed = true;
-                            // Not answered: it dies waiting, before it runs.
-                            kill();
-                        }
-                        (AtChanges::Hold(_), Some(seat)) => {
-                            let Ok(dup) = fd.get_ref().try_clone() else {
-                                continue_call(listener, notice.id());
-                                continue;
-                            };
-                            crate::sync::lock(&seen).held = Some(HoldPoint {
-                                syscall: change.syscall,
-                                path: change.path,
-                                released: None,
-                                together: 0,
-                                of: seat.of(),
-                            });
-                            let held = HeldCall { listener: dup, id: notice.id() };
-                            match seat.arrive(held, seen.clone()) {
-                                Arrival::Held => waiting = true,
-                                // The burst was let go before this call got
-                                // here: it was not held.
-                                Arrival::Pass(call) => {
-                                    crate::sync::lock(&seen).held = None;
-                                    call.release();
-                                }
-                            }
-                        }
-                        _ => continue_call(listener, notice.id()),
-                    }
+                    waiting |= answering.answer(fd.get_ref(), notice);
                 }
             }
             _ = async { rendezvous.as_ref()?.until_released().await; Some(()) }, if waiting => waiting = false,
+        }
+    }
+}
+
+/// One call's notifications being answered: what is watched, and what has
+/// been done so far.
+struct Answering<K> {
+    watch: AtChanges,
+    seat: Option<Seat>,
+    seen: SeenSlot,
+    kill: K,
+    /// The watch's scope, as /proc names paths.
+    scope: PathBuf,
+    /// The call was killed at its change: whatever follows runs on.
+    killed: bool,
+}
+
+impl<K: Fn()> Answering<K> {
+    /// Answers one notification of `listener`: a change under the watch's
+    /// scope is recorded, then held, or the call killed, as the watch says;
+    /// anything else runs on. Whether the call is now held.
+    fn answer(&mut self, listener: &OwnedFd, notice: Notice) -> bool {
+        let fd = listener.as_fd();
+        // A burst is held at a change of state, never at a fork.
+        let passing = self.killed
+            || self.seat.as_ref().is_some_and(Seat::arrived)
+            || (self.seat.is_some() && notice.starts_a_process());
+        let outside = matches!(self.watch, AtChanges::RecordOutside(_));
+        let path = match (passing, outside) {
+            (true, _) => None,
+            (false, true) => notice.made_path(fd),
+            (false, false) => notice.path(fd),
+        };
+        let counts = match outside {
+            // A name it makes, and can be read, elsewhere.
+            true => path.as_deref().is_some_and(|p| !p.starts_with(&self.scope)),
+            false => notice.in_scope(path.as_deref(), &self.scope),
+        };
+        if passing || !counts {
+            continue_call(fd, notice.id());
+            return false;
+        }
+        let change = Change {
+            syscall: notice.name(),
+            path,
+        };
+        let count = {
+            let mut seen = crate::sync::lock(&self.seen);
+            if seen.changes.len() < MAX_CHANGES {
+                seen.changes.push(change.clone());
+            }
+            seen.changes.len()
+        };
+        match (&self.watch, self.seat.as_mut()) {
+            (AtChanges::KillAt(_, n), _) if count == *n => {
+                crate::sync::lock(&self.seen).killed = true;
+                self.killed = true;
+                // Not answered: it dies waiting, before it runs.
+                (self.kill)();
+                false
+            }
+            (AtChanges::Hold(_), Some(seat)) => hold(seat, &self.seen, listener, &notice, change),
+            _ => {
+                continue_call(fd, notice.id());
+                false
+            }
+        }
+    }
+}
+
+/// Holds the notified call at its `change` until the burst is let go, or lets
+/// it run when the burst was let go already. Whether it is held.
+fn hold(
+    seat: &mut Seat,
+    seen: &SeenSlot,
+    listener: &OwnedFd,
+    notice: &Notice,
+    change: Change,
+) -> bool {
+    let Ok(dup) = listener.try_clone() else {
+        continue_call(listener.as_fd(), notice.id());
+        return false;
+    };
+    crate::sync::lock(seen).held = Some(HoldPoint {
+        syscall: change.syscall,
+        path: change.path,
+        released: None,
+        together: 0,
+        of: seat.of(),
+    });
+    let held = HeldCall {
+        listener: dup,
+        id: notice.id(),
+    };
+    match seat.arrive(held, seen.clone()) {
+        Arrival::Held => true,
+        // The burst was let go before this call got here: it was not held.
+        Arrival::Pass(call) => {
+            crate::sync::lock(seen).held = None;
+            call.release();
+            false
         }
     }
 }

@@ -121,21 +121,7 @@ pub(crate) fn spawn(
         Some(r) => Some(super::seccomp::filter(r).ok_or_else(no_refusal)?),
         None => None,
     };
-    let path = cstr(program.as_os_str().as_bytes())?;
-    let mut argv_owned = vec![cstr(arg0.as_os_str().as_bytes())?];
-    for a in args {
-        argv_owned.push(cstr(a.as_bytes())?);
-    }
-    let cwd = with
-        .cwd
-        .map(|d| cstr(d.as_os_str().as_bytes()))
-        .transpose()?;
-    let mut argv: Vec<*mut libc::c_char> =
-        argv_owned.iter().map(|c| c.as_ptr() as *mut _).collect();
-    argv.push(std::ptr::null_mut());
-    let mut envp: Vec<*mut libc::c_char> = env.iter().map(|c| c.as_ptr() as *mut _).collect();
-    envp.push(std::ptr::null_mut());
-
+    let exec = Exec::new((program, arg0), args, env, with.cwd)?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     // Above 2 for the clone's child (a no-op unless our own stdio is closed);
@@ -146,53 +132,13 @@ pub(crate) fn spawn(
     let mut hand_over = hold.as_ref().zip(starts).map(|((send, _), starts)| {
         super::hold::HandOver::new(std::os::fd::AsFd::as_fd(send), starts)
     });
-    let needs_clone = filter.is_some() || hand_over.is_some();
-    let cloned = if with.cgroup.is_some() || needs_clone {
-        let mut fds = ChildFds {
-            stdin: dev_null()?,
-            stdout: out_w.as_raw_fd(),
-            stderr: err_w.as_raw_fd(),
-            cgroup: with.cgroup.map_or(-1, |c| c.as_raw_fd()),
-            v1_procs: with.v1_procs,
-        };
-        let mut clone = |fds| {
-            clone_spawn(
-                &path,
-                &argv,
-                &envp,
-                cwd.as_ref(),
-                fds,
-                filter.as_ref(),
-                hand_over.as_deref_mut(),
-            )
-        };
-        match clone(fds) {
-            Ok(pid) => Some((pid, fds.cgroup >= 0)),
-            Err(CloneFailure::Child(e)) => return Err(e),
-            Err(CloneFailure::Clone(e)) if fds.cgroup >= 0 && cgroup_refused(&e) => {
-                CallCgroup::refused();
-                // Born in ours, then, when only the clone can do the rest;
-                // untracked by a cgroup, it is bounded by none either.
-                fds.cgroup = -1;
-                fds.v1_procs = [-1; 2];
-                match needs_clone.then(|| clone(fds)) {
-                    None => None,
-                    Some(Ok(pid)) => Some((pid, false)),
-                    Some(Err(CloneFailure::Child(e))) => return Err(e),
-                    Some(Err(CloneFailure::Clone(_))) if filter.is_some() => {
-                        return Err(no_refusal());
-                    }
-                    Some(Err(CloneFailure::Clone(_))) => None,
-                }
-            }
-            Err(CloneFailure::Clone(_)) if filter.is_some() => return Err(no_refusal()),
-            // No clone3 here: posix_spawn, unheld.
-            Err(CloneFailure::Clone(_)) if with.cgroup.is_none() => None,
-            Err(CloneFailure::Clone(e)) => return Err(e),
-        }
-    } else {
-        None
-    };
+    let cloned = clone_leader(
+        &exec,
+        &with,
+        (&out_w, &err_w),
+        filter.as_ref(),
+        hand_over.as_deref_mut(),
+    )?;
     let in_cgroup = cloned.is_some_and(|(_, in_cgroup)| in_cgroup);
     let listener = match (&cloned, &hold) {
         (Some(_), Some((_, recv))) => super::hold::receive(recv),
@@ -202,9 +148,9 @@ pub(crate) fn spawn(
         Some((pid, _)) => pid,
         None => {
             let mut plan = SpawnPlan::new()?;
-            plan.stdio(&out_w, &err_w, cwd.as_ref())?;
+            plan.stdio(&out_w, &err_w, exec.cwd.as_ref())?;
             plan.own_session_default_signals()?;
-            plan.spawn(&path, &argv, &envp)?
+            plan.spawn(&exec.path, &exec.argv, &exec.envp)?
         }
     };
     drop((out_w, err_w));
@@ -215,6 +161,102 @@ pub(crate) fn spawn(
         stderr: err_r,
         listener,
     })
+}
+
+/// The program, its arguments, its environment and its working dir as
+/// `execve` and `chdir` take them, for the clone's child or `posix_spawn`.
+struct Exec {
+    path: CString,
+    /// Owns the strings `argv` points to.
+    _args: Vec<CString>,
+    argv: Vec<*mut libc::c_char>,
+    envp: Vec<*mut libc::c_char>,
+    cwd: Option<CString>,
+}
+
+impl Exec {
+    fn new(
+        (program, arg0): (&Path, &Path),
+        args: &[OsString],
+        env: &[CString],
+        cwd: Option<&Path>,
+    ) -> std::io::Result<Exec> {
+        let path = cstr(program.as_os_str().as_bytes())?;
+        let mut argv_owned = vec![cstr(arg0.as_os_str().as_bytes())?];
+        for a in args {
+            argv_owned.push(cstr(a.as_bytes())?);
+        }
+        let cwd = cwd.map(|d| cstr(d.as_os_str().as_bytes())).transpose()?;
+        let mut argv: Vec<*mut libc::c_char> =
+            argv_owned.iter().map(|c| c.as_ptr() as *mut _).collect();
+        argv.push(std::ptr::null_mut());
+        let mut envp: Vec<*mut libc::c_char> = env.iter().map(|c| c.as_ptr() as *mut _).collect();
+        envp.push(std::ptr::null_mut());
+        Ok(Exec {
+            path,
+            _args: argv_owned,
+            argv,
+            envp,
+            cwd,
+        })
+    }
+}
+
+/// Starts the leader with [`clone_spawn`] when it is to be born in a cgroup,
+/// refused system calls or held (`hand_over`): its pid and whether it was
+/// born in the cgroup. `None` when `posix_spawn` is to start it: nothing
+/// needs the clone, or a cgroup alone did and the clone is not to be had.
+fn clone_leader(
+    exec: &Exec,
+    with: &StartWith<'_>,
+    (out_w, err_w): (&OwnedFd, &OwnedFd),
+    filter: Option<&libc::sock_fprog>,
+    mut hand_over: Option<&mut super::hold::HandOver>,
+) -> std::io::Result<Option<(i32, bool)>> {
+    let needs_clone = filter.is_some() || hand_over.is_some();
+    if with.cgroup.is_none() && !needs_clone {
+        return Ok(None);
+    }
+    let mut fds = ChildFds {
+        stdin: dev_null()?,
+        stdout: out_w.as_raw_fd(),
+        stderr: err_w.as_raw_fd(),
+        cgroup: with.cgroup.map_or(-1, |c| c.as_raw_fd()),
+        v1_procs: with.v1_procs,
+    };
+    let mut clone = |fds| {
+        clone_spawn(
+            &exec.path,
+            &exec.argv,
+            &exec.envp,
+            exec.cwd.as_ref(),
+            fds,
+            filter,
+            hand_over.as_deref_mut(),
+        )
+    };
+    match clone(fds) {
+        Ok(pid) => Ok(Some((pid, fds.cgroup >= 0))),
+        Err(CloneFailure::Child(e)) => Err(e),
+        Err(CloneFailure::Clone(e)) if fds.cgroup >= 0 && cgroup_refused(&e) => {
+            CallCgroup::refused();
+            // Born in ours, then, when only the clone can do the rest;
+            // untracked by a cgroup, it is bounded by none either.
+            fds.cgroup = -1;
+            fds.v1_procs = [-1; 2];
+            match needs_clone.then(|| clone(fds)) {
+                None => Ok(None),
+                Some(Ok(pid)) => Ok(Some((pid, false))),
+                Some(Err(CloneFailure::Child(e))) => Err(e),
+                Some(Err(CloneFailure::Clone(_))) if filter.is_some() => Err(no_refusal()),
+                Some(Err(CloneFailure::Clone(_))) => Ok(None),
+            }
+        }
+        Err(CloneFailure::Clone(_)) if filter.is_some() => Err(no_refusal()),
+        // No clone3 here: posix_spawn, unheld.
+        Err(CloneFailure::Clone(_)) if with.cgroup.is_none() => Ok(None),
+        Err(CloneFailure::Clone(e)) => Err(e),
+    }
 }
 
 /// `/dev/null`, open for reading above 2 and close-on-exec, opened once for
