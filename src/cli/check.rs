@@ -13,7 +13,7 @@ use super::check_outputs::{Outputs, open_outputs, write_files, write_reports};
 use super::check_requests::{Request, config_info, inputs, merged, requests};
 use super::check_rounds::{Rounds, Tally};
 use super::config::Config;
-use super::progress_lines::{Ending, Format, Printer, Stream};
+use super::progress_lines::{Ending, LineFormat, Printer, Stream};
 use super::selection::{config_leaves_some, describe, list, rfc3339_utc, selection, target};
 use super::signals::LateEnding;
 use super::{CliError, CliResult, EXIT_HARNESS, EXIT_OK, print_stderr};
@@ -172,10 +172,10 @@ fn claims_of(config: Option<&Config>, target: &conformance::Target) -> Claims {
 
 /// Where the progress lines and the summary table go: stdout, unless it
 /// carries the JSON report (`--json -`) or JSON lines (`--format json`).
-fn line_streams(args: &CheckArgs, format: Format) -> (Stream, Stream) {
+fn line_streams(args: &CheckArgs, format: LineFormat) -> (Stream, Stream) {
     match (args.reports.json_to_stdout(), format) {
         (true, _) => (Stream::Stderr, Stream::Stderr),
-        (false, Format::Json) => (Stream::Stdout, Stream::Stderr),
+        (false, LineFormat::Json) => (Stream::Stdout, Stream::Stderr),
         (false, _) => (Stream::Stdout, Stream::Stdout),
     }
 }
@@ -455,12 +455,12 @@ fn color_choice(flag: Option<&str>) -> Result<Option<bool>, CliError> {
 }
 
 /// `--format` and `-q`: how progress is shown.
-fn progress_format(args: &CheckArgs) -> Result<Format, CliError> {
+fn progress_format(args: &CheckArgs) -> Result<LineFormat, CliError> {
     match args.format.as_deref() {
-        None | Some("pretty") if args.quiet => Ok(Format::Terse),
-        None | Some("pretty") => Ok(Format::Pretty),
-        Some("terse") => Ok(Format::Terse),
-        Some("json") => Ok(Format::Json),
+        None | Some("pretty") if args.quiet => Ok(LineFormat::Terse),
+        None | Some("pretty") => Ok(LineFormat::Pretty),
+        Some("terse") => Ok(LineFormat::Terse),
+        Some("json") => Ok(LineFormat::Json),
         Some(other) => Err(CliError::usage(format!(
             "--format must be pretty, terse or json, not {other:?}"
         ))),

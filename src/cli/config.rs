@@ -24,7 +24,7 @@ const MAX_BYTES: u64 = 1 << 20;
 
 /// One request to run the suite with.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Request {
+pub struct ConfiguredRequest {
     /// Its name, shown in every report.
     pub name: String,
     /// The fixture it was read from.
@@ -45,7 +45,7 @@ pub struct Config {
     /// Multiplies every time limit.
     pub timeout_scale: Option<f64>,
     /// The requests, in the file's order (none: the default request).
-    pub requests: Vec<Request>,
+    pub requests: Vec<ConfiguredRequest>,
     /// The claims, and the skips with their reasons.
     pub claims: Claims,
     /// `[limits]`: each plugin call's `pids.max` and `memory.max` (the

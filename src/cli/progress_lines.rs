@@ -15,7 +15,7 @@ use crate::report::{CheckResult, Event, Status, SuiteCounts, SuiteEvent, TestEve
 
 /// How progress is shown (`--format`, `-q`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum LineFormat {
     /// One line per check.
     Pretty,
     /// One character per check.
@@ -58,7 +58,7 @@ pub struct Ending<'a> {
 
 /// The printer shared by the checks' threads and the `SLOW` ticker.
 pub struct Printer {
-    format: Format,
+    format: LineFormat,
     color: bool,
     strict: bool,
     stream: Stream,
@@ -82,7 +82,7 @@ struct State {
 impl Printer {
     /// A printer for a run of `count` checks, `filtered_out` left out by the filter.
     pub fn new(
-        format: Format,
+        format: LineFormat,
         color: bool,
         strict: bool,
         stream: Stream,
@@ -109,7 +109,7 @@ impl Printer {
     /// The first lines: what is checked and how many checks will run.
     pub fn begin(&self, what: &str, count: usize) {
         match self.format {
-            Format::Json => self.json(&Event::Suite(SuiteEvent {
+            LineFormat::Json => self.json(&Event::Suite(SuiteEvent {
                 event: "started".into(),
                 test_count: Some(count),
                 counts: None,
@@ -126,7 +126,7 @@ impl Printer {
 
     /// A line of its own between checks' lines (not in JSON format).
     pub fn note(&self, text: &str) {
-        if self.format != Format::Json {
+        if self.format != LineFormat::Json {
             let text = crate::report::printable_line(text);
             self.stream.write(&format!("{text}\n"));
         }
@@ -138,7 +138,7 @@ impl Printer {
             ProgressEvent::Run(in_flight) => self.state().in_flight = Some(in_flight),
             ProgressEvent::Started(id) => {
                 self.state().running.insert(id, (Instant::now(), 0));
-                if self.format == Format::Json {
+                if self.format == LineFormat::Json {
                     self.json(&Event::Test(TestEvent {
                         event: "started".into(),
                         name: id.into(),
@@ -168,7 +168,7 @@ impl Printer {
         }
         let secs = r.duration_ms as f64 / 1000.0;
         match self.format {
-            Format::Json => self.json(&Event::Test(TestEvent {
+            LineFormat::Json => self.json(&Event::Test(TestEvent {
                 event: libtest_event(r.status, self.strict).into(),
                 name: r.id.clone(),
                 level: Some(r.level),
@@ -176,10 +176,10 @@ impl Printer {
                 message: Some(r.message.clone()),
                 exec_time: Some(secs),
             })),
-            Format::Terse => self
+            LineFormat::Terse => self
                 .stream
                 .write(&self.paint(r.status, terse_char(r.status))),
-            Format::Pretty => {
+            LineFormat::Pretty => {
                 let word = match r.status {
                     Status::Pass => "ok".to_owned(),
                     Status::Fail => "FAILED".to_owned(),
@@ -207,7 +207,7 @@ impl Printer {
         counts.filtered_out = self.filtered_out;
         counts.exec_time = self.start.elapsed().as_secs_f64();
         let ok = ending.verdict == Verdict::Conformant;
-        if self.format == Format::Json {
+        if self.format == LineFormat::Json {
             let event = match ending.interrupted {
                 Some(_) => "interrupted",
                 None if ending.verdict == Verdict::Inconclusive => "inconclusive",
@@ -232,7 +232,7 @@ impl Printer {
             None if ok => self.paint(Status::Pass, "ok"),
             None => self.paint(Status::Fail, "FAILED"),
         };
-        let lead = if self.format == Format::Terse {
+        let lead = if self.format == LineFormat::Terse {
             "\n"
         } else {
             ""
@@ -292,7 +292,7 @@ impl Printer {
             None => "no plugin call in flight".to_owned(),
         };
         match self.format {
-            Format::Json => self.json(&Event::Test(TestEvent {
+            LineFormat::Json => self.json(&Event::Test(TestEvent {
                 event: "slow".into(),
                 name: id.into(),
                 level: None,

@@ -6,7 +6,7 @@ use std::path::Path;
 use libtest_mimic::Arguments;
 
 use super::check_args::CheckArgs;
-use super::progress_lines::{Format, Stream};
+use super::progress_lines::{LineFormat, Stream};
 use super::{CliError, CliResult, EXIT_OK};
 use crate::conformance::{self, CATALOGUE, Target};
 use crate::report;
@@ -78,7 +78,7 @@ fn selector(args: &CheckArgs) -> Arguments {
 }
 
 /// `--list`: level, id and rule of each selected check, or JSON lines.
-pub(super) fn list(args: &CheckArgs, format: Format) -> CliResult {
+pub(super) fn list(args: &CheckArgs, format: LineFormat) -> CliResult {
     selection(args)?;
     let selector = selector(args);
     let chosen = CATALOGUE
@@ -87,7 +87,7 @@ pub(super) fn list(args: &CheckArgs, format: Format) -> CliResult {
     let width = CATALOGUE.iter().map(|c| c.id.len()).max().unwrap_or(0);
     let mut out = String::new();
     for c in chosen {
-        if format == Format::Json {
+        if format == LineFormat::Json {
             let entry = report::CatalogueEntry {
                 id: c.id.to_owned(),
                 group: c.group().to_owned(),

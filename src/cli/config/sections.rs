@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{RawParameter, RawRequest, Request};
+use super::{ConfiguredRequest, RawParameter, RawRequest};
 use crate::conformance::{ParameterClaim, fixture};
 
 /// `timeout_scale`: more than 0, at most 100.
@@ -27,20 +27,23 @@ pub(super) fn requests(
     raw: Vec<RawRequest>,
     base: &Path,
     at: &dyn Fn(&str) -> String,
-) -> Result<Vec<Request>, String> {
+) -> Result<Vec<ConfiguredRequest>, String> {
     let mut requests = Vec::new();
     for r in raw {
         if r.name.trim().is_empty() {
             return Err(format!("{}: a [[request]] needs a name", at("name")));
         }
-        if requests.iter().any(|q: &Request| q.name == r.name) {
+        if requests
+            .iter()
+            .any(|q: &ConfiguredRequest| q.name == r.name)
+        {
             return Err(format!("{}: two requests named {:?}", at(&r.name), r.name));
         }
         let file = base.join(&r.fixture);
         let template = fixture::load(&file)
             .map_err(|e| format!("{}: request {:?}: {e}", at("fixture"), r.name))?
             .template;
-        requests.push(Request {
+        requests.push(ConfiguredRequest {
             name: r.name,
             fixture: file,
             template,

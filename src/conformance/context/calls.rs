@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::ledger::Ledger;
 use super::route::{Caller, Route, Start};
-use super::{Asker, Finding, Phase, Prereqs, Shared};
+use super::{Asker, CallPhase, Finding, Prereqs, Shared};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{Fingerprint, HostVolumePlugin, PluginCall, PluginRun, Recorder};
 
@@ -50,7 +50,7 @@ pub(crate) struct Calls {
     /// Every call made, with what was expected of it.
     pub(super) ledger: Ledger,
     /// When its calls are made (for the timing checks).
-    pub(super) phase: Phase,
+    pub(super) phase: CallPhase,
     /// The manager's next calls are made alone (see
     /// [`Managed::create`](super::Managed::create)).
     pub(super) managed_alone: Arc<std::sync::atomic::AtomicBool>,
@@ -78,7 +78,7 @@ impl Calls {
             owner: owner.to_owned(),
             recorder,
             ledger: Ledger::default(),
-            phase: Phase::Parallel,
+            phase: CallPhase::Parallel,
             managed_alone: Arc::default(),
             dir: dir.to_path_buf(),
             volumes: volumes.to_path_buf(),

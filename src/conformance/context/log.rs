@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Finding, Phase};
+use super::{CallPhase, Finding};
 use crate::contract::Operation;
 use crate::lock;
 use crate::plugin::PluginRun;
@@ -27,7 +27,7 @@ pub(crate) struct LoggedCall {
     /// what it left there.
     pub residue: Option<Vec<String>>,
     /// When it was made: by a check in parallel with others, or alone.
-    pub phase: Phase,
+    pub phase: CallPhase,
     /// Plugin calls of the run in flight when it started, itself included.
     pub in_flight: usize,
     /// What Nomad would show for it when it failed (its error text); `None`

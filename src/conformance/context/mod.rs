@@ -73,7 +73,7 @@ pub use settings::{RequestTemplate, Settings};
 pub(crate) use steps::{
     Holds, LOOP_RELEASE, Steps, VolumeAt, loops_left, mounts_left, plant_in_volume, still_attached,
 };
-pub(crate) use timing::{Phase, is_provoked, killed_waiting, late, overran};
+pub(crate) use timing::{CallPhase, is_provoked, killed_waiting, late, overran};
 pub(crate) use variant::Variant;
 
 use super::host::Host;

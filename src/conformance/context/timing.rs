@@ -16,19 +16,20 @@ use super::probes::probe_ctx;
 use super::{Expect, LoggedCall, Shared};
 use crate::contract::{DeleteRequest, Operation};
 
-/// When a call was made.
+/// When a call was made: among the other checks' calls, or alone in the timing
+/// phase (not the run's [`Phase`](crate::report::Phase) a check runs in).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
+pub(crate) enum CallPhase {
     /// By a check, while other checks ran.
     Parallel,
     /// In the timing phase, alone.
     Timing,
 }
 
-impl Phase {
+impl CallPhase {
     /// Made with no other call of the run in flight.
     pub fn alone(self) -> bool {
-        self != Phase::Parallel
+        self != CallPhase::Parallel
     }
 }
 
@@ -65,7 +66,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let log = shared.log.calls();
     let exercised = |op: Operation| log.iter().any(|c| c.op == op);
     let mut ctx = probe_ctx(shared.clone(), shared.probe_owners.timing);
-    ctx.calls.phase = Phase::Timing;
+    ctx.calls.phase = CallPhase::Timing;
     let mut hangs = Vec::new();
     for op in Operation::ALL.into_iter().filter(|op| exercised(*op)) {
         for _ in 0..TIMING_CALLS {
@@ -105,7 +106,7 @@ const BLOCKER: &str = "not-a-dir";
 pub(crate) fn is_provoked(call: &LoggedCall) -> bool {
     let below = format!("/{BLOCKER}/volumes");
     call.op == Operation::Create
-        && call.phase == Phase::Timing
+        && call.phase == CallPhase::Timing
         && match &call.run {
             Some(run) => run
                 .env
@@ -266,7 +267,7 @@ mod tests {
             plugin_failed: true,
             run: Some(std::sync::Arc::new(run)),
             residue: None,
-            phase: Phase::Timing,
+            phase: CallPhase::Timing,
             in_flight: 1,
             error: None,
         }

@@ -87,21 +87,6 @@ impl Supervisor {
         self.lock().cancelled
     }
 
-    /// The environment of every live call, as `K=V` strings: what a progress
-    /// line needs to say which operation is in flight, and for which dir.
-    pub fn live_envs(&self) -> Vec<Vec<String>> {
-        self.lock()
-            .calls
-            .values()
-            .map(|call| {
-                call.env
-                    .iter()
-                    .map(|kv| kv.to_string_lossy().into_owned())
-                    .collect()
-            })
-            .collect()
-    }
-
     /// How many calls are live right now.
     pub fn live_calls(&self) -> usize {
         self.lock().calls.len()

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use super::hold_filter::filter;
-use super::hold_notice::{Notice, Pending, continue_call, pending, receive_notice};
+use super::hold_notice::{Notice, Waiting, continue_call, pending, receive_notice};
 use crate::exec::rendezvous::{Arrival, MAX_CHANGES, Seat, SeenSlot};
 use crate::exec::{AtChanges, Change, HoldPoint};
 
@@ -243,12 +243,12 @@ pub(crate) async fn serve(
                 loop {
                     let listener = fd.get_ref().as_fd();
                     match pending(listener) {
-                        Pending::HungUp => return,
-                        Pending::None => {
+                        Waiting::HungUp => return,
+                        Waiting::None => {
                             guard.clear_ready();
                             break;
                         }
-                        Pending::One => {}
+                        Waiting::One => {}
                     }
                     let Some(notice) = receive_notice(listener) else { continue };
                     waiting |= answering.answer(fd.get_ref(), notice);

@@ -20,14 +20,14 @@ pub(crate) struct Notice {
 
 /// Whether a notification is waiting on `listener` (or it hung up: every
 /// process under the filter is gone).
-pub(crate) enum Pending {
+pub(crate) enum Waiting {
     One,
     None,
     HungUp,
 }
 
 /// Polls `listener` without waiting.
-pub(crate) fn pending(listener: BorrowedFd<'_>) -> Pending {
+pub(crate) fn pending(listener: BorrowedFd<'_>) -> Waiting {
     let mut p = libc::pollfd {
         fd: listener.as_raw_fd(),
         events: libc::POLLIN,
@@ -36,14 +36,14 @@ pub(crate) fn pending(listener: BorrowedFd<'_>) -> Pending {
     // SAFETY: one valid pollfd; no wait.
     let n = unsafe { libc::poll(&mut p, 1, 0) };
     if n <= 0 {
-        return Pending::None;
+        return Waiting::None;
     }
     if p.revents & libc::POLLIN != 0 {
-        Pending::One
+        Waiting::One
     } else if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-        Pending::HungUp
+        Waiting::HungUp
     } else {
-        Pending::None
+        Waiting::None
     }
 }
 
