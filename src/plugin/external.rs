@@ -7,10 +7,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::transport::{Launch, LocalProcess, Transport};
+use super::transport::{LocalProcess, Transport};
 use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure};
 use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, Operation};
-use crate::exec::{AtChanges, KillMode, Refusal, Supervisor};
+use crate::exec::{AtChanges, Call, KillMode, Refusal, Supervisor};
 use crate::report::VersionInfo;
 
 /// The most stdout a call may print and still be decoded exactly as Nomad
@@ -221,34 +221,16 @@ impl ExternalPlugin {
     }
 
     /// Runs one call, stdout kept up to [`DECODE_LIMIT`] for judging; not
-    /// recorded yet (see [`keep`](Self::keep)).
-    async fn execute(
-        &self,
-        op: &str,
-        mut env: Vec<(String, String)>,
-        timeout: Duration,
-    ) -> PluginRun {
-        env.extend(self.extra_env.iter().cloned());
+    /// recorded yet (see [`keep`](Self::keep)). The record's facts of what
+    /// ran are the call's own.
+    async fn execute(&self, op: &str, env: Vec<(String, String)>, timeout: Duration) -> PluginRun {
         if let Some(pin) = &self.pin {
             // The one place every call of the plugin starts from.
             pin.before_call();
         }
-        let launch = Launch {
-            program: self.program.clone(),
-            arg0: self.executable.clone(),
-            args: vec![op.into()],
-            env: env.clone(),
-            cwd: self.cwd.clone(),
-            timeout,
-            kill_mode: self.kill_mode,
-            output_cap: self.output_cap,
-            stdout_cap: self.output_cap.max(DECODE_LIMIT),
-            follow: self.follow,
-            refuse: self.refuse,
-            at_changes: self.at_changes.clone(),
-        };
+        let call = self.call(op, env, timeout);
         let started_at = Instant::now();
-        let result = self.transport.run(&launch, &self.supervisor).await;
+        let result = self.transport.run(&call).await;
         let result = result.map_err(|e| StartFailure {
             errno: e.source.raw_os_error(),
             go_error: format!(
@@ -261,13 +243,36 @@ impl ExternalPlugin {
         PluginRun {
             executable: self.executable.clone(),
             operation: op.to_string(),
-            env,
-            cwd: self.cwd.clone(),
-            refused: self.refuse,
+            env: call.env,
+            cwd: call.cwd,
+            refused: call.refuse,
             timeout,
             result,
             started_at,
         }
+    }
+
+    /// What one call of `op` runs, exactly as Nomad runs it (argv `[path,
+    /// op]`, `env` plus any extra variables, the limit for `op`) with this
+    /// plugin's options: the one place a call is described.
+    fn call(&self, op: &str, mut env: Vec<(String, String)>, timeout: Duration) -> Call {
+        env.extend(self.extra_env.iter().cloned());
+        let mut call = Call::new(&self.program)
+            .arg0(&self.executable)
+            .arg(op)
+            .env(env)
+            .timeout(timeout)
+            .kill_mode(self.kill_mode)
+            .output_cap(self.output_cap)
+            .stdout_cap(self.output_cap.max(DECODE_LIMIT))
+            .follow(self.follow)
+            .refuse(self.refuse)
+            .at_changes(self.at_changes.clone())
+            .supervised_by(&self.supervisor);
+        if let Some(dir) = &self.cwd {
+            call = call.current_dir(dir);
+        }
+        call
     }
 
     /// A judged call, cut to the output cap (so that a run's record of
