@@ -102,31 +102,39 @@ pub(crate) fn invocations(
         .collect()
 }
 
-/// One raw call as the report schema has it.
+/// One raw call as the report schema has it, its output cut to excerpts.
 pub(crate) fn invocation(run: &PluginRun) -> Invocation {
+    call_report(run, report::DEFAULT_EXCERPT_CAP)
+}
+
+/// One raw call as the report schema has it, with at most `cap` bytes of
+/// each stream's text: the one place a call's record becomes a report's
+/// call, for a check's evidence and for `run --json` alike (see
+/// [`RunOutput::of_call`](crate::report::RunOutput::of_call)).
+pub(crate) fn call_report(run: &PluginRun, cap: usize) -> Invocation {
     let outcome = run.result.as_ref().ok();
-    let ended = run.ended();
+    let exit = run.exit();
     Invocation {
         operation: run.operation.clone(),
         env: env_lines(&run.env),
-        exit_code: ended.exit_code,
-        signal: ended.signal,
-        core_dumped: ended.core_dumped,
+        exit_code: exit.and_then(|e| e.code()),
+        signal: exit.and_then(|e| e.signal()),
+        core_dumped: exit.is_some_and(|e| e.core_dumped()),
         started_ms: None,
         duration_ms: run.duration().as_secs_f64() * 1e3,
-        timed_out: ended.timed_out,
+        timed_out: run.timed_out(),
         // A crash point at one of its steps (lifecycle.crash-*): killed on
         // purpose, when it got there.
         killed_by_check_ms: outcome
             .filter(|o| o.killed_at_change)
             .map(|o| o.duration.as_millis() as u64),
-        leaked: ended.leaked,
-        leftovers: ended.leftovers,
-        stdout_truncated: ended.stdout_truncated,
-        stderr_truncated: ended.stderr_truncated,
-        stdout: report::excerpt(run.stdout(), report::DEFAULT_EXCERPT_CAP),
+        leaked: outcome.is_some_and(|o| o.leaked),
+        leftovers: run.leftovers().iter().map(|l| l.cmdline.clone()).collect(),
+        stdout_truncated: outcome.is_some_and(|o| o.stdout_truncated),
+        stderr_truncated: outcome.is_some_and(|o| o.stderr_truncated),
+        stdout: report::excerpt(run.stdout(), cap),
         stderr: match &run.result {
-            Ok(o) => report::excerpt(&o.stderr, report::DEFAULT_EXCERPT_CAP),
+            Ok(o) => report::excerpt(&o.stderr, cap),
             Err(start) => format!("{}: {}", start.go_error, start.explanation),
         },
         reproduce: run.reproduce(),

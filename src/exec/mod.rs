@@ -198,8 +198,9 @@ impl Refusal {
     }
 }
 
-/// What happened to one call.
-#[derive(Debug, Clone, PartialEq)]
+/// What happened to one call. Its default is a call that exited 0 at once,
+/// printing nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Outcome {
     /// How the leader ended: exit code, or the signal that killed it.
     pub exit: ExitReason,

@@ -126,7 +126,7 @@ impl Supervisor {
     /// A supervisor whose calls may keep `bytes` of output all together past
     /// the first 64 KiB of each call's stdout and 4 KiB of its stderr (a new
     /// one keeps 32 MiB): past it, their output is counted, not kept, and
-    /// said truncated (`stdout_truncated`, `stderr_truncated`).
+    /// said truncated (see [`Outcome::streams`](super::Outcome::streams)).
     pub fn with_output_budget(bytes: usize) -> Supervisor {
         Supervisor(Arc::new(Shared {
             budget: OutputBudget::new(bytes),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::VersionInfo;
+use super::model::{Invocation, VersionInfo};
 
 /// `dhv-conform run ... --json`: one plugin call and what Nomad makes of it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -84,6 +84,40 @@ pub struct RunOutput {
     /// client: nothing), in words.
     #[serde(default)]
     pub volumes_dir_note: Option<String>,
+}
+
+impl RunOutput {
+    /// `run --json` of one call of an executable, as far as the report's
+    /// record of it ([`Invocation`], its output whole) tells: how it ended,
+    /// what it printed, how to repeat it. What Nomad made of it, and what
+    /// only `run` knows, `run` adds. The one place the two schemas meet, so
+    /// that a field of how a call ended is written from the record once.
+    pub fn of_call(call: Invocation) -> RunOutput {
+        RunOutput {
+            builtin: false,
+            exit_code: call.exit_code,
+            signal: call.signal,
+            core_dumped: call.core_dumped,
+            timed_out: call.timed_out,
+            leaked: call.leaked,
+            stdout_truncated: call.stdout_truncated,
+            stderr_truncated: call.stderr_truncated,
+            duration_ms: call.duration_ms,
+            // A call that did not start says why in `start_failure`, not on
+            // a stderr it never had.
+            stderr: if call.started() {
+                call.stderr
+            } else {
+                String::new()
+            },
+            reproduce: Some(call.reproduce),
+            operation: call.operation,
+            env: call.env,
+            leftovers: call.leftovers,
+            stdout: call.stdout,
+            ..RunOutput::default()
+        }
+    }
 }
 
 /// A decoded create response.
