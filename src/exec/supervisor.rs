@@ -11,8 +11,8 @@ use super::os::Tracked;
 /// flag. Cheap to clone; clones share both.
 ///
 /// A run (a conformance suite, a manager command) makes one and passes it down
-/// to every call it makes ([`Call::supervised_by`](super::Call::supervised_by),
-/// [`ExternalPlugin::with_supervisor`](crate::plugin::ExternalPlugin::with_supervisor)).
+/// to every call it makes ([`Call::supervised_by`](super::Call::supervised_by);
+/// a plugin's calls get it from the plugin layer's `CallOptions::supervisor`).
 /// [`cancel`](Supervisor::cancel) then kills that run's plugin processes and
 /// nothing else: several supervisors live side by side in one process, and a
 /// fresh one stays usable after another was cancelled (a teardown that still

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::transport::{LocalProcess, Transport};
-use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure};
+use super::{
+    BoxFuture, CallOptions, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure,
+};
 use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, Operation};
-use crate::exec::{AtChanges, Call, KillMode, Refusal, Supervisor};
+use crate::exec::{Call, Supervisor};
 use crate::report::VersionInfo;
 
 /// The most stdout a call may print and still be decoded exactly as Nomad
@@ -36,18 +38,13 @@ pub struct ExternalPlugin {
     /// The file that runs: the one [`lookup`](Self::lookup) checked.
     program: PathBuf,
     plugin_dir: PathBuf,
-    timeouts: Timeouts,
-    kill_mode: KillMode,
-    output_cap: usize,
-    follow: Duration,
-    extra_env: Vec<(String, String)>,
-    cwd: Option<PathBuf>,
-    refuse: Option<Refusal>,
-    at_changes: Option<AtChanges>,
-    recorder: Option<Recorder>,
+    /// How its calls are made, as the caller gave it: each call is
+    /// described from it, in [`call`](Self::call). Its supervisor is moved
+    /// out to `supervisor`.
+    opts: CallOptions,
+    /// The supervisor its calls run under: the caller's, or one of its own.
     supervisor: Supervisor,
-    /// The file pinned for the run, looked at before every call.
-    pin: Option<std::sync::Arc<super::PluginPin>>,
+    output_cap: usize,
     /// Where its process runs (a local process unless told otherwise).
     transport: std::sync::Arc<dyn Transport>,
 }
@@ -74,19 +71,24 @@ impl ExternalPlugin {
             executable,
             program,
             plugin_dir,
-            timeouts: Timeouts::default(),
-            kill_mode: KillMode::Group,
-            output_cap: crate::exec::DEFAULT_OUTPUT_CAP,
-            follow: Duration::ZERO,
-            extra_env: Vec::new(),
-            cwd: None,
-            refuse: None,
-            at_changes: None,
-            recorder: None,
+            opts: CallOptions::default(),
             supervisor: Supervisor::new(),
-            pin: None,
+            output_cap: crate::exec::DEFAULT_OUTPUT_CAP,
             transport: std::sync::Arc::new(LocalProcess),
         }
+    }
+
+    /// Makes its calls as `opts` says (see [`CallOptions`]), in place of
+    /// whatever it was told before.
+    pub fn with_options(mut self, mut opts: CallOptions) -> Self {
+        if let Some(supervisor) = opts.supervisor.take() {
+            self.supervisor = supervisor;
+        }
+        if opts.exec_by_path {
+            self = self.exec_by_path();
+        }
+        self.opts = opts;
+        self
     }
 
     /// Runs its process through `transport` (a container, a remote node)
@@ -98,13 +100,7 @@ impl ExternalPlugin {
 
     /// Uses these time limits.
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
-        self
-    }
-
-    /// How to kill a call that overruns.
-    pub fn with_kill_mode(mut self, mode: KillMode) -> Self {
-        self.kill_mode = mode;
+        self.opts.timeouts = timeouts;
         self
     }
 
@@ -115,64 +111,9 @@ impl ExternalPlugin {
         self
     }
 
-    /// When a descendant keeps stdout or stderr open after the plugin exits,
-    /// keeps reading for up to `more` (then kills it), so that the answer is
-    /// judged on what Nomad, which waits for EOF, would read. The call is
-    /// still recorded as a leak. Default: zero (killed at the wait-delay).
-    pub fn with_follow(mut self, more: Duration) -> Self {
-        self.follow = more;
-        self
-    }
-
-    /// Appends variables to Nomad's environment. Not what Nomad does: the
-    /// conformance checks use it to diagnose plugins that depend on `PATH`.
-    pub fn with_extra_env(mut self, env: Vec<(String, String)>) -> Self {
-        self.extra_env = env;
-        self
-    }
-
-    /// Runs calls in `dir` instead of our working directory.
-    pub fn with_cwd(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cwd = Some(dir.into());
-        self
-    }
-
-    /// Refuses its calls a family of system calls (they fail with `EPERM`,
-    /// see [`Refusal`]), as some hosts do: every mount without
-    /// `CAP_SYS_ADMIN`, say. Not what Nomad does: the conformance checks use
-    /// it to see a plugin's failure paths.
-    pub fn with_refusal(mut self, refusal: Option<Refusal>) -> Self {
-        self.refuse = refusal;
-        self
-    }
-
-    /// Watches every call's changes of state as `watch` says (see
-    /// [`Call::at_changes`](crate::exec::Call::at_changes)): held for a burst
-    /// of racing calls, recorded, or a crash at one. Not what Nomad does: the
-    /// concurrency and crash checks use it to meet a plugin's races and crash
-    /// windows by design.
-    pub fn with_at_changes(mut self, watch: Option<AtChanges>) -> Self {
-        self.at_changes = watch;
-        self
-    }
-
     /// Records every call into `recorder`.
     pub fn with_recorder(mut self, recorder: Recorder) -> Self {
-        self.recorder = Some(recorder);
-        self
-    }
-
-    /// Runs every call under `supervisor`, so that whoever owns it can cancel
-    /// them (by default each plugin has a supervisor of its own).
-    pub fn with_supervisor(mut self, supervisor: Supervisor) -> Self {
-        self.supervisor = supervisor;
-        self
-    }
-
-    /// Looks at `pin` before every call: a plugin file changed mid-run is
-    /// recorded there (see [`PluginPin`](super::PluginPin)).
-    pub fn with_pin(mut self, pin: std::sync::Arc<super::PluginPin>) -> Self {
-        self.pin = Some(pin);
+        self.opts.recorder = Some(recorder);
         self
     }
 
@@ -199,13 +140,13 @@ impl ExternalPlugin {
 
     /// The time limits in force.
     pub fn timeouts(&self) -> Timeouts {
-        self.timeouts
+        self.opts.timeouts
     }
 
     /// Runs `PLUGIN op` with `env` (plus any extra env) under the limit for `op`,
     /// and records it. The building block of every operation.
     pub async fn run(&self, op: &str, env: Vec<(String, String)>) -> PluginRun {
-        self.run_with_timeout(op, env, self.timeouts.for_operation(op))
+        self.run_with_timeout(op, env, self.opts.timeouts.for_operation(op))
             .await
     }
 
@@ -224,7 +165,7 @@ impl ExternalPlugin {
     /// recorded yet (see [`keep`](Self::keep)). The record's facts of what
     /// ran are the call's own.
     async fn execute(&self, op: &str, env: Vec<(String, String)>, timeout: Duration) -> PluginRun {
-        if let Some(pin) = &self.pin {
+        if let Some(pin) = &self.opts.pin {
             // The one place every call of the plugin starts from.
             pin.before_call();
         }
@@ -256,20 +197,21 @@ impl ExternalPlugin {
     /// op]`, `env` plus any extra variables, the limit for `op`) with this
     /// plugin's options: the one place a call is described.
     fn call(&self, op: &str, mut env: Vec<(String, String)>, timeout: Duration) -> Call {
-        env.extend(self.extra_env.iter().cloned());
+        let opts = &self.opts;
+        env.extend(opts.extra_env.iter().cloned());
         let mut call = Call::new(&self.program)
             .arg0(&self.executable)
             .arg(op)
             .env(env)
             .timeout(timeout)
-            .kill_mode(self.kill_mode)
+            .kill_mode(opts.kill_mode.unwrap_or_default())
             .output_cap(self.output_cap)
             .stdout_cap(self.output_cap.max(DECODE_LIMIT))
-            .follow(self.follow)
-            .refuse(self.refuse)
-            .at_changes(self.at_changes.clone())
+            .follow(opts.follow)
+            .refuse(opts.refuse)
+            .at_changes(opts.at_changes.clone())
             .supervised_by(&self.supervisor);
-        if let Some(dir) = &self.cwd {
+        if let Some(dir) = &opts.cwd {
             call = call.current_dir(dir);
         }
         call
@@ -285,7 +227,7 @@ impl ExternalPlugin {
                 o.stdout_truncated = true;
             }
         }
-        if let Some(rec) = &self.recorder {
+        if let Some(rec) = &self.opts.recorder {
             rec.push(&run);
         }
         run
@@ -315,7 +257,7 @@ impl ExternalPlugin {
             .execute(
                 op.as_str(),
                 contract::fingerprint_env(),
-                self.timeouts.limit(op),
+                self.opts.timeouts.limit(op),
             )
             .await;
         let verdict = self.judge_fingerprint(&run);
@@ -362,7 +304,7 @@ impl ExternalPlugin {
     ) -> (PluginRun, Result<CreateResponse, PluginError>) {
         let op = Operation::Create;
         let run = self
-            .execute(op.as_str(), req.env(), self.timeouts.limit(op))
+            .execute(op.as_str(), req.env(), self.opts.timeouts.limit(op))
             .await;
         let verdict = if let (true, Some(len)) = (run.succeeded(), run.stdout_too_large()) {
             Err(self.too_large(op, len))
@@ -383,7 +325,7 @@ impl ExternalPlugin {
     pub async fn delete_run(&self, req: &DeleteRequest) -> (PluginRun, Result<(), PluginError>) {
         let op = Operation::Delete;
         let run = self
-            .execute(op.as_str(), req.env(), self.timeouts.limit(op))
+            .execute(op.as_str(), req.env(), self.opts.timeouts.limit(op))
             .await;
         let verdict = if run.succeeded() {
             Ok(())
