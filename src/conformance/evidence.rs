@@ -1,5 +1,8 @@
 //! What a report shows behind each verdict: the plugin's identity and version,
 //! and the raw calls (env, exit, output excerpts, the command that reproduces it).
+//! [`call_report`] is the one place a call's record ([`PluginRun`]) becomes
+//! the report's call ([`Invocation`]), for a check's evidence and for `run
+//! --json` alike.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -143,5 +146,43 @@ pub(crate) fn call_report(run: &PluginRun, cap: usize) -> Invocation {
             .and_then(|o| o.cpu_wait)
             .map(|w| w.as_secs_f64() * 1e3),
         held_at: outcome.and_then(|o| o.held.as_ref()).map(|h| h.describe()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The report's excerpt is cut; `run --json`'s whole text is what
+    /// lossy UTF-8 makes of every byte, invalid ones included.
+    #[test]
+    fn a_call_is_cut_for_the_report_and_whole_for_run_json() {
+        let mut stdout = vec![b'a'; 5000];
+        stdout.extend_from_slice(b"\xff\xfe tail");
+        let run = PluginRun {
+            executable: "/p/plugin".into(),
+            operation: "create".into(),
+            env: Vec::new(),
+            cwd: None,
+            refused: None,
+            timeout: Duration::from_secs(60),
+            result: Ok(crate::exec::Outcome {
+                exit: crate::exec::ExitReason::CoreDumped(6),
+                stdout: stdout.clone(),
+                stdout_len: stdout.len() as u64,
+                ..crate::exec::Outcome::default()
+            }),
+            started_at: Instant::now(),
+        };
+        let whole = call_report(&run, usize::MAX);
+        assert_eq!(whole.stdout, String::from_utf8_lossy(&stdout));
+        assert_eq!(
+            (whole.exit_code, whole.signal, whole.core_dumped),
+            (None, Some(6), true)
+        );
+        let cut = invocation(&run);
+        assert!(cut.stdout.ends_with(" more bytes]"), "{}", cut.stdout);
+        assert_eq!(cut.stderr, whole.stderr);
     }
 }

@@ -1,5 +1,8 @@
 //! The record of a plugin executable's calls: one call and everything seen
 //! of it ([`PluginRun`]), and the log of a plugin's calls ([`Recorder`]).
+//! A `PluginRun` is the one record of a call: the manager's errors, the
+//! checks' judgements and every report of a call (a check's evidence, `run
+//! --json`) read it, and nothing copies it into a second record first.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,7 @@
 //! The JSON shapes of `run --json`, `volume ... --json` and `plugins --json`: schema
-//! types like the report's, so that no command makes up its own JSON.
+//! types like the report's, so that no command makes up its own JSON. What
+//! `run --json` says of its call is the report's record of a call
+//! ([`Invocation`], through [`RunOutput::of_call`]).
 //!
 //! Field names are a public interface for scripts: add fields, never rename them.
 
@@ -198,4 +200,39 @@ pub struct PluginsOutput {
     pub attributes: BTreeMap<String, String>,
     /// Plugin id → why it was left out.
     pub errors: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run --json` of a call takes how it ended from the report's record,
+    /// but a call that never started says why in `start_failure`, not in a
+    /// stderr it never had.
+    #[test]
+    fn a_call_is_the_reports_and_one_that_did_not_start_has_no_stderr() {
+        let ran = Invocation {
+            operation: "create".into(),
+            signal: Some(9),
+            timed_out: true,
+            leftovers: vec!["sleep 30".into()],
+            stderr_truncated: true,
+            stderr: "err".into(),
+            reproduce: "env -i p create".into(),
+            ..Invocation::default()
+        };
+        let out = RunOutput::of_call(ran);
+        assert_eq!(
+            (out.signal, out.timed_out, out.stderr_truncated, out.builtin),
+            (Some(9), true, true, false)
+        );
+        assert_eq!(out.leftovers, ["sleep 30"]);
+        assert_eq!(out.stderr, "err");
+        assert_eq!(out.reproduce.as_deref(), Some("env -i p create"));
+        let unstarted = Invocation {
+            stderr: "fork/exec p: exec format error: ...".into(),
+            ..Invocation::default()
+        };
+        assert_eq!(RunOutput::of_call(unstarted).stderr, "");
+    }
 }
