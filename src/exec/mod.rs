@@ -121,9 +121,10 @@ pub enum KillMode {
 }
 
 /// One process to run: the one description of a call, from the plugin call
-/// that decides it to the transport that runs it. Build it with [`Call::new`] and its setters, then
-/// [`run`](Call::run) it; its fields are open so that another way of running
-/// it (a container, a remote node) can read what to run.
+/// that decides it to the transport that runs it. Build it with
+/// [`Call::new`] and its setters, then [`run`](Call::run) it; its fields are
+/// open so that another way of running it (a container, a remote node) can
+/// read what to run.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Call {

@@ -44,6 +44,7 @@ pub struct ExternalPlugin {
     opts: CallOptions,
     /// The supervisor its calls run under: the caller's, or one of its own.
     supervisor: Supervisor,
+    /// How much of each call's output is kept once judged.
     output_cap: usize,
     /// Where its process runs (a local process unless told otherwise).
     transport: std::sync::Arc<dyn Transport>,
@@ -78,8 +79,9 @@ impl ExternalPlugin {
         }
     }
 
-    /// Makes its calls as `opts` says (see [`CallOptions`]), in place of
-    /// whatever it was told before.
+    /// Makes its calls as `opts` says (see [`CallOptions`]): its time
+    /// limits, kill mode, environment, recorder and the rest are the ones
+    /// given here, not any given before.
     pub fn with_options(mut self, mut opts: CallOptions) -> Self {
         if let Some(supervisor) = opts.supervisor.take() {
             self.supervisor = supervisor;
