@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::run_lookup::{self, RunBy};
+use crate::conformance::call_report;
 use crate::exec::Outcome as ProcessOutcome;
 use crate::plugin::{PluginRun, env_lines};
 use crate::report::{CreateOutput, RunOutput, VersionInfo, printable_line};
@@ -31,33 +32,22 @@ pub(super) struct OneRun {
 
 pub(super) fn to_json(r: &OneRun) -> RunOutput {
     let outcome = r.run.as_ref().and_then(|run| run.result.as_ref().ok());
-    let ended = r.run.as_ref().map(PluginRun::ended).unwrap_or_default();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    let duration = r
-        .run
-        .as_ref()
-        .map(|run| run.duration())
-        .or(r.builtin_duration)
-        .unwrap_or_default();
+    // How the call ended and what it printed (whole): its record, as the
+    // report has it.
+    let call = match &r.run {
+        Some(run) => RunOutput::of_call(call_report(run, usize::MAX)),
+        None => RunOutput {
+            builtin: true,
+            duration_ms: r.builtin_duration.unwrap_or_default().as_secs_f64() * 1000.0,
+            ..RunOutput::default()
+        },
+    };
     RunOutput {
         operation: r.operation.clone(),
-        builtin: r.run.is_none(),
         env: env_lines(&r.env),
-        exit_code: ended.exit_code,
-        signal: ended.signal,
-        core_dumped: ended.core_dumped,
-        timed_out: ended.timed_out,
-        leaked: ended.leaked,
-        leftovers: ended.leftovers,
-        stdout_truncated: ended.stdout_truncated,
-        stderr_truncated: ended.stderr_truncated,
-        duration_ms: duration.as_secs_f64() * 1000.0,
-        stdout: outcome.map(|o| text(&o.stdout)).unwrap_or_default(),
-        stderr: outcome.map(|o| text(&o.stderr)).unwrap_or_default(),
         response: r.response.clone(),
         error: r.error.clone(),
         start_failure: r.explanation.clone(),
-        reproduce: r.run.as_ref().map(|run| run.reproduce()),
         version: (r.operation == "fingerprint").then(|| r.version.clone()),
         run_by: r.run_by.as_ref().map_or("", RunBy::word).to_string(),
         lookup_error: r
@@ -77,6 +67,7 @@ pub(super) fn to_json(r: &OneRun) -> RunOutput {
             .as_ref()
             .map(|(d, _)| d.to_string_lossy().into_owned()),
         volumes_dir_note: r.volumes_dir.as_ref().map(|(_, n)| n.clone()),
+        ..call
     }
 }
 

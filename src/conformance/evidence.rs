@@ -1,5 +1,8 @@
 //! What a report shows behind each verdict: the plugin's identity and version,
 //! and the raw calls (env, exit, output excerpts, the command that reproduces it).
+//! [`call_report`] is the one place a call's record ([`PluginRun`]) becomes
+//! the report's call ([`Invocation`]), for a check's evidence and for `run
+//! --json` alike.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -21,7 +24,7 @@ pub(crate) fn plugin_info(shared: &Shared) -> PluginInfo {
             Err(_) => {
                 let stdout = call.run.as_ref()?.stdout();
                 let raw = crate::plugin::shown_version(stdout)?;
-                crate::report::VersionInfo::from_raw(&raw)
+                crate::version::VersionInfo::from_raw(&raw)
             }
         })
     });
@@ -102,31 +105,39 @@ pub(crate) fn invocations(
         .collect()
 }
 
-/// One raw call as the report schema has it.
+/// One raw call as the report schema has it, its output cut to excerpts.
 pub(crate) fn invocation(run: &PluginRun) -> Invocation {
+    call_report(run, report::DEFAULT_EXCERPT_CAP)
+}
+
+/// One raw call as the report schema has it, with at most `cap` bytes of
+/// each stream's text: the one place a call's record becomes a report's
+/// call, for a check's evidence and for `run --json` alike (see
+/// [`RunOutput::of_call`](crate::report::RunOutput::of_call)).
+pub(crate) fn call_report(run: &PluginRun, cap: usize) -> Invocation {
     let outcome = run.result.as_ref().ok();
-    let ended = run.ended();
+    let exit = run.exit();
     Invocation {
         operation: run.operation.clone(),
         env: env_lines(&run.env),
-        exit_code: ended.exit_code,
-        signal: ended.signal,
-        core_dumped: ended.core_dumped,
+        exit_code: exit.and_then(|e| e.code()),
+        signal: exit.and_then(|e| e.signal()),
+        core_dumped: exit.is_some_and(|e| e.core_dumped()),
         started_ms: None,
         duration_ms: run.duration().as_secs_f64() * 1e3,
-        timed_out: ended.timed_out,
+        timed_out: run.timed_out(),
         // A crash point at one of its steps (lifecycle.crash-*): killed on
         // purpose, when it got there.
         killed_by_check_ms: outcome
             .filter(|o| o.killed_at_change)
             .map(|o| o.duration.as_millis() as u64),
-        leaked: ended.leaked,
-        leftovers: ended.leftovers,
-        stdout_truncated: ended.stdout_truncated,
-        stderr_truncated: ended.stderr_truncated,
-        stdout: report::excerpt(run.stdout(), report::DEFAULT_EXCERPT_CAP),
+        leaked: outcome.is_some_and(|o| o.leaked),
+        leftovers: run.leftovers().iter().map(|l| l.cmdline.clone()).collect(),
+        stdout_truncated: outcome.is_some_and(|o| o.stdout_truncated),
+        stderr_truncated: outcome.is_some_and(|o| o.stderr_truncated),
+        stdout: report::excerpt(run.stdout(), cap),
         stderr: match &run.result {
-            Ok(o) => report::excerpt(&o.stderr, report::DEFAULT_EXCERPT_CAP),
+            Ok(o) => report::excerpt(&o.stderr, cap),
             Err(start) => format!("{}: {}", start.go_error, start.explanation),
         },
         reproduce: run.reproduce(),
@@ -135,5 +146,43 @@ pub(crate) fn invocation(run: &PluginRun) -> Invocation {
             .and_then(|o| o.cpu_wait)
             .map(|w| w.as_secs_f64() * 1e3),
         held_at: outcome.and_then(|o| o.held.as_ref()).map(|h| h.describe()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The report's excerpt is cut; `run --json`'s whole text is what
+    /// lossy UTF-8 makes of every byte, invalid ones included.
+    #[test]
+    fn a_call_is_cut_for_the_report_and_whole_for_run_json() {
+        let mut stdout = vec![b'a'; 5000];
+        stdout.extend_from_slice(b"\xff\xfe tail");
+        let run = PluginRun {
+            executable: "/p/plugin".into(),
+            operation: "create".into(),
+            env: Vec::new(),
+            cwd: None,
+            refused: None,
+            timeout: Duration::from_secs(60),
+            result: Ok(crate::exec::Outcome {
+                exit: crate::exec::ExitReason::CoreDumped(6),
+                stdout: stdout.clone(),
+                stdout_len: stdout.len() as u64,
+                ..crate::exec::Outcome::default()
+            }),
+            started_at: Instant::now(),
+        };
+        let whole = call_report(&run, usize::MAX);
+        assert_eq!(whole.stdout, String::from_utf8_lossy(&stdout));
+        assert_eq!(
+            (whole.exit_code, whole.signal, whole.core_dumped),
+            (None, Some(6), true)
+        );
+        let cut = invocation(&run);
+        assert!(cut.stdout.ends_with(" more bytes]"), "{}", cut.stdout);
+        assert_eq!(cut.stderr, whole.stderr);
     }
 }

@@ -33,6 +33,7 @@ pub use claims::{Attachment, Claims, Effect, ParameterClaim};
 pub use context::{RequestTemplate, Settings};
 pub use engine::{EngineError, SuiteOptions, SuiteOutcome, run_suite, selected};
 pub(crate) use engine::{plugin_changed, run_suite_with};
+pub(crate) use evidence::call_report;
 pub(crate) use interrupt::{Signals, Trigger};
 pub use leftovers::{Cleaned, Found, Left, OWNER_FILE, clean_leftovers, clean_leftovers_in};
 pub use progress::{InFlight, Progress, ProgressEvent};

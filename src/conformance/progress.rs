@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::exec::{Outcome, SpawnError, Supervisor};
+use crate::exec::{Call, Outcome, SpawnError};
 use crate::plugin::BoxFuture;
-use crate::plugin::transport::{Launch, Transport};
+use crate::plugin::transport::Transport;
 use crate::report::CheckResult;
 
 /// The plugin calls of a run under way, each with its owner: the sandbox
@@ -64,18 +64,14 @@ struct Owned {
 }
 
 impl Transport for Owned {
-    fn run<'a>(
-        &'a self,
-        launch: &'a Launch,
-        supervisor: &'a Supervisor,
-    ) -> BoxFuture<'a, Result<Outcome, SpawnError>> {
+    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<Outcome, SpawnError>> {
         Box::pin(async move {
-            let op = launch
+            let op = call
                 .args
                 .first()
                 .map_or_else(|| "a call".to_owned(), |a| a.to_string_lossy().into_owned());
             let _live = self.live.enter(&self.owner, op);
-            self.inner.run(launch, supervisor).await
+            self.inner.run(call).await
         })
     }
 }

@@ -19,9 +19,9 @@ use dhv_conform::conformance::{
     InFlight, Progress, ProgressEvent, RequestTemplate, Settings, SuiteOptions, Target, run_suite,
 };
 use dhv_conform::plugin::BoxFuture;
-use dhv_conform::plugin::transport::{Launch, LocalProcess};
+use dhv_conform::plugin::transport::LocalProcess;
 use dhv_conform::report::Status;
-use dhv_host::exec::{Outcome, SpawnError, Supervisor};
+use dhv_host::exec::{Call, Outcome, SpawnError};
 use libtest_mimic::Arguments;
 
 /// Runs every launch as a local process, keeping its operation and
@@ -35,17 +35,13 @@ struct CountingTransport {
 }
 
 impl Transport for CountingTransport {
-    fn run<'a>(
-        &'a self,
-        launch: &'a Launch,
-        supervisor: &'a Supervisor,
-    ) -> BoxFuture<'a, Result<Outcome, SpawnError>> {
-        let op = launch
+    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<Outcome, SpawnError>> {
+        let op = call
             .args
             .first()
             .map(|a| a.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let env: Vec<String> = launch.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let env: Vec<String> = call.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         if let Some(f) = self.in_flight.get() {
             self.described
                 .lock()
@@ -53,7 +49,7 @@ impl Transport for CountingTransport {
                 .push((env.clone(), f.describe(CHECK)));
         }
         self.launches.lock().unwrap().push((op, env));
-        LocalProcess.run(launch, supervisor)
+        LocalProcess.run(call)
     }
 }
 

@@ -15,6 +15,13 @@ pub enum ExitReason {
     CoreDumped(i32),
 }
 
+/// Exit status 0, the one success: what a call that ran cleanly ends with.
+impl Default for ExitReason {
+    fn default() -> Self {
+        ExitReason::Code(0)
+    }
+}
+
 impl ExitReason {
     /// Whether Nomad counts this as success: exit status 0 and nothing else.
     pub fn success(&self) -> bool {

@@ -1,5 +1,7 @@
 //! The JSON shapes of `run --json`, `volume ... --json` and `plugins --json`: schema
-//! types like the report's, so that no command makes up its own JSON.
+//! types like the report's, so that no command makes up its own JSON. What
+//! `run --json` says of its call is the report's record of a call
+//! ([`Invocation`], through [`RunOutput::of_call`]).
 //!
 //! Field names are a public interface for scripts: add fields, never rename them.
 
@@ -7,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::VersionInfo;
+use super::model::{Invocation, VersionInfo};
 
 /// `dhv-conform run ... --json`: one plugin call and what Nomad makes of it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -84,6 +86,40 @@ pub struct RunOutput {
     /// client: nothing), in words.
     #[serde(default)]
     pub volumes_dir_note: Option<String>,
+}
+
+impl RunOutput {
+    /// `run --json` of one call of an executable, as far as the report's
+    /// record of it ([`Invocation`], its output whole) tells: how it ended,
+    /// what it printed, how to repeat it. What Nomad made of it, and what
+    /// only `run` knows, `run` adds. The one place the two schemas meet, so
+    /// that a field of how a call ended is written from the record once.
+    pub fn of_call(call: Invocation) -> RunOutput {
+        RunOutput {
+            builtin: false,
+            exit_code: call.exit_code,
+            signal: call.signal,
+            core_dumped: call.core_dumped,
+            timed_out: call.timed_out,
+            leaked: call.leaked,
+            stdout_truncated: call.stdout_truncated,
+            stderr_truncated: call.stderr_truncated,
+            duration_ms: call.duration_ms,
+            // A call that did not start says why in `start_failure`, not on
+            // a stderr it never had.
+            stderr: if call.started() {
+                call.stderr
+            } else {
+                String::new()
+            },
+            reproduce: Some(call.reproduce),
+            operation: call.operation,
+            env: call.env,
+            leftovers: call.leftovers,
+            stdout: call.stdout,
+            ..RunOutput::default()
+        }
+    }
 }
 
 /// A decoded create response.
@@ -164,4 +200,39 @@ pub struct PluginsOutput {
     pub attributes: BTreeMap<String, String>,
     /// Plugin id → why it was left out.
     pub errors: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run --json` of a call takes how it ended from the report's record,
+    /// but a call that never started says why in `start_failure`, not in a
+    /// stderr it never had.
+    #[test]
+    fn a_call_is_the_reports_and_one_that_did_not_start_has_no_stderr() {
+        let ran = Invocation {
+            operation: "create".into(),
+            signal: Some(9),
+            timed_out: true,
+            leftovers: vec!["sleep 30".into()],
+            stderr_truncated: true,
+            stderr: "err".into(),
+            reproduce: "env -i p create".into(),
+            ..Invocation::default()
+        };
+        let out = RunOutput::of_call(ran);
+        assert_eq!(
+            (out.signal, out.timed_out, out.stderr_truncated, out.builtin),
+            (Some(9), true, true, false)
+        );
+        assert_eq!(out.leftovers, ["sleep 30"]);
+        assert_eq!(out.stderr, "err");
+        assert_eq!(out.reproduce.as_deref(), Some("env -i p create"));
+        let unstarted = Invocation {
+            stderr: "fork/exec p: exec format error: ...".into(),
+            ..Invocation::default()
+        };
+        assert_eq!(RunOutput::of_call(unstarted).stderr, "");
+    }
 }

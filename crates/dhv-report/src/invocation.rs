@@ -101,6 +101,12 @@ impl Invocation {
         ]
     }
 
+    /// Whether the call's process started: it then exited or was killed
+    /// (a call that could not start has neither, and says why on stderr).
+    pub fn started(&self) -> bool {
+        self.exit_code.is_some() || self.signal.is_some()
+    }
+
     /// Whether the call exited 0 on its own and left nothing behind.
     pub fn is_clean(&self) -> bool {
         self.exit_code == Some(0)

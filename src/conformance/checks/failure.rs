@@ -211,7 +211,7 @@ fn error_json(log: &RunLog) -> FindingResult {
             let said = contract::decode_failure_error(c.op, out);
             let blank = String::from_utf8_lossy(out).trim().is_empty();
             // A process killed by a signal had no chance to say why.
-            let killed = run.ended().signal.is_some();
+            let killed = run.exit().and_then(|e| e.signal()).is_some();
             let what = match said {
                 Some(text) if !text.trim().is_empty() => return None,
                 Some(_) => "an empty reason".to_string(),

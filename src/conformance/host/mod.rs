@@ -7,7 +7,7 @@
 //! and the few things a check does to the host around a plugin on purpose
 //! (hold a file open, take away what a reboot takes away, fill the mount
 //! table). The plugin's calls go through the host's
-//! [`Transport`](crate::plugin::transport::Transport), which the engine hands
+//! [`Transport`], which the engine hands
 //! to every plugin handle of the run. [`LocalHost`] (this machine, through
 //! `safe_fs` and `exec`) is the one implementation; a plugin run inside a
 //! container or on a remote node is one more, with the same checks.

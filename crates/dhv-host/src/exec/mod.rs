@@ -52,7 +52,7 @@ compile_error!(
 pub use os::{CallLimits, NO_CGROUP_VAR, remove_dead_run_cgroups, set_call_limits};
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub use dhv_contract::ExitReason;
@@ -120,24 +120,44 @@ pub enum KillMode {
     GroupKill,
 }
 
-/// One process to run. Build it, then [`run`](Call::run) it.
+/// One process to run: the one description of a call, from the plugin call
+/// that decides it to the transport that runs it. Build it with
+/// [`Call::new`] and its setters, then [`run`](Call::run) it; its fields are
+/// open so that another way of running it (a container, a remote node) can
+/// read what to run.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Call {
-    program: PathBuf,
-    arg0: Option<PathBuf>,
-    args: Vec<OsString>,
-    env: Vec<(String, String)>,
-    cwd: Option<PathBuf>,
-    timeout: Option<Duration>,
-    kill_mode: KillMode,
-    output_cap: usize,
-    stdout_cap: Option<usize>,
-    wait_delay: Duration,
-    follow: Duration,
-    term_grace: Duration,
-    supervisor: Option<Supervisor>,
-    refuse: Option<Refusal>,
-    at_changes: Option<AtChanges>,
+    /// The file that runs.
+    pub program: PathBuf,
+    /// `argv[0]`, when not the program's path ([`Call::arg0`]).
+    pub arg0: Option<PathBuf>,
+    /// The rest of argv.
+    pub args: Vec<OsString>,
+    /// The whole environment, in order: nothing is inherited.
+    pub env: Vec<(String, String)>,
+    /// The working directory; `None`: ours.
+    pub cwd: Option<PathBuf>,
+    /// The time limit; `None`: none.
+    pub timeout: Option<Duration>,
+    /// How a call past its limit is stopped.
+    pub kill_mode: KillMode,
+    /// How much of stderr (and of stdout, unless `stdout_cap`) is kept.
+    pub output_cap: usize,
+    /// How much of stdout is kept, when not the output cap.
+    pub stdout_cap: Option<usize>,
+    /// How long the pipes may stay open after the leader exits.
+    pub wait_delay: Duration,
+    /// How long a pipe still held after the wait-delay is read on ([`Call::follow`]).
+    pub follow: Duration,
+    /// Time between SIGTERM and SIGKILL on timeout.
+    pub term_grace: Duration,
+    /// Whose live call it is; `None`: a supervisor of its own.
+    pub supervisor: Option<Supervisor>,
+    /// System calls its processes are refused ([`Call::refuse`]).
+    pub refuse: Option<Refusal>,
+    /// What is done at its changes of state ([`Call::at_changes`]).
+    pub at_changes: Option<AtChanges>,
 }
 
 /// A family of system calls a call's processes can be refused (they fail
@@ -179,8 +199,9 @@ impl Refusal {
     }
 }
 
-/// What happened to one call.
-#[derive(Debug, Clone, PartialEq)]
+/// What happened to one call. Its default is a call that exited 0 at once,
+/// printing nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Outcome {
     /// How the leader ended: exit code, or the signal that killed it.
     pub exit: ExitReason,
@@ -449,15 +470,5 @@ impl Call {
     /// ([`Refusal::Mounts`]), or not.
     pub fn refuse_mounts(self, refuse: bool) -> Self {
         self.refuse(refuse.then_some(Refusal::Mounts))
-    }
-
-    /// The program this call runs.
-    pub fn program(&self) -> &Path {
-        &self.program
-    }
-
-    /// The environment this call runs with.
-    pub fn env_vars(&self) -> &[(String, String)] {
-        &self.env
     }
 }

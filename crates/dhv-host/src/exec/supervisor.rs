@@ -11,8 +11,8 @@ use super::os::Tracked;
 /// flag. Cheap to clone; clones share both.
 ///
 /// A run (a conformance suite, a manager command) makes one and passes it down
-/// to every call it makes ([`Call::supervised_by`](super::Call::supervised_by),
-/// `ExternalPlugin::with_supervisor` of the plugin layer).
+/// to every call it makes ([`Call::supervised_by`](super::Call::supervised_by);
+/// a plugin's calls get it from the plugin layer's `CallOptions::supervisor`).
 /// [`cancel`](Supervisor::cancel) then kills that run's plugin processes and
 /// nothing else: several supervisors live side by side in one process, and a
 /// fresh one stays usable after another was cancelled (a teardown that still
@@ -111,7 +111,7 @@ impl Supervisor {
     /// A supervisor whose calls may keep `bytes` of output all together past
     /// the first 64 KiB of each call's stdout and 4 KiB of its stderr (a new
     /// one keeps 32 MiB): past it, their output is counted, not kept, and
-    /// said truncated (`stdout_truncated`, `stderr_truncated`).
+    /// said truncated (see [`Outcome::streams`](super::Outcome::streams)).
     pub fn with_output_budget(bytes: usize) -> Supervisor {
         Supervisor(Arc::new(Shared {
             budget: OutputBudget::new(bytes),

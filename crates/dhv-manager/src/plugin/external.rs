@@ -7,11 +7,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::transport::{Launch, LocalProcess, Transport};
-use super::{BoxFuture, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure};
+use super::transport::{LocalProcess, Transport};
+use super::{
+    BoxFuture, CallOptions, Fingerprint, HostVolumePlugin, PluginCall, PluginError, exec_failure,
+};
 use crate::contract::{self, CreateRequest, CreateResponse, DeleteRequest, Operation};
 use crate::version::VersionInfo;
-use dhv_host::exec::{AtChanges, KillMode, Refusal, Supervisor};
+use dhv_host::exec::{Call, Supervisor};
 
 /// The most stdout a call may print and still be decoded exactly as Nomad
 /// decodes it (16 MiB). Nomad reads stdout whole, without a limit; we keep up
@@ -36,18 +38,14 @@ pub struct ExternalPlugin {
     /// The file that runs: the one [`lookup`](Self::lookup) checked.
     program: PathBuf,
     plugin_dir: PathBuf,
-    timeouts: Timeouts,
-    kill_mode: KillMode,
-    output_cap: usize,
-    follow: Duration,
-    extra_env: Vec<(String, String)>,
-    cwd: Option<PathBuf>,
-    refuse: Option<Refusal>,
-    at_changes: Option<AtChanges>,
-    recorder: Option<Recorder>,
+    /// How its calls are made, as the caller gave it: each call is
+    /// described from it, in [`call`](Self::call). Its supervisor is moved
+    /// out to `supervisor`.
+    opts: CallOptions,
+    /// The supervisor its calls run under: the caller's, or one of its own.
     supervisor: Supervisor,
-    /// The file pinned for the run, looked at before every call.
-    pin: Option<std::sync::Arc<super::PluginPin>>,
+    /// How much of each call's output is kept once judged.
+    output_cap: usize,
     /// Where its process runs (a local process unless told otherwise).
     transport: std::sync::Arc<dyn Transport>,
 }
@@ -74,19 +72,28 @@ impl ExternalPlugin {
             executable,
             program,
             plugin_dir,
-            timeouts: Timeouts::default(),
-            kill_mode: KillMode::Group,
-            output_cap: dhv_host::exec::DEFAULT_OUTPUT_CAP,
-            follow: Duration::ZERO,
-            extra_env: Vec::new(),
-            cwd: None,
-            refuse: None,
-            at_changes: None,
-            recorder: None,
+            opts: CallOptions::default(),
             supervisor: Supervisor::new(),
-            pin: None,
+            output_cap: dhv_host::exec::DEFAULT_OUTPUT_CAP,
             transport: std::sync::Arc::new(LocalProcess),
         }
+    }
+
+    /// Makes its calls as `opts` says (see [`CallOptions`]): its time
+    /// limits, kill mode, environment, recorder and the rest are the ones
+    /// given here, not any given before.
+    pub fn with_options(mut self, mut opts: CallOptions) -> Self {
+        if let Some(supervisor) = opts.supervisor.take() {
+            self.supervisor = supervisor;
+        }
+        if opts.exec_by_path {
+            self = self.exec_by_path();
+        }
+        if let Some(transport) = &opts.transport {
+            self.transport = transport.clone();
+        }
+        self.opts = opts;
+        self
     }
 
     /// Runs its process through `transport` (a container, a remote node)
@@ -98,13 +105,7 @@ impl ExternalPlugin {
 
     /// Uses these time limits.
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
-        self
-    }
-
-    /// How to kill a call that overruns.
-    pub fn with_kill_mode(mut self, mode: KillMode) -> Self {
-        self.kill_mode = mode;
+        self.opts.timeouts = timeouts;
         self
     }
 
@@ -115,64 +116,9 @@ impl ExternalPlugin {
         self
     }
 
-    /// When a descendant keeps stdout or stderr open after the plugin exits,
-    /// keeps reading for up to `more` (then kills it), so that the answer is
-    /// judged on what Nomad, which waits for EOF, would read. The call is
-    /// still recorded as a leak. Default: zero (killed at the wait-delay).
-    pub fn with_follow(mut self, more: Duration) -> Self {
-        self.follow = more;
-        self
-    }
-
-    /// Appends variables to Nomad's environment. Not what Nomad does: the
-    /// conformance checks use it to diagnose plugins that depend on `PATH`.
-    pub fn with_extra_env(mut self, env: Vec<(String, String)>) -> Self {
-        self.extra_env = env;
-        self
-    }
-
-    /// Runs calls in `dir` instead of our working directory.
-    pub fn with_cwd(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cwd = Some(dir.into());
-        self
-    }
-
-    /// Refuses its calls a family of system calls (they fail with `EPERM`,
-    /// see [`Refusal`]), as some hosts do: every mount without
-    /// `CAP_SYS_ADMIN`, say. Not what Nomad does: the conformance checks use
-    /// it to see a plugin's failure paths.
-    pub fn with_refusal(mut self, refusal: Option<Refusal>) -> Self {
-        self.refuse = refusal;
-        self
-    }
-
-    /// Watches every call's changes of state as `watch` says (see
-    /// [`Call::at_changes`](dhv_host::exec::Call::at_changes)): held for a burst
-    /// of racing calls, recorded, or a crash at one. Not what Nomad does: the
-    /// concurrency and crash checks use it to meet a plugin's races and crash
-    /// windows by design.
-    pub fn with_at_changes(mut self, watch: Option<AtChanges>) -> Self {
-        self.at_changes = watch;
-        self
-    }
-
     /// Records every call into `recorder`.
     pub fn with_recorder(mut self, recorder: Recorder) -> Self {
-        self.recorder = Some(recorder);
-        self
-    }
-
-    /// Runs every call under `supervisor`, so that whoever owns it can cancel
-    /// them (by default each plugin has a supervisor of its own).
-    pub fn with_supervisor(mut self, supervisor: Supervisor) -> Self {
-        self.supervisor = supervisor;
-        self
-    }
-
-    /// Looks at `pin` before every call: a plugin file changed mid-run is
-    /// recorded there (see [`PluginPin`](super::PluginPin)).
-    pub fn with_pin(mut self, pin: std::sync::Arc<super::PluginPin>) -> Self {
-        self.pin = Some(pin);
+        self.opts.recorder = Some(recorder);
         self
     }
 
@@ -199,13 +145,13 @@ impl ExternalPlugin {
 
     /// The time limits in force.
     pub fn timeouts(&self) -> Timeouts {
-        self.timeouts
+        self.opts.timeouts
     }
 
     /// Runs `PLUGIN op` with `env` (plus any extra env) under the limit for `op`,
     /// and records it. The building block of every operation.
     pub async fn run(&self, op: &str, env: Vec<(String, String)>) -> PluginRun {
-        self.run_with_timeout(op, env, self.timeouts.for_operation(op))
+        self.run_with_timeout(op, env, self.opts.timeouts.for_operation(op))
             .await
     }
 
@@ -221,34 +167,16 @@ impl ExternalPlugin {
     }
 
     /// Runs one call, stdout kept up to [`DECODE_LIMIT`] for judging; not
-    /// recorded yet (see [`keep`](Self::keep)).
-    async fn execute(
-        &self,
-        op: &str,
-        mut env: Vec<(String, String)>,
-        timeout: Duration,
-    ) -> PluginRun {
-        env.extend(self.extra_env.iter().cloned());
-        if let Some(pin) = &self.pin {
+    /// recorded yet (see [`keep`](Self::keep)). The record's facts of what
+    /// ran are the call's own.
+    async fn execute(&self, op: &str, env: Vec<(String, String)>, timeout: Duration) -> PluginRun {
+        if let Some(pin) = &self.opts.pin {
             // The one place every call of the plugin starts from.
             pin.before_call();
         }
-        let launch = Launch {
-            program: self.program.clone(),
-            arg0: self.executable.clone(),
-            args: vec![op.into()],
-            env: env.clone(),
-            cwd: self.cwd.clone(),
-            timeout,
-            kill_mode: self.kill_mode,
-            output_cap: self.output_cap,
-            stdout_cap: self.output_cap.max(DECODE_LIMIT),
-            follow: self.follow,
-            refuse: self.refuse,
-            at_changes: self.at_changes.clone(),
-        };
+        let call = self.call(op, env, timeout);
         let started_at = Instant::now();
-        let result = self.transport.run(&launch, &self.supervisor).await;
+        let result = self.transport.run(&call).await;
         let result = result.map_err(|e| StartFailure {
             errno: e.source.raw_os_error(),
             go_error: format!(
@@ -261,13 +189,37 @@ impl ExternalPlugin {
         PluginRun {
             executable: self.executable.clone(),
             operation: op.to_string(),
-            env,
-            cwd: self.cwd.clone(),
-            refused: self.refuse,
+            env: call.env,
+            cwd: call.cwd,
+            refused: call.refuse,
             timeout,
             result,
             started_at,
         }
+    }
+
+    /// What one call of `op` runs, exactly as Nomad runs it (argv `[path,
+    /// op]`, `env` plus any extra variables, the limit for `op`) with this
+    /// plugin's options: the one place a call is described.
+    fn call(&self, op: &str, mut env: Vec<(String, String)>, timeout: Duration) -> Call {
+        let opts = &self.opts;
+        env.extend(opts.extra_env.iter().cloned());
+        let mut call = Call::new(&self.program)
+            .arg0(&self.executable)
+            .arg(op)
+            .env(env)
+            .timeout(timeout)
+            .kill_mode(opts.kill_mode.unwrap_or_default())
+            .output_cap(self.output_cap)
+            .stdout_cap(self.output_cap.max(DECODE_LIMIT))
+            .follow(opts.follow)
+            .refuse(opts.refuse)
+            .at_changes(opts.at_changes.clone())
+            .supervised_by(&self.supervisor);
+        if let Some(dir) = &opts.cwd {
+            call = call.current_dir(dir);
+        }
+        call
     }
 
     /// A judged call, cut to the output cap (so that a run's record of
@@ -280,7 +232,7 @@ impl ExternalPlugin {
                 o.stdout_truncated = true;
             }
         }
-        if let Some(rec) = &self.recorder {
+        if let Some(rec) = &self.opts.recorder {
             rec.push(&run);
         }
         run
@@ -310,7 +262,7 @@ impl ExternalPlugin {
             .execute(
                 op.as_str(),
                 contract::fingerprint_env(),
-                self.timeouts.limit(op),
+                self.opts.timeouts.limit(op),
             )
             .await;
         let verdict = self.judge_fingerprint(&run);
@@ -357,7 +309,7 @@ impl ExternalPlugin {
     ) -> (PluginRun, Result<CreateResponse, PluginError>) {
         let op = Operation::Create;
         let run = self
-            .execute(op.as_str(), req.env(), self.timeouts.limit(op))
+            .execute(op.as_str(), req.env(), self.opts.timeouts.limit(op))
             .await;
         let verdict = if let (true, Some(len)) = (run.succeeded(), run.stdout_too_large()) {
             Err(self.too_large(op, len))
@@ -378,7 +330,7 @@ impl ExternalPlugin {
     pub async fn delete_run(&self, req: &DeleteRequest) -> (PluginRun, Result<(), PluginError>) {
         let op = Operation::Delete;
         let run = self
-            .execute(op.as_str(), req.env(), self.timeouts.limit(op))
+            .execute(op.as_str(), req.env(), self.opts.timeouts.limit(op))
             .await;
         let verdict = if run.succeeded() {
             Ok(())

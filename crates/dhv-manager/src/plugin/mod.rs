@@ -10,6 +10,12 @@
 //! timings), not just the decoded result. [`PluginSource`] is the one parser
 //! that turns `mkdir` or a path into a plugin; [`transport`] is where an
 //! executable's process runs (a local process today).
+//!
+//! One call spec in, one call record out: how a plugin's calls are made is one
+//! [`CallOptions`], from which [`ExternalPlugin`] describes each call as one
+//! [`exec::Call`](dhv_host::exec::Call) (in `ExternalPlugin::call`, the only
+//! place), handed to the transport as it is; what came of it is one
+//! [`PluginRun`], the record every reader takes it from, up to the reports.
 
 mod exec_failure;
 mod fingerprint_decode;
@@ -40,7 +46,7 @@ pub use external::{ExternalPlugin, PluginRun, Recorder, Timeouts};
 pub use mkdir::MkdirPlugin;
 pub use pin::{PluginChange, PluginPin, sha256_of};
 pub use plugin_call::PluginCall;
-pub use record::{Ended, env_lines};
+pub use record::env_lines;
 pub use source::{CallOptions, PluginSource};
 
 /// A boxed, sendable future: keeps [`HostVolumePlugin`] object-safe.

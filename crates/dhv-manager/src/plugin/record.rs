@@ -1,5 +1,8 @@
 //! The record of a plugin executable's calls: one call and everything seen
 //! of it ([`PluginRun`]), and the log of a plugin's calls ([`Recorder`]).
+//! A `PluginRun` is the one record of a call: the manager's errors, the
+//! checks' judgements and every report of a call (a check's evidence, `run
+//! --json`) read it, and nothing copies it into a second record first.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -129,6 +132,11 @@ impl PluginRun {
         self.result.as_ref().map(|o| o.duration).unwrap_or_default()
     }
 
+    /// How its process ended (`None` when it never started).
+    pub fn exit(&self) -> Option<ExitReason> {
+        self.result.as_ref().ok().map(|o| o.exit)
+    }
+
     /// Whether it was killed for overrunning its limit.
     pub fn timed_out(&self) -> bool {
         matches!(&self.result, Ok(o) if o.timed_out)
@@ -183,48 +191,6 @@ impl PluginRun {
     }
 }
 
-/// How a call's process ended, in the terms every report of a call uses (a
-/// check's evidence, `run --json`): read off its record in this one place.
-/// A call that never started ended in none of these ways.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Ended {
-    /// Its exit code, when it exited.
-    pub exit_code: Option<i32>,
-    /// The signal that ended it, when one did.
-    pub signal: Option<i32>,
-    /// It dumped core.
-    pub core_dumped: bool,
-    /// It was killed for overrunning its limit.
-    pub timed_out: bool,
-    /// Something it started kept stdout or stderr open after it exited.
-    pub leaked: bool,
-    /// The command lines of the processes it left behind (killed since).
-    pub leftovers: Vec<String>,
-    /// Its stdout was cut at the output cap.
-    pub stdout_truncated: bool,
-    /// Its stderr was cut at the output cap.
-    pub stderr_truncated: bool,
-}
-
-impl PluginRun {
-    /// How it ended ([`Ended`]).
-    pub fn ended(&self) -> Ended {
-        let Ok(o) = &self.result else {
-            return Ended::default();
-        };
-        Ended {
-            exit_code: o.exit.code(),
-            signal: o.exit.signal(),
-            core_dumped: o.exit.core_dumped(),
-            timed_out: o.timed_out,
-            leaked: o.leaked,
-            leftovers: o.leftovers.iter().map(|l| l.cmdline.clone()).collect(),
-            stdout_truncated: o.stdout_truncated,
-            stderr_truncated: o.stderr_truncated,
-        }
-    }
-}
-
 /// An environment as reports show it: one `NAME=value` a variable, in order.
 pub fn env_lines(env: &[(String, String)]) -> Vec<String> {
     env.iter().map(|(k, v)| format!("{k}={v}")).collect()
@@ -255,24 +221,13 @@ mod tests {
             refused: None,
             timeout: Duration::from_secs(60),
             result: Ok(Outcome {
-                exit: ExitReason::Code(0),
                 stdout: b"{}".to_vec(),
-                stderr: Vec::new(),
-                stdout_truncated: false,
-                stderr_truncated: false,
                 stdout_len: 2,
-                stderr_len: 0,
                 closed_after_exit: Some(Duration::ZERO),
-                timed_out: false,
-                leaked: false,
-                leftovers: Vec::new(),
                 duration: Duration::from_millis(5),
-                cpu_wait: None,
                 limits_reached: limits_reached.map(str::to_owned),
                 pid: 1,
-                held: None,
-                changes: Vec::new(),
-                killed_at_change: false,
+                ..Outcome::default()
             }),
             started_at: Instant::now(),
         }

@@ -36,8 +36,10 @@ pub enum PluginSource {
     },
 }
 
-/// How calls of a plugin are made. The built-in ignores what only applies to
-/// a process (kill mode, working directory, extra variables).
+/// How calls of a plugin are made: what every call of it shares, from which
+/// [`ExternalPlugin`] describes each call (an [`exec::Call`](dhv_host::exec::Call))
+/// in one place. The built-in ignores what only applies to a process (kill
+/// mode, working directory, extra variables, ...).
 #[derive(Debug, Clone, Default)]
 pub struct CallOptions {
     /// Time limits (default: Nomad's).
@@ -46,21 +48,30 @@ pub struct CallOptions {
     pub kill_mode: Option<KillMode>,
     /// The working directory, when not ours.
     pub cwd: Option<PathBuf>,
-    /// Variables added to Nomad's environment (not what Nomad does: for diagnoses).
+    /// Variables added to Nomad's environment. Not what Nomad does: the
+    /// conformance checks use it to diagnose plugins that depend on `PATH`.
     pub extra_env: Vec<(String, String)>,
     /// Keeps every raw call.
     pub recorder: Option<Recorder>,
     /// Runs every call under this supervisor, so its owner can cancel them
     /// (default: one of the plugin's own).
     pub supervisor: Option<Supervisor>,
-    /// Keeps reading a pipe held open after the plugin exits for up to this
-    /// long (see [`ExternalPlugin::with_follow`]); default: not at all.
+    /// When a descendant keeps stdout or stderr open after the plugin
+    /// exits, keeps reading for up to this long (then kills it), so that the
+    /// answer is judged on what Nomad, which waits for EOF, would read; the
+    /// call is still recorded as a leak. Default: zero (killed at the
+    /// wait-delay).
     pub follow: std::time::Duration,
-    /// Refuses every call these system calls (see
-    /// [`ExternalPlugin::with_refusal`]); default: none.
+    /// Refuses every call a family of system calls (they fail with `EPERM`,
+    /// see [`Refusal`](dhv_host::exec::Refusal)), as some hosts do: every mount
+    /// without `CAP_SYS_ADMIN`, say. Not what Nomad does: the conformance
+    /// checks use it to see a plugin's failure paths. Default: none.
     pub refuse: Option<dhv_host::exec::Refusal>,
     /// Watches every call's changes of state (see
-    /// [`ExternalPlugin::with_at_changes`]); default: not.
+    /// [`Call::at_changes`](dhv_host::exec::Call::at_changes)): held for a
+    /// burst of racing calls, recorded, or a crash at one. Not what Nomad
+    /// does: the concurrency and crash checks use it to meet a plugin's
+    /// races and crash windows by design. Default: not.
     pub at_changes: Option<dhv_host::exec::AtChanges>,
     /// A plugin found by lookup runs by its path in the plugin dir, as
     /// Nomad runs it (see [`ExternalPlugin::exec_by_path`]); default: the
@@ -169,40 +180,9 @@ impl PluginSource {
                 checked,
                 id,
                 plugin_dir,
-            } => {
-                let found = ExternalPlugin::found(id, executable, checked, plugin_dir);
-                if opts.exec_by_path {
-                    found.exec_by_path()
-                } else {
-                    found
-                }
-            }
+            } => ExternalPlugin::found(id, executable, checked, plugin_dir),
         };
-        let mut plugin = plugin
-            .with_timeouts(opts.timeouts)
-            .with_follow(opts.follow)
-            .with_extra_env(opts.extra_env.clone())
-            .with_refusal(opts.refuse)
-            .with_at_changes(opts.at_changes.clone());
-        if let Some(mode) = opts.kill_mode {
-            plugin = plugin.with_kill_mode(mode);
-        }
-        if let Some(dir) = &opts.cwd {
-            plugin = plugin.with_cwd(dir);
-        }
-        if let Some(recorder) = &opts.recorder {
-            plugin = plugin.with_recorder(recorder.clone());
-        }
-        if let Some(supervisor) = &opts.supervisor {
-            plugin = plugin.with_supervisor(supervisor.clone());
-        }
-        if let Some(pin) = &opts.pin {
-            plugin = plugin.with_pin(pin.clone());
-        }
-        if let Some(transport) = &opts.transport {
-            plugin = plugin.with_transport(transport.clone());
-        }
-        Arc::new(plugin)
+        Arc::new(plugin.with_options(opts.clone()))
     }
 }
 
