@@ -142,8 +142,43 @@ fn run_in(
         .iter()
         .filter(|c| selected(&opts.libtest, c.id))
         .collect();
+    let state = run_state(rt, &opts, &signals, shared, &chosen);
+    signals.watch(&state.shared.supervisor);
+    // Whatever unwinds out of here (a panic in the engine or in libtest), the
+    // teardown still runs: deletes, unmounts, detaches, removes.
+    let mut guard = UnwindTeardown {
+        rt,
+        shared: &state.shared,
+        signals: &signals,
+        keep: opts.keep,
+        armed: true,
+    };
+    opts.progress.send(ProgressEvent::Run(InFlight::new(
+        state.shared.live_calls.clone(),
+    )));
+    let trials = planned_trials(&state, &chosen);
+    // The filter was applied above; libtest must not filter again.
+    let mut args = opts.libtest.clone();
+    args.filter = None;
+    args.skip.clear();
+    args.exact = false;
+    let conclusion = libtest_mimic::run(&args, trials);
+    let outcome = outcome(&state, &opts, chosen.len() != CATALOGUE.len(), conclusion);
+    guard.armed = false;
+    ended(rt, &state, &signals, opts.keep, outcome)
+}
+
+/// What the trials of the `chosen` checks share: the run, its phases'
+/// barriers, and where their results go.
+fn run_state(
+    rt: &tokio::runtime::Runtime,
+    opts: &SuiteOptions,
+    signals: &super::interrupt::Signals,
+    shared: Arc<Shared>,
+    chosen: &[&'static CheckSpec],
+) -> RunState {
     let count = |phase: Phase| chosen.iter().filter(|c| c.phase() == phase).count();
-    let state = RunState {
+    RunState {
         shared,
         parallel: Arc::new(Barrier::new(count(Phase::Parallel))),
         exclusive: Arc::default(),
@@ -162,26 +197,16 @@ fn run_in(
         load_start: evidence::load_average(),
         started: Instant::now(),
         progress: opts.progress.clone(),
-    };
-    signals.watch(&state.shared.supervisor);
-    // Whatever unwinds out of here (a panic in the engine or in libtest), the
-    // teardown still runs: deletes, unmounts, detaches, removes.
-    let mut guard = UnwindTeardown {
-        rt,
-        shared: &state.shared,
-        signals: &signals,
-        keep: opts.keep,
-        armed: true,
-    };
-    opts.progress.send(ProgressEvent::Run(InFlight::new(
-        state.shared.live_calls.clone(),
-    )));
-    // The run's plan: the parallel checks, then the exclusive ones, then the
-    // run-wide ones, then the closing ones, so with any number of threads
-    // each phase is dispatched after every check it waits for.
-    // Within a phase, the checks others wait for go first: a waiting check
-    // never holds the thread the one it waits for would run on.
-    let mut ordered = chosen.clone();
+    }
+}
+
+/// The trials of the `chosen` checks, in the run's plan: the parallel
+/// checks, then the exclusive ones, then the run-wide ones, then the closing
+/// ones, so with any number of threads each phase is dispatched after every
+/// check it waits for. Within a phase, the checks others wait for go first:
+/// a waiting check never holds the thread the one it waits for would run on.
+fn planned_trials(state: &RunState, chosen: &[&'static CheckSpec]) -> Vec<Trial> {
+    let mut ordered = chosen.to_vec();
     ordered.sort_by_key(|c| (c.phase(), !checks::AWAITED.contains(c)));
     state.shared.awaited.expect(
         ordered
@@ -189,24 +214,26 @@ fn run_in(
             .filter(|c| checks::AWAITED.contains(c))
             .map(|c| c.id),
     );
-    let trials: Vec<Trial> = ordered
+    ordered
         .into_iter()
         .map(|spec| {
             let state = state.clone();
             Trial::ignorable_test(spec.id, move || state.trial(spec)).with_kind(spec.level.as_str())
         })
-        .collect();
+        .collect()
+}
 
-    // The filter was applied above; libtest must not filter again.
-    let mut args = opts.libtest.clone();
-    args.filter = None;
-    args.skip.clear();
-    args.exact = false;
-    let conclusion = libtest_mimic::run(&args, trials);
-    let mut outcome = outcome(&state, &opts, chosen.len() != CATALOGUE.len(), conclusion);
-    guard.armed = false;
-    let teardown = super::teardown::finish(rt, &run_end(&state.shared), &signals, opts.keep);
-    disown(&state.shared, opts.keep);
+/// The run's end once its trials are over: the teardown, and what it and
+/// the run's signals add to the `outcome`.
+fn ended(
+    rt: &tokio::runtime::Runtime,
+    state: &RunState,
+    signals: &super::interrupt::Signals,
+    keep: bool,
+    mut outcome: SuiteOutcome,
+) -> SuiteOutcome {
+    let teardown = super::teardown::finish(rt, &run_end(&state.shared), signals, keep);
+    disown(&state.shared, keep);
     // What clearing the run's end found (before the closing checks judged
     // it) is the teardown's to tell too; no check's verdict changes here.
     outcome.teardown = match crate::lock(&state.cleared).take() {

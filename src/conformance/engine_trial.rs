@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 use libtest_mimic::{Completion, Failed};
@@ -110,41 +110,10 @@ pub(super) fn run_end(shared: &Shared) -> super::teardown::RunEnd<'_> {
 impl RunState {
     /// One trial: the check, its result recorded, libtest's verdict returned.
     pub(super) fn trial(&self, spec: &'static CheckSpec) -> Result<Completion, Failed> {
-        let _alone = match spec.phase() {
-            Phase::Parallel => None,
-            Phase::Exclusive => {
-                self.parallel.wait();
-                Some(crate::lock(&self.exclusive))
-            }
-            Phase::RunWide => {
-                self.barrier.wait();
-                None
-            }
-            Phase::Closing => {
-                self.closing.wait();
-                self.clear_run_end();
-                None
-            }
-        };
+        let _alone = self.enter_phase(spec);
         self.progress.send(ProgressEvent::Started(spec.id));
         let start = Instant::now();
-        let outcome =
-            std::panic::catch_unwind(AssertUnwindSafe(|| self.on_this_thread(self.check(spec))));
-        let (finding, runs, unpinned) = match outcome {
-            Ok(Ok(found)) => found,
-            Ok(Err(e)) => self.harness_error(format!("cannot make the check's sandbox: {e}")),
-            Err(panic) => {
-                let what = crate::panic_text(&*panic);
-                self.harness_error(format!("the check panicked: {what}"))
-            }
-        };
-        // A check that ends once the run is cancelled was cut short: its
-        // killed calls say nothing about the plugin, so it is never failed.
-        let (finding, runs, unpinned) = if self.shared.supervisor.is_cancelled() {
-            (Finding::Skip(INTERRUPTED.into()), Vec::new(), None)
-        } else {
-            (finding, runs, unpinned)
-        };
+        let (finding, runs, unpinned) = self.checked(spec);
         let limits = self.shared.settings.timeouts();
         let mut result = to_result(
             spec,
@@ -161,6 +130,55 @@ impl RunState {
         let verdict = libtest_verdict(&result, self.strict);
         crate::lock(&self.results).insert(spec.id, result);
         self.shared.awaited.ended(spec.id);
+        self.leave_phase(spec);
+        verdict
+    }
+
+    /// Waits until the check's phase may start; for an exclusive check, the
+    /// hold that keeps every other exclusive check out while it runs.
+    fn enter_phase(&self, spec: &'static CheckSpec) -> Option<MutexGuard<'_, ()>> {
+        match spec.phase() {
+            Phase::Parallel => None,
+            Phase::Exclusive => {
+                self.parallel.wait();
+                Some(crate::lock(&self.exclusive))
+            }
+            Phase::RunWide => {
+                self.barrier.wait();
+                None
+            }
+            Phase::Closing => {
+                self.closing.wait();
+                self.clear_run_end();
+                None
+            }
+        }
+    }
+
+    /// The check run on this thread: what it found, or the harness error
+    /// its panic or its sandbox makes.
+    fn checked(&self, spec: &'static CheckSpec) -> Checked {
+        let outcome =
+            std::panic::catch_unwind(AssertUnwindSafe(|| self.on_this_thread(self.check(spec))));
+        let (finding, runs, unpinned) = match outcome {
+            Ok(Ok(found)) => found,
+            Ok(Err(e)) => self.harness_error(format!("cannot make the check's sandbox: {e}")),
+            Err(panic) => {
+                let what = crate::panic_text(&*panic);
+                self.harness_error(format!("the check panicked: {what}"))
+            }
+        };
+        // A check that ends once the run is cancelled was cut short: its
+        // killed calls say nothing about the plugin, so it is never failed.
+        if self.shared.supervisor.is_cancelled() {
+            (Finding::Skip(INTERRUPTED.into()), Vec::new(), None)
+        } else {
+            (finding, runs, unpinned)
+        }
+    }
+
+    /// Counts the check out of the barriers the later phases wait on.
+    fn leave_phase(&self, spec: &'static CheckSpec) {
         match spec.phase() {
             Phase::Parallel => {
                 self.parallel.finish_one();
@@ -172,7 +190,6 @@ impl RunState {
         if spec.phase() != Phase::Closing {
             self.closing.finish_one();
         }
-        verdict
     }
 
     /// Clears the run's end for the closing checks, once (every other check

@@ -325,6 +325,44 @@ pub fn clean_leftovers_in(dirs: &[&Path]) -> Found {
 /// when it is no run's dir of ours, `Err` when it is left (alive, or being
 /// cleaned by another process).
 fn clean_one(dir: &Path) -> Option<Result<Cleaned, Left>> {
+    let (held, dir_id) = open_ours(dir)?;
+    let lock = match Flock::lock(held, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Some(lock),
+        Err(_) if crate::exec::holders(&[dir_id]).is_empty() => {
+            // Only processes running this program hold it: one is cleaning.
+            return Some(Err(Left::Busy {
+                dir: dir.to_path_buf(),
+                why: "another dhv-conform is cleaning it".into(),
+            }));
+        }
+        // Held by a process that is no dhv-conform: a leftover of the run,
+        // killed below if the run is dead.
+        Err(_) => None,
+    };
+    let (owner, owner_id) = owner_of(dir, dir_id)?;
+    if start_time(owner.pid).is_some_and(|s| s == owner.start) {
+        // Its process lives (it may have let go of its lock): not ours to touch.
+        return Some(Err(Left::Alive {
+            dir: dir.to_path_buf(),
+            pid: owner.pid,
+        }));
+    }
+    // The run is dead: whatever still holds its owner file or its dir is
+    // a process it left (its lock taken over, its dir held open), however
+    // far it went from the run's cgroup and session.
+    let holders = crate::exec::kill_holders(&[owner_id, dir_id]);
+    let teardown = super::teardown::remove_unheld(dir);
+    drop(lock);
+    Some(Ok(Cleaned {
+        pid: owner.pid,
+        holders,
+        teardown,
+    }))
+}
+
+/// `dir` opened, with its device and inode, when it is a directory this user
+/// owns (and still the one looked at when opened).
+fn open_ours(dir: &Path) -> Option<(File, (u64, u64))> {
     let meta = std::fs::symlink_metadata(dir).ok()?;
     if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() {
         return None;
@@ -340,19 +378,13 @@ fn clean_one(dir: &Path) -> Option<Result<Cleaned, Left>> {
     if dir_id != (meta.dev(), meta.ino()) {
         return None;
     }
-    let lock = match Flock::lock(held, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => Some(lock),
-        Err(_) if crate::exec::holders(&[dir_id]).is_empty() => {
-            // Only processes running this program hold it: one is cleaning.
-            return Some(Err(Left::Busy {
-                dir: dir.to_path_buf(),
-                why: "another dhv-conform is cleaning it".into(),
-            }));
-        }
-        // Held by a process that is no dhv-conform: a leftover of the run,
-        // killed below if the run is dead.
-        Err(_) => None,
-    };
+    Some((held, dir_id))
+}
+
+/// The run that owns `dir` (known as `dir_id`), from its owner file, with
+/// that file's device and inode: `None` when the file is missing, unreadable
+/// or names another dir.
+fn owner_of(dir: &Path, dir_id: (u64, u64)) -> Option<(Owner, (u64, u64))> {
     let owner_path = dir.join(OWNER_FILE);
     let owner_meta = std::fs::symlink_metadata(&owner_path).ok()?;
     if !owner_meta.is_file() {
@@ -367,24 +399,7 @@ fn clean_one(dir: &Path) -> Option<Result<Cleaned, Left>> {
     if !names_it {
         return None;
     }
-    if start_time(owner.pid).is_some_and(|s| s == owner.start) {
-        // Its process lives (it may have let go of its lock): not ours to touch.
-        return Some(Err(Left::Alive {
-            dir: dir.to_path_buf(),
-            pid: owner.pid,
-        }));
-    }
-    // The run is dead: whatever still holds its owner file or its dir is
-    // a process it left (its lock taken over, its dir held open), however
-    // far it went from the run's cgroup and session.
-    let holders = crate::exec::kill_holders(&[(owner_meta.dev(), owner_meta.ino()), dir_id]);
-    let teardown = super::teardown::remove_unheld(dir);
-    drop(lock);
-    Some(Ok(Cleaned {
-        pid: owner.pid,
-        holders,
-        teardown,
-    }))
+    Some((owner, (owner_meta.dev(), owner_meta.ino())))
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 
 use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{Ctx, Expect, Finding, Settled, VolumeAt, still_attached};
-use crate::conformance::host::{HoldTarget, LoopDevice};
-use crate::contract::DeleteRequest;
-use crate::contract::Operation;
+use crate::conformance::host::{Held, HoldTarget, LoopDevice};
+use crate::contract::{CreateRequest, DeleteRequest, Operation};
+use crate::plugin::PluginCall;
 
 pub(crate) const DEVICE_HELD: CheckSpec = CheckSpec {
     id: "delete.device-held",
@@ -28,45 +28,12 @@ async fn device_held(ctx: &Ctx) -> FindingResult {
     ctx.require_process()?;
     // Asks create's prerequisites first (needs create.succeeds, ...).
     ctx.prereqs().require_delete().await?;
-    let dir = ctx.dirs().dir().to_path_buf();
-    // The devices a volume can be on: one of size 0 holds none.
-    let before = ctx.host().sized_loops_backed_under(&dir);
-    let (req, path) = ctx.steps().one_volume("create").await?;
-    let devices: Vec<LoopDevice> = ctx
-        .host()
-        .sized_loops_backed_under(&dir)
-        .into_iter()
-        .filter(|l| !before.contains(l))
-        .collect();
-    let delete = DeleteRequest::for_created(&req, &path);
-    if devices.is_empty() {
-        ctx.steps().delete_ok(&req, &path, "delete").await?;
-        return Err(Finding::Skip(
-            "not applicable: the create attached no loop device (to a file of the check's)".into(),
-        ));
-    }
-    // Held where no plugin call of a neighbour check can inherit them, so
-    // that once let go they are closed (see Host::hold).
-    let held = devices
-        .iter()
-        .map(|d| ctx.host().hold(HoldTarget::Loop(d.clone())))
-        .collect::<std::io::Result<Vec<_>>>();
-    let held = match held {
-        Ok(held) => held,
-        Err(e) => {
-            ctx.steps().delete_ok(&req, &path, "delete").await?;
-            return Err(Finding::Skip(format!(
-                "cannot hold the volume's loop device open: {e}"
-            )));
-        }
-    };
-    let names = devices
-        .iter()
-        .map(|d| d.device.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let at = VolumeAt::before_delete(ctx, &path);
+    let vol = volume_on_loops(ctx).await?;
+    let held = hold_devices(ctx, &vol).await?;
+    let names = &vol.names;
+    let at = VolumeAt::before_delete(ctx, &vol.path);
     let step = format!("delete while {names} is held open");
+    let delete = DeleteRequest::for_created(&vol.req, &vol.path);
     let settled = ctx
         .steps()
         .delete_settled(&delete, Expect::Either, &step)
@@ -81,7 +48,82 @@ async fn device_held(ctx: &Ctx) -> FindingResult {
         }
         Settled::Ended(call) => call,
     };
-    let outcome = match &call.result {
+    let outcome = removed_after(ctx, &vol, &at, &call, &step).await?;
+    released(ctx, &vol, &step, &outcome).await
+}
+
+/// A volume of the check's and the loop devices its create attached.
+struct OnLoops {
+    req: CreateRequest,
+    path: String,
+    devices: Vec<LoopDevice>,
+    /// The devices' nodes, for the messages.
+    names: String,
+}
+
+/// Creates the volume and finds the loop devices its create attached; one
+/// on none is deleted, and the check does not apply.
+async fn volume_on_loops(ctx: &Ctx) -> Result<OnLoops, Finding> {
+    let dir = ctx.dirs().dir().to_path_buf();
+    // The devices a volume can be on: one of size 0 holds none.
+    let before = ctx.host().sized_loops_backed_under(&dir);
+    let (req, path) = ctx.steps().one_volume("create").await?;
+    let devices: Vec<LoopDevice> = ctx
+        .host()
+        .sized_loops_backed_under(&dir)
+        .into_iter()
+        .filter(|l| !before.contains(l))
+        .collect();
+    if devices.is_empty() {
+        ctx.steps().delete_ok(&req, &path, "delete").await?;
+        return Err(Finding::Skip(
+            "not applicable: the create attached no loop device (to a file of the check's)".into(),
+        ));
+    }
+    let names = devices
+        .iter()
+        .map(|d| d.device.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(OnLoops {
+        req,
+        path,
+        devices,
+        names,
+    })
+}
+
+/// Holds every device of the volume open; when that cannot be done the
+/// volume is deleted and the check skipped.
+async fn hold_devices(ctx: &Ctx, vol: &OnLoops) -> Result<Vec<Held>, Finding> {
+    // Held where no plugin call of a neighbour check can inherit them, so
+    // that once let go they are closed (see Host::hold).
+    let held = vol
+        .devices
+        .iter()
+        .map(|d| ctx.host().hold(HoldTarget::Loop(d.clone())))
+        .collect::<std::io::Result<Vec<_>>>();
+    match held {
+        Ok(held) => Ok(held),
+        Err(e) => {
+            ctx.steps().delete_ok(&vol.req, &vol.path, "delete").await?;
+            Err(Finding::Skip(format!(
+                "cannot hold the volume's loop device open: {e}"
+            )))
+        }
+    }
+}
+
+/// What the delete made of the volume, its devices let go: removed, or
+/// (after it failed) removed by a delete again; `Err` when it stayed.
+async fn removed_after(
+    ctx: &Ctx,
+    vol: &OnLoops,
+    at: &VolumeAt,
+    call: &PluginCall<()>,
+    step: &str,
+) -> Result<String, Finding> {
+    match &call.result {
         Ok(()) => {
             if !at.gone().await {
                 return Err(Finding::Warn(format!(
@@ -89,21 +131,28 @@ async fn device_held(ctx: &Ctx) -> FindingResult {
                     at.still_there()
                 )));
             }
-            "exited 0 and removed the volume".to_string()
+            Ok("exited 0 and removed the volume".to_string())
         }
         Err(e) => {
-            let again = format!("delete again, {names} let go");
-            ctx.steps().delete_ok(&req, &path, &again).await?;
+            let again = format!("delete again, {} let go", vol.names);
+            ctx.steps().delete_ok(&vol.req, &vol.path, &again).await?;
             if !at.gone().await {
                 return Err(Finding::Warn(format!(
                     "{again}: exit 0, but {}",
                     at.still_there()
                 )));
             }
-            format!("failed ({e}), and a delete after it removed the volume")
+            Ok(format!(
+                "failed ({e}), and a delete after it removed the volume"
+            ))
         }
-    };
-    let stayed: Vec<String> = still_attached(ctx.host(), &devices)
+    }
+}
+
+/// The verdict once the volume is gone: every device it was on released.
+async fn released(ctx: &Ctx, vol: &OnLoops, step: &str, outcome: &str) -> FindingResult {
+    let names = &vol.names;
+    let stayed: Vec<String> = still_attached(ctx.host(), &vol.devices)
         .await
         .iter()
         .map(ToString::to_string)

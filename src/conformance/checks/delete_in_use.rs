@@ -2,13 +2,15 @@
 //! task still using it) ends within its limit and either removes the volume
 //! or keeps it whole; once the file is closed, delete succeeds.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, Settled, VolumeAt, canary_intact, is_mount_point, plant_in_volume,
 };
-use crate::contract::{DeleteRequest, Operation};
+use crate::conformance::host::Held;
+use crate::contract::{CreateRequest, DeleteRequest, Operation};
+use crate::plugin::PluginCall;
 
 pub(crate) const IN_USE: CheckSpec = CheckSpec {
     id: "delete.in-use",
@@ -26,6 +28,69 @@ pub(crate) const IN_USE: CheckSpec = CheckSpec {
 /// Creates a volume, writes a file into it and holds that file open while
 /// delete runs; then closes it and deletes again.
 async fn in_use(ctx: &Ctx) -> FindingResult {
+    let (vol, held) = volume_in_use(ctx).await?;
+    let (req, path) = (&vol.req, &vol.path);
+    let delete = DeleteRequest::for_created(req, path);
+    let step = "delete while a file in the volume is open";
+    let settled = ctx
+        .steps()
+        .delete_settled(&delete, Expect::Either, step)
+        .await?;
+    let busy = match settled {
+        Settled::Hung(_) => {
+            drop(held);
+            return Err(Finding::Warn(format!(
+                "{step}: expected it to end within its limit; it overran it, and again alone{} \
+                 (a delete that retries a failing unmount forever)",
+                if vol.mounted {
+                    " (the volume is a mount point)"
+                } else {
+                    ""
+                }
+            )));
+        }
+        Settled::Ended(call) => call,
+    };
+    // An `Err` returns with the file still held: it is let go as it returns.
+    let outcome = busy_outcome(ctx, &vol, &busy, step).await?;
+    drop(held);
+    if busy.result.is_err() {
+        ctx.steps()
+            .delete_ok(req, path, "delete again, the file closed")
+            .await?;
+        if !vol.at.gone().await {
+            return Err(Finding::Warn(format!(
+                "delete again, the file closed: exit 0, but {}",
+                vol.at.still_there()
+            )));
+        }
+    }
+    Ok(Finding::Pass(format!(
+        "with a file in the volume open{}, delete {outcome}{}",
+        if vol.mounted { " (a mount point)" } else { "" },
+        if busy.result.is_err() {
+            "; with it closed, delete removed it"
+        } else {
+            ""
+        }
+    )))
+}
+
+/// The volume in use: its request, where it is, and what it was before the
+/// delete.
+struct InUse {
+    req: CreateRequest,
+    path: String,
+    /// It was a mount point.
+    mounted: bool,
+    at: VolumeAt,
+    /// The file held open in it.
+    canary: PathBuf,
+}
+
+/// Creates a volume and writes a file into it, held open: not applicable
+/// to a volume that is a block device.
+async fn volume_in_use(ctx: &Ctx) -> Result<(InUse, Held), Finding> {
     let (req, path) = ctx.steps().one_volume("create").await?;
     let at = VolumeAt::before_delete(ctx, &path);
     if at.is_block() {
@@ -42,77 +107,49 @@ async fn in_use(ctx: &Ctx) -> FindingResult {
         .hold(crate::conformance::host::HoldTarget::File(canary.clone()))
         .map_err(|e| Finding::Skip(format!("cannot open the file written into the volume: {e}")))?;
     let mounted = is_mount_point(ctx.host(), Path::new(&path));
-    let delete = DeleteRequest::for_created(&req, &path);
-    let step = "delete while a file in the volume is open";
-    let settled = ctx
-        .steps()
-        .delete_settled(&delete, Expect::Either, step)
-        .await?;
-    let busy = match settled {
-        Settled::Hung(_) => {
-            drop(held);
-            return Err(Finding::Warn(format!(
-                "{step}: expected it to end within its limit; it overran it, and again alone{} \
-                 (a delete that retries a failing unmount forever)",
-                if mounted {
-                    " (the volume is a mount point)"
-                } else {
-                    ""
-                }
-            )));
-        }
-        Settled::Ended(call) => call,
+    let vol = InUse {
+        req,
+        path,
+        mounted,
+        at,
+        canary,
     };
-    let outcome = match &busy.result {
-        Ok(()) if at.gone().await => "removed it".to_string(),
-        Ok(()) => {
-            drop(held);
-            return Err(Finding::Warn(format!(
-                "{step}: exit 0, but the volume is still there ({}): a delete that succeeds must \
-                 remove it",
-                at.still_there()
-            )));
-        }
+    Ok((vol, held))
+}
+
+/// What the delete made of the volume while its file was held open: removed
+/// it, or failed and kept it whole (mounted, if it was); `Err` otherwise.
+async fn busy_outcome(
+    ctx: &Ctx,
+    vol: &InUse,
+    busy: &PluginCall<()>,
+    step: &str,
+) -> Result<String, Finding> {
+    let path = Path::new(&vol.path);
+    match &busy.result {
+        Ok(()) if vol.at.gone().await => Ok("removed it".to_string()),
+        Ok(()) => Err(Finding::Warn(format!(
+            "{step}: exit 0, but the volume is still there ({}): a delete that succeeds must \
+             remove it",
+            vol.at.still_there()
+        ))),
         Err(e) => {
-            if !ctx.host().is_dir(Path::new(&path)) || !canary_intact(ctx.host(), &canary) {
-                drop(held);
+            if !ctx.host().is_dir(path) || !canary_intact(ctx.host(), &vol.canary) {
                 return Err(Finding::Warn(format!(
                     "{step}: it failed ({e}), and the volume is not whole: {}",
-                    match ctx.host().is_dir(Path::new(&path)) {
+                    match ctx.host().is_dir(path) {
                         true => "the file written into it is gone or changed",
                         false => "its directory is gone",
                     }
                 )));
             }
-            if mounted && !is_mount_point(ctx.host(), Path::new(&path)) {
-                drop(held);
+            if vol.mounted && !is_mount_point(ctx.host(), path) {
                 return Err(Finding::Warn(format!(
                     "{step}: it failed ({e}), and left the volume unmounted: the files are kept, \
                      but not where the volume's data lives"
                 )));
             }
-            format!("failed and kept it whole ({e})")
-        }
-    };
-    drop(held);
-    if busy.result.is_err() {
-        ctx.steps()
-            .delete_ok(&req, &path, "delete again, the file closed")
-            .await?;
-        if !at.gone().await {
-            return Err(Finding::Warn(format!(
-                "delete again, the file closed: exit 0, but {}",
-                at.still_there()
-            )));
+            Ok(format!("failed and kept it whole ({e})"))
         }
     }
-    Ok(Finding::Pass(format!(
-        "with a file in the volume open{}, delete {outcome}{}",
-        if mounted { " (a mount point)" } else { "" },
-        if busy.result.is_err() {
-            "; with it closed, delete removed it"
-        } else {
-            ""
-        }
-    )))
 }

@@ -121,24 +121,10 @@ fn clean(log: &RunLog) -> FindingResult {
     }
     let mut dirty = Vec::new();
     for c in &failed {
-        let files = c.residue.clone().unwrap_or_default();
-        let procs: Vec<String> = c
-            .run
-            .iter()
-            .flat_map(|r| r.leftovers().iter().map(|l| l.cmdline.clone()))
-            .collect();
-        if files.is_empty() && procs.is_empty() {
-            continue;
+        if let Some(left) = left_behind(c) {
+            log.cite(c);
+            dirty.push(format!("{}: left {left}", who(c)));
         }
-        let mut left = Vec::new();
-        if !files.is_empty() {
-            left.push(format!("files [{}]", files.join(", ")));
-        }
-        if !procs.is_empty() {
-            left.push(format!("processes [{}]", procs.join(", ")));
-        }
-        log.cite(c);
-        dirty.push(format!("{}: left {}", who(c), left.join(" and ")));
     }
     dirty.extend(seen_elsewhere);
     let dirty = in_stable_order(dirty);
@@ -151,7 +137,37 @@ fn clean(log: &RunLog) -> FindingResult {
     // A create made beside others of its check (a burst) shares its volumes
     // dir with them: what it left cannot be told from theirs, so only its
     // processes are judged. The message says so rather than call it clean.
-    let provoked = match provoked(log) {
+    Ok(Finding::Pass(format!(
+        "no failed create left a process, and none made alone left files in its volumes dir; {}",
+        provoked_failure(log)
+    )))
+}
+
+/// What the failed create `c` left: "files [...] and processes [...]", or
+/// `None` when nothing.
+fn left_behind(c: &LoggedCall) -> Option<String> {
+    let files = c.residue.clone().unwrap_or_default();
+    let procs: Vec<String> = c
+        .run
+        .iter()
+        .flat_map(|r| r.leftovers().iter().map(|l| l.cmdline.clone()))
+        .collect();
+    if files.is_empty() && procs.is_empty() {
+        return None;
+    }
+    let mut left = Vec::new();
+    if !files.is_empty() {
+        left.push(format!("files [{}]", files.join(", ")));
+    }
+    if !procs.is_empty() {
+        left.push(format!("processes [{}]", procs.join(", ")));
+    }
+    Some(left.join(" and "))
+}
+
+/// How the create provoked to fail went, for `failure.clean`'s pass.
+fn provoked_failure(log: &RunLog) -> String {
+    match provoked(log) {
         Some(c) if c.plugin_failed => {
             format!("the create provoked on purpose ({PROVOKED}) failed cleanly")
         }
@@ -159,10 +175,7 @@ fn clean(log: &RunLog) -> FindingResult {
             "a create provoked to fail ({PROVOKED}) succeeded; the failures judged are the plugin's own"
         ),
         None => "no failure could be provoked (create hangs, or did not run)".into(),
-    };
-    Ok(Finding::Pass(format!(
-        "no failed create left a process, and none made alone left files in its volumes dir; {provoked}"
-    )))
+    }
 }
 
 pub(crate) const ERROR_JSON: CheckSpec = CheckSpec {
@@ -182,43 +195,14 @@ pub(crate) const ERROR_JSON: CheckSpec = CheckSpec {
 /// stdout, with a reason; the message quotes what Nomad shows the user.
 fn error_json(log: &RunLog) -> FindingResult {
     log.require_process()?;
-    // A call that hung is the deadline checks' finding, one that could not
-    // start fingerprint.runs's: neither printed an answer to judge.
-    // The calls made on a host that refused a step are answered as any.
-    let failed: Vec<&LoggedCall> = log
-        .calls
-        .iter()
-        .chain(&log.refused)
-        .filter(|c| c.op != Operation::Fingerprint && c.plugin_failed)
-        .filter(|c| {
-            c.run
-                .as_ref()
-                .is_some_and(|r| r.result.is_ok() && !r.timed_out())
-        })
-        .collect();
+    let failed = answered_failures(log);
     if failed.is_empty() {
         return Err(Finding::Skip(cannot_fail(log)));
     }
     let bad: Vec<String> = failed
         .iter()
         .filter_map(|c| {
-            let run = c.run.as_ref()?;
-            // An excerpt of a longer answer cannot be judged by its cut.
-            if !run.stdout_complete() {
-                return None;
-            }
-            let out = run.stdout();
-            let said = contract::decode_failure_error(c.op, out);
-            let blank = String::from_utf8_lossy(out).trim().is_empty();
-            // A process killed by a signal had no chance to say why.
-            let killed = run.exit().and_then(|e| e.signal()).is_some();
-            let what = match said {
-                Some(text) if !text.trim().is_empty() => return None,
-                Some(_) => "an empty reason".to_string(),
-                None if blank && killed => return None,
-                None if blank => "nothing on stdout".to_string(),
-                None => format!("stdout {}", shown(out)),
-            };
+            let what = no_reason(c)?;
             log.cite(c);
             Some(format!(
                 "{}: {what}, so Nomad shows only: {}",
@@ -235,6 +219,51 @@ fn error_json(log: &RunLog) -> FindingResult {
             bad.join("; ")
         )));
     }
+    Ok(explained(log, &failed))
+}
+
+/// The run's failing creates and deletes that ended with an answer to judge.
+fn answered_failures(log: &RunLog) -> Vec<&LoggedCall> {
+    // A call that hung is the deadline checks' finding, one that could not
+    // start fingerprint.runs's: neither printed an answer to judge.
+    // The calls made on a host that refused a step are answered as any.
+    log.calls
+        .iter()
+        .chain(&log.refused)
+        .filter(|c| c.op != Operation::Fingerprint && c.plugin_failed)
+        .filter(|c| {
+            c.run
+                .as_ref()
+                .is_some_and(|r| r.result.is_ok() && !r.timed_out())
+        })
+        .collect()
+}
+
+/// What the failure `c` printed instead of a reason ("nothing on stdout",
+/// ...), or `None` when it gave one (or could not: cut, or killed).
+fn no_reason(c: &LoggedCall) -> Option<String> {
+    let run = c.run.as_ref()?;
+    // An excerpt of a longer answer cannot be judged by its cut.
+    if !run.stdout_complete() {
+        return None;
+    }
+    let out = run.stdout();
+    let said = contract::decode_failure_error(c.op, out);
+    let blank = String::from_utf8_lossy(out).trim().is_empty();
+    // A process killed by a signal had no chance to say why.
+    let killed = run.exit().and_then(|e| e.signal()).is_some();
+    match said {
+        Some(text) if !text.trim().is_empty() => None,
+        Some(_) => Some("an empty reason".to_string()),
+        None if blank && killed => None,
+        None if blank => Some("nothing on stdout".to_string()),
+        None => Some(format!("stdout {}", shown(out))),
+    }
+}
+
+/// `failure.error-json`'s pass, every one of the (not empty) `failed`
+/// having said why, with an example of what Nomad shows.
+fn explained(log: &RunLog, failed: &[&LoggedCall]) -> Finding {
     // The example shown: the provoked failure when it failed (every plugin
     // has it), else the first failure by check and operation, for a stable
     // report.
@@ -249,7 +278,7 @@ fn error_json(log: &RunLog) -> FindingResult {
         .as_ref()
         .and_then(|r| contract::decode_failure_error(example.op, r.stdout()))
         .is_some_and(|text| !text.is_empty());
-    Ok(Finding::Pass(format!(
+    Finding::Pass(format!(
         "every failing create and delete that exited said why in {{\"error\": ...}}; {} {}: {}",
         who(example),
         if said {
@@ -258,7 +287,7 @@ fn error_json(log: &RunLog) -> FindingResult {
             "was killed by a signal before it could say why, so Nomad shows only"
         },
         nomad_shows(example)
-    )))
+    ))
 }
 
 /// `items` sorted and without repeats, ordered by what stays the same from

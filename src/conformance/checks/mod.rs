@@ -43,6 +43,7 @@ pub(crate) mod lifecycle;
 mod lifecycle_reboot;
 mod node_residue;
 pub(crate) mod process;
+mod process_tries;
 mod refused;
 pub(crate) mod timing;
 pub(crate) mod volume;

@@ -6,6 +6,9 @@
 //! it leaves. Then the same call with nothing refused must still work, as a
 //! retry by Nomad would.
 
+use std::collections::BTreeSet;
+use std::path::Path;
+
 use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, is_mount_point, listing, plant_in_volume, still_attached,
@@ -118,64 +121,84 @@ async fn remove_refused(ctx: &Ctx) -> FindingResult {
     let volumes = ctx.dirs().volumes().to_path_buf();
     let mut outcomes = Vec::new();
     for refusal in [Refusal::FileRemovals, Refusal::DirRemovals] {
-        let before = listing(ctx.host(), &volumes);
-        let made = format!("create, for a delete with {} refused", refusal.describe());
-        let (req, path) = ctx.steps().one_volume(&made).await?;
-        let at = VolumeAt::before_delete(ctx, &path);
-        if !at.is_block() {
-            plant_in_volume(ctx, &path, &made)?;
-        }
-        let step = format!("delete with {} refused", refusal.describe());
-        let delete = DeleteRequest::for_created(&req, &path);
-        let refused = ctx.variant(|o| o.refuse = Some(refusal));
-        let call = refused
-            .delete_unloaded(&delete, Expect::Either, &step)
-            .await;
-        if call.timed_out() {
-            return Err(Finding::Warn(format!(
-                "{step}: expected it to end within its limit; it overran it, and again alone (a \
-                 delete that retries a removal that cannot work)"
-            )));
-        }
-        match &call.result {
-            Ok(()) => {
-                let left = ctx.prereqs().left_since(&volumes, &before).await;
-                if !at.gone().await || !left.own.is_empty() {
-                    let what = match left.own.is_empty() {
-                        true => at.still_there(),
-                        false => format!("it left {}{}", left.own.join(", "), left.citation()),
-                    };
-                    return Err(Finding::Warn(format!(
-                        "{step}: expected it to fail, as the volume cannot be removed, or to \
-                         leave nothing of it; it exited 0, and {what}: Nomad forgets the volume, \
-                         and nothing will remove what is left"
-                    )));
-                }
-                outcomes.push(format!("with {} refused it removed it", refusal.describe()));
-            }
-            Err(e) => {
-                let again = format!(
-                    "delete after the one with {} refused, nothing refused",
-                    refusal.describe()
-                );
-                ctx.steps().delete_ok(&req, &path, &again).await?;
-                if !at.gone().await {
-                    return Err(Finding::Warn(format!(
-                        "{again}: exit 0, but {}: a delete after a failed one must finish it",
-                        at.still_there()
-                    )));
-                }
-                outcomes.push(format!(
-                    "with {} refused it failed ({e}), and a delete after it removed the volume",
-                    refusal.describe()
-                ));
-            }
-        }
+        outcomes.push(delete_refused(ctx, refusal, &volumes).await?);
     }
     Ok(Finding::Pass(format!(
         "delete of a volume holding a file: {}",
         outcomes.join("; ")
     )))
+}
+
+/// A volume made and given a file, deleted with `refusal`: removed and
+/// nothing left of it, or failed and removed by a delete after it, nothing
+/// refused. What happened, in words, or the finding.
+async fn delete_refused(ctx: &Ctx, refusal: Refusal, volumes: &Path) -> Result<String, Finding> {
+    let before = listing(ctx.host(), volumes);
+    let made = format!("create, for a delete with {} refused", refusal.describe());
+    let (req, path) = ctx.steps().one_volume(&made).await?;
+    let at = VolumeAt::before_delete(ctx, &path);
+    if !at.is_block() {
+        plant_in_volume(ctx, &path, &made)?;
+    }
+    let step = format!("delete with {} refused", refusal.describe());
+    let delete = DeleteRequest::for_created(&req, &path);
+    let refused = ctx.variant(|o| o.refuse = Some(refusal));
+    let call = refused
+        .delete_unloaded(&delete, Expect::Either, &step)
+        .await;
+    if call.timed_out() {
+        return Err(Finding::Warn(format!(
+            "{step}: expected it to end within its limit; it overran it, and again alone (a \
+             delete that retries a removal that cannot work)"
+        )));
+    }
+    match &call.result {
+        Ok(()) => {
+            left_nothing(ctx, volumes, &before, &at, &step).await?;
+            Ok(format!("with {} refused it removed it", refusal.describe()))
+        }
+        Err(e) => {
+            let again = format!(
+                "delete after the one with {} refused, nothing refused",
+                refusal.describe()
+            );
+            ctx.steps().delete_ok(&req, &path, &again).await?;
+            if !at.gone().await {
+                return Err(Finding::Warn(format!(
+                    "{again}: exit 0, but {}: a delete after a failed one must finish it",
+                    at.still_there()
+                )));
+            }
+            Ok(format!(
+                "with {} refused it failed ({e}), and a delete after it removed the volume",
+                refusal.describe()
+            ))
+        }
+    }
+}
+
+/// A delete with removals refused that exited 0 left nothing of the volume
+/// at `at`, and nothing new in `volumes` since `before`.
+async fn left_nothing(
+    ctx: &Ctx,
+    volumes: &Path,
+    before: &BTreeSet<String>,
+    at: &VolumeAt,
+    step: &str,
+) -> Result<(), Finding> {
+    let left = ctx.prereqs().left_since(volumes, before).await;
+    if !at.gone().await || !left.own.is_empty() {
+        let what = match left.own.is_empty() {
+            true => at.still_there(),
+            false => format!("it left {}{}", left.own.join(", "), left.citation()),
+        };
+        return Err(Finding::Warn(format!(
+            "{step}: expected it to fail, as the volume cannot be removed, or to \
+             leave nothing of it; it exited 0, and {what}: Nomad forgets the volume, \
+             and nothing will remove what is left"
+        )));
+    }
+    Ok(())
 }
 
 /// A create with `refusal` (of `what`, in words): a failure must leave

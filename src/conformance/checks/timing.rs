@@ -85,36 +85,9 @@ fn margin(log: &RunLog) -> FindingResult {
     // finding: cited here, not warned about twice.
     let (over, within): (Vec<&Profile>, Vec<&Profile>) =
         all.iter().partition(|p| overruns_alone(log, p.op));
-    let cited = match over.is_empty() {
-        true => String::new(),
-        false => format!(
-            " ({} overruns its limit: see {})",
-            over.iter()
-                .map(|p| p.op.as_str())
-                .collect::<Vec<_>>()
-                .join(" and "),
-            over.iter()
-                .map(|p| format!("{}.deadline", p.op))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
+    let cited = deadline_citation(&over);
     let waited: Duration = judged.iter().map(LoggedCall::cpu_wait).sum();
-    let near: Vec<String> = within
-        .iter()
-        .filter(|p| {
-            let bound = (p.limit / 2).as_secs_f64();
-            (p.p95.as_secs_f64() - bound).abs() <= NEAR_BOUND * bound
-        })
-        .map(|p| p.op.as_str().to_owned())
-        .collect();
-    if !near.is_empty() {
-        run.unpin(format!(
-            "the p95 of {} is within {:.0}% of half its limit",
-            near.join(" and "),
-            NEAR_BOUND * 100.0
-        ));
-    }
+    unpin_near_bound(run, &within);
     let tight: Vec<String> = within
         .iter()
         .filter(|p| p.p95 > p.limit / 2)
@@ -144,6 +117,45 @@ fn margin(log: &RunLog) -> FindingResult {
             "expected p95 of each operation under half its limit (room for a loaded host); {}{cited}{discounted}",
             tight.join("; ")
         )))
+    }
+}
+
+/// " (create overruns its limit: see create.deadline)" for the operations
+/// `over` their limit alone, or nothing.
+fn deadline_citation(over: &[&Profile]) -> String {
+    match over.is_empty() {
+        true => String::new(),
+        false => format!(
+            " ({} overruns its limit: see {})",
+            over.iter()
+                .map(|p| p.op.as_str())
+                .collect::<Vec<_>>()
+                .join(" and "),
+            over.iter()
+                .map(|p| format!("{}.deadline", p.op))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Unpins the verdict when a p95 of `within` lies within [`NEAR_BOUND`] of
+/// half its limit: the host's speed can tip it.
+fn unpin_near_bound(run: &RunLog, within: &[&Profile]) {
+    let near: Vec<String> = within
+        .iter()
+        .filter(|p| {
+            let bound = (p.limit / 2).as_secs_f64();
+            (p.p95.as_secs_f64() - bound).abs() <= NEAR_BOUND * bound
+        })
+        .map(|p| p.op.as_str().to_owned())
+        .collect();
+    if !near.is_empty() {
+        run.unpin(format!(
+            "the p95 of {} is within {:.0}% of half its limit",
+            near.join(" and "),
+            NEAR_BOUND * 100.0
+        ));
     }
 }
 

@@ -9,6 +9,7 @@ use super::{CheckSpec, FindingResult, Level, Needs, create};
 use crate::conformance::claims::Attachment;
 use crate::conformance::context::{Ctx, Finding};
 use crate::conformance::volume_facts::{Kind, VolumeFacts};
+use crate::contract::{CreateRequest, CreateResponse};
 
 /// Sector and page rounding: a device or filesystem a few KiB off the
 /// reported size is the same size.
@@ -152,54 +153,17 @@ pub(crate) const CAPACITY_ENFORCED: CheckSpec = CheckSpec {
 /// Writing past the reported size fails, the data before it is intact, and the
 /// volume still works.
 async fn capacity_enforced(ctx: &Ctx) -> FindingResult {
-    let claims = ctx.claims();
-    if !claims.capacity_enforced {
-        return Err(Finding::Skip(
-            "not claimed (capacity = \"enforced\")".into(),
-        ));
-    }
-    if claims.attachment == Attachment::BlockDevice {
-        return Err(Finding::Skip(format!(
-            "a block device is its own size: see {}",
-            BLOCK_DEVICE.id
-        )));
-    }
+    require_enforcement_claim(ctx)?;
     ctx.prereqs().require_create().await?;
     let req = ctx.request();
     let resp = ctx
         .steps()
         .create_ok(&req, "create a volume to fill")
         .await?;
-    let limit = match resp.bytes {
-        b if b > 0 => b as u64,
-        _ if req.capacity_max_bytes > 0 => req.capacity_max_bytes as u64,
-        _ => req.capacity_min_bytes.max(0) as u64,
-    };
-    let past = limit + (limit / 10).max(1 << 20);
-    if past > MAX_TESTED_BYTES {
-        return Err(Finding::Skip(format!(
-            "the volume's size ({limit} bytes) is over the {MAX_TESTED_BYTES} bytes this check writes at most"
-        )));
-    }
+    let (limit, past) = fill_sizes(&req, &resp)?;
     let dir = Path::new(&resp.path);
     let canary = crate::conformance::context::plant_in_volume(ctx, &resp.path, "before filling")?;
-    let fill = ctx
-        .dirs()
-        .create_new_in(dir, ".dhv-conform-fill")
-        .map_err(|e| {
-            Finding::Fail(format!(
-                "expected a writable volume at {:?}: {e}",
-                resp.path
-            ))
-        })?;
-    let host = ctx.shared_host();
-    let written = tokio::task::spawn_blocking(move || host.fill(fill, past))
-        .await
-        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
-    // The space must be free again before the volume is tried once more.
-    ctx.dirs()
-        .remove_file(&dir.join(".dhv-conform-fill"))
-        .map_err(|e| Finding::Fail(format!("cannot remove the harness's fill file: {e}")))?;
+    let written = fill_past(ctx, &resp.path, past).await?;
     let refused = match written {
         Ok(()) => {
             return Err(Finding::Fail(format!(
@@ -221,7 +185,74 @@ async fn capacity_enforced(ctx: &Ctx) -> FindingResult {
             )));
         }
     };
-    if !crate::conformance::context::canary_intact(ctx.host(), &canary) {
+    still_works(ctx, dir, &canary)?;
+    ctx.steps()
+        .delete_ok(&req, &resp.path, "delete the filled volume")
+        .await?;
+    Ok(Finding::Pass(format!(
+        "{past} bytes into a volume of {limit}: refused ({refused}); the data before it intact, the volume usable"
+    )))
+}
+
+/// The check applies to a plugin that claims `capacity = "enforced"` for
+/// volumes that are not block devices.
+fn require_enforcement_claim(ctx: &Ctx) -> Result<(), Finding> {
+    let claims = ctx.claims();
+    if !claims.capacity_enforced {
+        return Err(Finding::Skip(
+            "not claimed (capacity = \"enforced\")".into(),
+        ));
+    }
+    if claims.attachment == Attachment::BlockDevice {
+        return Err(Finding::Skip(format!(
+            "a block device is its own size: see {}",
+            BLOCK_DEVICE.id
+        )));
+    }
+    Ok(())
+}
+
+/// The volume's size (as reported, else as asked for) and how much is
+/// written to go past it; a skip when that is more than the check writes.
+fn fill_sizes(req: &CreateRequest, resp: &CreateResponse) -> Result<(u64, u64), Finding> {
+    let limit = match resp.bytes {
+        b if b > 0 => b as u64,
+        _ if req.capacity_max_bytes > 0 => req.capacity_max_bytes as u64,
+        _ => req.capacity_min_bytes.max(0) as u64,
+    };
+    let past = limit + (limit / 10).max(1 << 20);
+    if past > MAX_TESTED_BYTES {
+        return Err(Finding::Skip(format!(
+            "the volume's size ({limit} bytes) is over the {MAX_TESTED_BYTES} bytes this check writes at most"
+        )));
+    }
+    Ok((limit, past))
+}
+
+/// Writes `past` bytes into a file of the volume at `path`, then removes
+/// it: how the write ended, or the finding when the file could not be made
+/// or removed.
+async fn fill_past(ctx: &Ctx, path: &str, past: u64) -> Result<std::io::Result<()>, Finding> {
+    let dir = Path::new(path);
+    let fill = ctx
+        .dirs()
+        .create_new_in(dir, ".dhv-conform-fill")
+        .map_err(|e| Finding::Fail(format!("expected a writable volume at {path:?}: {e}")))?;
+    let host = ctx.shared_host();
+    let written = tokio::task::spawn_blocking(move || host.fill(fill, past))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+    // The space must be free again before the volume is tried once more.
+    ctx.dirs()
+        .remove_file(&dir.join(".dhv-conform-fill"))
+        .map_err(|e| Finding::Fail(format!("cannot remove the harness's fill file: {e}")))?;
+    Ok(written)
+}
+
+/// After the refused write: the file written before it is intact and the
+/// volume takes a new file.
+fn still_works(ctx: &Ctx, dir: &Path, canary: &Path) -> Result<(), Finding> {
+    if !crate::conformance::context::canary_intact(ctx.host(), canary) {
         return Err(Finding::Fail(
             "writing past the volume's size was refused, but the file written before it is damaged"
                 .into(),
@@ -237,12 +268,7 @@ async fn capacity_enforced(ctx: &Ctx) -> FindingResult {
             "after the refused write was removed, the volume takes no new file: {e}"
         )));
     }
-    ctx.steps()
-        .delete_ok(&req, &resp.path, "delete the filled volume")
-        .await?;
-    Ok(Finding::Pass(format!(
-        "{past} bytes into a volume of {limit}: refused ({refused}); the data before it intact, the volume usable"
-    )))
+    Ok(())
 }
 
 pub(crate) const BLOCK_DEVICE: CheckSpec = CheckSpec {

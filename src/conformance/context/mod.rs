@@ -37,6 +37,7 @@
 mod alone;
 mod calls;
 mod cause;
+mod create_cleanly;
 mod dirs;
 mod facts;
 mod ledger;

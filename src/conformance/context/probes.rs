@@ -14,7 +14,7 @@ use super::probe_results::{
 };
 use super::residue::{Footprint, around};
 use super::{Asker, Ctx, Expect, Finding, Sandbox, Shared, plant_in_volume};
-use crate::contract::{CreateResponse, Operation};
+use crate::contract::{CreateRequest, CreateResponse, Operation};
 use crate::plugin::{Fingerprint, PluginCall};
 
 /// The probes of one run.
@@ -168,49 +168,17 @@ impl<'a> Prereqs<'a> {
             .get_or_init(|| async move {
                 let probe = probe_ctx(shared.clone(), shared.probe_owners.delete);
                 let req = probe.request();
-                let volumes = probe.dirs.volumes().to_path_buf();
                 let create = probe
                     .calls
                     .create(&req, Expect::Success, "create before delete")
                     .await;
-                let (mut delete, mut footprint, mut no_data) = (None, None, None);
-                if let Ok(resp) = &create.result {
-                    let created_beside = around(&*shared.host, &volumes)
-                        .into_iter()
-                        .filter(|e| e.starts_with("../"))
-                        .map(|e| probe.prereqs().shape(&e))
-                        .collect();
-                    // A file in it, as in any volume in use; a path outside
-                    // the sandbox gets none (and is create's finding).
-                    // Its name already there is evidence, and said; a path
-                    // outside the sandbox is create's finding.
-                    no_data = probe
-                        .dirs
-                        .plant(Path::new(&resp.path), "data")
-                        .err()
-                        .filter(|e| e.kind() == std::io::ErrorKind::AlreadyExists)
-                        .map(|e| e.to_string());
-                    let call = probe
-                        .calls
-                        .delete(
-                            &req,
-                            &resp.path,
-                            Expect::Success,
-                            "delete of a volume holding a file",
-                        )
-                        .await;
-                    if call.ok() {
-                        let left = around(&*shared.host, &volumes)
-                            .iter()
-                            .map(|e| probe.prereqs().shape(e))
-                            .collect();
-                        footprint = Some(Footprint {
-                            created_beside,
-                            left,
-                        });
+                let (delete, footprint, no_data) = match &create.result {
+                    Ok(resp) => {
+                        let held = delete_holding_data(&probe, &req, resp).await;
+                        (Some(held.call), held.footprint, held.no_data)
                     }
-                    delete = Some(call);
-                }
+                    Err(_) => (None, None, None),
+                };
                 shared.probes.keep(probe);
                 DeleteProbe {
                     create,
@@ -395,5 +363,66 @@ impl<'a> Prereqs<'a> {
             Operation::Create => self.require_create().await.err().and_then(skip),
             Operation::Delete => self.require_delete().await.err().and_then(skip),
         }
+    }
+}
+
+/// What the delete probe's delete of a volume holding a file did.
+struct DeletedHoldingData {
+    /// The delete.
+    call: PluginCall<()>,
+    /// What lay beside the volumes dir once the volume was made, and what its
+    /// delete left there (when it succeeded).
+    footprint: Option<Footprint>,
+    /// The file's name was already in the new volume (evidence, and said).
+    no_data: Option<String>,
+}
+
+/// Plants a file in the volume `resp` made, as in any volume in use, and
+/// deletes it, noting what lay around the volumes dir before and after.
+async fn delete_holding_data(
+    probe: &Ctx,
+    req: &CreateRequest,
+    resp: &CreateResponse,
+) -> DeletedHoldingData {
+    let host = probe.host();
+    let volumes = probe.dirs.volumes().to_path_buf();
+    let created_beside = around(host, &volumes)
+        .into_iter()
+        .filter(|e| e.starts_with("../"))
+        .map(|e| probe.prereqs().shape(&e))
+        .collect();
+    // A file in it, as in any volume in use; a path outside
+    // the sandbox gets none (and is create's finding).
+    // Its name already there is evidence, and said; a path
+    // outside the sandbox is create's finding.
+    let no_data = probe
+        .dirs
+        .plant(Path::new(&resp.path), "data")
+        .err()
+        .filter(|e| e.kind() == std::io::ErrorKind::AlreadyExists)
+        .map(|e| e.to_string());
+    let call = probe
+        .calls
+        .delete(
+            req,
+            &resp.path,
+            Expect::Success,
+            "delete of a volume holding a file",
+        )
+        .await;
+    let footprint = call.ok().then(|| {
+        let left = around(host, &volumes)
+            .iter()
+            .map(|e| probe.prereqs().shape(e))
+            .collect();
+        Footprint {
+            created_beside,
+            left,
+        }
+    });
+    DeletedHoldingData {
+        call,
+        footprint,
+        no_data,
     }
 }

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use super::create_cleanly::CreateUnderTest;
 use super::{Calls, Ctx, Expect, Finding, Prereqs, Residue, listing};
 use crate::conformance::host::{Host, LoopDevice};
-use crate::conformance::volume_facts::VolumeFacts;
-use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
+use crate::contract::{CreateRequest, CreateResponse};
 use crate::plugin::PluginCall;
 
 /// Writes a canary into a volume, or fails the check saying the path is
@@ -275,7 +275,7 @@ impl<'a> Steps<'a> {
     }
 
     /// The run's probes and prerequisites.
-    fn prereqs(self) -> Prereqs<'a> {
+    pub(super) fn prereqs(self) -> Prereqs<'a> {
         self.calls.prereqs()
     }
 
@@ -297,139 +297,21 @@ impl<'a> Steps<'a> {
         label: &str,
         holds: Holds,
     ) -> Result<String, Finding> {
-        let dir = Path::new(&req.volumes_dir);
         let host = &*self.calls.shared.host;
-        let before = listing(host, dir);
+        let before = listing(host, Path::new(&req.volumes_dir));
         // Either: these requests may be refused; how is judged below. A
         // create that timed out is judged by its re-run alone.
         let step = format!("create with {label}");
         let call = self.create_unloaded(req, Expect::Either, &step).await?;
+        let create = CreateUnderTest {
+            req,
+            label,
+            holds,
+            before: &before,
+        };
         match &call.result {
-            Ok(resp) => {
-                let (min, max) = (req.capacity_min_bytes, req.capacity_max_bytes);
-                // No bytes lie in a range whose min is above its max: such a
-                // create is judged by how it ends, not by its answer.
-                let satisfiable = max <= 0 || min <= max;
-                let outside = satisfiable && !req.admits_bytes(resp.bytes);
-                // Measured before the delete takes the volume away.
-                let facts = VolumeFacts::measure(host, Path::new(&resp.path)).ok();
-                let overcommitted =
-                    holds.backed && facts.as_ref().is_some_and(|f| f.is_overcommitted(host));
-                // What the device behind it really holds, against the least
-                // asked for: a block device of 0 bytes meets no request.
-                let short = facts
-                    .as_ref()
-                    .and_then(VolumeFacts::device_bytes)
-                    .filter(|&size| holds.bytes_in_range && satisfiable && (size as i64) < min);
-                let step = format!("{label}: delete after a successful create");
-                let delete = DeleteRequest::for_created(req, &resp.path);
-                let deleted = self
-                    .delete_unloaded(&delete, Expect::Success, &step)
-                    .await?;
-                self.need(deleted, &step).await?;
-                let left = self.prereqs().left_since(dir, &before).await;
-                if holds.bytes_in_range && outside {
-                    return Err(Finding::Fail(format!(
-                        "{label}: expected bytes within the capacity asked for (min {min}{}); \
-                         create reported bytes {}",
-                        if max > 0 {
-                            format!(", max {max}")
-                        } else {
-                            String::new()
-                        },
-                        resp.bytes
-                    )));
-                }
-                if let Some(size) = short {
-                    return Err(Finding::Fail(format!(
-                        "{label}: expected a volume of at least {min} bytes; create made one whose \
-                         device holds {size} bytes (measured: the block device's size)"
-                    )));
-                }
-                if holds.no_residue && !left.own.is_empty() {
-                    return Err(Finding::Fail(format!(
-                        "{label}: create succeeded, but after delete the volumes dir still holds {}{}",
-                        left.own.join(", "),
-                        left.citation()
-                    )));
-                }
-                if overcommitted {
-                    // No sizes: they are the host's free space, not the plugin's.
-                    return Err(Finding::Fail(format!(
-                        "{label}: expected the volume to be storage that can hold it; create made \
-                         a loop device's image larger than its filesystem can hold (a sparse file \
-                         past the free space): writes inside the volume fail once that filesystem \
-                         is full, long before the bytes Nomad records. Refuse a capacity the \
-                         storage cannot hold, or allocate the image whole (fallocate)"
-                    )));
-                }
-                Ok(format!("{label}: created and deleted{}", left.citation()))
-            }
-            Err(e) => {
-                let left = self.prereqs().left_since(dir, &before).await;
-                let procs: Vec<String> = call
-                    .run
-                    .iter()
-                    .flat_map(|r| r.leftovers().iter().map(|l| l.cmdline.clone()))
-                    .collect();
-                // Exit 0 with an answer Nomad cannot decode: Nomad counts the
-                // create as failed and never deletes what it made. Not a
-                // refusal, and not failure.clean's (whose rule is about
-                // non-zero exits): this check's own finding when it left
-                // something, and said as what it is when not.
-                let exited_zero = call.exited_zero();
-                if exited_zero && !(left.own.is_empty() && procs.is_empty()) {
-                    return Err(Finding::Fail(format!(
-                        "{label}: create exited 0 with an answer Nomad cannot decode ({e}), so Nomad \
-                         counts it failed and never deletes it; it left {}",
-                        left.own
-                            .iter()
-                            .chain(&procs)
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                }
-                if left.own.is_empty() && procs.is_empty() {
-                    if exited_zero && !holds.succeeds {
-                        return Ok(format!(
-                            "{label}: exited 0 with an answer Nomad cannot decode ({e}), leaving \
-                             nothing{}",
-                            left.citation()
-                        ));
-                    }
-                    if holds.succeeds {
-                        return Err(Finding::Warn(format!(
-                            "{label}: expected create to succeed, as it does for the default \
-                             request; it failed: {e}"
-                        )));
-                    }
-                    return Ok(format!("{label}: refused cleanly{}", left.citation()));
-                }
-                // What a failed create left is failure.clean's finding, not
-                // this check's (its input caused no command, no escape): it
-                // is published for that check, and this one names the owner.
-                self.calls
-                    .shared
-                    .facts
-                    .publish(super::Fact::FailedCreateLeft {
-                        check: self.calls.asker.id,
-                        step: label.to_string(),
-                        error: e.to_string(),
-                        files: left.own.clone(),
-                        processes: procs,
-                    });
-                if holds.succeeds {
-                    return Err(Finding::Warn(format!(
-                        "{label}: expected create to succeed, as it does for the default \
-                         request; it failed: {e} (what it left is failure.clean's finding)"
-                    )));
-                }
-                Ok(format!(
-                    "{label}: refused (what the failed create left is failure.clean's finding){}",
-                    left.citation()
-                ))
-            }
+            Ok(resp) => self.created_then_deleted(create, resp).await,
+            Err(e) => self.failed_create(create, &call, e).await,
         }
     }
 }
