@@ -3,6 +3,7 @@
 //! the list of published ids, held to the definitions.
 
 use super::*;
+use crate::contract::Operation;
 use std::path::{Path, PathBuf};
 
 fn repo() -> &'static Path {

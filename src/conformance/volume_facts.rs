@@ -202,26 +202,6 @@ fn block_source_size(host: &dyn Host, source: &str) -> Option<u64> {
     host.block_device_size(path).ok()
 }
 
-/// `BLKGETSIZE64` of a block device on this machine (the local host's).
-pub(crate) fn device_size(path: &Path) -> std::io::Result<u64> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    // Non-blocking: opening must not wait (a tape, a FIFO planted in its place).
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)?;
-    let mut size: u64 = 0;
-    // BLKGETSIZE64 = _IOR(0x12, 114, size_t)
-    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
-    // SAFETY: the fd is open for the call and `size` is a valid u64 to write.
-    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64 as _, &mut size) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(size)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

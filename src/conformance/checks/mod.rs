@@ -45,6 +45,7 @@ mod node_residue;
 pub(crate) mod process;
 mod process_tries;
 mod refused;
+mod spec;
 pub(crate) mod timing;
 pub(crate) mod volume;
 mod volume_measured;
@@ -52,9 +53,9 @@ mod volume_parameters;
 
 pub(crate) use super::context::shown;
 use super::context::{Ctx, Finding, ProbeOwners, RunLog};
-pub(crate) use crate::conformance::catalogue::CheckSpec;
 use crate::plugin::BoxFuture;
 pub(crate) use crate::report::{Level, Needs};
+pub use spec::CheckSpec;
 
 /// A check that runs its own scenario in its sandbox.
 pub(crate) type ScenarioFn = for<'a> fn(&'a Ctx) -> BoxFuture<'a, FindingResult>;

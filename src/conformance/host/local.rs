@@ -186,7 +186,7 @@ impl Host for LocalHost {
     }
 
     fn block_device_size(&self, path: &Path) -> std::io::Result<u64> {
-        crate::conformance::volume_facts::device_size(path)
+        safe_fs::block_device_size(path)
     }
 
     fn has_marker(&self, path: &Path, bytes: &[u8]) -> bool {

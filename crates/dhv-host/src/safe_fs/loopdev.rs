@@ -310,6 +310,28 @@ pub fn is_block_device(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
 }
 
+/// The size in bytes of the block device at `path` (`BLKGETSIZE64`); the
+/// device is opened without waiting (`O_NONBLOCK`), so a FIFO or a tape put in
+/// its place is an error, not a hang.
+pub fn block_device_size(path: &Path) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Non-blocking: opening must not wait (a tape, a FIFO planted in its place).
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let mut size: u64 = 0;
+    // BLKGETSIZE64 = _IOR(0x12, 114, size_t)
+    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+    // SAFETY: the fd is open for the call and `size` is a valid u64 to write.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64 as _, &mut size) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(size)
+}
+
 /// The file a loop device node is attached to, as the kernel names it, when
 /// `path` is a loop device that is attached; `None` for anything else (not a
 /// block device, another kind of device, or a loop device with no backing
