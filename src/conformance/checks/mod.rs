@@ -38,6 +38,7 @@ pub(crate) mod fingerprint;
 mod in_the_way;
 pub(crate) mod input;
 mod input_space;
+mod input_space_refused;
 mod input_surroundings;
 pub(crate) mod lifecycle;
 mod lifecycle_reboot;
