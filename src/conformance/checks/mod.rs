@@ -25,6 +25,7 @@ macro_rules! run_wide {
 
 mod company;
 pub(crate) mod concurrency;
+mod concurrency_same_volume;
 mod crash_plan;
 pub(crate) mod create;
 mod create_update;
