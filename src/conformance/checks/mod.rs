@@ -43,6 +43,7 @@ mod input_space_refused;
 mod input_surroundings;
 pub(crate) mod lifecycle;
 mod lifecycle_reboot;
+mod lifecycle_stale_loop;
 mod node_residue;
 pub(crate) mod process;
 mod refused;
