@@ -18,10 +18,14 @@ use crate::contract::Operation;
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::concurrency_same_volume::{
+    SAME_VOLUME_BURST, SameVolumeTally, node_mount_table, same_volume_round,
+};
 use super::{CheckSpec, FindingResult, Level, Needs, join_all};
 use crate::conformance::context::{Ctx, Expect, Finding, Race, Start, VolumeAt};
 use crate::conformance::host::Host;
-use crate::contract::DeleteRequest;
+use crate::contract::{CreateResponse, DeleteRequest};
+use crate::plugin::PluginCall;
 
 /// Rounds of distinct creates (`concurrency.create`) and of deletes racing
 /// creates (`concurrency.delete`).
@@ -31,9 +35,6 @@ const ROUNDS: usize = 3;
 /// race is met in the first (its calls are held at the act); the others let
 /// a different call go first, for a race that only one order shows.
 const SAME_VOLUME_ROUNDS: usize = 8;
-
-/// Identical creates at once in a round of `concurrency.same-volume`.
-const SAME_VOLUME_BURST: usize = 6;
 
 /// The `concurrency.*` checks, in catalogue order.
 pub(crate) const CHECKS: &[CheckSpec] = &[CREATE, DELETE, SAME_VOLUME];
@@ -182,16 +183,18 @@ async fn delete(ctx: &Ctx) -> FindingResult {
     if let Some(needs) = ctx.prereqs().paths_not_distinct().await {
         return Err(Finding::Skip(needs));
     }
-    let mut problems = Vec::new();
-    let mut creates_failed = Vec::new();
-    let mut remade = Vec::new();
+    let mut tally = DeleteTally::default();
     for round in 0..ROUNDS {
-        let cleaned =
-            delete_round(ctx, round, &mut problems, &mut creates_failed, &mut remade).await?;
-        if !problems.is_empty() || !cleaned {
+        let cleaned = delete_round(ctx, round, &mut tally).await?;
+        if !tally.problems.is_empty() || !cleaned {
             break;
         }
     }
+    let DeleteTally {
+        problems,
+        creates_failed,
+        remade,
+    } = tally;
     if problems.is_empty() {
         let remade = match remade.len() {
             0 => String::new(),
@@ -222,16 +225,20 @@ async fn delete(ctx: &Ctx) -> FindingResult {
     }
 }
 
-/// One round of `concurrency.delete`; whether its clean-up deletes
-/// succeeded. The errors of its racing creates that failed go into
-/// `creates_failed`.
-async fn delete_round(
-    ctx: &Ctx,
-    round: usize,
-    problems: &mut Vec<String>,
-    creates_failed: &mut Vec<String>,
-    remade: &mut Vec<String>,
-) -> Result<bool, Finding> {
+/// What the rounds of `concurrency.delete` found so far.
+#[derive(Default)]
+struct DeleteTally {
+    problems: Vec<String>,
+    /// The errors of its racing creates that failed.
+    creates_failed: Vec<String>,
+    /// The deleted paths a racing create of another volume was given.
+    remade: Vec<String>,
+}
+
+/// One round of `concurrency.delete`: 8 volumes made, then deleted at once,
+/// racing 4 creates of new volumes; judged into `tally`. Whether its
+/// clean-up deletes succeeded.
+async fn delete_round(ctx: &Ctx, round: usize, tally: &mut DeleteTally) -> Result<bool, Finding> {
     let reqs: Vec<_> = (0..8).map(|_| ctx.request()).collect();
     let mut made = Vec::new();
     for req in &reqs {
@@ -266,36 +273,8 @@ async fn delete_round(
         )
     });
     let (calls, created) = futures_pair(join_all(deletes), join_all(creates)).await;
-    // The paths the racing creates were given: a deleted path among them was
-    // made again by one of them, whatever the delete did.
-    let given: Vec<&str> = created
-        .iter()
-        .filter_map(|c| Some(c.result.as_ref().ok()?.path.as_str()))
-        .collect();
-    for (i, (call, at)) in calls.iter().zip(&volumes).enumerate() {
-        if let Err(e) = &call.result {
-            problems.push(format!("#{} failed: {e}", i + 1));
-        } else if given.contains(&made[i].as_str()) {
-            remade.push(format!("{:?}", made[i]));
-        } else if !at.gone().await && at.is_block() {
-            problems.push(format!("#{}: {}", i + 1, at.still_there()));
-        } else if !at.gone().await {
-            problems.push(format!("#{}'s path {:?} still exists", i + 1, made[i]));
-        }
-    }
-    for call in &created {
-        match &call.result {
-            Ok(resp) if !ctx.host().exists(Path::new(&resp.path)) => problems.push(format!(
-                "a create racing the deletes returned {:?}, which does not exist",
-                resp.path
-            )),
-            Ok(_) => {}
-            Err(e) => {
-                problems.push(format!("a create racing the deletes failed: {e}"));
-                creates_failed.push(e.to_string());
-            }
-        }
-    }
+    tally.judge_deletes(&made, &volumes, &calls, &created).await;
+    tally.judge_racing_creates(ctx.host(), &created);
     let cleaned = join_all(new.iter().zip(&created).filter_map(|(req, call)| {
         let resp = call.result.as_ref().ok()?;
         Some(
@@ -307,6 +286,58 @@ async fn delete_round(
     // A failed (or hung) delete ends the rounds; it is the check's finding
     // through its ledger.
     Ok(cleaned.iter().all(|d| d.ok()))
+}
+
+impl DeleteTally {
+    /// Judges the raced deletes of the volumes `made` (measured before as
+    /// `volumes`): each succeeds and its volume is gone, unless a racing
+    /// create (`created`) was given its path.
+    async fn judge_deletes(
+        &mut self,
+        made: &[String],
+        volumes: &[VolumeAt],
+        calls: &[PluginCall<()>],
+        created: &[PluginCall<CreateResponse>],
+    ) {
+        // The paths the racing creates were given: a deleted path among them
+        // was made again by one of them, whatever the delete did.
+        let given: Vec<&str> = created
+            .iter()
+            .filter_map(|c| Some(c.result.as_ref().ok()?.path.as_str()))
+            .collect();
+        for (i, (call, at)) in calls.iter().zip(volumes).enumerate() {
+            if let Err(e) = &call.result {
+                self.problems.push(format!("#{} failed: {e}", i + 1));
+            } else if given.contains(&made[i].as_str()) {
+                self.remade.push(format!("{:?}", made[i]));
+            } else if !at.gone().await && at.is_block() {
+                self.problems
+                    .push(format!("#{}: {}", i + 1, at.still_there()));
+            } else if !at.gone().await {
+                self.problems
+                    .push(format!("#{}'s path {:?} still exists", i + 1, made[i]));
+            }
+        }
+    }
+
+    /// Judges the creates racing the deletes: each succeeds with a path that
+    /// exists.
+    fn judge_racing_creates(&mut self, host: &dyn Host, created: &[PluginCall<CreateResponse>]) {
+        for call in created {
+            match &call.result {
+                Ok(resp) if !host.exists(Path::new(&resp.path)) => self.problems.push(format!(
+                    "a create racing the deletes returned {:?}, which does not exist",
+                    resp.path
+                )),
+                Ok(_) => {}
+                Err(e) => {
+                    self.problems
+                        .push(format!("a create racing the deletes failed: {e}"));
+                    self.creates_failed.push(e.to_string());
+                }
+            }
+        }
+    }
 }
 
 /// Awaits two futures together.
@@ -337,117 +368,33 @@ pub(crate) const SAME_VOLUME: CheckSpec = CheckSpec {
 async fn same_volume(ctx: &Ctx) -> FindingResult {
     ctx.prereqs().require_create().await?;
     let mounts = ctx.prereqs().create_probe().await.mounted;
-    // A node's mount table, where volumes are mounts and the run has a
-    // mount namespace of its own; said either way.
-    let (mut filler, table) = match mounts {
-        false => (None, String::new()),
-        true => match ctx
-            .dirs()
-            .make_dirs(Path::new("mount-table"))
-            .and_then(|d| ctx.host().fill_mount_table(&d, FILLER_MOUNTS))
-        {
-            Ok(f) => (
-                Some(f),
-                format!(
-                    "; every other round on an existing volume, behind {FILLER_MOUNTS} other mounts"
-                ),
-            ),
-            Err(e) => (
-                None,
-                format!("; the mount table was the run's own, not a node's ({e})"),
-            ),
-        },
-    };
-    let mut problems = Vec::new();
-    let mut creates_failed = Vec::new();
-    let mut failed = false;
-    let mut split = false;
+    let (mut filler, table) = node_mount_table(ctx, mounts);
+    let mut tally = SameVolumeTally::default();
     for round in 0..SAME_VOLUME_ROUNDS {
-        let req = ctx.request();
-        // Restore racing an update of a volume that exists: created first,
-        // then the fillers made again after its mount, as a busy node's
-        // mounts follow a volume's line.
-        if let Some(filler) = filler.as_mut().filter(|_| round % 2 == 1) {
-            // Either: its failure is judged below, as a problem of the round
-            // (one the creates at once of concurrency.create may explain).
-            let first = ctx
-                .calls()
-                .create(
-                    &req,
-                    Expect::Either,
-                    "create of the volume the identical creates race on",
-                )
-                .await;
-            if let Err(e) = &first.result {
-                problems.push(format!("the create before them failed: {e}"));
-                creates_failed.push(e.to_string());
-                break;
-            }
-            if let Err(e) = filler.renew() {
-                problems.push(format!(
-                    "(harness) the mount table could not be refilled: {e}"
-                ));
-                break;
-            }
-        }
-        let race = Race::new(ctx.calls(), SAME_VOLUME_BURST, round);
-        // Either: the rule judges each outcome below.
-        let calls = join_all((0..SAME_VOLUME_BURST).map(|_| {
-            ctx.calls().create_with(
-                &req,
-                Expect::Either,
-                "one of the identical concurrent creates",
-                Start::Raced(&race),
-            )
-        }))
-        .await;
-        let mut paths = BTreeSet::new();
-        for (i, call) in calls.iter().enumerate() {
-            match &call.result {
-                Ok(resp) => {
-                    paths.insert(resp.path.clone());
-                }
-                Err(e) => {
-                    problems.push(format!("#{} failed: {e}", i + 1));
-                    creates_failed.push(e.to_string());
-                }
-            }
-        }
-        if paths.len() > 1 {
-            split = true;
-            problems.push(format!("different paths: {paths:?}"));
-        }
-        if mounts {
-            for path in &paths {
-                let stacked = mounted_at(ctx.host(), Path::new(path));
-                if stacked > 1 {
-                    problems.push(format!(
-                        "{path:?} is mounted {stacked} times: a create that found the volume \
-                         unmounted mounted it again over its own mount"
-                    ));
-                }
-            }
-        }
-        let mut cleaned = true;
-        for path in &paths {
-            cleaned &= ctx
-                .calls()
-                .delete(
-                    &req,
-                    path,
-                    Expect::Success,
-                    "delete after the identical creates",
-                )
-                .await
-                .ok();
-        }
-        failed |= calls.iter().any(|c| !c.ok());
-        if !problems.is_empty() || !cleaned {
+        let cleaned = same_volume_round(ctx, round, mounts, filler.as_mut(), &mut tally).await;
+        if !tally.problems.is_empty() || !cleaned {
             break;
         }
     }
     // The fillers go before the verdict: nothing of them outlives the check.
     drop(filler.take());
+    same_volume_verdict(ctx, mounts, &table, tally).await
+}
+
+/// The verdict of `concurrency.same-volume` on what its rounds found; `table`
+/// says which mount table they ran with.
+async fn same_volume_verdict(
+    ctx: &Ctx,
+    mounts: bool,
+    table: &str,
+    tally: SameVolumeTally,
+) -> FindingResult {
+    let SameVolumeTally {
+        problems,
+        creates_failed,
+        failed,
+        split,
+    } = tally;
     if problems.is_empty() {
         Ok(Finding::Pass(format!(
             "{SAME_VOLUME_BURST} at once, {SAME_VOLUME_ROUNDS} rounds: all exit 0, one path{}{table}",
@@ -477,16 +424,4 @@ async fn same_volume(ctx: &Ctx) -> FindingResult {
             problems.join("; ")
         )))
     }
-}
-
-/// How many mounts a node has beyond a small run's: enough that the lines
-/// after a volume's in `mount`'s output outgrow a pipe's buffer (64 KiB), so
-/// that a reader that stops at the volume's line cuts the writer off.
-const FILLER_MOUNTS: usize = 1000;
-
-/// How many mounts sit at `path` (stacked: 2 or more).
-fn mounted_at(host: &dyn Host, path: &Path) -> usize {
-    host.mounts()
-        .map(|m| m.iter().filter(|m| m.mount_point == path).count())
-        .unwrap_or(0)
 }

@@ -6,13 +6,14 @@
 
 use std::path::Path;
 
+use super::node_residue::{Elsewhere, NodeWatch};
 use super::{CheckSpec, FindingResult, Level, Needs, needs, node_residue};
 use crate::conformance::context::{
     Ctx, Expect, Fact, Finding, Race, RunLog, VolumeAt, around, canary_intact, loops_left,
     mounts_left, plant_in_volume,
 };
-use crate::contract::{DeleteRequest, Operation};
-use crate::exec::AtChanges;
+use crate::contract::{CreateRequest, DeleteRequest, Operation};
+use crate::exec::{AtChanges, Change};
 
 /// The `delete.*` checks, in catalogue order.
 pub(crate) const CHECKS: &[CheckSpec] = &[
@@ -311,38 +312,8 @@ async fn own_residue(ctx: &Ctx) -> FindingResult {
     ctx.prereqs().require_create().await?;
     let before = around(ctx.host(), ctx.dirs().volumes());
     let reqs = [ctx.request(), ctx.request()];
-    // Outside the run's dir, what the plugin's own processes make is
-    // recorded as they make it (see node_residue); where they cannot be
-    // watched, the node's temp dirs are listed before and after.
-    let watched = Race::holds(ctx.calls());
-    let since = std::time::SystemTime::now();
-    let node_before = (!watched).then(|| node_residue::listing(ctx.host()));
-    let nomad = ctx.watched(AtChanges::RecordOutside(
-        ctx.dirs().run_root().to_path_buf(),
-    ));
-    let made_outside = |call_changes: &mut Vec<crate::exec::Change>,
-                        run: Option<&crate::plugin::PluginRun>| {
-        if let Some(outcome) = run.and_then(|r| r.result.as_ref().ok()) {
-            call_changes.extend(outcome.changes.iter().cloned());
-        }
-    };
-    let mut outside: Vec<Vec<crate::exec::Change>> = vec![Vec::new(); reqs.len()];
-    let mut made = Vec::new();
-    for (req, changes) in reqs.iter().zip(outside.iter_mut()) {
-        let call = nomad.create(req, Expect::Success, "create").await;
-        made_outside(changes, call.run.as_ref());
-        made.push(ctx.steps().need(call, "create").await?.path);
-    }
-    let volumes: Vec<VolumeAt> = made
-        .iter()
-        .map(|p| VolumeAt::before_delete(ctx, p))
-        .collect();
-    for ((req, path), changes) in reqs.iter().zip(&made).zip(outside.iter_mut()) {
-        let del = DeleteRequest::for_created(req, path);
-        let call = nomad.delete(&del, Expect::Success, "delete").await;
-        made_outside(changes, call.run.as_ref());
-        ctx.steps().need(call, "delete").await?;
-    }
+    let node = NodeWatch::start(ctx.host(), Race::holds(ctx.calls()));
+    let (outside, volumes) = create_and_delete(ctx, &reqs).await?;
     // A loop device a delete detached is released once its last opener lets
     // go: waited for here. One still backing its volume is delete.removes'
     // finding, not a residue as well.
@@ -355,6 +326,55 @@ async fn own_residue(ctx: &Ctx) -> FindingResult {
             )));
         }
     }
+    no_mount_or_loop_left(ctx)?;
+    let left: Vec<String> = around(ctx.host(), ctx.dirs().volumes())
+        .difference(&before)
+        .cloned()
+        .collect();
+    let elsewhere = node.left_elsewhere(ctx.host(), &reqs, &outside);
+    residue_verdict(&node, left, elsewhere)
+}
+
+/// Creates, then deletes, a volume per request, each call watched for what it
+/// makes outside the run's dirs. What each volume's calls made there, and
+/// the volumes as they were before their deletes.
+async fn create_and_delete(
+    ctx: &Ctx,
+    reqs: &[CreateRequest],
+) -> Result<(Vec<Vec<Change>>, Vec<VolumeAt>), Finding> {
+    let nomad = ctx.watched(AtChanges::RecordOutside(
+        ctx.dirs().run_root().to_path_buf(),
+    ));
+    let mut outside: Vec<Vec<Change>> = vec![Vec::new(); reqs.len()];
+    let mut made = Vec::new();
+    for (req, changes) in reqs.iter().zip(outside.iter_mut()) {
+        let call = nomad.create(req, Expect::Success, "create").await;
+        record_outside(changes, call.run.as_ref());
+        made.push(ctx.steps().need(call, "create").await?.path);
+    }
+    let volumes: Vec<VolumeAt> = made
+        .iter()
+        .map(|p| VolumeAt::before_delete(ctx, p))
+        .collect();
+    for ((req, path), changes) in reqs.iter().zip(&made).zip(outside.iter_mut()) {
+        let del = DeleteRequest::for_created(req, path);
+        let call = nomad.delete(&del, Expect::Success, "delete").await;
+        record_outside(changes, call.run.as_ref());
+        ctx.steps().need(call, "delete").await?;
+    }
+    Ok((outside, volumes))
+}
+
+/// Adds what a call's process made outside the run's dirs to `changes`.
+fn record_outside(changes: &mut Vec<Change>, run: Option<&crate::plugin::PluginRun>) {
+    if let Some(outcome) = run.and_then(|r| r.result.as_ref().ok()) {
+        changes.extend(outcome.changes.iter().cloned());
+    }
+}
+
+/// `Ok` when no mount is left in the volumes dir and no loop device on a
+/// file in the check's dir.
+fn no_mount_or_loop_left(ctx: &Ctx) -> Result<(), Finding> {
     let mounts = mounts_left(ctx.host(), ctx.dirs().volumes());
     if !mounts.is_empty() {
         return Err(Finding::Fail(format!(
@@ -370,44 +390,32 @@ async fn own_residue(ctx: &Ctx) -> FindingResult {
             loops.join(", ")
         )));
     }
-    let left: Vec<String> = around(ctx.host(), ctx.dirs().volumes())
-        .difference(&before)
-        .cloned()
-        .collect();
-    let (elsewhere, told) = match &node_before {
-        None => (
-            node_residue::left_by_calls(ctx.host(), &outside, since),
-            "made by the plugin's own processes for one volume",
-        ),
-        Some(listed) => {
-            let tags: Vec<String> = reqs
-                .iter()
-                .flat_map(|r| [r.volume_id.clone(), r.volume_name.clone()])
-                .collect();
-            (
-                node_residue::left_by_name(ctx.host(), listed, &tags, since),
-                "new since the check began and named after a volume: the plugin's processes \
-                 could not be watched here, so a name was told the plugin's by its volume's \
-                 id or name, not by the process that made it",
-            )
-        }
-    };
-    let elsewhere: Vec<String> = elsewhere.iter().map(|p| p.display().to_string()).collect();
-    let node = || match node_before {
-        None => format!(
+    Ok(())
+}
+
+/// The verdict on what was `left` in or beside the volumes dir and
+/// elsewhere on the node (as `node` told it).
+fn residue_verdict(
+    node: &NodeWatch,
+    left: Vec<String>,
+    (elsewhere, told): Elsewhere,
+) -> FindingResult {
+    let watched = node.watched();
+    let node = || match watched {
+        true => format!(
             "outside the run's dirs, still there: {} ({told})",
             elsewhere.join(", ")
         ),
-        Some(_) => format!(
+        false => format!(
             "in {}, still there: {} ({told})",
             node_residue::NODE_DIRS.join(", "),
             elsewhere.join(", ")
         ),
     };
     match (left.is_empty(), elsewhere.is_empty()) {
-        (true, true) => Ok(Finding::Pass(match node_before {
-            None => "volumes dir as it was".into(),
-            Some(_) => {
+        (true, true) => Ok(Finding::Pass(match watched {
+            true => "volumes dir as it was".into(),
+            false => {
                 "volumes dir as it was (outside it, only names after a volume were looked for: \
                         the plugin's processes could not be watched here)"
                     .into()

@@ -2,6 +2,7 @@
 //! from whoever may submit a volume spec: a plugin must treat them as data.
 
 use crate::contract::Operation;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::input_surroundings::Surroundings;
@@ -43,114 +44,11 @@ pub(crate) const NAME_TRAVERSAL: CheckSpec = CheckSpec {
 
 async fn name_traversal(ctx: &Ctx) -> FindingResult {
     ctx.prereqs().require_create().await?;
-    // The volumes dir sits two levels below the test area's top, so `../../`
-    // lands inside the area where the change is seen.
-    let volumes = ctx
-        .dirs()
-        .make_dirs(Path::new("area/volumes"))
-        .map_err(super::unprepared)?;
-    let around = Surroundings::plant(ctx)
-        .map_err(|e| Finding::Skip(format!("cannot plant canaries: {e}")))?;
-    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
-    let escape = format!("escape-{tag}");
-    // Every depth up to the root and one more (a prefix the plugin puts
-    // before the name can absorb one `..`): what lands above the check's dir
-    // is found by its tag in each dir on the way up.
-    let levels = volumes.components().count();
-    let deeper: Vec<String> = (3..=levels + 1)
-        .map(|d| format!("{}{escape}", "../".repeat(d)))
-        .collect();
-    let names: Vec<String> = [
-        format!("../../{escape}"),
-        "a/b".to_string(),
-        format!("../{escape}"),
-    ]
-    .into_iter()
-    .chain(deeper)
-    .collect();
-    let above: Vec<PathBuf> = ctx
-        .dirs()
-        .dir()
-        .ancestors()
-        .skip(1)
-        .map(Path::to_path_buf)
-        .collect();
+    let area = TraversalArea::set_up(ctx)?;
     let mut notes = Vec::new();
-    let mut deep_outcomes = std::collections::BTreeSet::new();
-    for (n, name) in names.iter().enumerate() {
-        let mut req = ctx.request_in(&volumes);
-        req.volume_name = name.clone();
-        let before = around.outside(ctx.host(), &volumes);
-        // Either: refusing such a name is as good as treating it as data. A
-        // create or delete that timed out is judged by its re-run alone.
-        let call = ctx
-            .steps()
-            .create_unloaded(
-                &req,
-                Expect::Either,
-                &format!("create with volume name {name:?}"),
-            )
-            .await?;
-        let after_create = around.outside(ctx.host(), &volumes);
-        let step = format!("delete of volume {name:?}");
-        let deleted = match &call.result {
-            Ok(resp) => Some(
-                ctx.steps()
-                    .delete_unloaded(
-                        &DeleteRequest::for_created(&req, &resp.path),
-                        Expect::Success,
-                        &step,
-                    )
-                    .await,
-            ),
-            Err(_) => None,
-        };
-        let after_delete = around.outside(ctx.host(), &volumes);
-        // What the plugin adds beside the volumes dir for every volume (a
-        // metadata dir) is no traversal: delete.no-residue's to report.
-        let added = ctx
-            .prereqs()
-            .leftovers(
-                after_create
-                    .difference(&before)
-                    .map(|e| beside_volumes(e).unwrap_or_else(|| e.clone())),
-            )
-            .await;
-        let (added, cited) = (added.own, added.cited);
-        let removed: Vec<_> = before.difference(&after_delete).cloned().collect();
-        if !added.is_empty()
-            || !removed.is_empty()
-            || around
-                .canaries
-                .iter()
-                .any(|c| !canary_intact(ctx.host(), c))
-        {
-            return Err(Finding::Fail(format!(
-                "with volume name {name:?}: expected nothing to change outside the volumes dir; \
-                 created: [{}], removed: [{}] — the plugin uses the name as a path; use DHV_VOLUME_ID",
-                added.join(", "),
-                removed.join(", ")
-            )));
-        }
-        let landed = tagged_in(ctx.host(), &above, &escape);
-        if !landed.is_empty() {
-            return Err(Finding::Fail(format!(
-                "with volume name {name:?}: expected nothing to be made outside the volumes dir; \
-                 found {} — the plugin uses the name as a path; use DHV_VOLUME_ID",
-                landed
-                    .iter()
-                    .map(|p| format!("{:?}", p.display().to_string()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-        if let Some(deleted) = deleted {
-            ctx.steps().need(deleted?, &step).await?;
-        }
-        let outcome = match &call.result {
-            Ok(_) => "created and deleted inside the volumes dir".to_string(),
-            Err(e) => refusal(&call, e),
-        };
+    let mut deep_outcomes = BTreeSet::new();
+    for (n, name) in area.names().iter().enumerate() {
+        let (outcome, cited) = area.try_name(ctx, name).await?;
         // The first three by name; the deeper ones (how many depends on
         // where the run's temp dir is) in one clause.
         match n < 3 {
@@ -174,6 +72,176 @@ async fn name_traversal(ctx: &Ctx) -> FindingResult {
         ));
     }
     Ok(Finding::Pass(notes.join("; ")))
+}
+
+/// Where input.name-traversal tries its names: a volumes dir with canaries
+/// around it, a tag for what a name may make above the check's dir, and the
+/// dirs above it.
+struct TraversalArea {
+    volumes: PathBuf,
+    around: Surroundings,
+    /// `escape-` and the tag: the last part of every climbing name.
+    escape: String,
+    /// The check's dir's ancestors, where a climbing name can land.
+    above: Vec<PathBuf>,
+}
+
+/// What lay outside the volumes dir before a name's create, after it, and
+/// after its delete.
+struct Outside {
+    before: BTreeSet<String>,
+    after_create: BTreeSet<String>,
+    after_delete: BTreeSet<String>,
+}
+
+impl TraversalArea {
+    fn set_up(ctx: &Ctx) -> Result<Self, Finding> {
+        // The volumes dir sits two levels below the test area's top, so `../../`
+        // lands inside the area where the change is seen.
+        let volumes = ctx
+            .dirs()
+            .make_dirs(Path::new("area/volumes"))
+            .map_err(super::unprepared)?;
+        let around = Surroundings::plant(ctx)
+            .map_err(|e| Finding::Skip(format!("cannot plant canaries: {e}")))?;
+        let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
+        let above: Vec<PathBuf> = ctx
+            .dirs()
+            .dir()
+            .ancestors()
+            .skip(1)
+            .map(Path::to_path_buf)
+            .collect();
+        Ok(TraversalArea {
+            volumes,
+            around,
+            escape: format!("escape-{tag}"),
+            above,
+        })
+    }
+
+    /// The names tried, in order. Every depth up to the root and one more (a
+    /// prefix the plugin puts before the name can absorb one `..`): what
+    /// lands above the check's dir is found by its tag in each dir on the
+    /// way up.
+    fn names(&self) -> Vec<String> {
+        let escape = &self.escape;
+        let levels = self.volumes.components().count();
+        let deeper: Vec<String> = (3..=levels + 1)
+            .map(|d| format!("{}{escape}", "../".repeat(d)))
+            .collect();
+        [
+            format!("../../{escape}"),
+            "a/b".to_string(),
+            format!("../{escape}"),
+        ]
+        .into_iter()
+        .chain(deeper)
+        .collect()
+    }
+
+    /// A create and delete of a volume named `name`, which must change
+    /// nothing outside the volumes dir. How it ended, and what it added
+    /// beside the volumes dir as for every volume.
+    async fn try_name(&self, ctx: &Ctx, name: &str) -> Result<(String, Vec<String>), Finding> {
+        let mut req = ctx.request_in(&self.volumes);
+        req.volume_name = name.to_string();
+        let before = self.around.outside(ctx.host(), &self.volumes);
+        // Either: refusing such a name is as good as treating it as data. A
+        // create or delete that timed out is judged by its re-run alone.
+        let call = ctx
+            .steps()
+            .create_unloaded(
+                &req,
+                Expect::Either,
+                &format!("create with volume name {name:?}"),
+            )
+            .await?;
+        let after_create = self.around.outside(ctx.host(), &self.volumes);
+        let step = format!("delete of volume {name:?}");
+        let deleted = match &call.result {
+            Ok(resp) => Some(
+                ctx.steps()
+                    .delete_unloaded(
+                        &DeleteRequest::for_created(&req, &resp.path),
+                        Expect::Success,
+                        &step,
+                    )
+                    .await,
+            ),
+            Err(_) => None,
+        };
+        let outside = Outside {
+            before,
+            after_create,
+            after_delete: self.around.outside(ctx.host(), &self.volumes),
+        };
+        let cited = self.nothing_outside(ctx, name, &outside).await?;
+        if let Some(deleted) = deleted {
+            ctx.steps().need(deleted?, &step).await?;
+        }
+        let outcome = match &call.result {
+            Ok(_) => "created and deleted inside the volumes dir".to_string(),
+            Err(e) => refusal(&call, e),
+        };
+        Ok((outcome, cited))
+    }
+
+    /// `Ok` with what was added beside the volumes dir as for every volume,
+    /// when the create and delete of `name` changed nothing else outside the
+    /// volumes dir, kept the canaries, and made nothing above the check's dir.
+    async fn nothing_outside(
+        &self,
+        ctx: &Ctx,
+        name: &str,
+        outside: &Outside,
+    ) -> Result<Vec<String>, Finding> {
+        // What the plugin adds beside the volumes dir for every volume (a
+        // metadata dir) is no traversal: delete.no-residue's to report.
+        let added = ctx
+            .prereqs()
+            .leftovers(
+                outside
+                    .after_create
+                    .difference(&outside.before)
+                    .map(|e| beside_volumes(e).unwrap_or_else(|| e.clone())),
+            )
+            .await;
+        let (added, cited) = (added.own, added.cited);
+        let removed: Vec<_> = outside
+            .before
+            .difference(&outside.after_delete)
+            .cloned()
+            .collect();
+        if !added.is_empty()
+            || !removed.is_empty()
+            || self
+                .around
+                .canaries
+                .iter()
+                .any(|c| !canary_intact(ctx.host(), c))
+        {
+            return Err(Finding::Fail(format!(
+                "with volume name {name:?}: expected nothing to change outside the volumes dir; \
+                 created: [{}], removed: [{}] — the plugin uses the name as a path; use DHV_VOLUME_ID",
+                added.join(", "),
+                removed.join(", ")
+            )));
+        }
+        let landed = tagged_in(ctx.host(), &self.above, &self.escape);
+        if !landed.is_empty() {
+            return Err(Finding::Fail(format!(
+                "with volume name {name:?}: expected nothing to be made outside the volumes dir; \
+                 found {} — the plugin uses the name as a path; use DHV_VOLUME_ID",
+                landed
+                    .iter()
+                    .map(|p| format!("{:?}", p.display().to_string()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        Ok(cited)
+    }
 }
 
 /// Entries of `dirs` (not below them) whose name holds `tag`.

@@ -7,16 +7,16 @@
 //! space.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use super::input_space_refused::failed_there_leaves_nothing;
 use super::input_surroundings::Surroundings;
-use super::refused::{AfterReboot, refused_after_reboot};
 use super::{CheckSpec, FindingResult, Level, Needs, needs};
 use crate::conformance::context::{
-    Ctx, Expect, Finding, FreshVolume, Variant, VolumeAt, canary_intact, listing, plant_in_volume,
+    Ctx, Expect, Finding, FreshVolume, Variant, VolumeAt, canary_intact, plant_in_volume,
 };
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
-use crate::plugin::PluginCall;
+use crate::plugin::{PluginCall, PluginError};
 
 pub(crate) const VOLUMES_DIR_SPACE: CheckSpec = CheckSpec {
     id: "input.volumes-dir-space",
@@ -41,31 +41,91 @@ pub(crate) const VOLUMES_DIR_SPACE: CheckSpec = CheckSpec {
 /// reading a neighbour, and what it makes there shows as made outside.
 async fn volumes_dir_space(ctx: &Ctx) -> FindingResult {
     ctx.prereqs().require_create().await?;
-    let volumes = ctx
-        .dirs()
-        .make_dirs(Path::new("space/host volumes"))
-        .map_err(super::unprepared)?;
-    let cwd = ctx
-        .dirs()
-        .make_dirs(Path::new("cwd"))
-        .map_err(super::unprepared)?;
-    let there = ctx.variant(|o| o.cwd = Some(cwd.clone()));
-    let around = Surroundings {
-        root: ctx.dirs().dir().to_path_buf(),
-        canaries: Vec::new(),
+    let space = SpaceDir::make(ctx)?;
+    let req = ctx.request_in(&space.volumes);
+    let (resp, volume) = create_there(ctx, &space, &req).await?;
+    let canary = match volume.is_block() {
+        true => None,
+        false => Some(plant_in_volume(
+            ctx,
+            &resp.path,
+            "create in a volumes dir whose path holds a space",
+        )?),
     };
-    // What the plugin writes into its working dir under any name but the
-    // split path's second word is process.cwd-independent's finding.
-    let before = space_outside(ctx, &around, &volumes);
-    let req = ctx.request_in(&volumes);
+    create_again_there(ctx, &space, &req, &resp, canary.as_deref()).await?;
+    delete_there(ctx, &space, &req, &resp, &volume).await?;
+    neighbour_kept(ctx, &space.there, &space.around, &space.volumes).await?;
+    let refused = failed_there_leaves_nothing(ctx, &space.cwd, &space.volumes).await?;
+    gone_dir_as_plain(ctx, &space.there).await?;
+    Ok(Finding::Pass(format!(
+        "created, created again and deleted in {:?}, also beside a file named by its first word, \
+         nothing outside it changed{}",
+        space.volumes.file_name().unwrap_or_default(),
+        refused.map(|r| format!("; {r}")).unwrap_or_default()
+    )))
+}
+
+/// The volumes dir with a space the check's rounds run in, the working dir
+/// its calls run from, and what lay outside the volumes dir before them.
+struct SpaceDir<'a> {
+    volumes: PathBuf,
+    cwd: PathBuf,
+    /// Calls run from `cwd`.
+    there: Variant<'a>,
+    around: Surroundings,
+    before: BTreeSet<String>,
+}
+
+impl<'a> SpaceDir<'a> {
+    /// Makes `space/host volumes` and `cwd` in the check's dir.
+    fn make(ctx: &'a Ctx) -> Result<Self, Finding> {
+        let volumes = ctx
+            .dirs()
+            .make_dirs(Path::new("space/host volumes"))
+            .map_err(super::unprepared)?;
+        let cwd = ctx
+            .dirs()
+            .make_dirs(Path::new("cwd"))
+            .map_err(super::unprepared)?;
+        let there = ctx.variant(|o| o.cwd = Some(cwd.clone()));
+        let around = Surroundings {
+            root: ctx.dirs().dir().to_path_buf(),
+            canaries: Vec::new(),
+        };
+        // What the plugin writes into its working dir under any name but the
+        // split path's second word is process.cwd-independent's finding.
+        let before = space_outside(ctx, &around, &volumes);
+        Ok(SpaceDir {
+            volumes,
+            cwd,
+            there,
+            around,
+            before,
+        })
+    }
+
+    /// [`outside_unchanged`] since the rounds began.
+    async fn outside_unchanged(&self, ctx: &Ctx, what: &str) -> Result<(), Finding> {
+        outside_unchanged(ctx, &self.around, &self.volumes, &self.before, what).await
+    }
+}
+
+/// The first create there: it must work, make a directory (or a block
+/// device), and make the volume as one in the default volumes dir. The
+/// volume, measured for its delete.
+async fn create_there(
+    ctx: &Ctx,
+    space: &SpaceDir<'_>,
+    req: &CreateRequest,
+) -> Result<(CreateResponse, VolumeAt), Finding> {
     let created = {
         let step = "create in a volumes dir whose path holds a space";
         not_hung(
-            there.create_unloaded(&req, Expect::Either, step).await,
+            space.there.create_unloaded(req, Expect::Either, step).await,
             step,
         )?
     };
-    outside_unchanged(ctx, &around, &volumes, &before, "create").await?;
+    space.outside_unchanged(ctx, "create").await?;
     let resp = match created.result {
         Ok(resp) => resp,
         Err(e) => {
@@ -74,8 +134,9 @@ async fn volumes_dir_space(ctx: &Ctx) -> FindingResult {
                 return Err(Finding::Skip(needs));
             }
             return Err(Finding::Fail(format!(
-                "expected create to work in a volumes dir whose path holds a space ({volumes:?}); \
-                 it failed: {e} (it works in the default volumes dir: quote every path)"
+                "expected create to work in a volumes dir whose path holds a space ({:?}); \
+                 it failed: {e} (it works in the default volumes dir: quote every path)",
+                space.volumes
             )));
         }
     };
@@ -87,77 +148,101 @@ async fn volumes_dir_space(ctx: &Ctx) -> FindingResult {
             resp.path
         )));
     }
-    as_in_the_default_dir(ctx, &req, &resp).await?;
-    let canary = match volume.is_block() {
-        true => None,
-        false => Some(plant_in_volume(
-            ctx,
-            &resp.path,
-            "create in a volumes dir whose path holds a space",
-        )?),
-    };
-    // Create again (an agent restart): the same path, and the file kept.
+    as_in_the_default_dir(ctx, req, &resp).await?;
+    Ok((resp, volume))
+}
+
+/// Create again there (an agent restart): the same path, and the file
+/// planted in the volume (`canary`) kept.
+async fn create_again_there(
+    ctx: &Ctx,
+    space: &SpaceDir<'_>,
+    req: &CreateRequest,
+    resp: &CreateResponse,
+    canary: Option<&Path>,
+) -> Result<(), Finding> {
     let again = {
         let step = "create again in a volumes dir whose path holds a space";
         not_hung(
-            there.create_unloaded(&req, Expect::Either, step).await,
+            space.there.create_unloaded(req, Expect::Either, step).await,
             step,
         )?
     };
-    outside_unchanged(ctx, &around, &volumes, &before, "create again").await?;
-    let lost = canary
-        .as_ref()
-        .is_some_and(|c| !canary_intact(ctx.host(), c));
-    // A create again that misbehaves in the default volumes dir too is
-    // create.idempotent's finding.
-    let probe = ctx.prereqs().again_probe().await;
-    let moves_there_too = match (&probe.first.result, probe.again.as_ref().map(|a| &a.result)) {
-        (Ok(first), Some(Ok(again))) => first.path != again.path,
-        _ => false,
-    };
-    if again.result.is_err() || moves_there_too {
-        if let Some(needs) = ctx.prereqs().create_again_fails().await {
-            return Err(Finding::Skip(needs));
-        }
-    }
-    if moves_there_too && again.result.as_ref().is_ok_and(|r| r.path != resp.path) {
-        return Err(Finding::Skip(needs(&super::create::IDEMPOTENT)));
-    }
+    space.outside_unchanged(ctx, "create again").await?;
+    let lost = canary.is_some_and(|c| !canary_intact(ctx.host(), c));
+    again_as_in_the_default_dir(ctx, &again.result, resp).await?;
     match &again.result {
         Err(e) => {
             if let Some(needs) = ctx.prereqs().failed_prerequisite(Operation::Create).await {
                 return Err(Finding::Skip(needs));
             }
-            return Err(Finding::Fail(format!(
+            Err(Finding::Fail(format!(
                 "expected create again to work in a volumes dir whose path holds a space \
-                 ({volumes:?}), as it does in the default one; it failed: {e}"
-            )));
+                 ({:?}), as it does in the default one; it failed: {e}",
+                space.volumes
+            )))
         }
-        Ok(r) if r.path != resp.path || lost => {
-            return Err(Finding::Fail(format!(
-                "expected create again in a volumes dir whose path holds a space to return the \
-                 same volume with its files, as it does in the default one; it answered {:?} \
-                 (first {:?}){}",
-                r.path,
-                resp.path,
-                if lost {
-                    ", and the file written into the volume is gone"
-                } else {
-                    ""
-                }
-            )));
-        }
-        Ok(_) => {}
+        Ok(r) if r.path != resp.path || lost => Err(Finding::Fail(format!(
+            "expected create again in a volumes dir whose path holds a space to return the \
+             same volume with its files, as it does in the default one; it answered {:?} \
+             (first {:?}){}",
+            r.path,
+            resp.path,
+            if lost {
+                ", and the file written into the volume is gone"
+            } else {
+                ""
+            }
+        ))),
+        Ok(_) => Ok(()),
     }
-    let delete = DeleteRequest::for_created(&req, &resp.path);
+}
+
+/// A skip when the create again there misbehaves as a create again in the
+/// default volumes dir does: that is create.idempotent's finding.
+async fn again_as_in_the_default_dir(
+    ctx: &Ctx,
+    again: &Result<CreateResponse, PluginError>,
+    resp: &CreateResponse,
+) -> Result<(), Finding> {
+    let probe = ctx.prereqs().again_probe().await;
+    let moves_there_too = match (&probe.first.result, probe.again.as_ref().map(|a| &a.result)) {
+        (Ok(first), Some(Ok(again))) => first.path != again.path,
+        _ => false,
+    };
+    if again.is_err() || moves_there_too {
+        if let Some(needs) = ctx.prereqs().create_again_fails().await {
+            return Err(Finding::Skip(needs));
+        }
+    }
+    if moves_there_too && again.as_ref().is_ok_and(|r| r.path != resp.path) {
+        return Err(Finding::Skip(needs(&super::create::IDEMPOTENT)));
+    }
+    Ok(())
+}
+
+/// The delete there: it must work, remove the volume and leave nothing of it
+/// in the volumes dir (which was made empty for this check).
+async fn delete_there(
+    ctx: &Ctx,
+    space: &SpaceDir<'_>,
+    req: &CreateRequest,
+    resp: &CreateResponse,
+    volume: &VolumeAt,
+) -> Result<(), Finding> {
+    let volumes = &space.volumes;
+    let delete = DeleteRequest::for_created(req, &resp.path);
     let deleted = {
         let step = "delete in a volumes dir whose path holds a space";
         not_hung(
-            there.delete_unloaded(&delete, Expect::Either, step).await,
+            space
+                .there
+                .delete_unloaded(&delete, Expect::Either, step)
+                .await,
             step,
         )?
     };
-    outside_unchanged(ctx, &around, &volumes, &before, "delete").await?;
+    space.outside_unchanged(ctx, "delete").await?;
     if let Err(e) = deleted.result {
         // Failing everywhere is delete.succeeds's finding.
         if let Some(needs) = ctx.prereqs().failed_prerequisite(Operation::Delete).await {
@@ -177,7 +262,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> FindingResult {
     // The dir was made empty for this check: all in it now is the volume's.
     // What every delete leaves, here and in the default dir, is
     // delete.no-residue's finding.
-    let left = ctx.prereqs().left_since(&volumes, &BTreeSet::new()).await;
+    let left = ctx.prereqs().left_since(volumes, &BTreeSet::new()).await;
     if !left.own.is_empty() {
         return Err(Finding::Fail(format!(
             "expected delete in a volumes dir whose path holds a space to leave nothing of the \
@@ -187,15 +272,7 @@ async fn volumes_dir_space(ctx: &Ctx) -> FindingResult {
             left.citation()
         )));
     }
-    neighbour_kept(ctx, &there, &around, &volumes).await?;
-    let refused = failed_there_leaves_nothing(ctx, &cwd, &volumes).await?;
-    gone_dir_as_plain(ctx, &there).await?;
-    Ok(Finding::Pass(format!(
-        "created, created again and deleted in {:?}, also beside a file named by its first word, \
-         nothing outside it changed{}",
-        volumes.file_name().unwrap_or_default(),
-        refused.map(|r| format!("; {r}")).unwrap_or_default()
-    )))
+    Ok(())
 }
 
 /// `Ok` when a create and a delete in the volumes dir with a space, with a
@@ -250,120 +327,6 @@ async fn neighbour_kept(
     .await?;
     let _ = ctx.dirs().remove_file(&neighbour);
     deleted.result.map_err(|e| met_the_file(step, e))
-}
-
-/// For a plugin whose volumes are mounts, where calls can be refused system
-/// calls: a create in the volumes dir with a space with every mount refused,
-/// which fails after the plugin made its image or mount point, must leave
-/// nothing there: its clean-up is the code that only failures run, where an
-/// unquoted path hides longest. What it leaves is judged only when the same
-/// refused create leaves nothing in a volumes dir without a space
-/// (`space/plain-volumes`): otherwise it is failure.mount-refused's finding.
-/// A refused create that succeeds is that check's finding too. Then the same
-/// for a create again of a volume there after a reboot: it must keep the
-/// volume (judged when it does in a dir without a space). A note for the
-/// pass, or `None` when not applicable.
-async fn failed_there_leaves_nothing(
-    ctx: &Ctx,
-    cwd: &Path,
-    volumes: &Path,
-) -> Result<Option<String>, Finding> {
-    if !ctx.prereqs().create_probe().await.mounted {
-        return Ok(None);
-    }
-    if !ctx.host().can_refuse() {
-        // The pass then says less than where the host can refuse mounts.
-        ctx.unpin(super::refused::CANNOT_REFUSE);
-        return Ok(None);
-    }
-    let refused = ctx.variant(|o| {
-        o.refuse = Some(crate::exec::Refusal::Mounts);
-        o.cwd = Some(cwd.to_path_buf());
-    });
-    // The names a refused create in `dir` leaves there; `None` when it did
-    // not fail within its limit (its own check's finding).
-    let leaves = |dir: std::path::PathBuf, step: &'static str| {
-        let refused = &refused;
-        async move {
-            let before = listing(ctx.host(), &dir);
-            let req = ctx.request_in(&dir);
-            let call = refused.create_unloaded(&req, Expect::Either, step).await;
-            match &call.result {
-                Ok(resp) => {
-                    let delete = DeleteRequest::for_created(&req, &resp.path);
-                    refused
-                        .delete_unloaded(&delete, Expect::Either, "delete of what it made")
-                        .await;
-                    None
-                }
-                Err(_) if call.timed_out() => None,
-                Err(_) => Some(ctx.prereqs().left_since(&dir, &before).await),
-            }
-        }
-    };
-    let step = "create with every mount refused, in the volumes dir with a space";
-    let Some(left) = leaves(volumes.to_path_buf(), step).await else {
-        return Ok(None);
-    };
-    let plain = || {
-        ctx.dirs()
-            .make_dirs(Path::new("space/plain-volumes"))
-            .map_err(super::unprepared)
-    };
-    let first = if left.own.is_empty() {
-        "a create there with every mount refused failed and left nothing"
-    } else {
-        let step = "create with every mount refused, in a volumes dir without a space";
-        match leaves(plain()?, step).await {
-            Some(there) if there.own.is_empty() => {
-                return Err(Finding::Fail(format!(
-                    "a create in {volumes:?} with every mount refused failed, and left {}{}; in a \
-                     volumes dir without a space the same create leaves nothing (its clean-up \
-                     gives a path unquoted: split at the space, it removes other names)",
-                    left.own.join(", "),
-                    left.citation()
-                )));
-            }
-            _ => "what a create with every mount refused leaves is failure.mount-refused's finding",
-        }
-    };
-    // The clean-up of a create failing for a volume that exists (after a
-    // reboot) must keep the volume: what it tests of the volume's files
-    // first is another path an unquoted expansion splits.
-    let then = match refused_after_reboot(ctx, volumes, Some(cwd)).await? {
-        AfterReboot::Removed(e, names) => {
-            match refused_after_reboot(ctx, &plain()?, Some(cwd)).await? {
-                AfterReboot::Kept => {
-                    return Err(Finding::Fail(format!(
-                        "after a reboot, a create again in {volumes:?} with every mount refused \
-                         failed ({e}) and removed {} of the volume, which exists; in a volumes dir \
-                         without a space the same create keeps it (a test of what exists is given \
-                         a path unquoted: split at the space, it takes the volume's files for the \
-                         call's own)",
-                        names.join(", ")
-                    )));
-                }
-                _ => {
-                    "what a create again after a reboot with every mount refused removes is \
-                      failure.mount-refused's finding"
-                }
-            }
-        }
-        AfterReboot::Kept => {
-            "after a reboot, a create again there with every mount refused failed and removed nothing of the volume"
-        }
-        AfterReboot::AsDefault => {
-            "after a reboot, a create again there with every mount refused made the volume as the default"
-        }
-        AfterReboot::Overran => {
-            "after a reboot, a create again there with every mount refused overran its limit (not judged)"
-        }
-        AfterReboot::Unlike(_) => {
-            "what a create again after a reboot with every mount refused reports is \
-             failure.mount-refused's finding"
-        }
-    };
-    Ok(Some(format!("{first}; {then}")))
 }
 
 /// `Ok` when a delete of a volume in a volumes dir with a space that does not

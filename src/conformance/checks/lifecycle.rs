@@ -2,15 +2,15 @@
 //! in the middle of an operation.
 
 use crate::contract::Operation;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::crash_plan::CrashPlan;
+use super::crash_plan::{CrashPlan, CrashPoint};
 use super::{CheckSpec, FindingResult, Level, Needs, delete, needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, Variant, VolumeAt, canary_bytes, canary_intact, listing, plant_in_volume,
 };
 use crate::contract::{CreateRequest, DeleteRequest};
-use crate::manager::VolumeSpec;
+use crate::manager::{HostVolumeManager, Restored, Volume, VolumeSpec};
 
 /// The `lifecycle.*` checks, in catalogue order.
 pub(crate) const CHECKS: &[CheckSpec] = &[
@@ -45,6 +45,23 @@ async fn restore(ctx: &Ctx) -> FindingResult {
         .managed()
         .manager()
         .map_err(|e| Finding::Skip(format!("cannot open the manager's state dir: {e}")))?;
+    let made = create_to_restore(ctx, &manager).await?;
+    let before_restore = ctx.managed().recorded();
+    let restored = manager.restore().await;
+    ctx.managed().log_runs_from(before_restore);
+    let restored =
+        restored.map_err(|e| Finding::Fail(format!("restore failed as a whole: {e}")))?;
+    let tally = RestoreTally::judge(ctx, &made, &restored);
+    delete_through_manager(ctx, &manager, &made).await;
+    tally.verdict(ctx).await
+}
+
+/// Creates 4 volumes through the manager (saved in its state), each holding
+/// a file: the volumes, with their files.
+async fn create_to_restore(
+    ctx: &Ctx,
+    manager: &HostVolumeManager,
+) -> Result<Vec<(Volume, PathBuf)>, Finding> {
     let mut made = Vec::new();
     for _ in 0..4 {
         // A request of its own for each volume: its own name, as Nomad requires.
@@ -57,7 +74,7 @@ async fn restore(ctx: &Ctx) -> FindingResult {
             None => spec,
         };
         let step = "create before the restart";
-        let volume = ctx.managed().create(&manager, spec, step).await;
+        let volume = ctx.managed().create(manager, spec, step).await;
         let volume = volume.map_err(|e| {
             Finding::Fail(format!(
                 "create before the restart: expected it to succeed; got: {e}"
@@ -67,40 +84,102 @@ async fn restore(ctx: &Ctx) -> FindingResult {
         let canary = plant_in_volume(ctx, &volume.host_path, "create before the restart")?;
         made.push((volume, canary));
     }
-    let before_restore = ctx.managed().recorded();
-    let restored = manager.restore().await;
-    ctx.managed().log_runs_from(before_restore);
-    let restored =
-        restored.map_err(|e| Finding::Fail(format!("restore failed as a whole: {e}")))?;
-    let mut problems = Vec::new();
-    // Whether every problem is a volume that failed to restore.
-    let mut failed_only = true;
-    let mut errors = Vec::new();
-    for (i, (volume, canary)) in made.iter().enumerate() {
-        let Some(r) = restored.iter().find(|r| r.volume.id == volume.id) else {
-            failed_only = false;
-            problems.push(format!("volume #{} was not restored", i + 1));
-            continue;
+    Ok(made)
+}
+
+/// What the restore did to the volumes of lifecycle.restore.
+struct RestoreTally {
+    problems: Vec<String>,
+    /// Whether every problem is a volume that failed to restore.
+    failed_only: bool,
+    /// The errors of the volumes that failed to restore.
+    errors: Vec<String>,
+}
+
+impl RestoreTally {
+    /// Judges each volume `made` (with its file) against what `restored` says
+    /// of it: restored, at its path, with its files.
+    fn judge(ctx: &Ctx, made: &[(Volume, PathBuf)], restored: &[Restored]) -> Self {
+        let mut tally = RestoreTally {
+            problems: Vec::new(),
+            failed_only: true,
+            errors: Vec::new(),
         };
-        let problem = match (r.path(), r.error()) {
-            (_, Some(e)) => {
-                problems.push(format!("volume #{} failed to restore: {e}", i + 1));
-                errors.push(e.to_string());
+        for (i, (volume, canary)) in made.iter().enumerate() {
+            let Some(r) = restored.iter().find(|r| r.volume.id == volume.id) else {
+                tally.failed_only = false;
+                tally
+                    .problems
+                    .push(format!("volume #{} was not restored", i + 1));
                 continue;
-            }
-            (Some(path), _) if path != volume.host_path => format!(
-                "volume #{} moved from {:?} to {path:?}",
-                i + 1,
-                volume.host_path
-            ),
-            _ if !canary_intact(ctx.host(), canary) => format!("volume #{} lost its files", i + 1),
-            _ => continue,
-        };
-        failed_only = false;
-        problems.push(problem);
+            };
+            let problem = match (r.path(), r.error()) {
+                (_, Some(e)) => {
+                    tally
+                        .problems
+                        .push(format!("volume #{} failed to restore: {e}", i + 1));
+                    tally.errors.push(e.to_string());
+                    continue;
+                }
+                (Some(path), _) if path != volume.host_path => format!(
+                    "volume #{} moved from {:?} to {path:?}",
+                    i + 1,
+                    volume.host_path
+                ),
+                _ if !canary_intact(ctx.host(), canary) => {
+                    format!("volume #{} lost its files", i + 1)
+                }
+                _ => continue,
+            };
+            tally.failed_only = false;
+            tally.problems.push(problem);
+        }
+        tally
     }
+
+    /// The verdict of lifecycle.restore.
+    async fn verdict(self, ctx: &Ctx) -> FindingResult {
+        let RestoreTally {
+            problems,
+            failed_only,
+            errors,
+        } = self;
+        if problems.is_empty() {
+            Ok(Finding::Pass(
+                "4 volumes restored at once from the manager's state: same paths, files kept"
+                    .into(),
+            ))
+        } else if let Some(needs) = match failed_only {
+            // Restore is create again: failing it is create.idempotent's finding.
+            true => ctx.prereqs().create_again_fails().await,
+            false => None,
+        } {
+            Err(Finding::Skip(needs))
+        } else if let Some(cited) = match failed_only {
+            // Its creates at once failed as concurrency.create's did: one
+            // cause, reported there.
+            true => super::company::cited(ctx, "its creates at once", &errors).await,
+            false => None,
+        } {
+            Err(cited)
+        } else {
+            Err(Finding::Fail(format!(
+                "expected create called again for 4 existing volumes at once (an agent restart) to exit 0 \
+                 with unchanged paths and files; {}",
+                problems.join("; ")
+            )))
+        }
+    }
+}
+
+/// Deletes the volumes `made` through the manager, at once (a plugin whose
+/// deletes hang costs one delete limit here), each noted as the run's call.
+async fn delete_through_manager(
+    ctx: &Ctx,
+    manager: &HostVolumeManager,
+    made: &[(Volume, PathBuf)],
+) {
     let before_delete = ctx.managed().recorded();
-    // At once: a plugin whose deletes hang costs one delete limit here.
     let deletes = super::join_all(made.iter().map(|(volume, _)| manager.delete(&volume.id))).await;
     for ((volume, _), deleted) in made.iter().zip(deletes) {
         if deleted.is_ok() {
@@ -115,30 +194,6 @@ async fn restore(ctx: &Ctx) -> FindingResult {
         );
     }
     ctx.managed().log_runs_from(before_delete);
-    if problems.is_empty() {
-        Ok(Finding::Pass(
-            "4 volumes restored at once from the manager's state: same paths, files kept".into(),
-        ))
-    } else if let Some(needs) = match failed_only {
-        // Restore is create again: failing it is create.idempotent's finding.
-        true => ctx.prereqs().create_again_fails().await,
-        false => None,
-    } {
-        Err(Finding::Skip(needs))
-    } else if let Some(cited) = match failed_only {
-        // Its creates at once failed as concurrency.create's did: one
-        // cause, reported there.
-        true => super::company::cited(ctx, "its creates at once", &errors).await,
-        false => None,
-    } {
-        Err(cited)
-    } else {
-        Err(Finding::Fail(format!(
-            "expected create called again for 4 existing volumes at once (an agent restart) to exit 0 \
-             with unchanged paths and files; {}",
-            problems.join("; ")
-        )))
-    }
 }
 
 pub(crate) const RECREATE: CheckSpec = CheckSpec {
@@ -214,52 +269,10 @@ async fn crash_create(ctx: &Ctx) -> FindingResult {
         return Err(Finding::Skip(needs));
     }
     let before = listing(ctx.host(), ctx.dirs().volumes());
-    let probe = ctx.request();
-    // The check runs alone (its phase): the measuring create has the host
-    // to itself, and its steps are the plugin's own.
-    let (plan, call) = CrashPlan::measure(ctx, async |v: &Variant<'_>| {
-        v.create_unloaded(&probe, Expect::Success, "measuring create")
-            .await
-    })
-    .await;
-    let resp = ctx.steps().need(call, "measuring create").await?;
-    ctx.steps()
-        .delete_ok(&probe, &resp.path, "delete after measuring create")
-        .await?;
-    let points = plan.points("create");
+    let plan = measure_create(ctx).await?;
     let mut killed = Vec::new();
-    for point in &points {
-        let req = ctx.request();
-        let label = &point.label;
-        let crashed = plan
-            .crasher(ctx, point)
-            .create(&req, Expect::Either, label)
-            .await;
-        killed.push(plan.killed(point, &crashed));
-        // Either: the rule judges create again itself, below; re-run alone
-        // if it timed out, as the load may have made it overrun.
-        let again = ctx
-            .steps()
-            .create_unloaded(&req, Expect::Either, &format!("{label}: create again"))
-            .await?;
-        let resp = match again.result {
-            Ok(resp) => resp,
-            Err(e) => {
-                return Err(Finding::Fail(format!(
-                    "{label}: expected create again to succeed; got: {e}"
-                )));
-            }
-        };
-        if resp.path.is_empty() || !ctx.host().exists(Path::new(&resp.path)) {
-            return Err(Finding::Fail(format!(
-                "{label}: create again exited 0 but its path {:?} does not exist: the plugin took a \
-                 half-made volume for a finished one",
-                resp.path
-            )));
-        }
-        ctx.steps()
-            .delete_ok(&req, &resp.path, &format!("{label}: delete afterwards"))
-            .await?;
+    for point in &plan.points("create") {
+        killed.push(crashed_create_recovers(ctx, &plan, point).await?);
     }
     let left = ctx
         .prereqs()
@@ -280,6 +293,64 @@ async fn crash_create(ctx: &Ctx) -> FindingResult {
             false => format!(" of its own{}", left.citation()),
         }
     )))
+}
+
+/// Where to kill a create: the steps of a measuring create (then deleted).
+async fn measure_create(ctx: &Ctx) -> Result<CrashPlan, Finding> {
+    let probe = ctx.request();
+    // The check runs alone (its phase): the measuring create has the host
+    // to itself, and its steps are the plugin's own.
+    let (plan, call) = CrashPlan::measure(ctx, async |v: &Variant<'_>| {
+        v.create_unloaded(&probe, Expect::Success, "measuring create")
+            .await
+    })
+    .await;
+    let resp = ctx.steps().need(call, "measuring create").await?;
+    ctx.steps()
+        .delete_ok(&probe, &resp.path, "delete after measuring create")
+        .await?;
+    Ok(plan)
+}
+
+/// A create of a new volume killed at `point`, then create again, which must
+/// give an existing path, then delete. Whether the kill landed.
+async fn crashed_create_recovers(
+    ctx: &Ctx,
+    plan: &CrashPlan,
+    point: &CrashPoint,
+) -> Result<bool, Finding> {
+    let req = ctx.request();
+    let label = &point.label;
+    let crashed = plan
+        .crasher(ctx, point)
+        .create(&req, Expect::Either, label)
+        .await;
+    let killed = plan.killed(point, &crashed);
+    // Either: the rule judges create again itself, below; re-run alone
+    // if it timed out, as the load may have made it overrun.
+    let again = ctx
+        .steps()
+        .create_unloaded(&req, Expect::Either, &format!("{label}: create again"))
+        .await?;
+    let resp = match again.result {
+        Ok(resp) => resp,
+        Err(e) => {
+            return Err(Finding::Fail(format!(
+                "{label}: expected create again to succeed; got: {e}"
+            )));
+        }
+    };
+    if resp.path.is_empty() || !ctx.host().exists(Path::new(&resp.path)) {
+        return Err(Finding::Fail(format!(
+            "{label}: create again exited 0 but its path {:?} does not exist: the plugin took a \
+             half-made volume for a finished one",
+            resp.path
+        )));
+    }
+    ctx.steps()
+        .delete_ok(&req, &resp.path, &format!("{label}: delete afterwards"))
+        .await?;
+    Ok(killed)
 }
 
 pub(crate) const CRASH_DELETE: CheckSpec = CheckSpec {
@@ -309,6 +380,20 @@ async fn crash_delete(ctx: &Ctx) -> FindingResult {
             needs(&delete::IDEMPOTENT)
         )));
     }
+    let plan = measure_delete(ctx).await?;
+    let mut killed = Vec::new();
+    for point in &plan.points("delete") {
+        killed.push(crashed_delete_finished(ctx, &plan, point).await?);
+    }
+    Ok(Finding::Pass(format!(
+        "killed {}: delete again finished the job",
+        plan.describe("delete", &killed)
+    )))
+}
+
+/// Where to kill a delete: the steps of a measuring delete (of a volume made
+/// for it).
+async fn measure_delete(ctx: &Ctx) -> Result<CrashPlan, Finding> {
     let probe = ctx.request();
     let resp = ctx
         .steps()
@@ -321,54 +406,57 @@ async fn crash_delete(ctx: &Ctx) -> FindingResult {
     })
     .await;
     ctx.steps().need(call, "measuring delete").await?;
-    let points = plan.points("delete");
-    let mut killed = Vec::new();
-    for point in &points {
-        let req: CreateRequest = ctx.request();
-        let resp = ctx
-            .steps()
-            .create_ok(&req, "create before the crashed delete")
-            .await?;
-        let label = &point.label;
-        let volume = VolumeAt::before_delete(ctx, &resp.path);
-        let delete = DeleteRequest::for_created(&req, &resp.path);
-        let crashed = plan
-            .crasher(ctx, point)
-            .delete(&delete, Expect::Either, label)
-            .await;
-        killed.push(plan.killed(point, &crashed));
-        // Either: the rule judges delete again itself, below (re-run alone
-        // if it timed out).
-        let again = ctx
-            .steps()
-            .delete_unloaded(
-                &DeleteRequest::for_created(&req, &resp.path),
-                Expect::Either,
-                &format!("{label}: delete again"),
-            )
-            .await?;
-        if let Err(e) = again.result {
-            return Err(Finding::Fail(format!(
-                "{label}: expected delete again to exit 0; got: {e}"
-            )));
-        }
-        if !volume.gone().await && volume.is_block() {
-            return Err(Finding::Fail(format!(
-                "{label}: expected delete again to remove the volume; {}",
-                volume.still_there()
-            )));
-        }
-        if !volume.gone().await {
-            return Err(Finding::Fail(format!(
-                "{label}: expected delete again to remove {:?}; it is still there",
-                resp.path
-            )));
-        }
+    Ok(plan)
+}
+
+/// A delete of a new volume killed at `point`, then delete again, which must
+/// exit 0 and remove the volume. Whether the kill landed.
+async fn crashed_delete_finished(
+    ctx: &Ctx,
+    plan: &CrashPlan,
+    point: &CrashPoint,
+) -> Result<bool, Finding> {
+    let req: CreateRequest = ctx.request();
+    let resp = ctx
+        .steps()
+        .create_ok(&req, "create before the crashed delete")
+        .await?;
+    let label = &point.label;
+    let volume = VolumeAt::before_delete(ctx, &resp.path);
+    let delete = DeleteRequest::for_created(&req, &resp.path);
+    let crashed = plan
+        .crasher(ctx, point)
+        .delete(&delete, Expect::Either, label)
+        .await;
+    let killed = plan.killed(point, &crashed);
+    // Either: the rule judges delete again itself, below (re-run alone
+    // if it timed out).
+    let again = ctx
+        .steps()
+        .delete_unloaded(
+            &DeleteRequest::for_created(&req, &resp.path),
+            Expect::Either,
+            &format!("{label}: delete again"),
+        )
+        .await?;
+    if let Err(e) = again.result {
+        return Err(Finding::Fail(format!(
+            "{label}: expected delete again to exit 0; got: {e}"
+        )));
     }
-    Ok(Finding::Pass(format!(
-        "killed {}: delete again finished the job",
-        plan.describe("delete", &killed)
-    )))
+    if !volume.gone().await && volume.is_block() {
+        return Err(Finding::Fail(format!(
+            "{label}: expected delete again to remove the volume; {}",
+            volume.still_there()
+        )));
+    }
+    if !volume.gone().await {
+        return Err(Finding::Fail(format!(
+            "{label}: expected delete again to remove {:?}; it is still there",
+            resp.path
+        )));
+    }
+    Ok(killed)
 }
 
 /// Whether a second delete of a volume deleted without a crash fails too:

@@ -6,8 +6,9 @@
 //! a loop device attached to the image; delete must not leave it behind.
 
 use crate::contract::Operation;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use super::lifecycle_stale_loop::{attach_stale, loops_left_after_detach};
 use super::{CheckSpec, FindingResult, Level, Needs, join_all};
 use crate::conformance::context::{
     Ctx, Expect, Finding, VolumeAt, canary_bytes, canary_intact, plant_in_volume,
@@ -28,6 +29,8 @@ pub(super) struct TakenAway {
 /// bound every check that waits for a detach uses).
 use crate::conformance::context::LOOP_RELEASE as DETACH_BOUND;
 use crate::conformance::host::Host;
+use crate::contract::{CreateRequest, CreateResponse};
+use crate::plugin::PluginCall;
 
 /// Takes away what a reboot takes away below the check's sandbox: every
 /// mount (deepest first), then every loop device backed by a file there.
@@ -86,142 +89,219 @@ async fn reboot(ctx: &Ctx) -> FindingResult {
     if let Some(needs) = ctx.prereqs().create_again_fails().await {
         return Err(Finding::Skip(needs));
     }
-    let mut made = Vec::new();
-    for i in 0..VOLUMES {
-        let req = ctx.request();
-        let step = format!("create of volume #{} before the reboot", i + 1);
-        let resp = ctx.steps().create_ok(&req, &step).await?;
-        let canary = plant_in_volume(ctx, &resp.path, &step)?;
-        made.push((req, resp.path, canary));
-    }
-    let paths: Vec<String> = made.iter().map(|(_, p, _)| p.clone()).collect();
-    // What each directory volume's root holds, and its mode, with the canary in.
-    let roots: Vec<_> = paths
-        .iter()
-        .map(|p| Root::look(ctx.host(), Path::new(p)))
-        .collect();
-    // A block-device volume is known by the image behind its loop device:
-    // after a reboot the same image may come back as another /dev/loopN.
-    let before: Vec<VolumeAt> = paths
-        .iter()
-        .map(|p| VolumeAt::before_delete(ctx, p))
-        .collect();
+    let volumes = BeforeReboot::create(ctx).await?;
+    let paths: Vec<String> = volumes.made.iter().map(|m| m.path.clone()).collect();
     let taken = take_away(ctx, &paths)?;
     // At client start: create for every volume, all at once.
-    let again = join_all(made.iter().map(|(req, _, _)| {
+    let again = join_all(volumes.made.iter().map(|m| {
         ctx.calls().create(
-            req,
+            &m.req,
             Expect::Success,
             "create after the reboot (client start)",
         )
     }))
     .await;
-    let mut problems = Vec::new();
-    let mut by_nature = Vec::new();
-    // `ephemeral = true` in the plugin's config: lost by design, as a tmpfs.
-    let ephemeral = ctx.claims().ephemeral;
-    for (i, ((_, path, canary), call)) in made.iter().zip(&again).enumerate() {
-        let n = i + 1;
-        let block = before[i].backing().filter(|_| before[i].is_block());
-        let same_image = |new: &str| {
-            block.is_some_and(|b| ctx.host().loop_backing(Path::new(new)).as_ref() == Some(b))
-        };
-        match &call.result {
-            Err(e) => problems.push(format!("volume #{n}: create failed: {e}")),
-            Ok(resp) if resp.path != *path && !same_image(&resp.path) => problems.push(format!(
-                "volume #{n} moved from {path:?} to {:?}",
-                resp.path
-            )),
-            Ok(resp)
-                if block.is_some()
-                    && ctx
-                        .host()
-                        .has_marker(Path::new(&resp.path), &canary_bytes(canary)) => {}
-            Ok(_) if block.is_none() && canary_intact(ctx.host(), canary) => {
-                let now = Root::look(ctx.host(), Path::new(path));
-                if let Some(change) = roots[i]
-                    .as_ref()
-                    .zip(now.as_ref())
-                    .and_then(|(b, a)| b.changed_to(a))
-                {
-                    problems.push(format!("volume #{n}: create after the reboot {change}"));
-                }
-            }
-            Ok(_) if taken.tmpfs.contains(path) || ephemeral => by_nature.push(format!("#{n}")),
-            Ok(_) => problems.push(format!(
-                "volume #{n} lost its files (the file written before the reboot is gone)"
-            )),
-        }
+    let mut found = volumes.found_again(ctx, &again, &taken);
+    found
+        .problems
+        .extend(delete_after(ctx, &volumes.made, &again).await);
+    found.verdict(&taken)
+}
+
+/// A volume created before the reboot, with the file planted in it.
+struct Made {
+    req: CreateRequest,
+    path: String,
+    canary: PathBuf,
+}
+
+impl Made {
+    /// The volume's path after the reboot: the one create at client start
+    /// answered, else the one before.
+    fn path_now<'a>(&'a self, again: &'a PluginCall<CreateResponse>) -> &'a str {
+        again
+            .result
+            .as_ref()
+            .map_or(self.path.as_str(), |r| r.path.as_str())
     }
+}
+
+/// The volumes of lifecycle.reboot as they were before the reboot.
+struct BeforeReboot {
+    made: Vec<Made>,
+    /// What each directory volume's root holds, and its mode, with the canary in.
+    roots: Vec<Option<Root>>,
+    /// A block-device volume is known by the image behind its loop device:
+    /// after a reboot the same image may come back as another /dev/loopN.
+    at: Vec<VolumeAt>,
+}
+
+/// What create at client start found: problems, and the volumes (`#n`)
+/// whose files went by nature (a tmpfs, or `ephemeral = true`).
+struct Found {
+    problems: Vec<String>,
+    by_nature: Vec<String>,
+    ephemeral: bool,
+}
+
+impl BeforeReboot {
+    /// Creates [`VOLUMES`] volumes, each holding a file.
+    async fn create(ctx: &Ctx) -> Result<Self, Finding> {
+        let mut made = Vec::new();
+        for i in 0..VOLUMES {
+            let req = ctx.request();
+            let step = format!("create of volume #{} before the reboot", i + 1);
+            let resp = ctx.steps().create_ok(&req, &step).await?;
+            let canary = plant_in_volume(ctx, &resp.path, &step)?;
+            made.push(Made {
+                req,
+                path: resp.path,
+                canary,
+            });
+        }
+        let roots = made
+            .iter()
+            .map(|m| Root::look(ctx.host(), Path::new(&m.path)))
+            .collect();
+        let at = made
+            .iter()
+            .map(|m| VolumeAt::before_delete(ctx, &m.path))
+            .collect();
+        Ok(BeforeReboot { made, roots, at })
+    }
+
+    /// Judges what each create at client start (`again`) found: the volume
+    /// at its path (or its image behind a loop device), with its files and
+    /// its root as it was.
+    fn found_again(
+        &self,
+        ctx: &Ctx,
+        again: &[PluginCall<CreateResponse>],
+        taken: &TakenAway,
+    ) -> Found {
+        let mut found = Found {
+            problems: Vec::new(),
+            by_nature: Vec::new(),
+            // `ephemeral = true` in the plugin's config: lost by design, as a tmpfs.
+            ephemeral: ctx.claims().ephemeral,
+        };
+        for (i, (made, call)) in self.made.iter().zip(again).enumerate() {
+            let (n, path, canary) = (i + 1, &made.path, &made.canary);
+            let block = self.at[i].backing().filter(|_| self.at[i].is_block());
+            let same_image = |new: &str| {
+                block.is_some_and(|b| ctx.host().loop_backing(Path::new(new)).as_ref() == Some(b))
+            };
+            match &call.result {
+                Err(e) => found
+                    .problems
+                    .push(format!("volume #{n}: create failed: {e}")),
+                Ok(resp) if resp.path != *path && !same_image(&resp.path) => found.problems.push(
+                    format!("volume #{n} moved from {path:?} to {:?}", resp.path),
+                ),
+                Ok(resp)
+                    if block.is_some()
+                        && ctx
+                            .host()
+                            .has_marker(Path::new(&resp.path), &canary_bytes(canary)) => {}
+                Ok(_) if block.is_none() && canary_intact(ctx.host(), canary) => {
+                    let now = Root::look(ctx.host(), Path::new(path));
+                    if let Some(change) = self.roots[i]
+                        .as_ref()
+                        .zip(now.as_ref())
+                        .and_then(|(b, a)| b.changed_to(a))
+                    {
+                        found
+                            .problems
+                            .push(format!("volume #{n}: create after the reboot {change}"));
+                    }
+                }
+                Ok(_) if taken.tmpfs.contains(path) || found.ephemeral => {
+                    found.by_nature.push(format!("#{n}"))
+                }
+                Ok(_) => found.problems.push(format!(
+                    "volume #{n} lost its files (the file written before the reboot is gone)"
+                )),
+            }
+        }
+        found
+    }
+}
+
+/// Deletes every volume at once after the reboot; the problems: a delete
+/// that exited 0 and left its volume.
+async fn delete_after(
+    ctx: &Ctx,
+    made: &[Made],
+    again: &[PluginCall<CreateResponse>],
+) -> Vec<String> {
     // Measured before the deletes: once a delete detached a loop device, a
     // neighbour's create may attach the same device to a file of its own, and
     // a device looked at only then would be that neighbour's volume.
     let before: Vec<VolumeAt> = made
         .iter()
-        .zip(&again)
-        .map(|((_, path, _), call)| {
-            let now = call
-                .result
-                .as_ref()
-                .map_or(path.as_str(), |r| r.path.as_str());
-            VolumeAt::before_delete(ctx, now)
-        })
+        .zip(again)
+        .map(|(m, call)| VolumeAt::before_delete(ctx, m.path_now(call)))
         .collect();
-    let deletes = join_all(made.iter().zip(&again).map(|((req, path, _), call)| {
-        let path = call
-            .result
-            .as_ref()
-            .map_or(path.as_str(), |r| r.path.as_str());
-        ctx.calls()
-            .delete(req, path, Expect::Success, "delete after the reboot")
+    let deletes = join_all(made.iter().zip(again).map(|(m, call)| {
+        ctx.calls().delete(
+            &m.req,
+            m.path_now(call),
+            Expect::Success,
+            "delete after the reboot",
+        )
     }))
     .await;
-    for ((((_, path, _), call), deleted), at) in made.iter().zip(&again).zip(&deletes).zip(&before)
-    {
-        let now = call
-            .result
-            .as_ref()
-            .map_or(path.as_str(), |r| r.path.as_str());
+    let mut problems = Vec::new();
+    for (((m, call), deleted), at) in made.iter().zip(again).zip(&deletes).zip(&before) {
+        let now = m.path_now(call);
         if deleted.ok() && !at.gone().await {
             problems.push(format!("the delete after the reboot left {now:?}"));
         }
     }
-    // No counts: how many loop devices are still attached once the mounts
-    // are gone depends on how soon the kernel let them go.
-    let what = match (taken.mounts, taken.loops) {
-        (0, 0) => "nothing (the plugin made no mount and no loop device)",
-        _ => "the plugin's mounts and loop devices",
-    };
-    if !problems.is_empty() {
-        return Err(Finding::Fail(format!(
-            "expected create at client start, after a reboot took away {what}, to find every \
-             volume at its path with its files (Nomad calls create for every volume when the \
-             client starts); {}. Tell a volume that exists but is not mounted from one never \
-             made (its image or data is on disk): mount it again as it is, never format it again \
-             nor change what it holds",
-            problems.join("; ")
-        )));
+    problems
+}
+
+impl Found {
+    /// The verdict, after a reboot that took away `taken`.
+    fn verdict(&self, taken: &TakenAway) -> FindingResult {
+        let (problems, by_nature) = (&self.problems, &self.by_nature);
+        // No counts: how many loop devices are still attached once the mounts
+        // are gone depends on how soon the kernel let them go.
+        let what = match (taken.mounts, taken.loops) {
+            (0, 0) => "nothing (the plugin made no mount and no loop device)",
+            _ => "the plugin's mounts and loop devices",
+        };
+        if !problems.is_empty() {
+            return Err(Finding::Fail(format!(
+                "expected create at client start, after a reboot took away {what}, to find every \
+                 volume at its path with its files (Nomad calls create for every volume when the \
+                 client starts); {}. Tell a volume that exists but is not mounted from one never \
+                 made (its image or data is on disk): mount it again as it is, never format it again \
+                 nor change what it holds",
+                problems.join("; ")
+            )));
+        }
+        let note = match by_nature.is_empty() {
+            true => String::new(),
+            false if self.ephemeral => format!(
+                "; volume(s) {} lost their files, as the config's `ephemeral = true` says they do",
+                by_nature.join(", ")
+            ),
+            false => format!(
+                "; volume(s) {} are tmpfs mounts: their files go with a reboot by nature, not by \
+                 the plugin's doing",
+                by_nature.join(", ")
+            ),
+        };
+        let kept = match by_nature.is_empty() {
+            true => " with their files",
+            false => "",
+        };
+        Ok(Finding::Pass(format!(
+            "a reboot took away {what}; create at client start found {VOLUMES} volumes at their \
+             paths{kept}, and each deleted cleanly{note}"
+        )))
     }
-    let note = match by_nature.is_empty() {
-        true => String::new(),
-        false if ephemeral => format!(
-            "; volume(s) {} lost their files, as the config's `ephemeral = true` says they do",
-            by_nature.join(", ")
-        ),
-        false => format!(
-            "; volume(s) {} are tmpfs mounts: their files go with a reboot by nature, not by \
-             the plugin's doing",
-            by_nature.join(", ")
-        ),
-    };
-    let kept = match by_nature.is_empty() {
-        true => " with their files",
-        false => "",
-    };
-    Ok(Finding::Pass(format!(
-        "a reboot took away {what}; create at client start found {VOLUMES} volumes at their \
-         paths{kept}, and each deleted cleanly{note}"
-    )))
 }
 
 /// A directory volume's root as a task sees it: its mode and the names it holds.
@@ -293,57 +373,10 @@ async fn stale_loop(ctx: &Ctx) -> FindingResult {
         .steps()
         .one_volume("create of the volume a loop device is left on")
         .await?;
-    let made: Vec<_> = ctx
-        .host()
-        .sized_loops_backed_under(&dir)
-        .into_iter()
-        .filter(|d| !before.contains(d))
-        .collect();
-    let Some(image) = made.first().map(|d| d.backing_file.clone()) else {
-        ctx.calls()
-            .delete(
-                &req,
-                &path,
-                Expect::Success,
-                "delete of a volume with no loop device",
-            )
-            .await;
-        return Err(Finding::Skip(
-            "not applicable: the plugin attaches no loop device to its volumes".into(),
-        ));
-    };
-    let stale = match ctx.host().attach_loop(&image, ctx.dirs().run_root()) {
-        Ok(dev) => dev,
-        Err(e) => {
-            ctx.calls()
-                .delete(&req, &path, Expect::Success, "delete of the volume")
-                .await;
-            // The host's doing (its loop devices taken by others), not the plugin's.
-            let why = format!(
-                "inconclusive: the harness could not attach a loop device to {}: {e}",
-                image.display()
-            );
-            ctx.unpin(why.clone());
-            return Err(Finding::Skip(why));
-        }
-    };
+    let stale = attach_stale(ctx, &req, &path, &before).await?;
     let step = "delete with a stale loop device on the image";
     ctx.steps().delete_ok(&req, &path, step).await?;
-    // A detach while another process holds the device is finished later by
-    // the kernel: give it the time a delete's detach may take.
-    let deadline = std::time::Instant::now() + DETACH_BOUND;
-    let left = loop {
-        let left: Vec<_> = ctx
-            .host()
-            .loops_backed_under(&dir)
-            .into_iter()
-            .filter(|d| !before.contains(d))
-            .collect();
-        if left.is_empty() || std::time::Instant::now() >= deadline {
-            break left;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    };
+    let left = loops_left_after_detach(ctx.host(), &dir, &before).await;
     if !left.is_empty() {
         // No device names: they are the kernel's choice, not the plugin's.
         let which = match left.iter().any(|d| d.device == stale.device) {

@@ -25,6 +25,7 @@ macro_rules! run_wide {
 
 mod company;
 pub(crate) mod concurrency;
+mod concurrency_same_volume;
 mod crash_plan;
 pub(crate) mod create;
 mod create_update;
@@ -38,9 +39,11 @@ pub(crate) mod fingerprint;
 mod in_the_way;
 pub(crate) mod input;
 mod input_space;
+mod input_space_refused;
 mod input_surroundings;
 pub(crate) mod lifecycle;
 mod lifecycle_reboot;
+mod lifecycle_stale_loop;
 mod node_residue;
 pub(crate) mod process;
 mod process_tries;

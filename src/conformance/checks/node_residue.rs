@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::conformance::host::Host;
+use crate::contract::CreateRequest;
 use crate::exec::Change;
 
 /// The dirs any program may write in on a node, and the plugin's calls
@@ -146,6 +147,64 @@ pub(super) fn left_by_name(
         .filter(|p| born_since(host, p, since))
         .cloned()
         .collect()
+}
+
+/// How delete.no-residue tells what the plugin left on the node outside the
+/// run's dirs: by the calls' own processes where they are `watched`, else by
+/// a listing of the node's temp dirs before and after.
+pub(super) struct NodeWatch {
+    since: SystemTime,
+    /// The node's temp dirs before, where calls cannot be watched.
+    listed: Option<BTreeSet<PathBuf>>,
+}
+
+/// What is left outside the run's dirs, and how it was told the plugin's.
+pub(super) type Elsewhere = (Vec<String>, &'static str);
+
+impl NodeWatch {
+    /// Starts watching, before the check's first call.
+    pub(super) fn start(host: &dyn Host, watched: bool) -> Self {
+        let since = SystemTime::now();
+        NodeWatch {
+            since,
+            listed: (!watched).then(|| listing(host)),
+        }
+    }
+
+    /// Whether the calls' processes were watched (else names were listed).
+    pub(super) fn watched(&self) -> bool {
+        self.listed.is_none()
+    }
+
+    /// What the calls for `reqs` (each volume's made `outside`) left outside
+    /// the run's dirs.
+    pub(super) fn left_elsewhere(
+        &self,
+        host: &dyn Host,
+        reqs: &[CreateRequest],
+        outside: &[Vec<Change>],
+    ) -> Elsewhere {
+        let (elsewhere, told) = match &self.listed {
+            None => (
+                left_by_calls(host, outside, self.since),
+                "made by the plugin's own processes for one volume",
+            ),
+            Some(listed) => {
+                let tags: Vec<String> = reqs
+                    .iter()
+                    .flat_map(|r| [r.volume_id.clone(), r.volume_name.clone()])
+                    .collect();
+                (
+                    left_by_name(host, listed, &tags, self.since),
+                    "new since the check began and named after a volume: the plugin's processes \
+                     could not be watched here, so a name was told the plugin's by its volume's \
+                     id or name, not by the process that made it",
+                )
+            }
+        };
+        let elsewhere = elsewhere.iter().map(|p| p.display().to_string()).collect();
+        (elsewhere, told)
+    }
 }
 
 #[cfg(test)]
