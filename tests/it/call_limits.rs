@@ -5,7 +5,8 @@
 //! fails by the plugin's doing, with a message naming the limit; the harness
 //! carries on, and leaves no dir of its run in any hierarchy.
 
-use crate::util::{self, Scratch, bin, processes_mentioning, wait_for};
+use crate::util::dead_run::DeadAndLiveRuns;
+use crate::util::{self, Scratch, bin, wait_for};
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -266,39 +267,7 @@ fn clean_removes_the_v1_dirs_of_dead_runs_only() {
         }
         Err(why) => return util::skip(test, &why),
     };
-    let tag = "1040.5";
-    let _guard = KillTagged(tag);
-    let mut owner = std::process::Command::new("sleep")
-        .arg(tag)
-        .spawn()
-        .unwrap();
-    let stat = fs::read_to_string(format!("/proc/{}/stat", owner.id())).unwrap();
-    let start = stat.rsplit_once(')').unwrap().1.split(' ').nth(20).unwrap();
-    // The owner's pid with another start time is a dead run whose pid was reused.
-    let dead = base.join(format!("dhv-conform-run-{}-1{start}", owner.id()));
-    let live = base.join(format!("dhv-conform-run-{}-{start}", owner.id()));
-    let inner = dead.join("c0").join("nested");
-    fs::create_dir_all(live.join("c0")).unwrap();
-    let mut daemon = std::process::Command::new("sleep")
-        .arg(tag)
-        .spawn()
-        .unwrap();
-    // The runs of the tests beside this one sweep dead runs' dirs too, and
-    // one may remove the dead run's tree between its making and the move of
-    // the process into it: make it again. Once the process is in, whichever
-    // run sweeps first kills it.
-    let mut placed = Err(std::io::Error::other("never tried"));
-    for _ in 0..20 {
-        placed = fs::create_dir_all(&inner)
-            .and_then(|()| fs::write(inner.join("cgroup.procs"), daemon.id().to_string()));
-        if placed.is_ok() {
-            break;
-        }
-    }
-    if let Err(e) = placed {
-        let _ = (daemon.kill(), owner.kill());
-        panic!("cannot move the process into the dead run's dir: {e}");
-    }
+    let runs = DeadAndLiveRuns::plant(&base, "1040.5");
     let s = Scratch::new();
     let out = assert_cmd::Command::new(bin())
         .arg("clean")
@@ -306,92 +275,15 @@ fn clean_removes_the_v1_dirs_of_dead_runs_only() {
         .timeout(util::check::RUN_LIMIT)
         .output()
         .unwrap();
-    let ended = wait_for(util::check::RUN_LIMIT, || {
-        daemon.try_wait().unwrap().is_some()
-    });
-    let _ = daemon.kill();
-    let killed = daemon.wait().unwrap();
-    let left = (dead.exists(), live.exists());
-    let _ = owner.kill();
-    let _ = owner.wait();
-    for dir in [&inner, &dead.join("c0"), &dead, &live.join("c0"), &live] {
-        let _ = fs::remove_dir(dir);
-    }
+    let swept = runs.swept(util::check::RUN_LIMIT);
     assert!(out.status.success(), "{out:?}");
-    assert!(ended, "the process in the dead run's dir was not killed");
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(killed.signal(), Some(libc::SIGKILL));
+    assert!(
+        swept.ended,
+        "the process in the dead run's dir was not killed"
+    );
+    assert_eq!(swept.signal, Some(libc::SIGKILL));
+    let left = swept.left;
     assert_eq!(left, (false, true), "(dead run's left, live run's left)");
-}
-
-/// Kills, when dropped, every process mentioning `tag` (what a failed test
-/// would otherwise leave running).
-struct KillTagged(&'static str);
-
-impl Drop for KillTagged {
-    fn drop(&mut self) {
-        for line in processes_mentioning(self.0) {
-            let pid = line.split(':').next().unwrap().parse().unwrap();
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
-}
-
-/// A plugin that moves the harness into its call's v1 pids dir (as root
-/// may) does not get the harness killed with that dir's processes (at the
-/// latest by the run's removal at exit, which kills what is left in its
-/// dirs): the harness moves itself back, and the run ends exit 4, saying the
-/// plugin interrupted it and how.
-#[test]
-fn a_plugin_moving_the_harness_into_its_v1_dir_does_not_get_it_killed() {
-    let test = "a_plugin_moving_the_harness_into_its_v1_dir_does_not_get_it_killed";
-    match limit_hierarchy("pids") {
-        Ok((_, true)) => {}
-        Ok((_, false)) => {
-            println!("SKIPPED {test}: the cgroup2 hierarchy offers the pids controller here");
-            return;
-        }
-        Err(why) => return util::skip(test, &why),
-    }
-    let (_, point, root) = cgroup_mounts()
-        .into_iter()
-        .find(|(c, _, _)| c.split(',').any(|o| o == "pids"))
-        .unwrap();
-    assert_eq!(root, "/", "a pids hierarchy mounted from below its root");
-    let dir = Scratch::new();
-    let plugin = dir.plugin(
-        "mover",
-        &format!(
-            "#!/bin/sh\nPATH=/usr/bin:/bin\n\
-             if [ \"$1\" = create ]; then\n\
-             echo $PPID > \"{}$(sed -n 's/^[0-9]*:pids://p' /proc/self/cgroup)/cgroup.procs\"\n\
-             fi\n\
-             exec {} \"$@\"\n",
-            point.display(),
-            util::sample("reference")
-        ),
-    );
-    let out = assert_cmd::Command::new(bin())
-        .arg("check")
-        .arg(&plugin)
-        .args(["create.succeeds", "--exact", "--color", "never"])
-        .env("TMPDIR", dir.path())
-        .timeout(util::check::RUN_LIMIT)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(4), "{out:?}");
-    assert!(
-        stdout.contains("interrupted by the plugin: it moved the harness into pids cgroup"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("the harness moved itself back to"),
-        "{stdout}"
-    );
 }
 
 /// A plugin that jails the harness in a pids cgroup of its own with room for

@@ -4,6 +4,7 @@
 //! harness does not get it killed or hung.
 
 use super::*;
+use crate::util::dead_run::{DeadAndLiveRuns, KillTagged};
 
 /// The cgroup2 mount and this process's own cgroup in it (where the binary
 /// makes its run's cgroup), when this test can use them: as root, with a
@@ -41,22 +42,6 @@ fn cgroup2() -> Result<(PathBuf, PathBuf), String> {
     std::fs::create_dir(&probe).map_err(|e| format!("cannot make a cgroup: {e}"))?;
     let _ = std::fs::remove_dir(&probe);
     Ok((root, base))
-}
-
-/// Kills, when dropped, every process mentioning `tag` (what a failed test
-/// would otherwise leave running).
-struct KillTagged(&'static str);
-
-impl Drop for KillTagged {
-    fn drop(&mut self) {
-        for line in processes_mentioning(self.0) {
-            let pid = line.split(':').next().unwrap().parse().unwrap();
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
 }
 
 /// A plugin whose every call moves itself to the cgroup2 root, or (`nest`)
@@ -182,42 +167,7 @@ fn the_next_run_removes_the_cgroups_of_dead_runs_only() {
     let Some((_, base)) = cgroups_or_skip(test) else {
         return;
     };
-    let tag = "1019.82";
-    let _guard = KillTagged(tag);
-    // The live run's owner is a process of its own: this test process's
-    // pid names the real run cgroup of the library tests beside this one,
-    // which remove it when their run ends.
-    let mut owner = std::process::Command::new("sleep")
-        .arg(tag)
-        .spawn()
-        .unwrap();
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", owner.id())).unwrap();
-    let start = stat.rsplit_once(')').unwrap().1.split(' ').nth(20).unwrap();
-    // The owner's pid with another start time is a dead run whose pid was reused.
-    let dead = base.join(format!("dhv-conform-run-{}-1{start}", owner.id()));
-    let live = base.join(format!("dhv-conform-run-{}-{start}", owner.id()));
-    let inner = dead.join("c0").join("nested");
-    std::fs::create_dir_all(live.join("c0")).unwrap();
-    let mut daemon = std::process::Command::new("sleep")
-        .arg(tag)
-        .spawn()
-        .unwrap();
-    // The runs of the tests beside this one sweep dead runs' cgroups too, and
-    // one may remove the dead run's tree between its making and the move of
-    // the process into it (cgroup2 cannot rename a cgroup into place): make
-    // it again. Once the process is in, whichever run sweeps first kills it.
-    let mut placed = Err(std::io::Error::other("never tried"));
-    for _ in 0..20 {
-        placed = std::fs::create_dir_all(&inner)
-            .and_then(|()| std::fs::write(inner.join("cgroup.procs"), daemon.id().to_string()));
-        if placed.is_ok() {
-            break;
-        }
-    }
-    if let Err(e) = placed {
-        let _ = (daemon.kill(), owner.kill());
-        panic!("cannot move the process into the dead run's cgroup: {e}");
-    }
+    let runs = DeadAndLiveRuns::plant(&base, "1019.82");
     let s = Scratch::new();
     let plugin = s.plugin("fp", "#!/bin/sh\necho '{\"version\":\"1.0.0\"}'\n");
     let out = Command::new(bin())
@@ -226,19 +176,14 @@ fn the_next_run_removes_the_cgroups_of_dead_runs_only() {
         .timeout(RUN_LIMIT)
         .output()
         .unwrap();
-    let ended = wait_for(RUN_LIMIT, || daemon.try_wait().unwrap().is_some());
-    let _ = daemon.kill();
-    let killed = daemon.wait().unwrap();
-    let left = (dead.exists(), live.exists());
-    let _ = owner.kill();
-    let _ = owner.wait();
-    for dir in [&inner, &dead.join("c0"), &dead, &live.join("c0"), &live] {
-        let _ = std::fs::remove_dir(dir);
-    }
+    let swept = runs.swept(RUN_LIMIT);
     assert!(out.status.success(), "{out:?}");
-    assert!(ended, "the process in the dead run's cgroup was not killed");
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(killed.signal(), Some(libc::SIGKILL));
+    assert!(
+        swept.ended,
+        "the process in the dead run's cgroup was not killed"
+    );
+    assert_eq!(swept.signal, Some(libc::SIGKILL));
+    let left = swept.left;
     assert_eq!(left, (false, true), "(dead run's left, live run's left)");
 }
 

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod check;
+pub mod dead_run;
 pub mod manager;
 mod rerun;
 
