@@ -39,7 +39,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use dhv_conform::conformance::{RequestTemplate, Settings, SuiteOptions, Target, run_suite};
+use dhv_conform::conformance::{Settings, SuiteOptions, Target, run_suite};
 use libtest_mimic::Arguments;
 
 /// The design's goal for the ratio, and the acceptable bound.
@@ -194,27 +194,15 @@ impl Sample {
 }
 
 fn suite(rt: &tokio::runtime::Runtime, plugin: &std::path::Path, threads: Option<usize>) -> Sample {
-    let opts = SuiteOptions {
-        settings: Settings {
-            target: Target::Executable(plugin.to_path_buf()),
-            template: RequestTemplate::default(),
-            timeout_scale: 1.0,
-            claims: Default::default(),
-            pin: None,
-        },
-        strict: false,
-        fixture: None,
-        libtest: Arguments {
-            quiet: true,
-            // `check`'s default; the progress lines go nowhere.
-            test_threads: Some(threads.unwrap_or_else(parallel_threads)),
-            logfile: Some("/dev/null".into()),
-            ..Arguments::default()
-        },
-        progress: Default::default(),
-        keep: false,
-        host: None,
+    let libtest = Arguments {
+        quiet: true,
+        // `check`'s default; the progress lines go nowhere.
+        test_threads: Some(threads.unwrap_or_else(parallel_threads)),
+        logfile: Some("/dev/null".into()),
+        ..Arguments::default()
     };
+    let settings = Settings::new(Target::Executable(plugin.to_path_buf()));
+    let opts = SuiteOptions::new(settings, libtest);
     let (children0, self0) = (
         cpu_seconds(libc::RUSAGE_CHILDREN),
         cpu_seconds(libc::RUSAGE_SELF),

@@ -47,6 +47,23 @@ pub struct SuiteOptions {
     pub host: Option<Arc<dyn super::host::Host>>,
 }
 
+impl SuiteOptions {
+    /// A run of `settings` under libtest's `libtest` options, and the rest as
+    /// `check` has it without flags: not strict, no fixture file, no progress
+    /// hook, the temp dir removed, this machine as the host.
+    pub fn new(settings: Settings, libtest: Arguments) -> SuiteOptions {
+        SuiteOptions {
+            settings,
+            strict: false,
+            fixture: None,
+            libtest,
+            progress: Progress::default(),
+            keep: false,
+            host: None,
+        }
+    }
+}
+
 /// What a suite produced.
 #[derive(Debug)]
 pub struct SuiteOutcome {

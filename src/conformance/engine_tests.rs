@@ -29,20 +29,13 @@ fn a_finished_run_frees_its_shared_state() {
         crate::conformance::host::local(),
     ));
     let run = Arc::downgrade(&shared);
-    let opts = SuiteOptions {
-        settings,
-        strict: false,
-        fixture: None,
-        libtest: Arguments {
-            quiet: true,
-            logfile: Some("/dev/null".into()),
-            test_threads: Some(4),
-            ..Arguments::default()
-        },
-        progress: Default::default(),
-        keep: false,
-        host: None,
+    let libtest = Arguments {
+        quiet: true,
+        logfile: Some("/dev/null".into()),
+        test_threads: Some(4),
+        ..Arguments::default()
     };
+    let opts = SuiteOptions::new(settings, libtest);
     // Every check: the shared probes, the run-wide checks and the timing
     // phase all make contexts of the run.
     let outcome = run_in(

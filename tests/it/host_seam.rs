@@ -16,7 +16,7 @@ use dhv_conform::conformance::host::{
     Transport, Unmounted,
 };
 use dhv_conform::conformance::{
-    InFlight, Progress, ProgressEvent, RequestTemplate, Settings, SuiteOptions, Target, run_suite,
+    InFlight, Progress, ProgressEvent, Settings, SuiteOptions, Target, run_suite,
 };
 use dhv_conform::plugin::BoxFuture;
 use dhv_conform::plugin::transport::LocalProcess;
@@ -199,34 +199,23 @@ const CHECK: &str = "delete.removes";
 
 fn options(host: Arc<Watching>) -> SuiteOptions {
     let transport = host.transport.clone();
-    SuiteOptions {
-        settings: Settings {
-            target: Target::Executable(
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sample-plugins/reference"),
-            ),
-            template: RequestTemplate::default(),
-            timeout_scale: 1.0,
-            claims: Default::default(),
-            pin: None,
-        },
-        strict: false,
-        fixture: None,
-        libtest: Arguments {
-            quiet: true,
-            filter: Some(CHECK.into()),
-            exact: true,
-            test_threads: Some(2),
-            logfile: Some("/dev/null".into()),
-            ..Arguments::default()
-        },
-        progress: Progress::new(move |e| {
-            if let ProgressEvent::Run(f) = e {
-                let _ = transport.in_flight.set(f);
-            }
-        }),
-        keep: false,
-        host: Some(host),
-    }
+    let reference = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sample-plugins/reference");
+    let libtest = Arguments {
+        quiet: true,
+        filter: Some(CHECK.into()),
+        exact: true,
+        test_threads: Some(2),
+        logfile: Some("/dev/null".into()),
+        ..Arguments::default()
+    };
+    let mut opts = SuiteOptions::new(Settings::new(Target::Executable(reference)), libtest);
+    opts.progress = Progress::new(move |e| {
+        if let ProgressEvent::Run(f) = e {
+            let _ = transport.in_flight.set(f);
+        }
+    });
+    opts.host = Some(host);
+    opts
 }
 
 fn runtime() -> tokio::runtime::Runtime {

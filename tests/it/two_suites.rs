@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use dhv_conform::conformance::{RequestTemplate, Settings, SuiteOptions, Target, run_suite};
+use dhv_conform::conformance::{Settings, SuiteOptions, Target, run_suite};
 use dhv_conform::report::Status;
 use libtest_mimic::Arguments;
 
@@ -14,26 +14,13 @@ fn sample(name: &str) -> PathBuf {
 }
 
 fn options(plugin: &str) -> SuiteOptions {
-    SuiteOptions {
-        settings: Settings {
-            target: Target::Executable(sample(plugin)),
-            template: RequestTemplate::default(),
-            timeout_scale: 1.0,
-            claims: Default::default(),
-            pin: None,
-        },
-        strict: false,
-        fixture: None,
-        libtest: Arguments {
-            quiet: true,
-            test_threads: Some(4),
-            logfile: Some("/dev/null".into()),
-            ..Arguments::default()
-        },
-        progress: Default::default(),
-        keep: false,
-        host: None,
-    }
+    let libtest = Arguments {
+        quiet: true,
+        test_threads: Some(4),
+        logfile: Some("/dev/null".into()),
+        ..Arguments::default()
+    };
+    SuiteOptions::new(Settings::new(Target::Executable(sample(plugin))), libtest)
 }
 
 /// Failed and warned check ids of one report.

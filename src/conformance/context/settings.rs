@@ -85,6 +85,18 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// `target` tested with the default request, Nomad's limits as they are,
+    /// no claims, and the file pinned by the run itself.
+    pub fn new(target: PluginSource) -> Settings {
+        Settings {
+            target,
+            template: RequestTemplate::default(),
+            timeout_scale: 1.0,
+            claims: Default::default(),
+            pin: None,
+        }
+    }
+
     /// Nomad's limits, scaled.
     pub fn timeouts(&self) -> Timeouts {
         Timeouts::default().scaled(self.timeout_scale)
