@@ -46,8 +46,6 @@ pub struct ExternalPlugin {
     supervisor: Supervisor,
     /// How much of each call's output is kept once judged.
     output_cap: usize,
-    /// Where its process runs (a local process unless told otherwise).
-    transport: std::sync::Arc<dyn Transport>,
 }
 
 impl ExternalPlugin {
@@ -75,7 +73,6 @@ impl ExternalPlugin {
             opts: CallOptions::default(),
             supervisor: Supervisor::new(),
             output_cap: dhv_host::exec::DEFAULT_OUTPUT_CAP,
-            transport: std::sync::Arc::new(LocalProcess),
         }
     }
 
@@ -89,9 +86,6 @@ impl ExternalPlugin {
         if opts.exec_by_path {
             self = self.exec_by_path();
         }
-        if let Some(transport) = &opts.transport {
-            self.transport = transport.clone();
-        }
         self.opts = opts;
         self
     }
@@ -99,7 +93,7 @@ impl ExternalPlugin {
     /// Runs its process through `transport` (a container, a remote node)
     /// instead of as a local process.
     pub fn with_transport(mut self, transport: std::sync::Arc<dyn Transport>) -> Self {
-        self.transport = transport;
+        self.opts.transport = Some(transport);
         self
     }
 
@@ -176,7 +170,10 @@ impl ExternalPlugin {
         }
         let call = self.call(op, env, timeout);
         let started_at = Instant::now();
-        let result = self.transport.run(&call).await;
+        // The transport of its options (a container, a remote node), else a
+        // local process.
+        let transport: &dyn Transport = self.opts.transport.as_deref().unwrap_or(&LocalProcess);
+        let result = transport.run(&call).await;
         let result = result.map_err(|e| StartFailure {
             errno: e.source.raw_os_error(),
             go_error: format!(
