@@ -7,8 +7,6 @@ use std::path::{Path, PathBuf};
 use similar::TextDiff;
 
 use super::form::{Block, Parsed, harness_of};
-#[cfg(feature = "files")]
-use super::pending::{SnapshotError, read_stored};
 use super::{Normalised, SCHEMA_KEY};
 
 /// Lines of unchanged context around each change in a diff.
@@ -46,16 +44,6 @@ pub enum SnapshotOutcome {
         /// The stored snapshot is in the older form, compared as it was.
         older_form: bool,
     },
-}
-
-#[cfg(feature = "files")]
-/// Compares `run` with the snapshot stored at `path`, in the stored snapshot's form.
-///
-/// A missing file is an outcome, not an error: CI reports it (exit 3) and `--bless`
-/// creates it. Line endings are compared as `\n`, so a checkout that turned them into
-/// `\r\n` does not count as a change.
-pub fn compare(path: &Path, run: &Normalised) -> Result<SnapshotOutcome, SnapshotError> {
-    Ok(compare_stored(path, read_stored(path)?.as_deref(), run))
 }
 
 /// Compares `run` with `stored`, the text of the snapshot at `path` (`None`:

@@ -28,18 +28,18 @@
 //! snapshot behind.
 
 mod compare;
+#[cfg(feature = "files")]
+mod files;
 mod form;
 mod pending;
 #[cfg(test)]
 mod tests;
 
-#[cfg(feature = "files")]
-pub use compare::compare;
 pub use compare::{SnapshotOutcome, changes, compare_stored, diff, pin_as_stored, same_results};
+#[cfg(feature = "files")]
+pub use files::{accept, bless, compare, find_pending, reject, write_pending};
 pub use form::harness_of;
 pub use pending::{MAX_SNAPSHOT_BYTES, Pending, SnapshotError, pending_path};
-#[cfg(feature = "files")]
-pub use pending::{accept, bless, find_pending, reject, write_pending};
 
 use super::model::{CheckResult, Report, Status, Summary};
 use super::redact::Redactions;
