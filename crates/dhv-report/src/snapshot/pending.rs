@@ -1,6 +1,8 @@
-//! Snapshot files: reading the stored one, and the pending one `--bless` writes
-//! beside it (`FILE.new`), which a review accepts (moved over `FILE`) or
-//! rejects (removed), as insta does with its `.snap.new` files.
+//! What a snapshot's files are called and what can go wrong with them: the
+//! pending one `--bless` writes beside a snapshot (`FILE.new`), which a review
+//! accepts (moved over `FILE`) or rejects (removed), as insta does with its
+//! `.snap.new` files, and the errors of reading and writing them (done in
+//! `files.rs`, with the `files` feature).
 
 use std::io;
 use std::path::{Path, PathBuf};
