@@ -15,13 +15,9 @@
 
 use std::collections::BTreeSet;
 
-use super::CheckSpec;
+use super::COMPANY_OWNER;
 use crate::conformance::context::{Ctx, Fact, Finding};
 use crate::contract::Operation;
-
-/// The check that owns creates failing at once (named where the group's
-/// checks are gathered, so this module imports none of them).
-pub(crate) const OWNER: &CheckSpec = super::COMPANY_OWNER;
 
 /// What the owner publishes when its creates at once failed: the shapes of
 /// their errors (the fact it reads back is its own finding's).
@@ -61,7 +57,7 @@ pub(crate) fn owned_shapes(facts: &[Fact]) -> BTreeSet<String> {
 /// finding stands.
 pub(crate) async fn cited(ctx: &Ctx, what: &str, errors: &[String]) -> Option<Finding> {
     let first = errors.first()?;
-    ctx.after(OWNER.id).await;
+    ctx.after(COMPANY_OWNER.id).await;
     let shapes: Vec<String> = errors.iter().map(|e| ctx.error_shape(e)).collect();
     if !all_owned(&owned_shapes(&ctx.facts()), &shapes) {
         return None;
@@ -69,7 +65,7 @@ pub(crate) async fn cited(ctx: &Ctx, what: &str, errors: &[String]) -> Option<Fi
     Some(Finding::Skip(format!(
         "inconclusive: {what} failed as the creates at once of {owner} did (see {owner}): {}",
         ctx.error_shape(first),
-        owner = OWNER.id
+        owner = COMPANY_OWNER.id
     )))
 }
 

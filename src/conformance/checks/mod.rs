@@ -104,13 +104,14 @@ pub(crate) const PROBE_OWNERS: ProbeOwners = ProbeOwners {
     timing: timing::MARGIN.asker(),
 };
 
-/// The checks that others wait for (see [`company`]): each runs first in
-/// its phase.
 /// The owner of one cause met by every check that makes calls at once
-/// (creates failing when two overlap): see [`company`].
+/// (creates failing when two overlap): see [`company`]. Named here, where the
+/// group's checks are gathered, so that `company` imports none of them.
 pub(crate) const COMPANY_OWNER: &CheckSpec = &concurrency::CREATE;
 
-pub(crate) const AWAITED: &[CheckSpec] = &[*company::OWNER];
+/// The checks that others wait for (see [`company`]): each runs first in
+/// its phase.
+pub(crate) const AWAITED: &[CheckSpec] = &[*COMPANY_OWNER];
 
 /// The skip of a check that builds on `check`, which did not pass.
 pub(crate) fn needs(check: &CheckSpec) -> String {

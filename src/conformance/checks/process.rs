@@ -175,7 +175,7 @@ fn repeatable(log: &RunLog) -> FindingResult {
         .iter()
         .partition(|r| r.op == Operation::Create && owned.contains(&r.shape));
     if own.is_empty() {
-        let owner = super::company::OWNER.id;
+        let owner = super::COMPANY_OWNER.id;
         return Err(Finding::Skip(format!(
             "inconclusive: every call that failed, then succeeded made again alone, was a create \
              that failed as the creates at once of {owner} did (see {owner}): {}",
