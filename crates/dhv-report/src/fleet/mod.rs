@@ -5,8 +5,9 @@
 //! every node and reads the results side by side: checks × nodes, the nodes grouped by
 //! plugin build, the non-conformant ones first with what failed and how to repeat it.
 //!
-//! Reports are read one at a time ([`read_report`], on a few threads in
-//! [`merge_files`]) and folded into a [`Merger`], which keeps one status per check and
+//! Reports are read one at a time (`read_report`, on a few threads in
+//! `merge_files`, both of the `files` feature; [`parse_report`] from bytes)
+//! and folded into a [`Merger`], which keeps one status per check and
 //! node and the text of the checks that did not pass, never a whole report: memory
 //! follows the size of the matrix, not of the reports.
 //! [`to_fleet_json`], [`to_fleet_markdown`] and [`to_fleet_junit`] render the result.

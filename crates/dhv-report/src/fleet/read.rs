@@ -123,7 +123,7 @@ pub fn read_report(path: &Path, buf: &mut Vec<u8>) -> Result<NodeReport, FleetEr
 }
 
 /// One node's report from its bytes (`path` names it in errors): what
-/// [`read_report`] does once the file is read, for a reader that has the
+/// `read_report` (the `files` feature) does once the file is read, for a reader that has the
 /// bytes already.
 pub fn parse_report(path: &Path, buf: &[u8]) -> Result<NodeReport, FleetError> {
     let lean: Lean<'_> = match serde_json::from_slice(buf) {

@@ -47,7 +47,7 @@ pub enum SnapshotOutcome {
 }
 
 /// Compares `run` with `stored`, the text of the snapshot at `path` (`None`:
-/// there is none), as [`compare`] does once it has read the file.
+/// there is none), as `compare` (the `files` feature) does once it has read the file.
 pub fn compare_stored(path: &Path, stored: Option<&str>, run: &Normalised) -> SnapshotOutcome {
     let Some(stored) = stored else {
         return SnapshotOutcome::Missing {
