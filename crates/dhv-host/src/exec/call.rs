@@ -245,8 +245,9 @@ enum Holding {
     /// redirection on a loaded host, say. Not a leak.
     Closed,
     /// A holder was seen keeping a pipe: waiting for something (asleep or
-    /// stopped) two looks in a row, having run longer than the wait-delay, or
-    /// still holding when the bound ran out.
+    /// stopped) two looks in a row, having run longer than the wait-delay,
+    /// stuck in an uninterruptible wait at the bound, or still only runnable
+    /// at the far bound.
     Kept,
     /// No process of the call could be seen holding a pipe that is open: the
     /// sweep and the pipes' state decide.
@@ -257,14 +258,17 @@ enum Holding {
 /// again (and again at this pace): a killed process normally exits at once.
 const KILLED_LOOK: Duration = Duration::from_millis(500);
 
-/// How often, and how long at most, the holders of a pipe left open after the
-/// wait-delay are looked at. Waiting for a CPU is not holding: on a loaded host
-/// a shell's background child can wait longer than the wait-delay to run the
-/// redirection that lets go of stdout, and that is the host's doing, not the
-/// plugin's. The bound is reached only by a holder that neither waits, nor
-/// runs, nor lets go: one stuck in an uninterruptible wait.
+/// How often the holders of a pipe left open after the wait-delay are looked
+/// at, and for how long at most. Waiting for a CPU is not holding: on a loaded
+/// host a shell's background child can wait longer than the wait-delay to run
+/// the redirection that lets go of stdout, and that is the host's doing, not
+/// the plugin's. So [`HOLDER_BOUND`] ends the looks only when the last look
+/// saw no holder (the sweep decides) or one stuck in an uninterruptible wait;
+/// holders that are only runnable are given until [`RUNNABLE_BOUND`], a bound
+/// still, so that no call holds up the run for good.
 const HOLDER_LOOK: Duration = Duration::from_millis(5);
 const HOLDER_BOUND: Duration = Duration::from_secs(5);
+const RUNNABLE_BOUND: Duration = Duration::from_secs(60);
 
 /// Tells a holder keeping a call's pipe open from one still on its way to
 /// letting go, by what the holder does rather than by the time it took: a
@@ -277,7 +281,7 @@ async fn kept_open(
     err: &mut Capture,
     wait_delay: Duration,
 ) -> Holding {
-    let bound = Instant::now() + HOLDER_BOUND;
+    let start = Instant::now();
     let mut asleep: Vec<i32> = Vec::new();
     let mut unseen = 0;
     loop {
@@ -296,8 +300,11 @@ async fn kept_open(
             unseen = 0;
         }
         let was_asleep = std::mem::take(&mut asleep);
-        if keeps(&holders, &was_asleep, wait_delay, &mut asleep) || Instant::now() >= bound {
+        if keeps(&holders, &was_asleep, wait_delay, &mut asleep) {
             return Holding::Kept;
+        }
+        if let Some(decided) = at_the_bound(&holders, start.elapsed()) {
+            return decided;
         }
         drain_until(out, err, HOLDER_LOOK).await;
     }
@@ -306,7 +313,7 @@ async fn kept_open(
 /// Whether a call's pipe, open with no process of the call seen holding it
 /// and its leftovers swept, is held by someone who keeps it for the plugin: a
 /// process outside the harness (a daemon that left the call's cgroup and
-/// group), or nobody letting go within the bound. A pipe held only by the
+/// group), or, at the bound, a holder out of sight. A pipe held only by the
 /// harness's own (a neighbour call's clone before its exec, which on a loaded
 /// host may wait long for a CPU) is let go and is no leak.
 async fn held_after_the_sweep(out: &mut Capture, err: &mut Capture) -> bool {
@@ -315,8 +322,12 @@ async fn held_after_the_sweep(out: &mut Capture, err: &mut Capture) -> bool {
         if out.eof && err.eof {
             return false;
         }
-        if !os::holders(&pipe_ids(out, err)).is_empty() || Instant::now() >= bound {
+        let ids = pipe_ids(out, err);
+        if !os::holders(&ids).is_empty() {
             return true;
+        }
+        if Instant::now() >= bound {
+            return !os::harness_holds(&ids);
         }
         drain_until(out, err, OUTSIDE_LOOK).await;
     }
@@ -353,6 +364,22 @@ fn keeps(
         }
     }
     kept
+}
+
+/// What the looks at a pipe's `holders` decide once `looked` has passed a
+/// bound, or `None` to look again: after [`HOLDER_BOUND`], a look that saw no
+/// holder leaves it to the sweep, and a holder stuck in an uninterruptible
+/// wait keeps the pipe; holders that are only runnable are waited for until
+/// [`RUNNABLE_BOUND`], and then keep it.
+fn at_the_bound(holders: &[(i32, os::Activity)], looked: Duration) -> Option<Holding> {
+    if looked < HOLDER_BOUND {
+        return None;
+    }
+    if holders.is_empty() {
+        return Some(Holding::Unseen);
+    }
+    let stuck = holders.iter().any(|(_, a)| a.stuck);
+    (stuck || looked >= RUNNABLE_BOUND).then_some(Holding::Kept)
 }
 
 /// The inodes of a call's stdout and stderr pipes, so that leftovers holding

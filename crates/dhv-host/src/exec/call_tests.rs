@@ -4,7 +4,14 @@ use super::*;
 
 fn holder(pid: i32, waiting: bool, cpu_ms: u64) -> (i32, os::Activity) {
     let cpu = Duration::from_millis(cpu_ms);
-    (pid, os::Activity { waiting, cpu })
+    (
+        pid,
+        os::Activity {
+            waiting,
+            stuck: false,
+            cpu,
+        },
+    )
 }
 
 #[test]
@@ -49,4 +56,22 @@ fn a_holder_asleep_twice_in_a_row_or_that_ran_past_the_delay_keeps_the_pipe() {
     assert!(!keeps(&[holder(8, true, 0)], &[7], delay, &mut Vec::new()));
     // Running, but longer than the wait-delay: a busy holder keeps it.
     assert!(keeps(&[holder(9, false, 150)], &[], delay, &mut Vec::new()));
+}
+
+#[test]
+fn the_bound_keeps_a_pipe_only_for_a_holder_seen_holding_it() {
+    let bound = HOLDER_BOUND;
+    let runnable = [holder(7, false, 2)];
+    let mut stuck = holder(8, false, 2);
+    stuck.1.stuck = true;
+    // Before the bound, every look goes on.
+    assert_eq!(at_the_bound(&[stuck], bound / 2), None);
+    // At it, a last look that saw nobody is the sweep's to decide, never a
+    // leak by the clock alone (the looks are slow on a loaded host).
+    assert_eq!(at_the_bound(&[], bound), Some(Holding::Unseen));
+    // A holder in an uninterruptible wait keeps it.
+    assert_eq!(at_the_bound(&[stuck], bound), Some(Holding::Kept));
+    // One only waiting for a CPU is given until the far bound.
+    assert_eq!(at_the_bound(&runnable, bound), None);
+    assert_eq!(at_the_bound(&runnable, RUNNABLE_BOUND), Some(Holding::Kept));
 }

@@ -35,6 +35,18 @@ pub(crate) type FileId = (u64, u64);
 /// run: neither is a leftover). A working dir is no hold: a user's shell
 /// sitting in a leftover dir is no leftover.
 pub fn holders(files: &[FileId]) -> Vec<i32> {
+    holding(files, false)
+}
+
+/// Whether a process running this very program, other than this one (a clone
+/// of the harness before its exec, say), holds one of `files`.
+pub(crate) fn harness_holds(files: &[FileId]) -> bool {
+    !holding(files, true).is_empty()
+}
+
+/// The pids other than this process and its ancestors that hold one of
+/// `files`: those running this program when `ours`, else the others.
+fn holding(files: &[FileId], ours: bool) -> Vec<i32> {
     let mut spared = vec![std::process::id() as i32];
     while let Some(parent) = super::procfs::read_stat(*spared.last().unwrap_or(&1))
         .map(|p| p.ppid)
@@ -56,7 +68,8 @@ pub fn holders(files: &[FileId]) -> Vec<i32> {
             let exe = fs::metadata(format!("/proc/{pid}/exe"))
                 .ok()
                 .map(|m| (m.dev(), m.ino()));
-            exe.is_none() || exe != own_exe
+            let same = exe.is_some() && exe == own_exe;
+            same == ours
         })
         .filter(|&pid| holds_any(pid, files))
         .collect();
@@ -178,5 +191,50 @@ mod tests {
         );
         assert!(bystander_lives, "a process holding nothing was killed");
         assert!(holders(&[id]).is_empty());
+    }
+
+    #[test]
+    fn a_pipe_held_by_a_clone_of_the_harness_is_the_harness_s_not_another_s() {
+        use std::os::fd::AsRawFd as _;
+        // Close-on-exec, as the harness's own: no program another test of
+        // this binary starts meanwhile holds them.
+        let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
+        let (r, w) = nix::unistd::pipe2(cloexec).unwrap();
+        let (ctl_r, ctl_w) = nix::unistd::pipe2(cloexec).unwrap();
+        let st = nix::sys::stat::fstat(std::os::fd::AsFd::as_fd(&r)).unwrap();
+        let id = [(st.st_dev, st.st_ino)];
+        // This process holds both ends: never another's.
+        assert!(holders(&id).is_empty());
+        // A clone of this process that has not run another program, as a
+        // plugin's clone before its exec: it holds a copy of every descriptor.
+        // SAFETY: the child makes only async-signal-safe calls (close, read,
+        // _exit) on descriptors it inherited, then exits.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let mut byte = 0u8;
+            // SAFETY: closes its copy of the control pipe's write end (so that
+            // the read ends when ours closes), and reads at most one byte into
+            // a byte of its own.
+            unsafe {
+                libc::close(ctl_w.as_raw_fd());
+                libc::read(ctl_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        assert!(child > 0, "fork failed");
+        drop(ctl_r);
+        let seen = harness_holds(&id);
+        let outside = holders(&id);
+        drop(ctl_w);
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None);
+        drop((r, w));
+        assert!(
+            seen,
+            "the clone holding the pipe was not seen as the harness's"
+        );
+        assert!(
+            outside.is_empty(),
+            "counted as another program's: {outside:?}"
+        );
     }
 }

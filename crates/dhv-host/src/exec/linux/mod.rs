@@ -63,6 +63,7 @@ pub use cgroup_run::{NO_CGROUP_VAR, remove_dead_run_cgroups};
 pub(crate) use cgroup_v1::free_from_freezer;
 pub(crate) use hold::{HeldCall, can_hold, serve as serve_holds};
 pub use holders::Holder;
+pub(crate) use holders::harness_holds;
 pub use holders::{holders, kill_holders};
 pub(crate) use process_wide::{ensure_subreaper, forget_leader};
 pub(crate) use procfs::{Activity, thread_cpu_wait};

@@ -58,12 +58,15 @@ pub(crate) fn read_stat(pid: i32) -> Option<Proc> {
     })
 }
 
-/// What a process is doing: whether it is waiting (asleep or stopped, not
-/// runnable nor in an uninterruptible wait), and the CPU it has used so far.
+/// What a process is doing: whether it is waiting (asleep or stopped), in an
+/// uninterruptible wait, or neither (runnable: running, or waiting for a
+/// CPU), and the CPU it has used so far.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Activity {
     /// Asleep (`S`) or stopped (`T`, `t`): it waits for something, not for a CPU.
     pub waiting: bool,
+    /// In an uninterruptible wait (`D`): neither runnable nor able to be woken.
+    pub stuck: bool,
     /// User and system time since it started.
     pub cpu: std::time::Duration,
 }
@@ -75,6 +78,7 @@ pub(crate) fn activity(pid: i32) -> Option<Activity> {
             field.get(14)?.parse::<u64>().ok()? + field.get(15)?.parse::<u64>().ok()?;
         Some(Activity {
             waiting: matches!(field.get(3)?, "S" | "T" | "t"),
+            stuck: field.get(3)? == "D",
             cpu: std::time::Duration::from_nanos(
                 ticks.saturating_mul(1_000_000_000 / ticks_per_second()),
             ),
