@@ -52,9 +52,18 @@ fn assert_verdicts(name: &str, report: &Report) {
         .filter(|f| !optional.contains(*f))
         .collect();
     let missing: Vec<_> = expected.difference(&got).collect();
+    // What the unexpected ones said: a finding that shows up on a loaded CI
+    // host is read from this message, not reproduced.
+    let said: Vec<String> = report
+        .checks
+        .iter()
+        .filter(|c| unexpected.contains(&&format!("{}:{}", c.id, c.status)))
+        .map(|c| format!("{}: {}", c.id, c.message))
+        .collect();
     assert!(
         unexpected.is_empty() && missing.is_empty(),
-        "{name}: unexpected findings {unexpected:?}, missing findings {missing:?}"
+        "{name}: unexpected findings {unexpected:?}, missing findings {missing:?}\n{}",
+        said.join("\n")
     );
     assert_eq!(
         report.checks.len(),

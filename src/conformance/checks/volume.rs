@@ -185,7 +185,7 @@ async fn capacity_enforced(ctx: &Ctx) -> FindingResult {
             )));
         }
     };
-    still_works(ctx, dir, &canary)?;
+    still_works(ctx, dir, &canary).await?;
     ctx.steps()
         .delete_ok(&req, &resp.path, "delete the filled volume")
         .await?;
@@ -234,14 +234,14 @@ fn fill_sizes(req: &CreateRequest, resp: &CreateResponse) -> Result<(u64, u64), 
 /// or removed.
 async fn fill_past(ctx: &Ctx, path: &str, past: u64) -> Result<std::io::Result<()>, Finding> {
     let dir = Path::new(path);
-    let fill = ctx
-        .dirs()
-        .create_new_in(dir, ".dhv-conform-fill")
-        .map_err(|e| Finding::Fail(format!("expected a writable volume at {path:?}: {e}")))?;
     let host = ctx.shared_host();
-    let written = tokio::task::spawn_blocking(move || host.fill(fill, past))
+    let written = ctx
+        .dirs()
+        .write_new_in(dir, ".dhv-conform-fill", move |fill| {
+            Ok(host.fill(fill, past))
+        })
         .await
-        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+        .map_err(|e| Finding::Fail(format!("expected a writable volume at {path:?}: {e}")))?;
     // The space must be free again before the volume is tried once more.
     ctx.dirs()
         .remove_file(&dir.join(".dhv-conform-fill"))
@@ -251,7 +251,7 @@ async fn fill_past(ctx: &Ctx, path: &str, past: u64) -> Result<std::io::Result<(
 
 /// After the refused write: the file written before it is intact and the
 /// volume takes a new file.
-fn still_works(ctx: &Ctx, dir: &Path, canary: &Path) -> Result<(), Finding> {
+async fn still_works(ctx: &Ctx, dir: &Path, canary: &Path) -> Result<(), Finding> {
     if !crate::conformance::context::canary_intact(ctx.host(), canary) {
         return Err(Finding::Fail(
             "writing past the volume's size was refused, but the file written before it is damaged"
@@ -260,8 +260,10 @@ fn still_works(ctx: &Ctx, dir: &Path, canary: &Path) -> Result<(), Finding> {
     }
     let after = ctx
         .dirs()
-        .create_new_in(dir, ".dhv-conform-after")
-        .and_then(|mut f| std::io::Write::write_all(&mut f, b"still works\n"));
+        .write_new_in(dir, ".dhv-conform-after", |mut f| {
+            std::io::Write::write_all(&mut f, b"still works\n")
+        })
+        .await;
     let _ = ctx.dirs().remove_file(&dir.join(".dhv-conform-after"));
     if let Err(e) = after {
         return Err(Finding::Fail(format!(

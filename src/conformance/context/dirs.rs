@@ -1,9 +1,12 @@
 //! A check's dirs as it sees them ([`Dirs`]): its own dir and volumes dir,
 //! dirs made below them, and the files it writes there, each made new and
 //! removed at the end of the check (see [`sandbox`](super::sandbox) for how).
+//! Each is written and removed inside the descriptor fence ([`fence`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use dhv_host::fence;
 
 use super::{Sandbox, Shared};
 
@@ -64,27 +67,45 @@ impl Dirs {
     /// elsewhere, say) is never written through, and is an error whose
     /// kind is `AlreadyExists`.
     pub fn plant(&self, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
-        self.sandbox
-            .plant(&self.run.root_dir, &self.run.planted, self.owner, dir, name)
+        fence::within(|| {
+            self.sandbox
+                .plant(&self.run.root_dir, &self.run.planted, self.owner, dir, name)
+        })
     }
 
-    /// A new file `name` in `dir` for a check to fill (see
-    /// [`Sandbox::create_file`]); removed at the end of the check, or
-    /// earlier by [`remove_file`](Self::remove_file).
-    pub fn create_new_in(&self, dir: &Path, name: &str) -> std::io::Result<std::fs::File> {
-        self.sandbox
-            .create_file(&self.run.root_dir, &self.run.planted, self.owner, dir, name)
+    /// Makes a new file `name` in `dir` (see [`Sandbox::create_file`]) and
+    /// hands it to `write`, on a blocking thread (a write may take long),
+    /// all inside the descriptor fence ([`fence`]): the file is closed before
+    /// a plugin is started again, so no plugin's clone keeps a copy of it (a
+    /// copy keeps a volume's mount busy). The file is removed at the end of
+    /// the check, or earlier by [`remove_file`](Self::remove_file).
+    pub async fn write_new_in<R: Send + 'static>(
+        &self,
+        dir: &Path,
+        name: &str,
+        write: impl FnOnce(std::fs::File) -> std::io::Result<R> + Send + 'static,
+    ) -> std::io::Result<R> {
+        let (sandbox, run, owner) = (self.sandbox.clone(), self.run.clone(), self.owner);
+        let (dir, name) = (dir.to_path_buf(), name.to_string());
+        tokio::task::spawn_blocking(move || {
+            fence::within(|| {
+                let file = sandbox.create_file(&run.root_dir, &run.planted, owner, &dir, &name)?;
+                write(file)
+            })
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
     }
 
     /// Removes a file this check made (by name, only while it is the file
     /// that was made).
     pub fn remove_file(&self, path: &Path) -> Result<(), String> {
-        self.run.planted.remove_path(self.owner, path)
+        fence::within(|| self.run.planted.remove_path(self.owner, path))
     }
 
     /// Removes the files this check wrote that are still the files it made
     /// (by name, in the dirs it made them in).
     pub(super) fn remove_canaries(&self) {
-        let _ = self.run.planted.remove(Some(self.owner));
+        let _ = fence::within(|| self.run.planted.remove(Some(self.owner)));
     }
 }

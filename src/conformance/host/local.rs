@@ -1,6 +1,8 @@
 //! This machine as the run's host ([`LocalHost`]): plugin calls are local
 //! processes ([`LocalProcess`]), and what the checks look at is read here,
-//! through `safe_fs` where it has a careful reader, else `std::fs`.
+//! through `safe_fs` where it has a careful reader, else `std::fs`. Every
+//! look that opens a descriptor in a plugin's paths is made inside the
+//! descriptor fence ([`fence`]), so that no plugin's clone copies it.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
@@ -13,6 +15,7 @@ use super::{
 };
 use crate::plugin::transport::{LocalProcess, Transport};
 use crate::safe_fs;
+use dhv_host::fence;
 
 /// The machine the harness runs on: its plugin calls are processes started
 /// here, and its disks, mounts and loop devices are this machine's.
@@ -111,47 +114,30 @@ impl Host for LocalHost {
     }
 
     fn list_dir(&self, path: &Path) -> std::io::Result<DirList> {
-        let (mode, names) = safe_fs::list_dir(path)?;
-        Ok(DirList { mode, names })
+        fence::within(|| {
+            let (mode, names) = safe_fs::list_dir(path)?;
+            Ok(DirList { mode, names })
+        })
     }
 
     fn dir_names(&self, dir: &Path, cap: usize) -> std::io::Result<Vec<std::ffi::OsString>> {
-        Ok(std::fs::read_dir(dir)?
-            .flatten()
-            .take(cap)
-            .map(|e| e.file_name())
-            .collect())
+        fence::within(|| {
+            Ok(std::fs::read_dir(dir)?
+                .flatten()
+                .take(cap)
+                .map(|e| e.file_name())
+                .collect())
+        })
     }
 
     fn walk(&self, dir: &Path, cap: usize) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                let path = e.path();
-                let rel = path
-                    .strip_prefix(dir)
-                    .unwrap_or(&path)
-                    .to_string_lossy()
-                    .into_owned();
-                // The entry's own type (d_type): a symlink is never followed.
-                if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                    stack.push(path);
-                }
-                out.insert(rel);
-                if out.len() >= cap {
-                    return out;
-                }
-            }
-        }
-        out
+        fence::within(|| walk_tree(dir, cap))
     }
 
     fn read_small(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-        safe_fs::read_bounded(path, limit, safe_fs::Links::Refuse).map_err(|e| e.into_io())
+        fence::within(|| {
+            safe_fs::read_bounded(path, limit, safe_fs::Links::Refuse).map_err(|e| e.into_io())
+        })
     }
 
     fn space(&self, path: &Path) -> std::io::Result<Space> {
@@ -182,15 +168,15 @@ impl Host for LocalHost {
     }
 
     fn is_block_device(&self, path: &Path) -> bool {
-        safe_fs::is_block_device(path)
+        fence::within(|| safe_fs::is_block_device(path))
     }
 
     fn block_device_size(&self, path: &Path) -> std::io::Result<u64> {
-        safe_fs::block_device_size(path)
+        fence::within(|| safe_fs::block_device_size(path))
     }
 
     fn has_marker(&self, path: &Path, bytes: &[u8]) -> bool {
-        safe_fs::has_marker(path, bytes)
+        fence::within(|| safe_fs::has_marker(path, bytes))
     }
 
     fn loop_backing(&self, path: &Path) -> Option<PathBuf> {
@@ -214,11 +200,11 @@ impl Host for LocalHost {
     }
 
     fn attach_loop(&self, image: &Path, root: &Path) -> std::io::Result<LoopDevice> {
-        safe_fs::attach(image, root)
+        fence::within(|| safe_fs::attach(image, root))
     }
 
     fn detach_loop(&self, dev: &LoopDevice, bound: Duration) -> std::io::Result<()> {
-        safe_fs::detach_and_wait(dev, bound)
+        fence::within(|| safe_fs::detach_and_wait(dev, bound))
     }
 
     fn mounts(&self) -> std::io::Result<Vec<Mount>> {
@@ -238,54 +224,92 @@ impl Host for LocalHost {
     }
 
     fn fill(&self, file: std::fs::File, bytes: u64) -> std::io::Result<()> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: the fd is open for the call, and fallocate writes no memory of ours.
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, bytes as libc::off_t) };
-        if rc == 0 {
-            return file.sync_all();
-        }
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
-            return Err(err);
-        }
-        let block = vec![0xa5u8; 1 << 20];
-        let mut file = file;
-        let mut left = bytes;
-        while left > 0 {
-            let n = left.min(block.len() as u64) as usize;
-            std::io::Write::write_all(&mut file, &block[..n])?;
-            left -= n as u64;
-        }
-        file.sync_all()
+        fence::within(|| fill_file(file, bytes))
     }
 
     fn device_round_trip(&self, path: &Path, size: u64, write: bool) -> std::io::Result<String> {
-        use std::os::unix::fs::FileExt;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)?;
-        let mut block = vec![0u8; 4096.min(size as usize)];
-        file.read_exact_at(&mut block, 0)?;
-        if !write || size < 4096 {
-            return Ok(
-                "readable, opened for writing (not written: not backed by a file of this run)"
-                    .into(),
-            );
-        }
-        let at = size - 4096;
-        let mut saved = vec![0u8; 4096];
-        file.read_exact_at(&mut saved, at)?;
-        let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 13) as u8).collect();
-        file.write_all_at(&pattern, at)?;
-        file.sync_data()?;
-        let mut back = vec![0u8; 4096];
-        file.read_exact_at(&mut back, at)?;
-        file.write_all_at(&saved, at)?;
-        file.sync_data()?;
-        if back != pattern {
-            return Err(std::io::Error::other("a block written read back different"));
-        }
-        Ok("readable and writable".into())
+        fence::within(|| round_trip(path, size, write))
     }
+}
+
+/// Every path below `dir` (relative to it), at most `cap`, never through a symlink.
+fn walk_tree(dir: &Path, cap: usize) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let rel = path
+                .strip_prefix(dir)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            // The entry's own type (d_type): a symlink is never followed.
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                stack.push(path);
+            }
+            out.insert(rel);
+            if out.len() >= cap {
+                return out;
+            }
+        }
+    }
+    out
+}
+
+/// Fills `file` with `bytes` bytes, allocated or written, and syncs it.
+fn fill_file(file: std::fs::File, bytes: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the fd is open for the call, and fallocate writes no memory of ours.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, bytes as libc::off_t) };
+    if rc == 0 {
+        return file.sync_all();
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
+        return Err(err);
+    }
+    let block = vec![0xa5u8; 1 << 20];
+    let mut file = file;
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(block.len() as u64) as usize;
+        std::io::Write::write_all(&mut file, &block[..n])?;
+        left -= n as u64;
+    }
+    file.sync_all()
+}
+
+/// Reads the device at `path` (of `size` bytes), and when `write`, writes a
+/// block near its end, reads it back and puts back what was there.
+fn round_trip(path: &Path, size: u64, write: bool) -> std::io::Result<String> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let mut block = vec![0u8; 4096.min(size as usize)];
+    file.read_exact_at(&mut block, 0)?;
+    if !write || size < 4096 {
+        return Ok(
+            "readable, opened for writing (not written: not backed by a file of this run)".into(),
+        );
+    }
+    let at = size - 4096;
+    let mut saved = vec![0u8; 4096];
+    file.read_exact_at(&mut saved, at)?;
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 13) as u8).collect();
+    file.write_all_at(&pattern, at)?;
+    file.sync_data()?;
+    let mut back = vec![0u8; 4096];
+    file.read_exact_at(&mut back, at)?;
+    file.write_all_at(&saved, at)?;
+    file.sync_data()?;
+    if back != pattern {
+        return Err(std::io::Error::other("a block written read back different"));
+    }
+    Ok("readable and writable".into())
 }

@@ -17,9 +17,20 @@ pub fn run_tool<S: AsRef<OsStr>>(
     dir: &Path,
     env: &[(&str, &str)],
 ) -> io::Result<Output> {
-    Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         .current_dir(dir)
-        .envs(env.iter().copied())
-        .output()
+        .envs(env.iter().copied());
+    // Its fork copies no descriptor inside a volume (see `fence`); the
+    // spawn returns once the child has run its program.
+    let child = {
+        let _fence = crate::fence::cloning();
+        command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?
+    };
+    child.wait_with_output()
 }

@@ -132,6 +132,8 @@ pub(crate) fn spawn(
     let mut hand_over = hold.as_ref().zip(starts).map(|((send, _), starts)| {
         super::hold::HandOver::new(std::os::fd::AsFd::as_fd(send), starts)
     });
+    // No descriptor inside a volume is copied into the clone (see `fence`).
+    let fence = crate::fence::cloning();
     let cloned = clone_leader(
         &exec,
         &with,
@@ -153,6 +155,7 @@ pub(crate) fn spawn(
             plan.spawn(&exec.path, &exec.argv, &exec.envp)?
         }
     };
+    drop(fence);
     drop((out_w, err_w));
     Ok(Spawned {
         pid,
