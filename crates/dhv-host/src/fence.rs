@@ -7,11 +7,11 @@
 //! before that, and a copied descriptor inside a volume keeps the volume's
 //! mount busy for as long: a neighbour check's `umount` then fails, a failure
 //! that is the harness's and would be judged the plugin's. So the harness
-//! opens descriptors inside plugins' paths only [`inside`] the fence (a shared
-//! hold, any number at once), and a plugin is cloned only under
-//! `cloning` (the runner's), which waits until no such descriptor is open and keeps new
-//! ones from being opened until the clone is made: the table it copies holds
-//! none.
+//! opens descriptors inside plugins' paths only [`inside`] the fence (an
+//! exclusive hold, short), and a plugin is cloned only under `cloning` (the
+//! runner's; a shared hold, so spawns never wait for each other), which waits
+//! until no such descriptor is open and keeps new ones from being opened until
+//! the clone is made: the table it copies holds none.
 //!
 //! A file that must stay open while plugins run (a check holding a volume in
 //! use) is held on a thread with a table of its own instead
@@ -20,28 +20,27 @@
 use std::cell::Cell;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-/// Shared by the holders of descriptors inside plugins' paths, exclusive for
-/// a clone.
+/// Exclusive for a holder of descriptors inside plugins' paths, shared by
+/// the clones.
 static FENCE: RwLock<()> = RwLock::new(());
 
 thread_local! {
     /// How many [`Inside`]s this thread holds: only the outermost takes the
-    /// lock (a read lock taken twice by one thread can deadlock behind a
-    /// waiting clone).
+    /// lock (taken twice by one thread, it would wait for itself).
     static DEPTH: Cell<usize> = const { Cell::new(0) };
 }
 
-/// A shared hold of the fence: while it lives, no plugin is cloned. Open
+/// An exclusive hold of the fence: while it lives, no plugin is cloned. Open
 /// descriptors inside plugins' paths under it, and close them before it is
 /// dropped. Not `Send`: it cannot be held across an `.await` of a task that
 /// may move.
 #[must_use = "the fence is let go when this is dropped"]
 pub struct Inside {
-    _guard: Option<RwLockReadGuard<'static, ()>>,
+    _guard: Option<RwLockWriteGuard<'static, ()>>,
 }
 
-/// Holds the fence (shared) until the returned [`Inside`] is dropped; nested
-/// holds on one thread are free.
+/// Holds the fence until the returned [`Inside`] is dropped; nested holds on
+/// one thread are free.
 pub fn inside() -> Inside {
     let outermost = DEPTH.with(|d| {
         let depth = d.get();
@@ -49,7 +48,7 @@ pub fn inside() -> Inside {
         depth == 0
     });
     Inside {
-        _guard: outermost.then(|| crate::sync::read(&FENCE)),
+        _guard: outermost.then(|| crate::sync::write(&FENCE)),
     }
 }
 
@@ -66,14 +65,14 @@ pub fn within<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The exclusive hold a clone is made under: it waits until no thread is
+/// The shared hold a clone is made under: it waits until no thread is
 /// [`inside`]. `None` on a thread that is inside itself (it would wait for
 /// itself), where the clone goes ahead: no code of the harness starts a
 /// process while it holds a descriptor inside a plugin's path.
-pub(crate) fn cloning() -> Option<RwLockWriteGuard<'static, ()>> {
+pub(crate) fn cloning() -> Option<RwLockReadGuard<'static, ()>> {
     let inside_here = DEPTH.with(|d| d.get() > 0);
     debug_assert!(!inside_here, "a process started inside the fence");
-    (!inside_here).then(|| crate::sync::write(&FENCE))
+    (!inside_here).then(|| crate::sync::read(&FENCE))
 }
 
 #[cfg(test)]

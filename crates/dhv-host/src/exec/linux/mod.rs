@@ -147,7 +147,7 @@ pub(crate) fn start_leader(
         Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && cgroup_capture::come_home() => spawn(),
         started => started,
     }?;
-    in_flight.recorded(spawned.pid, started);
+    in_flight.recorded(spawned.pid, started, EnvBlock::clone(env));
     let call = Tracked {
         pgid: spawned.pid,
         env: EnvBlock::clone(env),

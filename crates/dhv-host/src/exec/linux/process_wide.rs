@@ -20,6 +20,7 @@ use std::fs;
 use std::sync::{Mutex, MutexGuard, Once, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::procfs::{parse_pids, reread, reread_small, stat_fields};
+use super::spawn::EnvBlock;
 
 /// Makes this process a child subreaper, once. Failure is not fatal: escaped
 /// daemons are then re-parented to init and only group members are found.
@@ -30,9 +31,21 @@ pub(crate) fn ensure_subreaper() {
     });
 }
 
-/// Leaders this process spawned and has not finished with, whichever
-/// supervisor owns them, with when their call started (clock ticks since boot).
-static LEADERS: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
+/// A call whose leader this process spawned and has not finished with,
+/// whichever supervisor owns it.
+#[derive(Debug, Clone)]
+pub(crate) struct LiveCall {
+    /// Its leader, also its process group id.
+    pub leader: i32,
+    /// When it started, in clock ticks since boot.
+    pub started: u64,
+    /// The environment it was started with: what it starts inherits it,
+    /// unless it changes it.
+    pub env: EnvBlock,
+}
+
+/// The live calls (see [`LiveCall`]).
+static LEADERS: Mutex<Vec<LiveCall>> = Mutex::new(Vec::new());
 
 /// Spawns in flight hold it for reading, from before their leader is born
 /// until it is in [`LEADERS`]; whoever must not meet a leader that is born
@@ -47,9 +60,13 @@ pub(crate) struct SpawnInFlight(RwLockReadGuard<'static, ()>);
 
 impl SpawnInFlight {
     /// Records the freshly spawned leader `pid`, whose call started at
-    /// `started`, and ends the spawn.
-    pub fn recorded(self, pid: i32, started: u64) {
-        crate::sync::lock(&LEADERS).push((pid, started));
+    /// `started` with the environment `env`, and ends the spawn.
+    pub fn recorded(self, pid: i32, started: u64, env: EnvBlock) {
+        crate::sync::lock(&LEADERS).push(LiveCall {
+            leader: pid,
+            started,
+            env,
+        });
         drop(self.0);
     }
 }
@@ -67,12 +84,12 @@ pub(crate) fn settled() -> RwLockWriteGuard<'static, ()> {
 }
 
 /// The set of live leaders, locked.
-pub(crate) struct Leaders(MutexGuard<'static, Vec<(i32, u64)>>);
+pub(crate) struct Leaders(MutexGuard<'static, Vec<LiveCall>>);
 
 impl Leaders {
     /// Whether `pid` is a live leader.
     pub fn contains(&self, pid: i32) -> bool {
-        self.0.iter().any(|&(p, _)| p == pid)
+        self.0.iter().any(|c| c.leader == pid)
     }
 }
 
@@ -82,15 +99,14 @@ pub(crate) fn leaders() -> Leaders {
     Leaders(crate::sync::lock(&LEADERS))
 }
 
-/// The live leaders now (each is also the process group id of its call),
-/// each with when its call started.
-pub(crate) fn live_calls() -> Vec<(i32, u64)> {
+/// The live calls now.
+pub(crate) fn live_calls() -> Vec<LiveCall> {
     leaders().0.clone()
 }
 
 /// Forgets a leader once its call is over.
 pub(crate) fn forget_leader(pid: i32) {
-    leaders().0.retain(|&(p, _)| p != pid);
+    leaders().0.retain(|c| c.leader != pid);
 }
 
 /// Our children that no live call owns as a leader: orphans re-parented to us.

@@ -21,7 +21,7 @@ use nix::unistd::Pid;
 
 use super::cgroup::{CallCgroup, in_other_live_call};
 use super::cgroup_capture::Interruptions;
-use super::process_wide::{self, unexpected_children};
+use super::process_wide::{self, LiveCall, unexpected_children};
 use super::procfs::{
     Proc, cgroup_path, cmdline, environ_matches, holds_pipe, process_table, read_stat,
 };
@@ -127,9 +127,9 @@ fn members(call: &Tracked) -> Vec<Proc> {
         }
     }
     let me = std::process::id() as i32;
-    let others: Vec<(i32, u64)> = process_wide::live_calls()
+    let others: Vec<LiveCall> = process_wide::live_calls()
         .into_iter()
-        .filter(|&(leader, _)| leader != pgid)
+        .filter(|c| c.leader != pgid)
         .collect();
     let table = process_table();
     let mut children: HashMap<i32, Vec<usize>> = HashMap::new();
@@ -144,7 +144,7 @@ fn members(call: &Tracked) -> Vec<Proc> {
         // Still in the process group of another call not yet swept: that
         // call's, even when both were started with the same environment
         // (identical concurrent requests).
-        let in_another_call = p.pgid != pgid && others.iter().any(|&(g, _)| g == p.pgid);
+        let in_another_call = p.pgid != pgid && others.iter().any(|c| c.leader == p.pgid);
         let orphan_of_call = p.ppid == me
             && remains.strays.contains(&p.pid)
             && !in_another_call
@@ -165,12 +165,16 @@ fn members(call: &Tracked) -> Vec<Proc> {
 /// Whether `call` claims `p`, an orphan re-parented to us that is in no
 /// live call's process group. Every such orphan descends from some call (this
 /// process starts nothing else that leaves its process group), whatever
-/// cgroup it moved to: it is this call's unless it is in the cgroup of
-/// another live call, or could only be another live call's (born before this
-/// call started, while another was live). So each is claimed by some sweep,
-/// at the latest by the last call's; with several calls at once, one born
-/// while both ran may be named under the other.
-fn claims_stray(call: &Tracked, p: &Proc, others: &[(i32, u64)]) -> bool {
+/// cgroup it moved to: it is this call's when it has this call's environment;
+/// else unless it is in the cgroup of another live call, has another live
+/// call's environment (without cgroups, as an unprivileged user, the one mark
+/// of whose it is: a daemon of a neighbour, not swept yet, was named under a
+/// failed create and failed `failure.clean`), or could only be another live
+/// call's (born before this call started, while another was live). So each
+/// is claimed by some sweep, at the latest by the last call's; with several
+/// calls at once, one that changed its environment and was born while both
+/// ran may be named under the other.
+fn claims_stray(call: &Tracked, p: &Proc, others: &[LiveCall]) -> bool {
     if p.zombie || environ_matches(p.pid, &call.env) {
         return true;
     }
@@ -181,10 +185,12 @@ fn claims_stray(call: &Tracked, p: &Proc, others: &[(i32, u64)]) -> bool {
     }
     let held =
         cgroup_path(p.pid).is_some_and(|rel| in_other_live_call(&rel, call.cgroup.as_deref()));
+    if held || others.iter().any(|o| environ_matches(p.pid, &o.env)) {
+        return false;
+    }
     // Start times have a tick's resolution: one tick of slack.
     let born_in_call = p.started + 1 >= call.started;
-    let no_other_could = others.iter().all(|&(_, started)| started > p.started + 1);
-    !held && (born_in_call || no_other_could)
+    born_in_call || others.iter().all(|o| o.started > p.started + 1)
 }
 
 /// [`members`], with every live one stopped (SIGSTOP) and the table read
@@ -345,4 +351,69 @@ pub(crate) fn sweep_detached(
             std::thread::sleep(Duration::from_millis(1));
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt as _;
+
+    fn env(volume: &str) -> EnvBlock {
+        super::super::spawn::env_block(&[
+            ("DHV_OPERATION".into(), "create".into()),
+            ("DHV_VOLUME_ID".into(), volume.into()),
+        ])
+        .unwrap()
+    }
+
+    fn call(env: EnvBlock, started: u64) -> Tracked {
+        Tracked {
+            pgid: -1,
+            env,
+            cgroup: None,
+            started,
+            interruptions: Interruptions::default(),
+        }
+    }
+
+    /// Without cgroups (an unprivileged run) a daemon is known by the
+    /// environment it inherited: one with another live call's is that call's,
+    /// even when it was born while this call ran.
+    #[test]
+    fn a_stray_with_another_live_calls_environment_is_that_calls() {
+        let (mine, theirs) = (env("mine"), env("theirs"));
+        let before = super::super::procfs::boot_ticks().saturating_sub(1);
+        // A daemon in a group of its own, started with the other call's
+        // environment while both calls are live.
+        let mut daemon = std::process::Command::new("sleep")
+            .arg("1011.1")
+            .env_clear()
+            .envs([("DHV_OPERATION", "create"), ("DHV_VOLUME_ID", "theirs")])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = daemon.id() as i32;
+        // Its environment is its own once it has run its program.
+        let bound = std::time::Instant::now() + Duration::from_secs(10);
+        while !environ_matches(pid, &theirs) && std::time::Instant::now() < bound {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let p = read_stat(pid).expect("the daemon runs");
+        let other = LiveCall {
+            leader: -2,
+            started: before,
+            env: theirs.clone(),
+        };
+        let others = [other.clone()];
+        let claimed_by_mine = claims_stray(&call(mine.clone(), before), &p, &others);
+        let claimed_by_theirs = claims_stray(&call(theirs, before), &p, &[]);
+        // With no live call of that environment, it is claimed as before: born
+        // while this call ran.
+        let claimed_alone = claims_stray(&call(mine, before), &p, &[]);
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+        assert!(!claimed_by_mine, "another live call's daemon was claimed");
+        assert!(claimed_by_theirs, "a call did not claim its own daemon");
+        assert!(claimed_alone, "an orphan born in the call was not claimed");
+    }
 }
