@@ -19,7 +19,7 @@
 use std::fs;
 use std::sync::{Mutex, MutexGuard, Once, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::procfs::{parse_pids, reread, reread_small, stat_fields};
+use super::procfs::{EnvBlock, parse_pids, reread, reread_small, stat_fields};
 
 /// Makes this process a child subreaper, once. Failure is not fatal: escaped
 /// daemons are then re-parented to init and only group members are found.
@@ -38,9 +38,9 @@ pub(crate) struct LiveCall {
     pub leader: i32,
     /// When it started, in clock ticks since boot.
     pub started: u64,
-    /// The environment it was started with (the spawn's `EnvBlock`): what
-    /// it starts inherits it, unless it changes it.
-    pub env: std::sync::Arc<[std::ffi::CString]>,
+    /// The environment it was started with: what it starts inherits it,
+    /// unless it changes it.
+    pub env: EnvBlock,
 }
 
 /// The live calls (see [`LiveCall`]).
@@ -60,7 +60,7 @@ pub(crate) struct SpawnInFlight(RwLockReadGuard<'static, ()>);
 impl SpawnInFlight {
     /// Records the freshly spawned leader `pid`, whose call started at
     /// `started` with the environment `env`, and ends the spawn.
-    pub fn recorded(self, pid: i32, started: u64, env: std::sync::Arc<[std::ffi::CString]>) {
+    pub fn recorded(self, pid: i32, started: u64, env: EnvBlock) {
         crate::sync::lock(&LEADERS).push(LiveCall {
             leader: pid,
             started,

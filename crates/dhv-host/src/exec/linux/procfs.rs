@@ -172,6 +172,10 @@ pub(crate) fn parse_pids(text: &[u8], pids: &mut Vec<i32>) {
 /// was not read does not count.
 pub(crate) const ENVIRON_CAP: u64 = 8 << 20;
 
+/// A call's environment as handed to `execve`, `KEY=value` each, in order;
+/// shared by the spawn, the live-call table and the sweeps without copying.
+pub(crate) type EnvBlock = std::sync::Arc<[CString]>;
+
 /// Whether `pid`'s environment still holds every variable of `env`, read up
 /// to [`ENVIRON_CAP`] bytes.
 pub(crate) fn environ_matches(pid: i32, env: &[CString]) -> bool {

@@ -14,9 +14,7 @@ use super::clone_spawn::{ChildFds, CloneFailure, above_stdio, clone_spawn};
 use crate::exec::wait_status;
 use dhv_contract::ExitReason;
 
-/// A call's environment as handed to `execve`, `KEY=value` each, in order;
-/// shared by the spawn, the live-call table and the sweeps without copying.
-pub(crate) type EnvBlock = std::sync::Arc<[CString]>;
+pub(crate) use super::procfs::EnvBlock;
 
 /// Builds the [`EnvBlock`] for `env`. Fails on a NUL byte, which no
 /// environment can hold.
