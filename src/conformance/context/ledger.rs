@@ -4,8 +4,8 @@
 //! take the one path of [`route`](super::route).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::Expect;
 use crate::contract::{CreateRequest, DeleteRequest, Operation};
@@ -257,9 +257,14 @@ impl Drop for Solo<'_> {
 
 /// The run's gate, held for one call (only for its drop: the guards are never
 /// read). Every call holds it shared; a call made alone holds it exclusively,
-/// so it waits for the calls in flight and new ones wait for it.
+/// so it waits for the calls in flight and new ones wait for it. The calls of
+/// a burst share one shared hold ([`BurstGate`]): let in one by one, a call
+/// made alone that asked in between would be let in before the rest of the
+/// burst, and wait for the calls of it already held at their first change,
+/// which wait for the rest of the burst.
 pub(super) enum Gate<'a> {
     Shared(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'a, ()>),
+    Burst(#[allow(dead_code)] Arc<tokio::sync::OwnedRwLockReadGuard<()>>),
     Alone(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'a, ()>),
 }
 
@@ -271,5 +276,24 @@ impl Gate<'_> {
         } else {
             Gate::Shared(shared.gate.read().await)
         }
+    }
+}
+
+/// One shared hold of the run's gate for every call of a burst: the first
+/// call of the burst to ask takes it, the others join it, and it is let go
+/// when the last call holding it ends.
+#[derive(Default)]
+pub(crate) struct BurstGate(tokio::sync::Mutex<Weak<tokio::sync::OwnedRwLockReadGuard<()>>>);
+
+impl BurstGate {
+    /// Holds the run's gate for one call of the burst.
+    pub async fn hold(&self, shared: &super::Shared) -> Gate<'static> {
+        let mut held = self.0.lock().await;
+        if let Some(guard) = held.upgrade() {
+            return Gate::Burst(guard);
+        }
+        let guard = Arc::new(shared.gate.clone().read_owned().await);
+        *held = Arc::downgrade(&guard);
+        Gate::Burst(guard)
     }
 }

@@ -142,7 +142,7 @@ pub(crate) struct Shared {
     timing: tokio::sync::OnceCell<()>,
     /// Every call of a check holds it shared; a re-run alone holds it
     /// exclusively (it waits for the calls in flight, and new ones wait for it).
-    gate: tokio::sync::RwLock<()>,
+    gate: Arc<tokio::sync::RwLock<()>>,
     /// How many volumes were named after the fixture's name so far.
     names: std::sync::atomic::AtomicUsize,
     /// Every plugin call of the run runs under it: an interrupt cancels it.
@@ -193,7 +193,7 @@ impl Shared {
             in_flight: std::sync::atomic::AtomicUsize::new(0),
             calls_started: std::sync::atomic::AtomicUsize::new(0),
             timing: tokio::sync::OnceCell::new(),
-            gate: tokio::sync::RwLock::new(()),
+            gate: Arc::new(tokio::sync::RwLock::new(())),
             repeats: Mutex::new(Vec::new()),
             facts: Facts::default(),
             awaited: Awaited::default(),

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::ledger::{Gate, Redo, Solo, again_alone};
+use super::ledger::{BurstGate, Gate, Redo, Solo, again_alone};
 use super::{Calls, Expect, LoggedCall, listing};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{Fingerprint, HostVolumePlugin, PluginCall};
@@ -38,6 +38,8 @@ pub(crate) enum Start<'b> {
 /// the round so that which call goes first varies.
 pub(crate) struct Race {
     start: tokio::sync::Barrier,
+    /// The run's gate, held once for the whole burst.
+    gate: BurstGate,
     plugin: Arc<dyn HostVolumePlugin>,
 }
 
@@ -56,6 +58,7 @@ impl Race {
         )));
         Race {
             start: tokio::sync::Barrier::new(size),
+            gate: BurstGate::default(),
             plugin: calls.shared.settings.target.open(&opts),
         }
     }
@@ -264,12 +267,16 @@ impl Route<'_> {
     /// counted as under way in the check and the run.
     async fn admit(&self, start: Start<'_>) -> (Gate<'_>, Solo<'_>) {
         // Aligned before the gate: a burst call holding the gate while it
-        // waits for the others could deadlock behind a call made alone.
-        if let Start::Raced(race) = start {
-            race.start.wait().await;
-        }
+        // waits for the others could deadlock behind a call made alone; and
+        // let in as one, for the same reason (see [`BurstGate`]).
         let shared = &self.calls.shared;
-        let gate = Gate::hold(shared, matches!(start, Start::Alone)).await;
+        let gate = match start {
+            Start::Raced(race) => {
+                race.start.wait().await;
+                race.gate.hold(shared).await
+            }
+            _ => Gate::hold(shared, matches!(start, Start::Alone)).await,
+        };
         let solo = self
             .calls
             .ledger
