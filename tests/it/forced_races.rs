@@ -257,3 +257,39 @@ fn names_made_outside_a_dir_are_recorded_and_nothing_inside_it() {
         ]
     );
 }
+
+/// A create that takes a lock outside the burst's dir, then makes its
+/// directory in it: the first call to get the lock is held at its mkdir,
+/// and the others wait for a lock only it can give back. They can never
+/// arrive, so the held call is let go as soon as they are seen blocked,
+/// not at the bound (20 s here): the burst costs what the calls cost.
+#[test]
+fn siblings_blocked_on_a_held_calls_lock_are_not_waited_for() {
+    if !need_holds("siblings_blocked_on_a_held_calls_lock_are_not_waited_for") {
+        return;
+    }
+    let s = Scratch::new();
+    let lock = s.path().join("lock");
+    let p = s.plugin(
+        "locked",
+        &format!(
+            "#!/usr/bin/python3\nimport fcntl, os\nf = open({lock:?}, 'a')\nfcntl.flock(f, fcntl.LOCK_EX)\np = os.path.join(os.environ['D'], 'v')\nos.makedirs(p, exist_ok=True)\nprint(p)\n",
+            lock = lock.display().to_string()
+        ),
+    );
+    std::fs::write(&lock, "").unwrap();
+    let dir = s.path().join("scope");
+    std::fs::create_dir(&dir).unwrap();
+    let started = std::time::Instant::now();
+    let out = burst(&p, &dir, 3, 0);
+    let elapsed = started.elapsed();
+    assert!(
+        out.iter().all(|(e, _)| *e == ExitReason::Code(0)),
+        "{out:?}"
+    );
+    let held: Vec<&HoldPoint> = out.iter().filter_map(|(_, h)| h.as_ref()).collect();
+    assert_eq!(held.len(), 1, "one call held, the others blocked on its lock: {out:?}");
+    assert_eq!((held[0].together, held[0].of), (1, 3), "{held:?}");
+    // Let go at the bound, the burst would take 20 s.
+    assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
+}

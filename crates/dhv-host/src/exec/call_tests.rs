@@ -10,6 +10,7 @@ fn holder(pid: i32, waiting: bool, cpu_ms: u64) -> (i32, os::Activity) {
             waiting,
             stuck: false,
             cpu,
+            ended: false,
         },
     )
 }

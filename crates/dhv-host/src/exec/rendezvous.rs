@@ -1,7 +1,9 @@
 //! Races forced, not hoped for: a [`Rendezvous`] holds each of a burst's
-//! calls at its first change of state, until every call of the burst has
-//! reached its own (or ended without one) or a bound passes, then lets them
-//! all go at once, in an order the caller chooses.
+//! calls at its first change of state, until no call of the burst can still
+//! reach its own (every one reached it, ended without one, or is blocked on
+//! something only a held call can end), then lets them all go at once, in
+//! an order the caller chooses. A bound on the wait stays as a last resort,
+//! for a call that sleeps before its change longer than a race is worth.
 //!
 //! Aligned starts do not align a window of microseconds that opens after
 //! 50 ms of interpreter start-up: the calls of a burst reach a
@@ -21,14 +23,23 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::os::HeldCall;
+use super::os::{HeldCall, Tracked};
 
-/// How long the first call held waits for the others, at most: the calls of
-/// a burst start together, so a sibling that has not reached its change by
-/// then is blocked on something (a lock the held one owns, say) or makes
-/// none. A race needs only two calls held together, which a loaded host
-/// still gives well within it.
+/// How long the first call held waits for the others, at most. A sibling
+/// blocked on what a held call owns is not waited for at all (see
+/// [`QUIET`]); this bound is for one that keeps going (or sleeps) without
+/// reaching its change: a race needs only two calls held together, which a
+/// loaded host still gives well within it.
 pub const DEFAULT_HOLD_BOUND: Duration = Duration::from_secs(3);
+
+/// How long a running sibling must be seen blocked, using no CPU, before it
+/// is taken to be unable to arrive: longer than any wait of a call that
+/// goes on by itself between two of its own steps (a pipe to a child that is
+/// being scheduled), far shorter than the bound.
+pub const QUIET: Duration = Duration::from_millis(80);
+
+/// How often the siblings still awaited are looked at while calls are held.
+const LOOK_EVERY: Duration = Duration::from_millis(20);
 
 /// What a call's changes of state are watched for ([`Call::at_changes`](super::Call::at_changes)).
 /// A change of state is a system call that makes, renames, links or removes a
@@ -186,6 +197,19 @@ struct State {
     first_held: Option<Instant>,
     /// Once let go, later changes pass at once.
     released: bool,
+    /// The calls started that have neither reached their change nor ended,
+    /// by seat: what is seen of each while calls are held.
+    running: Vec<(usize, Awaited)>,
+    /// When the siblings were last looked at.
+    looked: Option<Instant>,
+}
+
+/// A call of the burst still awaited, and what was seen of it.
+struct Awaited {
+    call: Tracked,
+    /// The CPU it had used when it was first seen blocked, and when: it is
+    /// blocked for good once it stays so, using no more, for [`QUIET`].
+    blocked_since: Option<(Duration, Instant)>,
 }
 
 impl Rendezvous {
@@ -228,12 +252,20 @@ impl Rendezvous {
         &self.0.scope
     }
 
-    /// The next seat, for a call that starts.
-    pub(crate) fn take_seat(&self) -> Seat {
+    /// The next seat, for a call that starts (its processes: `call`).
+    pub(crate) fn take_seat(&self, call: Option<Tracked>) -> Seat {
         let index = {
             let mut s = crate::sync::lock(&self.0.state);
+            let index = s.seated;
             s.seated += 1;
-            s.seated - 1
+            if let Some(call) = call {
+                let awaited = Awaited {
+                    call,
+                    blocked_since: None,
+                };
+                s.running.push((index, awaited));
+            }
+            index
         };
         Seat {
             rendezvous: self.clone(),
@@ -253,6 +285,7 @@ impl Rendezvous {
             return false;
         }
         s.released = true;
+        s.running.clear();
         let (size, first) = (self.0.size, self.0.first);
         let mut held = std::mem::take(&mut s.held);
         held.sort_by_key(|(seat, ..)| (seat + size - first) % size);
@@ -310,6 +343,7 @@ impl Seat {
             s.accounted += 1;
             s.first_held.get_or_insert_with(Instant::now);
             s.held.push((self.index, call, point));
+            s.running.retain(|(seat, _)| *seat != self.index);
         }
         r.release_if(false);
         Arrival::Held
@@ -322,7 +356,8 @@ impl Seat {
 }
 
 impl Rendezvous {
-    /// Waits until the burst is let go, letting it go at the bound.
+    /// Waits until the burst is let go: by its last call's arrival, once
+    /// every sibling still awaited is blocked for good, or at the bound.
     pub(crate) async fn until_released(&self) {
         let r = self;
         loop {
@@ -340,13 +375,64 @@ impl Rendezvous {
                 notified.await;
                 continue;
             };
+            let look = tokio::time::Instant::now() + LOOK_EVERY;
+            let due = tokio::time::Instant::from_std(due);
             tokio::select! {
                 _ = &mut notified => {}
-                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(due)) => {
-                    r.release_if(true);
+                _ = tokio::time::sleep_until(look.min(due)) => {
+                    let bound = tokio::time::Instant::now() >= due;
+                    if bound || r.none_can_arrive() {
+                        r.release_if(true);
+                    }
                 }
             }
         }
+    }
+
+    /// Whether no call of the burst can still reach its change: every seat
+    /// taken (the burst's calls were let in together, so a seat not taken
+    /// yet is a call being started), and every call still awaited seen
+    /// blocked, using no CPU, for [`QUIET`]. Each held call's task asks;
+    /// the siblings are looked at once per [`LOOK_EVERY`] whoever asks.
+    fn none_can_arrive(&self) -> bool {
+        let now = Instant::now();
+        let calls: Vec<(usize, Tracked)> = {
+            let mut s = crate::sync::lock(&self.0.state);
+            if s.seated < self.0.size {
+                return false;
+            }
+            if s.looked.is_some_and(|t| now < t + LOOK_EVERY) {
+                return Self::all_blocked(&s.running, now);
+            }
+            s.looked = Some(now);
+            s.running.iter().map(|(seat, a)| (*seat, a.call.clone())).collect()
+        };
+        // Looked at outside the lock: a call that arrives meanwhile is
+        // taken out of `running` and its look dropped below.
+        let seen: Vec<(usize, super::os::Progress)> = calls
+            .iter()
+            .map(|(seat, call)| (*seat, super::os::progress(call)))
+            .collect();
+        let mut s = crate::sync::lock(&self.0.state);
+        for (seat, progress) in seen {
+            let Some((_, awaited)) = s.running.iter_mut().find(|(n, _)| *n == seat) else {
+                continue;
+            };
+            awaited.blocked_since = match (progress.blocked, awaited.blocked_since) {
+                (false, _) => None,
+                (true, Some((cpu, since))) if cpu == progress.cpu => Some((cpu, since)),
+                (true, _) => Some((progress.cpu, now)),
+            };
+        }
+        Self::all_blocked(&s.running, now)
+    }
+
+    /// Whether every call in `running` has been blocked for [`QUIET`] by `now`.
+    fn all_blocked(running: &[(usize, Awaited)], now: Instant) -> bool {
+        running.iter().all(|(_, a)| {
+            a.blocked_since
+                .is_some_and(|(_, since)| now.duration_since(since) >= QUIET)
+        })
     }
 }
 
@@ -362,6 +448,7 @@ impl Drop for Seat {
                 return;
             }
             s.accounted += 1;
+            s.running.retain(|(seat, _)| *seat != self.index);
         }
         r.release_if(false);
     }
@@ -385,7 +472,7 @@ mod tests {
     #[test]
     fn a_burst_whose_calls_all_end_unheld_is_complete() {
         let r = Rendezvous::new(2, 0, "/nonexistent-scope");
-        let (a, b) = (r.take_seat(), r.take_seat());
+        let (a, b) = (r.take_seat(None), r.take_seat(None));
         drop(a);
         assert!(!r.release_if(false), "one of two accounted");
         drop(b);

@@ -49,7 +49,7 @@ impl Call {
         // The seat is taken whether or not the call can be held, so that a
         // call that runs unheld is counted as arrived when it ends.
         let seat = match &self.at_changes {
-            Some(AtChanges::Hold(r)) => Some(r.take_seat()),
+            Some(AtChanges::Hold(r)) => Some(r.take_seat(Some(call.clone()))),
             _ => None,
         };
         match (self.at_changes.clone(), listener) {

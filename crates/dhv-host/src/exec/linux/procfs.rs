@@ -69,6 +69,8 @@ pub(crate) struct Activity {
     pub stuck: bool,
     /// User and system time since it started.
     pub cpu: std::time::Duration,
+    /// A zombie (`Z`) or dead (`X`): it runs no more, and waits only to be reaped.
+    pub ended: bool,
 }
 
 /// What `pid` is doing now, or `None` when it is gone (or unreadable).
@@ -79,6 +81,7 @@ pub(crate) fn activity(pid: i32) -> Option<Activity> {
         Some(Activity {
             waiting: matches!(field.get(3)?, "S" | "T" | "t"),
             stuck: field.get(3)? == "D",
+            ended: matches!(field.get(3)?, "Z" | "X"),
             cpu: std::time::Duration::from_nanos(
                 ticks.saturating_mul(1_000_000_000 / ticks_per_second()),
             ),
