@@ -98,7 +98,9 @@ pub(crate) fn invocations(
             };
             if inv.timed_out && run.timeout < limits.for_operation(&run.operation) {
                 inv.timed_out = false;
-                inv.killed_by_check_ms = Some(run.timeout.as_millis() as u64);
+                let ms = run.timeout.as_millis() as u64;
+                inv.killed_by_check_ms = Some(ms);
+                inv.killed_at = Some(format!("after {ms} ms"));
             }
             inv
         })
@@ -146,6 +148,13 @@ pub(crate) fn call_report(run: &PluginRun, cap: usize) -> Invocation {
             .and_then(|o| o.cpu_wait)
             .map(|w| w.as_secs_f64() * 1e3),
         held_at: outcome.and_then(|o| o.held.as_ref()).map(|h| h.describe()),
+        held_ms: outcome
+            .and_then(|o| o.held.as_ref()?.waited)
+            .map(|w| w.as_secs_f64() * 1e3),
+        killed_at: outcome
+            .filter(|o| o.killed_at_change)
+            .and_then(|o| o.changes.last())
+            .map(|c| c.describe()),
     }
 }
 

@@ -218,7 +218,12 @@ fn assert_identical(tallies: &[Tally]) {
 }
 
 /// The samples that need root and loop devices.
-const LOOP_SAMPLES: &[&str] = &["loop-ext4", "loop-block", "mkfs-on-reboot"];
+const LOOP_SAMPLES: &[&str] = &[
+    "loop-ext4",
+    "loop-block",
+    "mkfs-on-reboot",
+    "mkfs-crash-window",
+];
 
 /// The samples a sweep covers: every sample but the declared races, and
 /// loop-ext4 and loop-block where loop devices cannot be used.

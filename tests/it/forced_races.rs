@@ -288,7 +288,11 @@ fn siblings_blocked_on_a_held_calls_lock_are_not_waited_for() {
         "{out:?}"
     );
     let held: Vec<&HoldPoint> = out.iter().filter_map(|(_, h)| h.as_ref()).collect();
-    assert_eq!(held.len(), 1, "one call held, the others blocked on its lock: {out:?}");
+    assert_eq!(
+        held.len(),
+        1,
+        "one call held, the others blocked on its lock: {out:?}"
+    );
     assert_eq!((held[0].together, held[0].of), (1, 3), "{held:?}");
     // Let go at the bound, the burst would take 20 s.
     assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");

@@ -259,6 +259,7 @@ samples! {
     sample_loop_ext4 => "loop-ext4" if loop_devices_unusable,
     sample_missing_shebang => "missing-shebang",
     sample_mkfs_on_reboot => "mkfs-on-reboot" if loop_devices_unusable,
+    sample_mkfs_crash_window => "mkfs-crash-window" if loop_devices_unusable,
     sample_missing_version => "missing-version",
     sample_name_as_path => "name-as-path",
     sample_needs_home => "needs-home",

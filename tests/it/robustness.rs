@@ -217,6 +217,7 @@ fn the_sweep_covers_every_broken_sample() {
                 "loop-ext4",
                 "loop-block",
                 "mkfs-on-reboot",
+                "mkfs-crash-window",
                 "slow-start",
                 "writes-cwd",
                 "tmp-log",

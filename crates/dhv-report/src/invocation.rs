@@ -69,6 +69,18 @@ pub struct Invocation {
     /// together (burst of 6)`); absent for a call not held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_at: Option<String>,
+    /// How long that call was held before its burst was let go, in
+    /// milliseconds (part of `duration_ms`); absent for a call not held, or
+    /// one that ended before the release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_ms: Option<f64>,
+    /// Where a call a check killed on purpose (the crash checks) was killed:
+    /// before the change of state it was about to make (`mkdir PATH`,
+    /// `renameat2 PATH`, `ioctl`, `execve PROGRAM`: the system call and
+    /// what it names), or, where steps cannot be watched, when (`after 12
+    /// ms`). Absent for a call not killed on purpose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub killed_at: Option<String>,
 }
 
 /// One stream of a call as a report holds it, as [`Invocation::streams`]
@@ -130,8 +142,15 @@ impl Invocation {
         if self.timed_out {
             parts.push("timed out".to_owned());
         }
-        if let Some(ms) = self.killed_by_check_ms {
-            parts.push(format!("killed by the check at {ms} ms"));
+        match (self.killed_by_check_ms, &self.killed_at) {
+            (Some(ms), Some(at)) if at.starts_with("after ") => {
+                parts.push(format!("killed by the check at {ms} ms"))
+            }
+            (Some(ms), Some(at)) => {
+                parts.push(format!("killed by the check at {ms} ms, before {at}"))
+            }
+            (Some(ms), None) => parts.push(format!("killed by the check at {ms} ms")),
+            (None, _) => {}
         }
         if self.leaked {
             parts.push("stdio leaked".to_owned());

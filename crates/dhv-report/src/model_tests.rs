@@ -154,6 +154,22 @@ fn outcome_describes_how_a_call_ended() {
         ..Invocation::default()
     };
     assert_eq!(killed.outcome(), "signal 9, killed by the check at 40 ms");
+    let killed_at_a_step = Invocation {
+        killed_at: Some("execve /sbin/mkfs.ext4".into()),
+        ..killed.clone()
+    };
+    assert_eq!(
+        killed_at_a_step.outcome(),
+        "signal 9, killed by the check at 40 ms, before execve /sbin/mkfs.ext4"
+    );
+    let killed_by_time = Invocation {
+        killed_at: Some("after 40 ms".into()),
+        ..killed.clone()
+    };
+    assert_eq!(
+        killed_by_time.outcome(),
+        "signal 9, killed by the check at 40 ms"
+    );
     let dumped = Invocation {
         signal: Some(11),
         core_dumped: true,

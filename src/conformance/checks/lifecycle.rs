@@ -4,7 +4,7 @@
 use crate::contract::Operation;
 use std::path::{Path, PathBuf};
 
-use super::crash_plan::{CrashPlan, CrashPoint};
+use super::crash_plan::{CrashPlan, CrashPoint, at_each};
 use super::{CheckSpec, FindingResult, Level, Needs, delete, needs};
 use crate::conformance::context::{
     Ctx, Expect, Finding, Variant, VolumeAt, canary_bytes, canary_intact, listing, plant_in_volume,
@@ -251,7 +251,7 @@ pub(crate) const CRASH_CREATE: CheckSpec = CheckSpec {
     why: "Nomad kills a create that overruns its limit, and nodes crash; the next create of that volume must repair or finish it, not report a half-made volume as ready.",
     fix: "Do the work under a temporary name and rename at the end, or check every step before skipping it; record \"done\" only after the work.",
     varies: None,
-    samples: &["crash-unsafe", "racy-concurrency"],
+    samples: &["crash-unsafe", "mkfs-crash-window", "racy-concurrency"],
     needs: Needs::Any,
     subject: Some(Operation::Create),
     run: scenario!(crash_create),
@@ -270,10 +270,8 @@ async fn crash_create(ctx: &Ctx) -> FindingResult {
     }
     let before = listing(ctx.host(), ctx.dirs().volumes());
     let plan = measure_create(ctx).await?;
-    let mut killed = Vec::new();
-    for point in &plan.points("create") {
-        killed.push(crashed_create_recovers(ctx, &plan, point).await?);
-    }
+    let points = plan.points("create");
+    let killed = at_each(&points, |point| crashed_create_recovers(ctx, &plan, point)).await?;
     let left = ctx
         .prereqs()
         .left_since(ctx.dirs().volumes(), &before)
@@ -381,10 +379,8 @@ async fn crash_delete(ctx: &Ctx) -> FindingResult {
         )));
     }
     let plan = measure_delete(ctx).await?;
-    let mut killed = Vec::new();
-    for point in &plan.points("delete") {
-        killed.push(crashed_delete_finished(ctx, &plan, point).await?);
-    }
+    let points = plan.points("delete");
+    let killed = at_each(&points, |point| crashed_delete_finished(ctx, &plan, point)).await?;
     Ok(Finding::Pass(format!(
         "killed {}: delete again finished the job",
         plan.describe("delete", &killed)

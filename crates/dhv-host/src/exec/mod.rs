@@ -60,7 +60,10 @@ pub use os::Holder;
 pub use os::Leftover;
 pub use os::can_refuse;
 pub use os::{holders, kill_holders};
-pub use rendezvous::{AtChanges, Change, DEFAULT_HOLD_BOUND, HoldPoint, MAX_CHANGES, Rendezvous};
+pub use rendezvous::{
+    AtChanges, Change, DEFAULT_HOLD_BOUND, HoldPoint, MAX_CHANGES, QUIET, Rendezvous,
+    STARTS_A_PROCESS,
+};
 pub use supervisor::Supervisor;
 pub use tool::run_tool;
 

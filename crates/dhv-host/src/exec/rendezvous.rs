@@ -105,6 +105,10 @@ pub(crate) struct Watched {
     pub killed: bool,
 }
 
+/// The system call of a [`Change`] that starts a program (its path is the
+/// program's): a step of the call, never a change of state to hold at.
+pub const STARTS_A_PROCESS: &str = "execve";
+
 /// The most changes recorded of one call.
 pub const MAX_CHANGES: usize = 256;
 
@@ -122,6 +126,9 @@ pub struct HoldPoint {
     pub together: usize,
     /// How many calls the burst has.
     pub of: usize,
+    /// How long it was held, from its change to its release; `None` when
+    /// it ended before the release.
+    pub waited: Option<Duration>,
 }
 
 impl HoldPoint {
@@ -188,8 +195,8 @@ pub(crate) type SeenSlot = Arc<Mutex<Watched>>;
 struct State {
     /// Seats taken so far (the next call gets this one).
     seated: usize,
-    /// Calls held, by seat, not yet let go.
-    held: Vec<(usize, HeldCall, SeenSlot)>,
+    /// Calls held, by seat, not yet let go, and since when.
+    held: Vec<(usize, HeldCall, SeenSlot, Instant)>,
     /// Calls held or ended without a change: the burst is complete when
     /// they are all of it.
     accounted: usize,
@@ -292,13 +299,15 @@ impl Rendezvous {
         let together = held.len();
         // Told first, let go after: the calls then run with nothing of ours
         // between their releases but the system calls themselves.
-        for (n, (_, _, point)) in held.iter().enumerate() {
+        let now = Instant::now();
+        for (n, (_, _, point, since)) in held.iter().enumerate() {
             if let Some(p) = crate::sync::lock(point).held.as_mut() {
                 p.released = Some(n + 1);
                 p.together = together;
+                p.waited = Some(now.duration_since(*since));
             }
         }
-        for (_, call, _) in held {
+        for (_, call, ..) in held {
             call.release();
         }
         drop(s);
@@ -342,7 +351,7 @@ impl Seat {
             }
             s.accounted += 1;
             s.first_held.get_or_insert_with(Instant::now);
-            s.held.push((self.index, call, point));
+            s.held.push((self.index, call, point, Instant::now()));
             s.running.retain(|(seat, _)| *seat != self.index);
         }
         r.release_if(false);
@@ -405,7 +414,10 @@ impl Rendezvous {
                 return Self::all_blocked(&s.running, now);
             }
             s.looked = Some(now);
-            s.running.iter().map(|(seat, a)| (*seat, a.call.clone())).collect()
+            s.running
+                .iter()
+                .map(|(seat, a)| (*seat, a.call.clone()))
+                .collect()
         };
         // Looked at outside the lock: a call that arrives meanwhile is
         // taken out of `running` and its look dropped below.

@@ -293,6 +293,11 @@ impl<K: Fn()> Answering<K> {
             true => path.as_deref().is_some_and(|p| !p.starts_with(&self.scope)),
             false => notice.in_scope(path.as_deref(), &self.scope),
         };
+        // A process start is a step wherever its program is: named by it.
+        let path = match (passing, outside) {
+            (false, false) => path.or_else(|| notice.program(fd)),
+            _ => path,
+        };
         if passing || !counts {
             continue_call(fd, notice.id());
             return false;
@@ -344,6 +349,7 @@ fn hold(
         released: None,
         together: 0,
         of: seat.of(),
+        waited: None,
     });
     let held = HeldCall {
         listener: dup,

@@ -164,7 +164,7 @@ pub(super) const KINDS: &[Kind] = &[
 ];
 
 /// The name of the calls that start a program.
-pub(super) const STARTS_A_PROCESS: &str = "execve";
+pub(super) const STARTS_A_PROCESS: &str = crate::exec::STARTS_A_PROCESS;
 
 /// Where a jump of the program goes before it is laid out.
 #[derive(Clone, Copy)]

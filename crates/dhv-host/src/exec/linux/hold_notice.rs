@@ -144,6 +144,16 @@ impl Notice {
         still_valid(listener, self.id).then_some(path)
     }
 
+    /// The program a process start names, read as [`path`](Self::path)
+    /// reads (relative to the caller's working dir); `None` for any other
+    /// call.
+    pub(crate) fn program(&self, listener: BorrowedFd<'_>) -> Option<PathBuf> {
+        match self.starts_a_process() {
+            true => self.path_at(listener, 0, None),
+            false => None,
+        }
+    }
+
     /// Whether it starts a process rather than changing state.
     pub(crate) fn starts_a_process(&self) -> bool {
         self.name() == STARTS_A_PROCESS

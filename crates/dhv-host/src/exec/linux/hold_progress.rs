@@ -100,7 +100,10 @@ mod tests {
         };
         let (r, s) = (reader.id() as i32, sleeper.id() as i32);
         assert!(waiting(r) && waiting(s), "both reached their wait");
-        assert!(!waits_to_go_on(r), "a read of an empty pipe waits on another");
+        assert!(
+            !waits_to_go_on(r),
+            "a read of an empty pipe waits on another"
+        );
         assert!(waits_to_go_on(s), "a sleep ends by itself");
         reader.kill().unwrap();
         sleeper.kill().unwrap();
