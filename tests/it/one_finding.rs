@@ -249,3 +249,63 @@ fn a_delete_again_after_a_crash_that_fails_as_any_second_delete_is_delete_idempo
         "{crash}"
     );
 }
+
+/// Plain directories, given their mode by a `chmod` whose failure fails the
+/// create without undoing the `mkdir`: a failed create that leaves a
+/// half-made volume, whichever step failed.
+const HALF_MADE_ON_REFUSED_CHMOD: &str = r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" || exit 1
+	chmod 0700 -- "$p" 2>/dev/null || { echo '{"error": "cannot set the mode of the volume"}'; exit 1; }
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete) rm -rf -- "$p" || exit 1 ;;
+*) exit 1 ;;
+esac
+"#;
+
+/// What a create failed by a refused `chmod` left is failure.clean's
+/// finding: failure.chmod-refused names it rather than warning again, and
+/// failure.clean reports it, naming the check that met it.
+#[test]
+fn a_half_made_volume_left_by_a_refused_step_is_failure_cleans_finding_alone() {
+    let test = "a_half_made_volume_left_by_a_refused_step_is_failure_cleans_finding_alone";
+    if !dhv_host::exec::can_refuse() {
+        util::skip(test, "system calls cannot be refused to a call here");
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin("chmod-half-made", HALF_MADE_ON_REFUSED_CHMOD);
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(&scratch, &[&plugin, "failure."], util::check::RUN_LIMIT);
+    let check = |id: &str| {
+        let c = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id} in {report}"));
+        (
+            c["status"].as_str().unwrap().to_owned(),
+            c["message"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (status, message) = check("failure.chmod-refused");
+    assert_eq!(status, "pass", "{message}");
+    assert!(
+        message.contains("cannot set the mode of the volume), and what it left is failure.clean's finding; then create made the volume as the default"),
+        "{message}"
+    );
+    let (status, message) = check("failure.clean");
+    assert_eq!(status, "fail", "{message}");
+    assert!(
+        message.contains(
+            "failure.chmod-refused (create with every mode change (chmod) refused): failed ("
+        ) && message.contains("and left files: "),
+        "{message}"
+    );
+}
