@@ -199,7 +199,9 @@ fn attachment_claims(out: &mut String, kind: &Kind) {
             let _ = writeln!(out, "attachment = \"block-device\"");
             let _ = writeln!(out, "# capacity = \"enforced\"");
         }
-        Kind::Mount { fs_type, .. } => {
+        Kind::Mount {
+            fs_type, own: true, ..
+        } => {
             let _ = writeln!(out, "attachment = \"file-system\"");
             let _ = writeln!(out, "filesystem = \"{fs_type}\"");
             let _ = writeln!(

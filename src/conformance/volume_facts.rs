@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::host::{FileKind, Host};
+use super::host::{FileKind, Host, Mount};
 
 /// What is at a volume's path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +17,7 @@ pub enum Kind {
         /// Its device number.
         rdev: u64,
     },
-    /// The root of a mounted filesystem.
+    /// A mount point: the root of a mounted filesystem, or a bind mount.
     Mount {
         /// The filesystem type (`ext4`, `tmpfs`, …).
         fs_type: String,
@@ -25,8 +25,16 @@ pub enum Kind {
         source: String,
         /// The filesystem's size as `df` shows it (blocks × fragment size).
         fs_bytes: u64,
-        /// The size of the block device behind it, when there is one.
+        /// The size of the block device behind it, when there is one and the
+        /// filesystem is the volume's own (see `own`): only then is it the
+        /// volume's size.
         device_bytes: Option<u64>,
+        /// The filesystem is the volume's own: the whole of one (its root
+        /// mounted), on another device than the filesystem the volume's
+        /// parent dir lies on. `false` for a bind mount of a directory (of
+        /// the work filesystem, say) or of the parent's own filesystem: it
+        /// has no size of its own, and is judged by what the plugin claims.
+        own: bool,
     },
     /// A directory that is not a mount point.
     Directory {
@@ -85,6 +93,7 @@ impl VolumeFacts {
     pub fn describe(&self) -> String {
         match &self.kind {
             Kind::BlockDevice { size, .. } => format!("a block device of {size} bytes"),
+            Kind::Mount { own: false, .. } => "a bind mount with no size of its own".into(),
             Kind::Mount {
                 fs_type,
                 fs_bytes,
@@ -175,12 +184,16 @@ fn directory_kind(host: &dyn Host, path: &Path) -> std::io::Result<Kind> {
         .max_by_key(|m| m.mount_point.as_os_str().len());
     let fs_bytes = host.space(&canonical)?.total;
     match on {
-        Some(m) if m.mount_point == canonical => Ok(Kind::Mount {
-            fs_type: m.fstype.clone(),
-            source: m.source.clone(),
-            fs_bytes,
-            device_bytes: block_source_size(host, &m.source),
-        }),
+        Some(m) if m.mount_point == canonical => {
+            let own = own_filesystem(m, &mounts);
+            Ok(Kind::Mount {
+                fs_type: m.fstype.clone(),
+                source: m.source.clone(),
+                fs_bytes,
+                device_bytes: own.then(|| block_source_size(host, &m.source)).flatten(),
+                own,
+            })
+        }
         on => {
             let parent = canonical.parent().unwrap_or(&canonical);
             Ok(Kind::Directory {
@@ -190,6 +203,23 @@ fn directory_kind(host: &dyn Host, path: &Path) -> std::io::Result<Kind> {
             })
         }
     }
+}
+
+/// Whether the filesystem mounted as `m` is the volume's own: its root is
+/// mounted (not a directory of it, as a bind mount of one shows), and its
+/// device (`major:minor`) is not that of the filesystem `m` sits on in
+/// `mounts` (the one the volume's parent dir lies on: the volumes dir's, or
+/// the work dir's). A bind mount of a directory of the work filesystem shows
+/// with that filesystem's device and a root other than `/`; a loop device's
+/// filesystem mounted for the volume, with a device of its own and `/`.
+fn own_filesystem(m: &Mount, mounts: &[Mount]) -> bool {
+    let parent = m.mount_point.parent().unwrap_or(&m.mount_point);
+    // The last matching entry wins, as for the volume's own mount point.
+    let under = mounts
+        .iter()
+        .filter(|p| p.mount_point != m.mount_point && parent.starts_with(&p.mount_point))
+        .max_by_key(|p| p.mount_point.as_os_str().len());
+    m.root == Path::new("/") && under.is_none_or(|p| p.device != m.device)
 }
 
 /// The size of the block device a mount's source names, when it is one.
@@ -225,6 +255,50 @@ mod tests {
             other => panic!("expected a directory, got {other:?}"),
         }
         assert!(facts.describe().contains("plain directory"));
+    }
+
+    fn mount(point: &str, root: &str, device: (u32, u32)) -> Mount {
+        Mount {
+            id: 0,
+            parent: 0,
+            mount_point: point.into(),
+            fstype: "ext4".into(),
+            source: "/dev/loop0".into(),
+            root: root.into(),
+            device,
+            shared: false,
+        }
+    }
+
+    #[test]
+    fn only_a_whole_filesystem_on_a_device_of_its_own_is_the_volumes_own() {
+        let work = mount("/work", "/", (7, 0));
+        let root = mount("/", "/", (8, 1));
+        for (volume, own, why) in [
+            (
+                mount("/work/run/volumes/v", "/run/pool/v", (7, 0)),
+                false,
+                "a bind mount of a directory of the work filesystem",
+            ),
+            (
+                mount("/work/run/volumes/v", "/", (7, 0)),
+                false,
+                "the work filesystem itself, bound again",
+            ),
+            (
+                mount("/work/run/volumes/v", "/pool/v", (9, 0)),
+                false,
+                "a bind mount of a directory of another filesystem",
+            ),
+            (
+                mount("/work/run/volumes/v", "/", (7, 1)),
+                true,
+                "a loop device's filesystem mounted for the volume",
+            ),
+        ] {
+            let mounts = [root.clone(), work.clone(), volume.clone()];
+            assert_eq!(own_filesystem(&volume, &mounts), own, "{why}");
+        }
     }
 
     #[test]

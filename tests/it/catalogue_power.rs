@@ -174,11 +174,13 @@ fn loop_ext4_with(scratch: &util::Scratch, name: &str, from: &str, to: &str) -> 
 /// Runs the checks `ids` (whole ids) on `plugin`, every limit scaled by
 /// `scale`, and asserts the run left no mount, loop device or process.
 fn loop_report(scratch: &util::Scratch, plugin: &str, ids: &str, scale: &str) -> Value {
-    let report = util::check::json_report(
-        scratch,
-        &[plugin, ids, "--exact", "--timeout-scale", scale],
-        Duration::from_secs(300),
-    );
+    loop_report_of(scratch, &[plugin, ids, "--exact", "--timeout-scale", scale])
+}
+
+/// `check ARGS` ([`loop_report`]'s, or a filter of its own), then the same
+/// assertions.
+fn loop_report_of(scratch: &util::Scratch, args: &[&str]) -> Value {
+    let report = util::check::json_report(scratch, args, Duration::from_secs(300));
     let needle = scratch.path().to_string_lossy().into_owned();
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains(&needle), "mounts left: {mounts}");

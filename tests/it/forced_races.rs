@@ -296,4 +296,41 @@ fn siblings_blocked_on_a_held_calls_lock_are_not_waited_for() {
     assert_eq!((held[0].together, held[0].of), (1, 3), "{held:?}");
     // Let go at the bound, the burst would take 20 s.
     assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
+
+/// What a call makes under a dir is recorded by name (a rename by its
+/// target), and nothing it only removes, nothing it makes elsewhere: whose a
+/// file in the dir is, told by the call that made it.
+#[test]
+fn names_made_under_a_dir_are_recorded_and_nothing_it_only_removes() {
+    if !need_holds("names_made_under_a_dir_are_recorded_and_nothing_it_only_removes") {
+        return;
+    }
+    use dhv_host::exec::AtChanges;
+    let s = Scratch::new();
+    let p = s.plugin(
+        "maker",
+        "#!/usr/bin/python3\nimport os\nd, o = os.environ['D'], os.environ['O']\nos.mkdir(os.path.join(o, 'elsewhere'))\nopen(os.path.join(d, 'rec.tmp'), 'w').close()\nos.rename(os.path.join(d, 'rec.tmp'), os.path.join(d, 'rec'))\nos.mkdir(os.path.join(d, 'gone'))\nos.rmdir(os.path.join(d, 'gone'))\n",
+    );
+    let (inside, outside) = (s.path().join("inside"), s.path().join("outside"));
+    std::fs::create_dir(&inside).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    let call = Call::new(&p)
+        .env(vec![
+            ("D".into(), inside.to_string_lossy().into_owned()),
+            ("O".into(), outside.to_string_lossy().into_owned()),
+        ])
+        .timeout(Duration::from_secs(60))
+        .at_changes(Some(AtChanges::RecordMade(inside.clone())));
+    let recorded = util::runtime().block_on(call.run()).unwrap();
+    assert_eq!(recorded.exit, ExitReason::Code(0));
+    let d = std::fs::canonicalize(&inside).unwrap();
+    let names: Vec<_> = recorded.changes.iter().map(|c| c.describe()).collect();
+    assert_eq!(
+        names,
+        [
+            format!("openat {}", d.join("rec.tmp").display()),
+            format!("rename {}", d.join("rec").display()),
+            format!("mkdir {}", d.join("gone").display()),
+        ]
+    );
 }

@@ -69,3 +69,4 @@ mod terminal;
 mod terminal_escapes;
 mod timeouts_alone;
 mod two_suites;
+mod volume_measured;

@@ -140,6 +140,71 @@ fn an_auto_delete_that_unlinks_other_volumes_images_is_a_data_loss_hazard() {
     );
 }
 
+/// Plain directories by id, and a record per volume named after its *name*,
+/// `$DHV_VOLUMES_DIR/.conformance-<name>.owner`, holding its id. Delete finds
+/// the volume's record by the id it holds (the name may be empty, as in
+/// Nomad's delete after a failed state write) and removes it with the dir:
+/// the record is the volume's own, made by its own create.
+const RECORD_PER_NAME: &str = r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" || exit 1
+	echo "$DHV_VOLUME_ID" > "$DHV_VOLUMES_DIR/.$DHV_VOLUME_NAME.owner" || exit 1
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete)
+	for r in "$DHV_VOLUMES_DIR"/.*.owner; do
+		[ -f "$r" ] && [ "$(cat -- "$r")" = "$DHV_VOLUME_ID" ] && { rm -f -- "$r" || exit 1; }
+	done
+	rm -rf -- "$p" ;;
+*) exit 1 ;;
+esac
+"#;
+
+/// The record a compensating delete removes is the new volume's own, made by
+/// its create, though named by the volume's name, not its id: no hazard
+/// (the unrelated volume keeps its dir and its record). A delete that removes
+/// every record removes the unrelated volume's too: the hazard.
+#[test]
+fn an_auto_delete_that_removes_the_new_volumes_record_named_by_its_name_is_safe() {
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin("record-per-name", RECORD_PER_NAME);
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(
+        &scratch,
+        &[&plugin, "--exact", "delete.auto-delete-safe"],
+        util::check::RUN_LIMIT,
+    );
+    let check = &report["checks"][0];
+    assert_eq!(check["id"], "delete.auto-delete-safe", "{check}");
+    assert_eq!(check["status"], "pass", "{check}");
+    let message = check["message"].as_str().unwrap();
+    assert!(message.contains("exited 0"), "{message}");
+    // The same records, every one removed by that delete: the unrelated
+    // volume's record, made by its own create, is lost.
+    let every = RECORD_PER_NAME.replace(
+        "\t\t[ -f \"$r\" ] && [ \"$(cat -- \"$r\")\" = \"$DHV_VOLUME_ID\" ] && { rm -f -- \"$r\" || exit 1; }",
+        "\t\trm -f -- \"$r\"",
+    );
+    assert_ne!(every, RECORD_PER_NAME);
+    let plugin = scratch.plugin("every-record", &every);
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(
+        &scratch,
+        &[&plugin, "--exact", "delete.auto-delete-safe"],
+        util::check::RUN_LIMIT,
+    );
+    let check = &report["checks"][0];
+    assert_eq!(check["status"], "warn", "{check}");
+    let message = check["message"].as_str().unwrap();
+    assert!(
+        message.contains("DATA LOSS HAZARD") && message.contains(".owner"),
+        "{message}"
+    );
+}
+
 /// A delete that fails once its volume is gone, and that dawdles after the
 /// removal, so that every kill of the crash check lands after it.
 const DELETE_NOT_IDEMPOTENT: &str = r#"#!/bin/sh
@@ -182,5 +247,65 @@ fn a_delete_again_after_a_crash_that_fails_as_any_second_delete_is_delete_idempo
             .unwrap()
             .starts_with("needs delete.idempotent"),
         "{crash}"
+    );
+}
+
+/// Plain directories, given their mode by a `chmod` whose failure fails the
+/// create without undoing the `mkdir`: a failed create that leaves a
+/// half-made volume, whichever step failed.
+const HALF_MADE_ON_REFUSED_CHMOD: &str = r#"#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+p="$DHV_VOLUMES_DIR/$DHV_VOLUME_ID"
+case ${1-} in
+fingerprint) echo '{"version": "1.0.0"}' ;;
+create)
+	mkdir -p -- "$p" || exit 1
+	chmod 0700 -- "$p" 2>/dev/null || { echo '{"error": "cannot set the mode of the volume"}'; exit 1; }
+	echo "{\"path\": \"$p\", \"bytes\": 0}" ;;
+delete) rm -rf -- "$p" || exit 1 ;;
+*) exit 1 ;;
+esac
+"#;
+
+/// What a create failed by a refused `chmod` left is failure.clean's
+/// finding: failure.chmod-refused names it rather than warning again, and
+/// failure.clean reports it, naming the check that met it.
+#[test]
+fn a_half_made_volume_left_by_a_refused_step_is_failure_cleans_finding_alone() {
+    let test = "a_half_made_volume_left_by_a_refused_step_is_failure_cleans_finding_alone";
+    if !dhv_host::exec::can_refuse() {
+        util::skip(test, "system calls cannot be refused to a call here");
+        return;
+    }
+    let scratch = util::Scratch::new();
+    let plugin = scratch.plugin("chmod-half-made", HALF_MADE_ON_REFUSED_CHMOD);
+    let plugin = plugin.to_string_lossy();
+    let report = util::check::json_report(&scratch, &[&plugin, "failure."], util::check::RUN_LIMIT);
+    let check = |id: &str| {
+        let c = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id} in {report}"));
+        (
+            c["status"].as_str().unwrap().to_owned(),
+            c["message"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (status, message) = check("failure.chmod-refused");
+    assert_eq!(status, "pass", "{message}");
+    assert!(
+        message.contains("cannot set the mode of the volume), and what it left is failure.clean's finding; then create made the volume as the default"),
+        "{message}"
+    );
+    let (status, message) = check("failure.clean");
+    assert_eq!(status, "fail", "{message}");
+    assert!(
+        message.contains(
+            "failure.chmod-refused (create with every mode change (chmod) refused): failed ("
+        ) && message.contains("and left files: "),
+        "{message}"
     );
 }

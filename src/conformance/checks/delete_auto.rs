@@ -12,6 +12,7 @@ use crate::conformance::context::{
     Ctx, Expect, Finding, Start, canary_intact, listing, plant_in_volume,
 };
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
+use crate::exec::AtChanges;
 
 pub(crate) const AUTO_DELETE_SAFE: CheckSpec = CheckSpec {
     id: "delete.auto-delete-safe",
@@ -67,6 +68,74 @@ struct TwoVolumes {
     new: CreateResponse,
     /// The volumes dir's entries before the new volume was made.
     before_new: BTreeSet<String>,
+    /// The volumes dir's entries each create made.
+    made: Made,
+}
+
+/// Whose the volumes dir's entries are, by provenance: the entries each
+/// create made there (the names its own processes made, where the host
+/// records them, and what appeared in the volumes dir while it ran, the only
+/// call of the check's then), relative to the volumes dir. Never by name: a
+/// plugin may name a volume's files after its name, which Nomad's delete
+/// after a failed state write leaves empty.
+#[derive(Default)]
+struct Made {
+    other: BTreeSet<String>,
+    new: BTreeSet<String>,
+}
+
+impl Made {
+    /// Whether `entry` is the unrelated volume's: the nearest of it and its
+    /// parents that a create made was made by the unrelated volume's create
+    /// (by it alone or by both: a name both made is shared, and so the
+    /// unrelated volume's too). What no create made is no volume's.
+    fn others(&self, entry: &str) -> bool {
+        let mut at = Some(Path::new(entry));
+        while let Some(path) = at.filter(|p| !p.as_os_str().is_empty()) {
+            let name = path.to_string_lossy();
+            if self.other.contains(name.as_ref()) {
+                return true;
+            }
+            if self.new.contains(name.as_ref()) {
+                return false;
+            }
+            at = path.parent();
+        }
+        false
+    }
+}
+
+/// Creates `req` as Nomad does, watched for the names it makes in the
+/// volumes dir: the volume, and the entries it made there.
+async fn create_made(
+    ctx: &Ctx,
+    req: &CreateRequest,
+    step: &str,
+) -> Result<(CreateResponse, BTreeSet<String>), Finding> {
+    let volumes = ctx.dirs().volumes();
+    let before = listing(ctx.host(), volumes);
+    let call = ctx
+        .watched(AtChanges::RecordMade(volumes.to_path_buf()))
+        .create(req, Expect::Success, step)
+        .await;
+    // The names are read through /proc: compare like with like.
+    let root = ctx
+        .host()
+        .canonical(volumes)
+        .unwrap_or_else(|_| volumes.to_path_buf());
+    let mut made: BTreeSet<String> = call
+        .run
+        .as_ref()
+        .and_then(|r| r.result.as_ref().ok())
+        .into_iter()
+        .flat_map(|o| o.changes.iter())
+        .filter_map(|c| c.path.as_deref()?.strip_prefix(&root).ok())
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let resp = ctx.steps().need(call, step).await?;
+    made.extend(listing(ctx.host(), volumes).difference(&before).cloned());
+    Ok((resp, made))
 }
 
 impl TwoVolumes {
@@ -74,16 +143,16 @@ impl TwoVolumes {
     /// every two volumes do.
     async fn make(ctx: &Ctx) -> Result<Self, Finding> {
         let (other_req, new_req) = (ctx.request(), ctx.request());
-        let other = ctx
-            .steps()
-            .create_ok(&other_req, "create of an unrelated volume")
-            .await?;
+        let (other, other_made) =
+            create_made(ctx, &other_req, "create of an unrelated volume").await?;
         let canary = plant_in_volume(ctx, &other.path, "create of an unrelated volume")?;
         let before_new = listing(ctx.host(), ctx.dirs().volumes());
-        let new = ctx
-            .steps()
-            .create_ok(&new_req, "create of the volume whose state write 'failed'")
-            .await?;
+        let (new, new_made) = create_made(
+            ctx,
+            &new_req,
+            "create of the volume whose state write 'failed'",
+        )
+        .await?;
         if new.path == other.path {
             // The "unrelated" volume is the new one: nothing to tell apart.
             if let Some(needs) = ctx.prereqs().paths_not_distinct().await {
@@ -105,6 +174,10 @@ impl TwoVolumes {
             new_req,
             new,
             before_new,
+            made: Made {
+                other: other_made,
+                new: new_made,
+            },
         })
     }
 
@@ -144,7 +217,7 @@ struct AfterNomads {
 /// Sends Nomad's compensating delete for the new volume and looks at what it
 /// removed.
 async fn nomads_delete(ctx: &Ctx, volumes: &TwoVolumes) -> AfterNomads {
-    let (new_req, new) = (&volumes.new_req, &volumes.new);
+    let new_req = &volumes.new_req;
     // Everything beside the volumes counts too: an image or a state file of
     // the unrelated volume unlinked while its filesystem stays mounted is its
     // data, lost at the next unmount.
@@ -164,19 +237,11 @@ async fn nomads_delete(ctx: &Ctx, volumes: &TwoVolumes) -> AfterNomads {
         .await;
     let dir_ok = ctx.host().is_dir(ctx.dirs().volumes());
     let after = listing(ctx.host(), ctx.dirs().volumes());
-    // The new volume's own entries may go: its path, and what is named after its id.
-    let own = Path::new(&new.path)
-        .strip_prefix(ctx.dirs().volumes())
-        .ok()
-        .map(|p| p.to_string_lossy().into_owned());
+    // The new volume's own entries may go: those its create made; another
+    // volume's are those another volume's create made.
     let lost: Vec<String> = before
         .difference(&after)
-        .filter(|entry| !entry.contains(&new_req.volume_id))
-        .filter(|entry| {
-            own.as_deref().is_none_or(|own| {
-                !own.is_empty() && *entry != own && !entry.starts_with(&format!("{own}/"))
-            })
-        })
+        .filter(|entry| volumes.made.others(entry))
         .cloned()
         .collect();
     let other_ok = canary_intact(ctx.host(), &volumes.canary) && lost.is_empty();
@@ -222,5 +287,38 @@ impl AfterNomads {
                 )
             }
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn an_entry_is_the_unrelated_volumes_when_its_create_made_it_or_its_nearest_made_parent() {
+        let made = Made {
+            other: set(&["pool", "pool/a", ".a.img", ".shared"]),
+            new: set(&["pool", "pool/b", ".conformance-b.owner", ".shared"]),
+        };
+        for (entry, others) in [
+            ("pool/a", true),
+            ("pool/a/canary", true),
+            (".a.img", true),
+            // Made by both: shared, so the unrelated volume's too.
+            (".shared", true),
+            ("pool", true),
+            // Named by the volume's name, made by the new volume's create.
+            (".conformance-b.owner", false),
+            ("pool/b", false),
+            ("pool/b/lost+found", false),
+            // Made by no create: no volume's.
+            ("stray", false),
+        ] {
+            assert_eq!(made.others(entry), others, "{entry}");
+        }
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{
-    Ctx, Expect, Finding, VolumeAt, is_mount_point, listing, plant_in_volume, still_attached,
+    Ctx, Expect, Fact, Finding, VolumeAt, is_mount_point, listing, plant_in_volume, still_attached,
 };
 use crate::conformance::host::LoopDevice;
 use crate::contract::Operation;
@@ -223,10 +223,9 @@ async fn create_refused(ctx: &Ctx, refusal: Refusal, what: &str) -> FindingResul
     let lifted = format!("create after the refused one, {what} allowed");
     create_as_default(ctx, &lifted).await?;
     Ok(Finding::Pass(match failed {
-        Some(e) => format!(
-            "with {what} refused, create failed ({e}) and left nothing; then create made the \
-             volume as the default"
-        ),
+        Some(how) => {
+            format!("with {what} refused, create {how}; then create made the volume as the default")
+        }
         None => format!("with {what} refused, create made the volume as the default all the same"),
     }))
 }
@@ -327,11 +326,13 @@ fn require_refusal(ctx: &Ctx) -> Result<(), Finding> {
 }
 
 /// A create of the default request with `refusal`: its answer when it
-/// succeeded (the caller judges the volume, then deletes it), or why it
-/// failed, once it is known to have left nothing (no file in the volumes
-/// dir, no loop device attached to a file of the check's, waited for within
-/// [`LOOP_RELEASE`], as the kernel may defer a detach). A create that overran
-/// its limit alone too is the finding.
+/// succeeded (the caller judges the volume, then deletes it), or how it
+/// failed, in words: it left nothing (no file in the volumes dir, no loop
+/// device attached to a file of the check's, waited for within
+/// [`LOOP_RELEASE`], as the kernel may defer a detach), or what it left in
+/// the volumes dir is failure.clean's finding (published for that check,
+/// with its loop devices: one cause, one finding). A create that overran
+/// its limit alone too, or one that left only loop devices, is the finding.
 async fn refused_create(
     ctx: &Ctx,
     refusal: Refusal,
@@ -356,28 +357,40 @@ async fn refused_create(
     let left = ctx.prereqs().left_since(&volumes, &before).await;
     let loops = loops_left(ctx, &loops_before).await;
     if left.own.is_empty() && loops.is_empty() {
-        return Ok(Err(e));
+        return Ok(Err(format!("failed ({e}) and left nothing")));
     }
-    let mut what = Vec::new();
-    if !left.own.is_empty() {
-        let named: Vec<String> = left
-            .own
-            .iter()
-            .map(
-                |entry| match is_mount_point(ctx.host(), &volumes.join(entry)) {
-                    true => format!("{entry} (mounted)"),
-                    false => entry.clone(),
-                },
-            )
-            .collect();
-        what.push(format!("in the volumes dir: {}", named.join(", ")));
+    if left.own.is_empty() {
+        // A loop device alone is no file in the volumes dir: outside
+        // failure.clean's rule, so this check's own finding.
+        return Err(Finding::Warn(format!(
+            "{step}: it failed ({e}), and left loop devices attached: {}",
+            loops.join(", ")
+        )));
     }
-    if !loops.is_empty() {
-        what.push(format!("loop devices attached: {}", loops.join(", ")));
-    }
-    Err(Finding::Warn(format!(
-        "{step}: it failed ({e}), and left {}",
-        what.join("; ")
+    // A failed create that left a half-made volume is failure.clean's
+    // finding, whichever step failed: published for it (with the loop
+    // devices of that volume), and named here rather than reported again.
+    let files = left
+        .own
+        .iter()
+        .map(
+            |entry| match is_mount_point(ctx.host(), &volumes.join(entry)) {
+                true => format!("{entry} (mounted)"),
+                false => entry.clone(),
+            },
+        )
+        .collect();
+    ctx.publish(Fact::FailedCreateLeft {
+        check: ctx.check_id(),
+        step: step.to_string(),
+        error: e.clone(),
+        files,
+        processes: Vec::new(),
+        loops,
+    });
+    Ok(Err(format!(
+        "failed ({e}), and what it left is failure.clean's finding{}",
+        left.citation()
     )))
 }
 

@@ -59,6 +59,17 @@ async fn bytes_true(ctx: &Ctx) -> FindingResult {
     }
     let verdict = match &facts.kind {
         Kind::BlockDevice { size, .. } => judge(bytes, *size, *size, "the device"),
+        // A bind mount has no size of its own: as a plain directory.
+        Kind::Mount { own: false, .. } if claims.capacity_enforced => Ok(format!(
+            "nothing visible limits the bind mount; the claimed enforcement is {}'s to verify",
+            CAPACITY_ENFORCED.id
+        )),
+        Kind::Mount { own: false, .. } => Err(
+            "nothing holds the volume to that size: a bind mount has none of its own; report 0, or \
+             make the size real (a filesystem image, a quota) and claim `capacity = \"enforced\"` \
+             in dhv-conform.toml"
+                .to_owned(),
+        ),
         Kind::Mount {
             fs_bytes,
             device_bytes: Some(dev),

@@ -31,6 +31,11 @@ impl Ctx {
         error_shape(error, self.calls.shared.settings.template.name.as_deref())
     }
 
+    /// The id of the check this context runs.
+    pub fn check_id(&self) -> &'static str {
+        self.calls.asker.id
+    }
+
     /// Publishes a fact for the check whose rule owns it.
     pub fn publish(&self, fact: super::Fact) {
         self.calls.shared.facts.publish(fact);

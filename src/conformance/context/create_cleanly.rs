@@ -178,6 +178,7 @@ impl Steps<'_> {
                 error: e.to_string(),
                 files: left.own.clone(),
                 processes: procs,
+                loops: Vec::new(),
             });
         if create.holds.succeeds {
             return Err(Finding::Warn(format!(

@@ -29,6 +29,8 @@ pub(crate) enum Fact {
         files: Vec<String>,
         /// The command lines of the processes it left running.
         processes: Vec<String>,
+        /// The loop devices it left attached to files of its check's.
+        loops: Vec<String>,
     },
     /// The create provoked to fail (its volumes dir lies under a regular
     /// file) exited 0 with a path that cannot exist: a failed step the
@@ -73,6 +75,7 @@ impl Fact {
                 error,
                 files,
                 processes,
+                loops,
             } => {
                 let mut left = String::new();
                 if !files.is_empty() {
@@ -80,6 +83,9 @@ impl Fact {
                 }
                 if !processes.is_empty() {
                     left.push_str(&format!(" processes: {}", processes.join(", ")));
+                }
+                if !loops.is_empty() {
+                    left.push_str(&format!(" loop devices attached: {}", loops.join(", ")));
                 }
                 format!("{check} ({step}): failed ({error}) and left{left}")
             }
@@ -139,6 +145,7 @@ mod tests {
             error: "exit status 1".into(),
             files: vec!["a".into()],
             processes: Vec::new(),
+            loops: Vec::new(),
         };
         facts.publish(left.clone());
         facts.publish(left.clone());
@@ -147,6 +154,19 @@ mod tests {
         assert_eq!(
             left.describe(),
             "input.some-check (name \"a b\"): failed (exit status 1) and left files: a"
+        );
+        let with_loop = Fact::FailedCreateLeft {
+            check: "input.some-check",
+            step: "name \"a b\"".into(),
+            error: "exit status 1".into(),
+            files: vec!["a".into()],
+            processes: Vec::new(),
+            loops: vec!["/dev/loop7".into()],
+        };
+        assert_eq!(
+            with_loop.describe(),
+            "input.some-check (name \"a b\"): failed (exit status 1) and left files: a loop \
+             devices attached: /dev/loop7"
         );
     }
 }

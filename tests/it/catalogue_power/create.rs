@@ -7,9 +7,10 @@
 use super::*;
 
 /// With every mount refused, a create that ignores the failed mount reports
-/// a plain directory as the volume, and one that forgets to remove its
-/// image leaves it: failure.mount-refused warns both; loop-ext4 fails
-/// cleanly and then creates the volume mounted.
+/// a plain directory as the volume: failure.mount-refused warns; one that
+/// forgets to remove its image leaves it, failure.clean's finding, which
+/// failure.mount-refused names rather than warns again (one cause, one
+/// finding); loop-ext4 fails cleanly and then creates the volume mounted.
 #[test]
 fn a_create_that_ignores_a_refused_mount_is_warned() {
     if cannot_run(
@@ -38,11 +39,20 @@ fn a_create_that_ignores_a_refused_mount_is_warned() {
         "\t\trm -f -- \"$img\" \"$tmpimg\"\n\tfi\n\tif [ \"$path_existed\" = no ]",
         "\t\t:\n\tfi\n\tif [ \"$path_existed\" = no ]",
     );
-    let report = loop_report(&scratch, &keeps_image, "failure.mount-refused", "1");
+    let report = loop_report_of(
+        &scratch,
+        &[&keeps_image, "failure.", "--timeout-scale", "1"],
+    );
     let (status, message) = verdict(&report, "failure.mount-refused");
-    assert_eq!(status, "warn", "{message}");
+    assert_eq!(status, "pass", "{message}");
     assert!(
-        message.contains("cannot mount the image), and left in the volumes dir: .")
+        message.contains("cannot mount the image), and what it left is failure.clean's finding"),
+        "{message}"
+    );
+    let (status, message) = verdict(&report, "failure.clean");
+    assert_eq!(status, "fail", "{message}");
+    assert!(
+        message.contains("failure.mount-refused (create with every mount refused): failed (")
             && message.contains(".img"),
         "{message}"
     );
@@ -92,9 +102,10 @@ fn a_create_that_ignores_a_refused_chmod_is_warned() {
 
 /// loop-ext4 with its failure path after the mount broken two ways, and
 /// mode changes refused: carrying on after the refused `chmod` leaves the
-/// filesystem's root mode, and forgetting that it mounted leaves the mount
-/// and its loop device; failure.chmod-refused warns both. loop-ext4 itself
-/// fails cleanly, then makes the volume.
+/// filesystem's root mode, which failure.chmod-refused warns; forgetting
+/// that it mounted leaves the mount and its loop device, failure.clean's
+/// finding, which failure.chmod-refused names rather than warns again.
+/// loop-ext4 itself fails cleanly, then makes the volume.
 #[test]
 fn a_create_that_mishandles_a_refused_chmod_after_its_mount_is_warned() {
     if cannot_run(
@@ -119,11 +130,22 @@ fn a_create_that_mishandles_a_refused_chmod_after_its_mount_is_warned() {
         "{message}"
     );
     let forgets_mount = loop_ext4_with(&scratch, "forgets-mount", "\tmounted_here=yes\n", "");
-    let report = loop_report(&scratch, &forgets_mount, id, "1");
+    let report = loop_report_of(
+        &scratch,
+        &[&forgets_mount, "failure.", "--timeout-scale", "1"],
+    );
     let (status, message) = verdict(&report, id);
-    assert_eq!(status, "warn", "{message}");
+    assert_eq!(status, "pass", "{message}");
     assert!(
-        message.contains("(mounted); loop devices attached: /dev/loop"),
+        message.contains("and what it left is failure.clean's finding"),
+        "{message}"
+    );
+    let (status, message) = verdict(&report, "failure.clean");
+    assert_eq!(status, "fail", "{message}");
+    assert!(
+        message.contains("failure.chmod-refused (")
+            && message.contains(" (mounted)")
+            && message.contains(" loop devices attached: /dev/loop"),
         "{message}"
     );
     let report = loop_report(&scratch, &util::sample("loop-ext4"), id, "1");

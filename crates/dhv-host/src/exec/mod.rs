@@ -250,7 +250,8 @@ pub struct Outcome {
     pub held: Option<HoldPoint>,
     /// Its changes of state in order, when they were recorded
     /// ([`AtChanges::Record`], [`AtChanges::KillAt`]; the names it made
-    /// elsewhere with [`AtChanges::RecordOutside`]), at most [`MAX_CHANGES`].
+    /// elsewhere with [`AtChanges::RecordOutside`], in the dir with
+    /// [`AtChanges::RecordMade`]), at most [`MAX_CHANGES`].
     pub changes: Vec<Change>,
     /// It was killed at its last change ([`AtChanges::KillAt`]), before that
     /// change ran.

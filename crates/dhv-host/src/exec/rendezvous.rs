@@ -61,6 +61,11 @@ pub enum AtChanges {
     /// only removes, no mount or process start. Where a call writes on the
     /// node beyond the dirs it was given, told by its own processes.
     RecordOutside(PathBuf),
+    /// The names made *under* the dir (made, created, linked or renamed to:
+    /// a rename by its target), recorded, each let go at once; nothing that
+    /// only removes, no mount or process start. What a call made there, told
+    /// by its own processes: whose a file is.
+    RecordMade(PathBuf),
 }
 
 impl AtChanges {
@@ -70,7 +75,8 @@ impl AtChanges {
             AtChanges::Hold(r) => r.scope(),
             AtChanges::Record(scope)
             | AtChanges::KillAt(scope, _)
-            | AtChanges::RecordOutside(scope) => scope,
+            | AtChanges::RecordOutside(scope)
+            | AtChanges::RecordMade(scope) => scope,
         }
     }
 }

@@ -22,12 +22,14 @@ impl Call {
         let argv0 = self.arg0.as_deref().unwrap_or(&self.program);
         let program = (self.program.as_path(), argv0);
         // A burst is held at changes of state only, and what is
-        // made outside a dir is names only; a crash point or a
+        // made in or outside a dir is names only; a crash point or a
         // record counts process starts too.
-        let hold = self
-            .at_changes
-            .as_ref()
-            .map(|w| !matches!(w, AtChanges::Hold(_) | AtChanges::RecordOutside(_)));
+        let hold = self.at_changes.as_ref().map(|w| {
+            !matches!(
+                w,
+                AtChanges::Hold(_) | AtChanges::RecordOutside(_) | AtChanges::RecordMade(_)
+            )
+        });
         os::start_leader(
             program,
             &self.args,

@@ -282,19 +282,26 @@ impl<K: Fn()> Answering<K> {
         let passing = self.killed
             || self.seat.as_ref().is_some_and(Seat::arrived)
             || (self.seat.is_some() && notice.starts_a_process());
-        let outside = matches!(self.watch, AtChanges::RecordOutside(_));
-        let path = match (passing, outside) {
+        let made = matches!(
+            self.watch,
+            AtChanges::RecordOutside(_) | AtChanges::RecordMade(_)
+        );
+        let path = match (passing, made) {
             (true, _) => None,
             (false, true) => notice.made_path(fd),
             (false, false) => notice.path(fd),
         };
-        let counts = match outside {
+        let counts = match &self.watch {
             // A name it makes, and can be read, elsewhere.
-            true => path.as_deref().is_some_and(|p| !p.starts_with(&self.scope)),
-            false => notice.in_scope(path.as_deref(), &self.scope),
+            AtChanges::RecordOutside(_) => {
+                path.as_deref().is_some_and(|p| !p.starts_with(&self.scope))
+            }
+            // A name it makes, and can be read, under the scope.
+            AtChanges::RecordMade(_) => path.as_deref().is_some_and(|p| p.starts_with(&self.scope)),
+            _ => notice.in_scope(path.as_deref(), &self.scope),
         };
         // A process start is a step wherever its program is: named by it.
-        let path = match (passing, outside) {
+        let path = match (passing, made) {
             (false, false) => path.or_else(|| notice.program(fd)),
             _ => path,
         };
