@@ -296,6 +296,7 @@ fn siblings_blocked_on_a_held_calls_lock_are_not_waited_for() {
     assert_eq!((held[0].together, held[0].of), (1, 3), "{held:?}");
     // Let go at the bound, the burst would take 20 s.
     assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
+}
 
 /// What a call makes under a dir is recorded by name (a rename by its
 /// target), and nothing it only removes, nothing it makes elsewhere: whose a
