@@ -18,9 +18,10 @@ use super::sweep::{Tracked, member_pids};
 /// What a running call of a burst is doing, seen once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Progress {
-    /// Every live process of it waits on something that only another
-    /// process can end (a lock, a pipe, a child that does so too), none
-    /// of them on a timer or on our answer to a change of state.
+    /// Every live process of it sleeps (`S`) or is stopped, waiting on
+    /// something that only another process can end (a lock, a pipe, a
+    /// child that does so too), none of them on a timer, on our answer to a
+    /// change of state, or in the kernel's own uninterruptible work.
     pub blocked: bool,
     /// The CPU its live processes have used so far.
     pub cpu: Duration,
@@ -38,7 +39,10 @@ pub(crate) fn progress(call: &Tracked) -> Progress {
         }
         live += 1;
         cpu += a.cpu;
-        if !(a.waiting || a.stuck) || waits_to_go_on(pid) {
+        // Asleep, or stopped, and not on a timer nor on us: blocked. An
+        // uninterruptible wait (`D`, a page read from a busy disk, say) is
+        // the kernel's own work, which ends by itself: not blocked.
+        if !a.waiting || waits_to_go_on(pid) {
             blocked = false;
         }
     }
