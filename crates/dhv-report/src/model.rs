@@ -169,6 +169,22 @@ impl Report {
         self.summary.verdict = Verdict::Inconclusive;
     }
 
+    /// Puts `result` in place of the check with its id, or adds it when the
+    /// run had none (a filter left it out), and derives the summary again:
+    /// for a finding the run can make only once it ended (what the plugin
+    /// did during the run's teardown). A changed plugin file still makes the
+    /// verdict [`Verdict::Inconclusive`].
+    pub fn put_check(&mut self, result: CheckResult) {
+        match self.checks.iter_mut().find(|c| c.id == result.id) {
+            Some(held) => *held = result,
+            None => self.checks.push(result),
+        }
+        self.summary = Summary::from_checks(&self.checks, self.options.strict);
+        if self.plugin_changed.is_some() {
+            self.summary.verdict = Verdict::Inconclusive;
+        }
+    }
+
     /// The checks ordered by id: the one order every report form uses, because checks run
     /// in parallel and finish in any order.
     pub fn checks_by_id(&self) -> Vec<&CheckResult> {
