@@ -47,7 +47,8 @@ pub struct Report {
     pub plugin: PluginInfo,
     /// The options the run was made with.
     pub options: RunOptions,
-    /// One result per check that was selected. Renderers sort these by id, so the engine
+    /// One result per check that was selected (and any the run adds at its
+    /// end, see [`Report::put_check`]). Renderers sort these by id, so the engine
     /// may push them in completion order.
     pub checks: Vec<CheckResult>,
     /// Duration profile per plugin operation.
