@@ -278,7 +278,7 @@ fn ended(
         if held.is_none_or(|c| c.status != crate::report::Status::Fail) {
             let result = super::verdict::to_result(
                 &AGENT_UNTOUCHED,
-                interfered(&fact),
+                interfered(&fact, &state.shared.log.calls()),
                 Duration::ZERO,
                 &[],
                 &std::collections::HashMap::new(),

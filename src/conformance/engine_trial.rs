@@ -265,7 +265,7 @@ impl RunState {
             // harness was moved, frozen or traced, and undid it. Nothing more
             // is asked of the plugin; the finding is already made.
             let finding = match spec.id == AGENT_UNTOUCHED.id {
-                true => interfered(&fact),
+                true => interfered(&fact, &self.shared.log.calls()),
                 false => Finding::Skip(INTERFERED_SKIP.into()),
             };
             return Ok((finding, Vec::new(), None));
@@ -316,8 +316,11 @@ impl RunState {
             return Some(fact);
         }
         let what = self.shared.supervisor.interrupted()?;
+        // The call that did it may still be running: it is looked for when
+        // the fact is judged (see `checks::process::interfered`).
         let fact = Fact::Interfered {
             what,
+            by: None,
             during: running.iter().copied().collect(),
         };
         self.shared.facts.publish(fact.clone());

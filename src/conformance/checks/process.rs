@@ -8,7 +8,7 @@ use super::process_tries::{
     CwdFindings, EnvFindings, EnvNeed, cwd_problem, env_need, read_only_cwd,
 };
 use super::{CheckSpec, FindingResult, Level, Needs};
-use crate::conformance::context::{Ctx, Fact, Finding, RunLog, listing};
+use crate::conformance::context::{Ctx, Fact, Finding, LoggedCall, RunLog, listing};
 use crate::contract::Operation;
 
 /// The `process.*` checks, in catalogue order.
@@ -47,7 +47,7 @@ pub(crate) const INTERFERED_SKIP: &str =
 fn agent_untouched(log: &RunLog) -> FindingResult {
     log.require_process()?;
     match log.facts.iter().find(|f| matches!(f, Fact::Interfered { .. })) {
-        Some(fact) => Err(interfered(fact)),
+        Some(fact) => Err(interfered(fact, &log.calls)),
         None => Ok(Finding::Pass(
             "no call moved the process that runs it to another cgroup, froze its cgroup or traced it"
                 .into(),
@@ -55,8 +55,23 @@ fn agent_untouched(log: &RunLog) -> FindingResult {
     }
 }
 
-/// `process.agent-untouched`'s failure for a [`Fact::Interfered`].
-pub(crate) fn interfered(fact: &Fact) -> Finding {
+/// `process.agent-untouched`'s failure for a [`Fact::Interfered`], naming
+/// the call of `calls` that did it when its own sweep saw it (its cgroup
+/// held the harness, or the tracer).
+pub(crate) fn interfered(fact: &Fact, calls: &[LoggedCall]) -> Finding {
+    let culprit = calls.iter().find_map(|c| {
+        let outcome = c.run.as_ref()?.result.as_ref().ok()?;
+        outcome.touched_harness.as_ref()?;
+        Some(format!("a {} call of {}", c.op, c.check))
+    });
+    let fact = match (fact, culprit) {
+        (Fact::Interfered { what, during, .. }, Some(by)) => Fact::Interfered {
+            what: what.clone(),
+            by: Some(by),
+            during: during.clone(),
+        },
+        _ => fact.clone(),
+    };
     Finding::Fail(format!(
         "expected the plugin never to touch the process that runs it (its cgroup, its freezer, \
          ptrace, its signals, its limits: under Nomad that process is the agent, and every \

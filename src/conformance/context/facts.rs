@@ -65,12 +65,16 @@ pub(crate) enum Fact {
     },
     /// The plugin touched the process that runs it (moved the harness into
     /// a cgroup of the run's, froze the run's cgroup, left a tracer on it),
-    /// first seen while `during` ran: the harness undid it, and the checks
-    /// not yet started are skipped. `process.agent-untouched`'s finding.
+    /// by the call `by` when it can be told, else first seen while `during`
+    /// ran: the harness undid it, and the checks not yet started are
+    /// skipped. `process.agent-untouched`'s finding.
     Interfered {
         /// What it did and what the harness did about it, as the supervisor
         /// says it.
         what: String,
+        /// The call that did it (`a create call of create.succeeds`), when
+        /// it can be told (its own cgroup held the harness, or the tracer).
+        by: Option<String>,
         /// The checks running when it was first seen (one of them made the
         /// call that did it, unless it was the run's end), by id; empty
         /// when none was.
@@ -122,7 +126,14 @@ impl Fact {
                     shown.join("; ")
                 )
             }
-            Fact::Interfered { what, during } => match during.as_slice() {
+            Fact::Interfered {
+                what, by: Some(by), ..
+            } => format!("{what} (by {by})"),
+            Fact::Interfered {
+                what,
+                by: None,
+                during,
+            } => match during.as_slice() {
                 [] => format!("{what} (first seen at the run's end)"),
                 [one] => format!("{what} (first seen while {one} ran)"),
                 few @ ([_, _] | [_, _, _]) => {
@@ -168,10 +179,20 @@ mod tests {
         let said = |during: &[&'static str]| {
             Fact::Interfered {
                 what: "it froze X".into(),
+                by: None,
                 during: during.to_vec(),
             }
             .describe()
         };
+        let by = Fact::Interfered {
+            what: "it moved the harness into cgroup /r/c3".into(),
+            by: Some("a create call of create.succeeds".into()),
+            during: vec!["a.b", "c.d"],
+        };
+        assert_eq!(
+            by.describe(),
+            "it moved the harness into cgroup /r/c3 (by a create call of create.succeeds)"
+        );
         let cases: [(&[&str], &str); 4] = [
             (&[], "it froze X (first seen at the run's end)"),
             (&["a.b"], "it froze X (first seen while a.b ran)"),

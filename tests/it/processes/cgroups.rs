@@ -299,6 +299,7 @@ fn a_plugin_moving_the_harness_into_its_cgroup_does_not_get_it_killed() {
         &[
             "it moved the harness into cgroup",
             "the harness moved itself back",
+            "(by a create call of create.succeeds)",
         ],
     );
 }
@@ -407,6 +408,7 @@ fn a_plugin_leaving_a_tracer_on_the_harness_does_not_hang_it() {
         &[
             "it attached a tracer to the harness",
             "the harness killed it",
+            "(by a create call of create.succeeds)",
         ],
     );
 }
