@@ -74,6 +74,16 @@ impl Tally {
                     check.message = format!("{}\nfailed {k}/{n} rounds", check.message);
                 }
             }
+            // A check a round adds only when it fails (process.agent-untouched
+            // under a filter that left it out) is kept from the round it
+            // failed in.
+            for (id, (k, first)) in &self.failed {
+                if !outcome.report.checks.iter().any(|c| &c.id == id) {
+                    let mut check = first.clone();
+                    check.message = format!("{}\nfailed {k}/{n} rounds", check.message);
+                    outcome.report.checks.push(check);
+                }
+            }
             outcome.report.summary = Summary::from_checks(&outcome.report.checks, strict);
         }
         Some(outcome)
@@ -99,5 +109,67 @@ mod tests {
         };
         assert!(hunt.another(1000, false));
         assert!(!hunt.another(7, true));
+    }
+
+    /// A round's outcome holding `checks`.
+    fn round(checks: Vec<CheckResult>) -> SuiteOutcome {
+        let report = crate::report::Report::new(
+            "nomad-1.10",
+            crate::report::PluginInfo::default(),
+            crate::report::RunOptions::default(),
+            checks,
+            Vec::new(),
+        );
+        SuiteOutcome {
+            report,
+            conclusion: libtest_mimic::Conclusion {
+                num_filtered_out: 0,
+                num_passed: 0,
+                num_failed: 0,
+                num_ignored: 0,
+                num_measured: 0,
+            },
+            harness_failed: false,
+            plugin_calls: 0,
+            plugin_busy: std::time::Duration::ZERO,
+            teardown: crate::conformance::Teardown::default(),
+            interrupted: None,
+        }
+    }
+
+    fn check(id: &str, status: Status) -> CheckResult {
+        CheckResult {
+            id: id.to_owned(),
+            group: "process".to_owned(),
+            level: crate::report::Level::Must,
+            status,
+            message: "m".to_owned(),
+            duration_ms: 0,
+            invocations: Vec::new(),
+            unpinned: None,
+            needs: None,
+            phase: None,
+        }
+    }
+
+    /// A check only a failing round reports (process.agent-untouched, added
+    /// when the plugin touched the harness under a filter that left it out)
+    /// is in the tally's report even when the last round has none.
+    #[test]
+    fn a_check_only_a_failing_round_reports_is_kept() {
+        let mut tally = Tally::default();
+        let passed = check("create.succeeds", Status::Pass);
+        let untouched = check("process.agent-untouched", Status::Fail);
+        assert!(tally.add(round(vec![passed.clone(), untouched])));
+        assert!(!tally.add(round(vec![passed])));
+        let outcome = tally.finish(false).expect("two rounds");
+        let kept = outcome
+            .report
+            .checks
+            .iter()
+            .find(|c| c.id == "process.agent-untouched")
+            .expect("kept");
+        assert_eq!(kept.message, "m\nfailed 1/2 rounds");
+        assert_eq!(outcome.report.exit_code(), 1);
     }
 }

@@ -208,7 +208,11 @@ fn introduction() -> &'static str {
      verdict rests on that call. A call of the operation a check is about that fails \
      beside other calls is made again alone too: when it then succeeds, the check goes on \
      from it and cites `process.repeatable`, which reports that race once (the concurrency \
-     checks, whose question is the company itself, keep what they met).\n\n\
+     checks, whose question is the company itself, keep what they met). Once a plugin \
+     is seen touching the process that runs it (moving it into a cgroup, freezing its \
+     cgroup, tracing it), the harness undoes it, `process.agent-untouched` fails (even \
+     when a filter left it out), and every check that had not started is skipped \
+     `skipped: the plugin interfered with the harness (see process.agent-untouched)`.\n\n\
      One root cause gives one finding. A delete that fails on a volume holding data is \
      `delete.succeeds`'s; a create that fails for an existing volume is \
      `create.idempotent`'s; volumes that share a path are `create.distinct`'s; what every \
@@ -248,5 +252,13 @@ mod tests {
             .find(|s| s.id == "create.idempotent")
             .unwrap();
         assert_eq!(anchor(spec), "createidempotent-must");
+    }
+
+    /// The skip a plugin that touched the harness gives the checks not yet
+    /// started is the one the introduction quotes.
+    #[test]
+    fn the_introduction_quotes_the_interference_skip() {
+        let skip = crate::conformance::INTERFERED_SKIP;
+        assert!(introduction().contains(&format!("`{skip}`")), "{skip}");
     }
 }

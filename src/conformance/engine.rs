@@ -18,6 +18,7 @@ use libtest_mimic::{Arguments, Conclusion, Trial};
 
 use super::catalogue::{CATALOGUE, CheckSpec};
 use super::checks;
+use super::checks::process::{AGENT_UNTOUCHED, interfered};
 use super::context::{Settings, Shared};
 use super::engine_trial::{Barrier, RunState, run_end};
 use super::evidence;
@@ -206,6 +207,7 @@ fn run_state(
         cleared: Arc::default(),
         signals: Arc::new(signals.share()),
         keep: opts.keep,
+        running: Arc::default(),
         results: Arc::default(),
         harness_failed: Arc::new(Mutex::new(false)),
         calls: Arc::default(),
@@ -262,15 +264,29 @@ fn ended(
     // went on as it does for every ending, the report is whole and says so.
     outcome.interrupted = signals.received();
     outcome.report.interrupted = outcome.interrupted.map(signal_name);
-    // A plugin that captured the harness (moved it into a cgroup of the
-    // run's, froze the run, traced it): the harness undid it, but what ran
-    // meanwhile is not to be trusted. Said, and exit 4.
-    if let Some(what) = state.shared.supervisor.interrupted() {
-        outcome.harness_failed = true;
-        outcome
+    // A plugin that touched the harness (moved it into a cgroup of the
+    // run's, froze the run, traced it): the harness undid it, and the
+    // conclusion is certain: process.agent-untouched fails, even when a
+    // filter left it out or it was done after the check judged (during the
+    // run's clearing or teardown). Exit 1, not 4: nothing is left unknown.
+    if let Some(fact) = state.notice_interference() {
+        let held = outcome
             .report
-            .interrupted
-            .get_or_insert(format!("the plugin: {what}"));
+            .checks
+            .iter()
+            .find(|c| c.id == AGENT_UNTOUCHED.id);
+        if held.is_none_or(|c| c.status != crate::report::Status::Fail) {
+            let result = super::verdict::to_result(
+                &AGENT_UNTOUCHED,
+                interfered(&fact, &state.shared.log.calls()),
+                Duration::ZERO,
+                &[],
+                &std::collections::HashMap::new(),
+                &state.shared.settings.timeouts(),
+                state.started,
+            );
+            outcome.report.put_check(result);
+        }
     }
     outcome
 }

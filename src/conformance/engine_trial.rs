@@ -5,7 +5,7 @@
 //! (`engine.rs`) makes the run's [`RunState`], hands libtest-mimic a trial
 //! per check, and turns what the trials recorded into the suite's outcome.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
@@ -14,7 +14,8 @@ use libtest_mimic::{Completion, Failed};
 
 use super::catalogue::CheckSpec;
 use super::checks::CheckFn;
-use super::context::{Finding, RunLog, ScenarioRun, Shared};
+use super::checks::process::{AGENT_UNTOUCHED, INTERFERED_SKIP, interfered};
+use super::context::{Fact, Finding, RunLog, ScenarioRun, Shared};
 use super::progress::{Progress, ProgressEvent};
 use super::teardown::Teardown;
 use super::verdict::{libtest_verdict, to_result};
@@ -82,6 +83,9 @@ pub(super) struct RunState {
     pub(super) signals: Arc<super::interrupt::Signals>,
     /// `--keep`: the run's end is cleared without removing anything.
     pub(super) keep: bool,
+    /// The checks running now, by id: which of them made the call that
+    /// touched the harness, when a plugin does (see [`Fact::Interfered`]).
+    pub(super) running: Arc<Mutex<BTreeSet<&'static str>>>,
     pub(super) results: Arc<Mutex<BTreeMap<&'static str, CheckResult>>>,
     pub(super) harness_failed: Arc<Mutex<bool>>,
     pub(super) calls: Arc<Mutex<Vec<PluginRun>>>,
@@ -113,7 +117,13 @@ impl RunState {
         let _alone = self.enter_phase(spec);
         self.progress.send(ProgressEvent::Started(spec.id));
         let start = Instant::now();
+        // Seen before it starts: a check started once the plugin touched
+        // the harness is skipped, and not among the ones it was seen during.
+        self.notice_interference();
+        crate::lock(&self.running).insert(spec.id);
         let (finding, runs, unpinned) = self.checked(spec);
+        self.notice_interference();
+        crate::lock(&self.running).remove(spec.id);
         let limits = self.shared.settings.timeouts();
         let mut result = to_result(
             spec,
@@ -250,6 +260,16 @@ impl RunState {
                 None,
             ));
         }
+        if let Some(fact) = self.interfered() {
+            // What a check would see is no longer the plugin alone: the
+            // harness was moved, frozen or traced, and undid it. Nothing more
+            // is asked of the plugin; the finding is already made.
+            let finding = match spec.id == AGENT_UNTOUCHED.id {
+                true => interfered(&fact, &self.shared.log.calls()),
+                false => Finding::Skip(INTERFERED_SKIP.into()),
+            };
+            return Ok((finding, Vec::new(), None));
+        }
         match spec.run {
             CheckFn::RunWide(judge, _) => {
                 // Timing is judged on calls made alone: the first run-wide
@@ -284,6 +304,35 @@ impl RunState {
                 Ok(run.finish(finding).await)
             }
         }
+    }
+
+    /// Publishes what the plugin did to the process that runs it, the first
+    /// time the supervisor says it (with the checks running then), for
+    /// `process.agent-untouched`; what was published, once it was.
+    pub(super) fn notice_interference(&self) -> Option<Fact> {
+        // Held while looking and publishing: one fact, whoever sees it first.
+        let running = crate::lock(&self.running);
+        if let Some(fact) = self.interfered() {
+            return Some(fact);
+        }
+        let what = self.shared.supervisor.interrupted()?;
+        // The call that did it may still be running: it is looked for when
+        // the fact is judged (see `checks::process::interfered`).
+        let fact = Fact::Interfered {
+            what,
+            by: None,
+            during: running.iter().copied().collect(),
+        };
+        self.shared.facts.publish(fact.clone());
+        Some(fact)
+    }
+
+    /// What the plugin did to the process that runs it, once published.
+    fn interfered(&self) -> Option<Fact> {
+        let facts = self.shared.facts.all();
+        facts
+            .into_iter()
+            .find(|f| matches!(f, Fact::Interfered { .. }))
     }
 
     /// How many calls of the run were in flight when each logged call started.

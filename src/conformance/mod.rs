@@ -29,6 +29,8 @@ pub(crate) mod volume_facts;
 
 pub use crate::plugin::PluginSource as Target;
 pub use catalogue::{CATALOGUE, CheckSpec};
+#[cfg(test)]
+pub(crate) use checks::process::INTERFERED_SKIP;
 pub use claims::{Attachment, Claims, Effect, ParameterClaim};
 pub use context::{RequestTemplate, Settings};
 pub use engine::{EngineError, SuiteOptions, SuiteOutcome, run_suite, selected};

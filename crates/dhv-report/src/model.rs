@@ -47,7 +47,8 @@ pub struct Report {
     pub plugin: PluginInfo,
     /// The options the run was made with.
     pub options: RunOptions,
-    /// One result per check that was selected. Renderers sort these by id, so the engine
+    /// One result per check that was selected (and any the run adds at its
+    /// end, see [`Report::put_check`]). Renderers sort these by id, so the engine
     /// may push them in completion order.
     pub checks: Vec<CheckResult>,
     /// Duration profile per plugin operation.
@@ -167,6 +168,22 @@ impl Report {
     pub fn mark_plugin_changed(&mut self, change: PluginChanged) {
         self.plugin_changed = Some(change);
         self.summary.verdict = Verdict::Inconclusive;
+    }
+
+    /// Puts `result` in place of the check with its id, or adds it when the
+    /// run had none (a filter left it out), and derives the summary again:
+    /// for a finding the run can make only once it ended (what the plugin
+    /// did during the run's teardown). A changed plugin file still makes the
+    /// verdict [`Verdict::Inconclusive`].
+    pub fn put_check(&mut self, result: CheckResult) {
+        match self.checks.iter_mut().find(|c| c.id == result.id) {
+            Some(held) => *held = result,
+            None => self.checks.push(result),
+        }
+        self.summary = Summary::from_checks(&self.checks, self.options.strict);
+        if self.plugin_changed.is_some() {
+            self.summary.verdict = Verdict::Inconclusive;
+        }
     }
 
     /// The checks ordered by id: the one order every report form uses, because checks run

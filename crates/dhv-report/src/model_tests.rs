@@ -90,6 +90,36 @@ fn exit_code_follows_the_verdict() {
     assert_eq!(strict.tool.name, TOOL_NAME);
 }
 
+/// A check put in after the run replaces the one of its id (or joins the
+/// others) and the summary follows it; a changed plugin file still makes the
+/// verdict inconclusive.
+#[test]
+fn a_check_put_in_after_the_run_moves_the_summary() {
+    let passed = vec![check("a.b", Status::Pass), check("c.d", Status::Pass)];
+    let mut report = Report::new(
+        "nomad-1.10",
+        PluginInfo::default(),
+        RunOptions::default(),
+        passed,
+        vec![],
+    );
+    report.put_check(check("a.b", Status::Fail));
+    assert_eq!(report.checks.len(), 2);
+    assert_eq!((report.summary.passed, report.summary.failed), (1, 1));
+    assert_eq!(report.exit_code(), 1);
+    report.put_check(check("e.f", Status::Fail));
+    assert_eq!((report.summary.total, report.summary.failed), (3, 2));
+    report.mark_plugin_changed(PluginChanged {
+        calls_before: 1,
+        sha256_before: None,
+        sha256_after: None,
+        detail: "size".into(),
+    });
+    report.put_check(check("c.d", Status::Fail));
+    assert_eq!(report.summary.verdict, Verdict::Inconclusive);
+    assert_eq!(report.summary.failed, 3);
+}
+
 #[test]
 fn enums_serialise_as_documented() {
     let json =

@@ -1,13 +1,14 @@
 //! `process.*`: a plugin gets nothing from Nomad but the `DHV_*` variables and
 //! runs from whatever directory the agent happens to be in (two scenarios); and,
 //! judged over every call of the run, it leaves no process behind, holds no
-//! pipe open, and gives the same outcome when a call is made again alone.
+//! pipe open, gives the same outcome when a call is made again alone, and
+//! never touches the process that runs it.
 
 use super::process_tries::{
     CwdFindings, EnvFindings, EnvNeed, cwd_problem, env_need, read_only_cwd,
 };
 use super::{CheckSpec, FindingResult, Level, Needs};
-use crate::conformance::context::{Ctx, Finding, RunLog, listing};
+use crate::conformance::context::{Ctx, Fact, Finding, LoggedCall, RunLog, listing};
 use crate::contract::Operation;
 
 /// The `process.*` checks, in catalogue order.
@@ -17,7 +18,68 @@ pub(crate) const CHECKS: &[CheckSpec] = &[
     ENV_SELF_CONTAINED,
     CWD_INDEPENDENT,
     REPEATABLE,
+    AGENT_UNTOUCHED,
 ];
+
+pub(crate) const AGENT_UNTOUCHED: CheckSpec = CheckSpec {
+    id: "process.agent-untouched",
+    level: Level::Must,
+    rule: "a plugin never touches the process that runs it: its cgroup, its freezer, ptrace, its signals, its limits",
+    why: "The process that runs the plugin is the Nomad agent. A plugin that moves it into a cgroup of its own (which the plugin's cleanup then kills), freezes its cgroup, or leaves a tracer on it (`strace -f -p $PPID`) stops or kills the agent, and with it every allocation and volume of the node. The harness undoes what was done (moves itself back, thaws, kills the tracer) and skips the checks that had not started: what they would see is no longer the plugin alone.",
+    fix: "Never write `$PPID` (or any pid but your own) into a `cgroup.procs`, never freeze a cgroup you did not make, and never trace, signal or limit your parent: put your own processes in a cgroup of their own (`echo $$ > .../cgroup.procs`) and leave debugging tracers out of the shipped plugin.",
+    varies: None,
+    samples: &[],
+    needs: Needs::Any,
+    subject: None,
+    run: run_wide!(agent_untouched),
+};
+
+/// The skip reason of a check that had not started when the plugin was seen
+/// touching the harness (see [`AGENT_UNTOUCHED`]).
+pub(crate) const INTERFERED_SKIP: &str =
+    "skipped: the plugin interfered with the harness (see process.agent-untouched)";
+
+/// The process that runs the plugin was left alone. What the plugin did to
+/// it the engine publishes when it first sees it (the supervisor's word);
+/// the engine holds this check to it again at the run's end, so what was
+/// done after this judged (during the run's clearing or teardown) fails it
+/// too.
+fn agent_untouched(log: &RunLog) -> FindingResult {
+    log.require_process()?;
+    match log.facts.iter().find(|f| matches!(f, Fact::Interfered { .. })) {
+        Some(fact) => Err(interfered(fact, &log.calls)),
+        None => Ok(Finding::Pass(
+            "no call moved the process that runs it to another cgroup, froze its cgroup or traced it"
+                .into(),
+        )),
+    }
+}
+
+/// `process.agent-untouched`'s failure for a [`Fact::Interfered`], naming
+/// the call of `calls` that did it when its own sweep saw it (its cgroup
+/// held the harness, or the tracer).
+pub(crate) fn interfered(fact: &Fact, calls: &[LoggedCall]) -> Finding {
+    let culprit = calls.iter().find_map(|c| {
+        let outcome = c.run.as_ref()?.result.as_ref().ok()?;
+        outcome.touched_harness.as_ref()?;
+        Some(format!("a {} call of {}", c.op, c.check))
+    });
+    let fact = match (fact, culprit) {
+        (Fact::Interfered { what, during, .. }, Some(by)) => Fact::Interfered {
+            what: what.clone(),
+            by: Some(by),
+            during: during.clone(),
+        },
+        _ => fact.clone(),
+    };
+    Finding::Fail(format!(
+        "expected the plugin never to touch the process that runs it (its cgroup, its freezer, \
+         ptrace, its signals, its limits: under Nomad that process is the agent, and every \
+         volume and job of the node goes with it); {}. The harness undid it; the checks not \
+         yet started were skipped",
+        fact.describe()
+    ))
+}
 
 pub(crate) const ENV_SELF_CONTAINED: CheckSpec = CheckSpec {
     id: "process.env-self-contained",

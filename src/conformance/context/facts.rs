@@ -63,6 +63,23 @@ pub(crate) enum Fact {
         /// What is still there, each with why.
         left: Vec<String>,
     },
+    /// The plugin touched the process that runs it (moved the harness into
+    /// a cgroup of the run's, froze the run's cgroup, left a tracer on it),
+    /// by the call `by` when it can be told, else first seen while `during`
+    /// ran: the harness undid it, and the checks not yet started are
+    /// skipped. `process.agent-untouched`'s finding.
+    Interfered {
+        /// What it did and what the harness did about it, as the supervisor
+        /// says it.
+        what: String,
+        /// The call that did it (`a create call of create.succeeds`), when
+        /// it can be told (its own cgroup held the harness, or the tracer).
+        by: Option<String>,
+        /// The checks running when it was first seen (one of them made the
+        /// call that did it, unless it was the run's end), by id; empty
+        /// when none was.
+        during: Vec<&'static str>,
+    },
 }
 
 impl Fact {
@@ -109,6 +126,25 @@ impl Fact {
                     shown.join("; ")
                 )
             }
+            Fact::Interfered {
+                what, by: Some(by), ..
+            } => format!("{what} (by {by})"),
+            Fact::Interfered {
+                what,
+                by: None,
+                during,
+            } => match during.as_slice() {
+                [] => format!("{what} (first seen at the run's end)"),
+                [one] => format!("{what} (first seen while {one} ran)"),
+                few @ ([_, _] | [_, _, _]) => {
+                    format!("{what} (first seen while one of {} ran)", few.join(", "))
+                }
+                // Naming them all would name no one.
+                many => format!(
+                    "{what} (first seen while {} checks ran at once)",
+                    many.len()
+                ),
+            },
         }
     }
 }
@@ -135,6 +171,44 @@ impl Facts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the plugin did to the harness is said with the checks it was
+    /// seen during while they are few enough to point at one.
+    #[test]
+    fn an_interference_names_the_checks_it_was_seen_during_when_few() {
+        let said = |during: &[&'static str]| {
+            Fact::Interfered {
+                what: "it froze X".into(),
+                by: None,
+                during: during.to_vec(),
+            }
+            .describe()
+        };
+        let by = Fact::Interfered {
+            what: "it moved the harness into cgroup /r/c3".into(),
+            by: Some("a create call of create.succeeds".into()),
+            during: vec!["a.b", "c.d"],
+        };
+        assert_eq!(
+            by.describe(),
+            "it moved the harness into cgroup /r/c3 (by a create call of create.succeeds)"
+        );
+        let cases: [(&[&str], &str); 4] = [
+            (&[], "it froze X (first seen at the run's end)"),
+            (&["a.b"], "it froze X (first seen while a.b ran)"),
+            (
+                &["a.b", "c.d", "e.f"],
+                "it froze X (first seen while one of a.b, c.d, e.f ran)",
+            ),
+            (
+                &["a.b", "c.d", "e.f", "g.h"],
+                "it froze X (first seen while 4 checks ran at once)",
+            ),
+        ];
+        for (during, want) in cases {
+            assert_eq!(said(during), want, "{during:?}");
+        }
+    }
 
     #[test]
     fn a_fact_is_kept_once_and_said_with_what_was_left() {

@@ -189,9 +189,13 @@ fn the_next_run_removes_the_cgroups_of_dead_runs_only() {
 
 /// Runs `check` on a plugin whose create first runs `attack` (sh, with `$root`
 /// the cgroup2 mount point), then is the reference; asserts the run ends
-/// exit 4, its terminal saying the plugin interrupted it with each of `said`.
-fn interrupted_by_the_plugin(attack: &str, checks: &[&str], said: &[&str]) {
+/// within a bound, exit 1 (non-conformant, not inconclusive), with
+/// `process.agent-untouched` failing and saying each of `said` in every
+/// report form, and that nothing of the run is left: no process of the
+/// plugin's, no run temp dir.
+fn touched_by_the_plugin(attack: &str, checks: &[&str], said: &[&str]) {
     let s = Scratch::new();
+    let reports = Scratch::new();
     let plugin = s.plugin(
         "attacker",
         &format!(
@@ -202,48 +206,110 @@ fn interrupted_by_the_plugin(attack: &str, checks: &[&str], said: &[&str]) {
             util::sample("reference")
         ),
     );
+    let (json, junit, markdown) = (
+        reports.path().join("report.json"),
+        reports.path().join("report.xml"),
+        reports.path().join("report.md"),
+    );
     let out = assert_cmd::Command::new(util::bin())
         .arg("check")
         .arg(&plugin)
         .args(checks)
-        .args(["--color", "never"])
+        .args(["--color", "never", "--json"])
+        .arg(&json)
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--markdown")
+        .arg(&markdown)
         .env("TMPDIR", s.path())
         .timeout(Duration::from_secs(120))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(4), "{out:?}");
-    assert!(stdout.contains("interrupted by the plugin: "), "{stdout}");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!stdout.contains("interrupted by"), "{stdout}");
+    assert!(stdout.contains("verdict: NON-CONFORMANT"), "{stdout}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["summary"]["verdict"], "non-conformant", "{report}");
+    assert_eq!(report.get("interrupted"), None, "{report}");
+    let failed: Vec<&serde_json::Value> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .collect();
+    let ids: Vec<&str> = failed.iter().filter_map(|c| c["id"].as_str()).collect();
+    assert!(
+        ids.contains(&"process.agent-untouched"),
+        "{ids:?}: {report}"
+    );
+    let untouched = failed
+        .iter()
+        .find(|c| c["id"] == "process.agent-untouched")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default();
     for text in said {
-        assert!(stdout.contains(text), "{text:?} not said: {stdout}");
+        assert!(untouched.contains(text), "{text:?} not said: {untouched}");
+        assert!(
+            stdout.contains(text),
+            "{text:?} not on the terminal: {stdout}"
+        );
     }
+    let junit = std::fs::read_to_string(&junit).unwrap();
+    let case = junit
+        .split("<testcase ")
+        .find(|c| c.contains(r#"name="id" value="process.agent-untouched""#))
+        .unwrap_or_default();
+    assert!(case.contains("<failure"), "{junit}");
+    let markdown = std::fs::read_to_string(&markdown).unwrap();
+    assert!(markdown.contains("**non-conformant**"), "{markdown}");
+    assert!(markdown.contains("process.agent-untouched"), "{markdown}");
+    let needle = s.path().to_string_lossy().into_owned();
+    let gone = || {
+        util::processes_mentioning(&needle).is_empty()
+            && util::processes_with_env_containing(&needle).is_empty()
+    };
+    assert!(
+        wait_for(Duration::from_secs(10), gone),
+        "the run left processes"
+    );
+    let left: Vec<_> = std::fs::read_dir(s.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "attacker")
+        .collect();
+    assert!(left.is_empty(), "the run left {left:?}");
 }
 
 /// A plugin that moves the harness into its own call cgroup (as root may)
 /// does not get the harness killed by that call's sweep: the harness steps
-/// back into its own cgroup before any kill, and the run ends exit 4,
-/// saying the plugin interrupted it and how. (It was killed, exit 137.)
+/// back into its own cgroup before any kill, and the run ends exit 1,
+/// `process.agent-untouched` failing and saying what the plugin did. (It was
+/// killed, exit 137; then it ended exit 4, inconclusive.)
 #[test]
 fn a_plugin_moving_the_harness_into_its_cgroup_does_not_get_it_killed() {
     let test = "a_plugin_moving_the_harness_into_its_cgroup_does_not_get_it_killed";
     if cgroups_or_skip(test).is_none() {
         return;
     }
-    interrupted_by_the_plugin(
+    touched_by_the_plugin(
         "echo $PPID > \"$root$(sed -n 's/^0:://p' /proc/self/cgroup)/cgroup.procs\"",
         &["create.succeeds", "--exact"],
         &[
             "it moved the harness into cgroup",
             "the harness moved itself back",
+            "(by a create call of create.succeeds)",
         ],
     );
 }
 
 /// What a plugin did to capture the harness belongs to its run: in a
 /// process that runs the suite twice (the library), a plugin that moved the
-/// harness into its call cgroup in the first run ends that run exit 4,
-/// saying so, and the second run, of the reference plugin, is not said to be
-/// interrupted (it was: the record was the process's, not the run's).
+/// harness into its call cgroup in the first run ends that run exit 1,
+/// `process.agent-untouched` failing, and the second run, of the reference
+/// plugin, passes it (it was said to be interrupted too: the record was the
+/// process's, not the run's).
 #[test]
 fn a_plugin_that_captured_one_run_leaves_the_next_run_of_the_process_alone() {
     let test = "a_plugin_that_captured_one_run_leaves_the_next_run_of_the_process_alone";
@@ -270,29 +336,41 @@ fn a_plugin_that_captured_one_run_leaves_the_next_run_of_the_process_alone() {
         dhv_conform::suite::run_blocking(config).expect("the suite ran")
     };
     let captured = run(plugin.to_str().unwrap());
-    assert_eq!(captured.exit_code(), 4, "{:?}", captured.report.interrupted);
-    let said = captured.report.interrupted.clone().unwrap_or_default();
-    assert!(
-        said.starts_with("the plugin: it moved the harness into cgroup"),
-        "{said}"
-    );
+    let untouched = |run: &dhv_conform::suite::SuiteRun| {
+        let check = run
+            .report
+            .checks
+            .iter()
+            .find(|c| c.id == "process.agent-untouched");
+        check.map(|c| (c.status, c.message.clone()))
+    };
+    assert_eq!(captured.exit_code(), 1, "{:?}", captured.report.summary);
+    assert_eq!(captured.report.interrupted, None);
+    let (status, said) = untouched(&captured).expect("process.agent-untouched reported");
+    assert_eq!(status, dhv_conform::report::Status::Fail, "{said}");
+    assert!(said.contains("it moved the harness into cgroup"), "{said}");
     let next = run(&util::sample("reference"));
     assert_eq!(next.report.interrupted, None);
+    assert_eq!(
+        untouched(&next),
+        None,
+        "a filter left it out, and nothing touched the harness"
+    );
     assert_eq!(next.exit_code(), 0, "{:?}", next.report.summary);
 }
 
 /// A plugin that freezes the run's cgroup (its parent's `cgroup.freeze`, as
 /// root may) does not hang the harness: the next call cloned into the frozen
 /// tree would never reach its exec. The run's cgroup is thawed at once, the
-/// run ends, exit 4, saying the plugin interrupted it and how. (It hung until
-/// killed.)
+/// run ends, exit 1, `process.agent-untouched` failing and saying what the
+/// plugin did. (It hung until killed; then it ended exit 4, inconclusive.)
 #[test]
 fn a_plugin_freezing_the_runs_cgroup_does_not_hang_the_harness() {
     let test = "a_plugin_freezing_the_runs_cgroup_does_not_hang_the_harness";
     if cgroups_or_skip(test).is_none() {
         return;
     }
-    interrupted_by_the_plugin(
+    touched_by_the_plugin(
         "own=$(sed -n 's/^0:://p' /proc/self/cgroup)\necho 1 > \"$root${own%/*}/cgroup.freeze\"",
         &["create."],
         &["it froze the run's cgroup", "the harness thawed it"],
@@ -302,8 +380,9 @@ fn a_plugin_freezing_the_runs_cgroup_does_not_hang_the_harness() {
 /// A plugin that leaves a tracer attached to the harness (`strace -f -p
 /// $PPID`, as root may) does not hang it: the sweep that would stop the
 /// tracer with the rest of the call (and so every traced thread of the
-/// harness, its own too) kills it instead, and the run ends exit 4, saying
-/// the plugin interrupted it and how. (It hung 150 s.)
+/// harness, its own too) kills it instead, and the run ends exit 1,
+/// `process.agent-untouched` failing and saying what the plugin did. (It hung
+/// 150 s; then it ended exit 4, inconclusive.)
 #[test]
 fn a_plugin_leaving_a_tracer_on_the_harness_does_not_hang_it() {
     let test = "a_plugin_leaving_a_tracer_on_the_harness_does_not_hang_it";
@@ -319,7 +398,7 @@ fn a_plugin_leaving_a_tracer_on_the_harness_does_not_hang_it() {
         util::skip(test, "needs strace (.ci/run installs it)");
         return;
     };
-    interrupted_by_the_plugin(
+    touched_by_the_plugin(
         &format!(
             "'{}' -f -o /dev/null -p $PPID >/dev/null 2>&1 </dev/null &\n\
              n=0; until grep -q '^TracerPid:[[:space:]]*[1-9]' /proc/$PPID/status || [ $n -ge 500 ]; do n=$((n+1)); sleep 0.01; done",
@@ -329,6 +408,7 @@ fn a_plugin_leaving_a_tracer_on_the_harness_does_not_hang_it() {
         &[
             "it attached a tracer to the harness",
             "the harness killed it",
+            "(by a create call of create.succeeds)",
         ],
     );
 }

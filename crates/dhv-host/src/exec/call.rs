@@ -65,6 +65,8 @@ impl Call {
         outcome.cpu_wait = cpu_wait;
         // After the sweep: a leftover that hit a limit before it was killed counts.
         outcome.limits_reached = tracked.limits_reached();
+        // After the sweep too: its sweep is where a capture is first seen.
+        outcome.touched_harness = tracked.touched_harness();
         Ok(outcome)
     }
 
@@ -205,6 +207,7 @@ impl Call {
             duration,
             cpu_wait: None,
             limits_reached: None,
+            touched_harness: None,
             pid: call.pid as u32,
             held: seen.held,
             changes: seen.changes,

@@ -242,6 +242,13 @@ pub struct Outcome {
     /// see [`CallLimits`]), in words: the plugin's doing, a finding about it.
     /// `None` when it reached none, or had no cgroup with those controllers.
     pub limits_reached: Option<String>,
+    /// What its plugin was seen doing to capture the harness, the process
+    /// that runs it (moved it into the call's cgroup, left a tracer on it):
+    /// the harness undid it. `None` when nothing was seen, or nothing could
+    /// be told to be this call's doing (a freeze of the cgroup all calls
+    /// share is said only to the supervisor, see
+    /// [`Supervisor::interrupted`]).
+    pub touched_harness: Option<String>,
     /// The leader's process id.
     pub pid: u32,
     /// Where the call was held for its burst ([`Call::hold`]): `None` when

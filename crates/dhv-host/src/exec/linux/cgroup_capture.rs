@@ -22,9 +22,14 @@ use crate::sync::lock;
 /// What can be told apart is said to the run whose call did it (the call
 /// cgroup the harness was moved into, or the tracer is in); what cannot (a
 /// freeze of the cgroup every run of this process shares) to every run live
-/// then. A run that starts later never sees it.
+/// then. A run that starts later never sees it. One made
+/// [`for_a_call`](Self::for_a_call) also keeps what was said to it as that
+/// call's own doing ([`by_this_call`](Self::by_this_call)).
 #[derive(Clone)]
-pub(crate) struct Interruptions(Arc<Mutex<Option<String>>>);
+pub(crate) struct Interruptions {
+    run: Arc<Mutex<Option<String>>>,
+    call: Option<Arc<Mutex<Option<String>>>>,
+}
 
 impl Default for Interruptions {
     /// A record of its own, live (said what concerns every run) until its
@@ -34,14 +39,14 @@ impl Default for Interruptions {
         let mut live = lock(&LIVE_RECORDS);
         live.retain(|r| r.strong_count() > 0);
         live.push(Arc::downgrade(&record));
-        Interruptions(record)
+        Interruptions::from(record)
     }
 }
 
 impl std::fmt::Debug for Interruptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("Interruptions")
-            .field(&*lock(&self.0))
+            .field(&*lock(&self.run))
             .finish()
     }
 }
@@ -52,26 +57,51 @@ impl Interruptions {
     /// [`untrace`]).
     pub(crate) fn get(&self) -> Option<String> {
         come_home();
-        lock(&self.0).clone()
+        lock(&self.run).clone()
+    }
+
+    /// The same run's record, for one call: what is said to it is said to
+    /// the run, and kept as the call's own doing too.
+    pub(crate) fn for_a_call(&self) -> Interruptions {
+        Interruptions {
+            run: self.run.clone(),
+            call: Some(Arc::new(Mutex::new(None))),
+        }
+    }
+
+    /// What was said to this call's record (see
+    /// [`for_a_call`](Self::for_a_call)): what its plugin was seen doing to
+    /// capture the harness, the first time. `None` for a run's record.
+    pub(crate) fn by_this_call(&self) -> Option<String> {
+        lock(self.call.as_deref()?).clone()
     }
 
     /// Says `what`, unless something was said already (the first capture is
-    /// the one that counts).
+    /// the one that counts), to the run and to the call it is for.
     fn say(&self, what: &str) {
-        lock(&self.0).get_or_insert_with(|| what.to_owned());
+        for record in std::iter::once(&self.run).chain(&self.call) {
+            lock(record).get_or_insert_with(|| what.to_owned());
+        }
     }
 
     fn from(record: Arc<Mutex<Option<String>>>) -> Interruptions {
-        Interruptions(record)
+        Interruptions {
+            run: record,
+            call: None,
+        }
     }
 }
 
 type Record = std::sync::Weak<Mutex<Option<String>>>;
 
+/// Whose a call cgroup is: its run's record and its call's (see
+/// [`Interruptions::for_a_call`]).
+type Owner = (Record, Option<Record>);
+
 /// The records of every run of this process that is still live.
 static LIVE_RECORDS: Mutex<Vec<Record>> = Mutex::new(Vec::new());
 /// The record of the run whose call last took each call cgroup (by number).
-static OWNERS: Mutex<Vec<(u64, Record)>> = Mutex::new(Vec::new());
+static OWNERS: Mutex<Vec<(u64, Owner)>> = Mutex::new(Vec::new());
 
 /// Says `what` to the run whose call took call cgroup `call`, or, when that
 /// is not known (or the run is over), to every live run.
@@ -82,16 +112,20 @@ fn record(what: &str, call: Option<u64>) {
 /// [`record`] with the records given.
 fn record_in(
     live: &Mutex<Vec<Record>>,
-    owners: &Mutex<Vec<(u64, Record)>>,
+    owners: &Mutex<Vec<(u64, Owner)>>,
     what: &str,
     call: Option<u64>,
 ) {
     let owner = call.and_then(|n| {
         let owners = lock(owners);
-        owners.iter().find(|(m, _)| *m == n)?.1.upgrade()
+        let (run, call) = &owners.iter().find(|(m, _)| *m == n)?.1;
+        Some(Interruptions {
+            run: run.upgrade()?,
+            call: call.as_ref().and_then(Record::upgrade),
+        })
     });
     let to: Vec<Interruptions> = match owner {
-        Some(owner) => vec![Interruptions::from(owner)],
+        Some(owner) => vec![owner],
         None => lock(live)
             .iter()
             .filter_map(Record::upgrade)
@@ -109,10 +143,11 @@ pub(super) fn set_owner(n: u64, owner: &Interruptions) {
 }
 
 /// [`set_owner`] with the records given.
-fn set_owner_in(owners: &Mutex<Vec<(u64, Record)>>, n: u64, owner: &Interruptions) {
+fn set_owner_in(owners: &Mutex<Vec<(u64, Owner)>>, n: u64, owner: &Interruptions) {
     let mut owners = lock(owners);
-    owners.retain(|(m, r)| *m != n && r.strong_count() > 0);
-    owners.push((n, Arc::downgrade(&owner.0)));
+    owners.retain(|(m, (r, _))| *m != n && r.strong_count() > 0);
+    let call = owner.call.as_ref().map(Arc::downgrade);
+    owners.push((n, (Arc::downgrade(&owner.run), call)));
 }
 
 /// The number of the call cgroup `rel` (a path as `/proc/PID/cgroup` shows
@@ -297,9 +332,9 @@ mod tests {
         let run = || {
             let record = Arc::new(Mutex::new(None));
             lock(&live).push(Arc::downgrade(&record));
-            Interruptions(record)
+            Interruptions::from(record)
         };
-        let said = |run: &Interruptions| lock(&run.0).clone();
+        let said = |run: &Interruptions| lock(&run.run).clone();
         let (a, b) = (run(), run());
         set_owner_in(&owners, 3, &a);
         record_in(&live, &owners, "moved into c3", Some(3));
@@ -318,6 +353,33 @@ mod tests {
         let later = run();
         assert_eq!(said(&c).as_deref(), Some("gone"));
         assert_eq!(said(&later), None);
+    }
+
+    /// What a call's cgroup was used for is said to that call as its own
+    /// doing, and to its run; another call of the run hears nothing of it;
+    /// once the call is over, its run still hears it.
+    #[test]
+    fn a_capture_through_a_calls_cgroup_is_that_calls_doing() {
+        let (live, owners) = (Mutex::new(Vec::new()), Mutex::new(Vec::new()));
+        let record = Arc::new(Mutex::new(None));
+        lock(&live).push(Arc::downgrade(&record));
+        let run = Interruptions::from(record);
+        let (first, second) = (run.for_a_call(), run.for_a_call());
+        set_owner_in(&owners, 1, &first);
+        set_owner_in(&owners, 2, &second);
+        record_in(&live, &owners, "moved into c1", Some(1));
+        assert_eq!(first.by_this_call().as_deref(), Some("moved into c1"));
+        assert_eq!(second.by_this_call(), None);
+        assert_eq!(run.by_this_call(), None);
+        assert_eq!(lock(&run.run).as_deref(), Some("moved into c1"));
+        drop(second);
+        record_in(&live, &owners, "moved into c2", Some(2));
+        assert_eq!(lock(&run.run).as_deref(), Some("moved into c1"));
+        // The call is over: its run's record is still the one told.
+        let other = Interruptions::from(Arc::new(Mutex::new(None)));
+        lock(&live).push(Arc::downgrade(&other.run));
+        record_in(&live, &owners, "traced from c2", Some(2));
+        assert_eq!(lock(&other.run).as_deref(), None);
     }
 
     #[test]

@@ -118,7 +118,8 @@ fn reaped_children_cpu() -> std::time::Duration {
 /// ([`Call::refuse`](super::Call::refuse)); with `hold`, their changes of
 /// state (and with `Some(true)` their process starts) notify us
 /// ([`Spawned::listener`], see [`serve_holds`]). What the plugin does to
-/// capture the harness is said to `interruptions` (its run's).
+/// capture the harness is said to `interruptions` (its run's), and kept
+/// as this call's doing ([`Tracked::touched_harness`]).
 pub(crate) fn start_leader(
     (program, argv0): (&Path, &Path),
     args: &[OsString],
@@ -128,6 +129,7 @@ pub(crate) fn start_leader(
     hold: Option<bool>,
     interruptions: &Interruptions,
 ) -> std::io::Result<(Tracked, (Spawned, Instant))> {
+    let interruptions = &interruptions.for_a_call();
     let cgroup = CallCgroup::create(interruptions);
     let in_flight = process_wide::spawn_in_flight();
     let start = Instant::now();

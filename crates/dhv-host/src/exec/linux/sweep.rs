@@ -51,11 +51,19 @@ pub(crate) struct Tracked {
     /// When the call started, in clock ticks since boot.
     pub started: u64,
     /// Where what the call's plugin did to capture the harness is said: its
-    /// supervisor's (its run's).
+    /// supervisor's (its run's), and the call's own.
     pub interruptions: Interruptions,
 }
 
 impl Tracked {
+    /// What this call's plugin was seen doing to capture the harness (moved
+    /// it into the call's cgroup, left a tracer on it from there), the
+    /// first time; `None` when nothing was seen, or nothing could be told
+    /// to be this call's doing (a freeze of the run's cgroup).
+    pub fn touched_harness(&self) -> Option<String> {
+        self.interruptions.by_this_call()
+    }
+
     /// The time the call's processes waited for a CPU, from its cgroup's
     /// `cpu.pressure`; `None` without a cgroup or pressure information.
     pub fn cpu_wait(&self) -> Option<Duration> {
