@@ -16,6 +16,7 @@ const GROUPS: &[&[CheckSpec]] = &[
     checks::create::CHECKS,
     checks::delete::CHECKS,
     checks::lifecycle::CHECKS,
+    checks::history::CHECKS,
     checks::concurrency::CHECKS,
     checks::failure::CHECKS,
     checks::process::CHECKS,

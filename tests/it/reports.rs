@@ -247,6 +247,8 @@ samples! {
     sample_bytes_out_of_range => "bytes-out-of-range",
     sample_check_then_mkdir => "check-then-mkdir",
     sample_crash_unsafe => "crash-unsafe",
+    sample_glob_delete => "glob-delete",
+    sample_labelled_dirs => "labelled-dirs",
     sample_crlf_shebang => "crlf-shebang",
     sample_eval_name => "eval-name",
     sample_fails_on_existing_dir => "fails-on-existing-dir",

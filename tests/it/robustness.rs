@@ -173,6 +173,7 @@ hostile! {
     busy_pool_leaves_nothing => "busy-pool" at "1",
     bytes_out_of_range_leaves_nothing => "bytes-out-of-range" at "1",
     crash_unsafe_leaves_nothing => "crash-unsafe" at "1",
+    glob_delete_leaves_nothing => "glob-delete" at "1",
     crlf_shebang_leaves_nothing => "crlf-shebang" at "1",
     fails_on_existing_dir_leaves_nothing => "fails-on-existing-dir" at "1",
     fails_on_missing_dir_leaves_nothing => "fails-on-missing-dir" at "1",
@@ -214,6 +215,7 @@ fn the_sweep_covers_every_broken_sample() {
         .filter(|n| {
             ![
                 "reference",
+                "labelled-dirs",
                 "loop-ext4",
                 "loop-block",
                 "mkfs-on-reboot",

@@ -205,6 +205,8 @@ swept! {
     setsid_daemon_every_signal => "setsid-daemon",
     shared_path_every_signal => "shared-path",
     side_file_every_signal => "side-file",
+    glob_delete_every_signal => "glob-delete",
+    labelled_dirs_every_signal => "labelled-dirs",
     slow_fingerprint_every_signal => "slow-fingerprint",
     slow_start_every_signal => "slow-start",
     string_bytes_every_signal => "string-bytes",

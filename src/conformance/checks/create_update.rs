@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::{CheckSpec, FindingResult, Level, Needs};
-use crate::conformance::context::{Ctx, Expect, Finding, canary_intact, plant_in_volume};
+use crate::conformance::context::{Ctx, Expect, Fact, Finding, canary_intact, plant_in_volume};
 use crate::conformance::host::Host;
 use crate::contract::{CreateRequest, Operation};
 
@@ -107,6 +107,7 @@ async fn bigger_capacity(
             Ok(_) => "an update (same id, capacity min doubled)",
             Err(_) => "a failed update (same id, capacity min doubled)",
         };
+        ctx.publish(Fact::UpdateLostData { what: what.into() });
         return Err(wiped(what, lost));
     }
     match &call.result {

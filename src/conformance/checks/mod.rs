@@ -36,6 +36,7 @@ mod delete_held;
 mod delete_in_use;
 pub(crate) mod failure;
 pub(crate) mod fingerprint;
+pub(crate) mod history;
 mod in_the_way;
 pub(crate) mod input;
 mod input_space;
@@ -109,9 +110,9 @@ pub(crate) const PROBE_OWNERS: ProbeOwners = ProbeOwners {
 /// group's checks are gathered, so that `company` imports none of them.
 pub(crate) const COMPANY_OWNER: &CheckSpec = &concurrency::CREATE;
 
-/// The checks that others wait for (see [`company`]): each runs first in
-/// its phase.
-pub(crate) const AWAITED: &[CheckSpec] = &[*COMPANY_OWNER];
+/// The checks that others wait for (see [`company`], and the histories,
+/// which cite `create.update`'s lost data): each runs first in its phase.
+pub(crate) const AWAITED: &[CheckSpec] = &[*COMPANY_OWNER, create_update::UPDATE];
 
 /// The skip of a check that builds on `check`, which did not pass.
 pub(crate) fn needs(check: &CheckSpec) -> String {

@@ -73,6 +73,23 @@ impl Dirs {
         })
     }
 
+    /// Leaves a symbolic link `name` in `dir` pointing at `target`, as a
+    /// task could leave one in its volume; only inside the run's sandbox,
+    /// made new as [`plant`](Self::plant) makes a file, and removed at the
+    /// end of the check. Returns its path.
+    pub fn plant_link(&self, dir: &Path, name: &str, target: &Path) -> std::io::Result<PathBuf> {
+        fence::within(|| {
+            self.sandbox.plant_link(
+                &self.run.root_dir,
+                &self.run.planted,
+                self.owner,
+                dir,
+                name,
+                target,
+            )
+        })
+    }
+
     /// Makes a new file `name` in `dir` (see [`Sandbox::create_file`]) and
     /// hands it to `write`, on a blocking thread (a write may take long),
     /// all inside the descriptor fence ([`fence`]): the file is closed before

@@ -80,6 +80,13 @@ pub(crate) enum Fact {
         /// when none was.
         during: Vec<&'static str>,
     },
+    /// An update (create again of an existing volume with a new capacity)
+    /// removed or re-made the volume, losing what it held: `create.update`'s
+    /// finding, which the histories cite when they meet it again.
+    UpdateLostData {
+        /// The update, in words (`an update (same id, capacity min doubled)`).
+        what: String,
+    },
 }
 
 impl Fact {
@@ -126,6 +133,7 @@ impl Fact {
                     shown.join("; ")
                 )
             }
+            Fact::UpdateLostData { what } => format!("{what} lost the volume's data"),
             Fact::Interfered {
                 what, by: Some(by), ..
             } => format!("{what} (by {by})"),

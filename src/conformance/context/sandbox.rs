@@ -149,6 +149,33 @@ impl Sandbox {
         Ok(Reached { anchor, rel, at })
     }
 
+    /// A new symbolic link `name` in `dir` pointing at `target` (never
+    /// followed: it is what a task could leave in its volume), made as
+    /// [`plant`](Self::plant) makes a canary and recorded in `planted`, so
+    /// that it is removed by name whatever the check does.
+    pub fn plant_link(
+        &self,
+        root: &Arc<HeldDir>,
+        planted: &Planted,
+        owner: u64,
+        dir: &Path,
+        name: &str,
+        target: &Path,
+    ) -> std::io::Result<PathBuf> {
+        let reached = self.reach(root, dir)?;
+        let path = dir.join(name);
+        let id = safe_fs::create_symlink(reached.at.as_fd(), name.as_ref(), target).map_err(
+            |e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => {
+                    std::io::Error::new(e.kind(), safe_fs::AlreadyThere(path.clone()))
+                }
+                _ => e,
+            },
+        )?;
+        planted.add(reached.made(owner, name, id, path.clone())?);
+        Ok(path)
+    }
+
     /// A new, empty file `name` in `dir` for a check to fill, made as
     /// [`plant`](Self::plant) makes a canary (a name that exists is an
     /// error, never written through) and recorded in `planted`, so that it

@@ -236,12 +236,27 @@ pub fn create_new_file(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(std::fs
     Ok((std::fs::File::from(file), id))
 }
 
-/// Removes `name` from `dir` if it is still the regular file `id` (made by
-/// [`create_new`]); whether it was removed. Anything else by that name is
-/// left alone.
+/// Makes the new symbolic link `name` in `dir`, pointing at `target`
+/// (which is never followed or looked at); its identity (the link's own).
+/// A name that exists is an error whose kind is `AlreadyExists`.
+pub fn create_symlink(dir: BorrowedFd<'_>, name: &OsStr, target: &Path) -> io::Result<FileId> {
+    let to = std::ffi::CString::new(target.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let at = std::ffi::CString::new(name.as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: two NUL-terminated strings and a valid dir fd; symlinkat reads them.
+    if unsafe { libc::symlinkat(to.as_ptr(), dir.as_raw_fd(), at.as_ptr()) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(FileId::at(dir, name)?.0)
+}
+
+/// Removes `name` from `dir` if it is still the regular file or symbolic
+/// link `id` (made by [`create_new`] or [`create_symlink`]); whether it was
+/// removed. Anything else by that name is left alone.
 pub fn remove_if_same(dir: BorrowedFd<'_>, name: &OsStr, id: FileId) -> io::Result<bool> {
     match FileId::at(dir, name) {
-        Ok((now, libc::S_IFREG)) if now == id => {
+        Ok((now, libc::S_IFREG | libc::S_IFLNK)) if now == id => {
             fd::unlink_at(dir, name, false)?;
             Ok(true)
         }
