@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{CheckSpec, FindingResult, Level, Needs, create_update::UPDATE};
-use crate::conformance::context::{Ctx, Expect, Fact, Finding, canary_intact};
+use crate::conformance::context::{Ctx, Expect, Fact, Finding, VolumeAt, canary_intact};
 use crate::contract::CreateRequest;
 
 pub(crate) const NEIGHBOURS: CheckSpec = CheckSpec {
@@ -172,6 +172,14 @@ impl<'c> Node<'c> {
             ))
         };
         volume.mode = host.entry(dir).ok().map(|i| i.mode);
+        if host.is_block_device(dir) {
+            // A device holds no names: a task's data is a mark at its start.
+            let mark = dirs.plant(dir, ".hist-data").map_err(inconclusive)?;
+            let mode = host.entry(&mark).map_err(inconclusive)?.mode;
+            volume.files.push((mark, mode));
+            self.note_written();
+            return Ok(());
+        }
         for (name, mode) in [(".hist-data", None), (".hist-private", Some(TASK_MODE))] {
             let file = dirs.plant(dir, name).map_err(inconclusive)?;
             if let Some(mode) = mode {
@@ -197,11 +205,15 @@ impl<'c> Node<'c> {
             dirs.plant_link(dir, ".hist-link-outside", target)
                 .map_err(inconclusive)?;
         }
-        self.steps
-            .last_mut()
-            .expect("a create came first")
-            .push_str(", a task writes into it");
+        self.note_written();
         Ok(())
+    }
+
+    /// Says in the history that a task wrote into the volume just made.
+    fn note_written(&mut self) {
+        if let Some(step) = self.steps.last_mut() {
+            step.push_str(", a task writes into it");
+        }
     }
 
     /// Deletes the live volume at `index`: it must be gone afterwards.
@@ -209,15 +221,18 @@ impl<'c> Node<'c> {
         let volume = self.live.remove(index);
         let step = format!("delete {}", volume.named());
         self.steps.push(step.clone());
+        // A block device's node outlives its volume: what is gone is what
+        // backed it (see `VolumeAt`).
+        let at = VolumeAt::before_delete(self.ctx, &volume.path);
         self.ctx
             .steps()
             .delete_ok(&volume.req, &volume.path, &step)
             .await?;
-        if self.ctx.host().exists(Path::new(&volume.path)) {
+        if !at.gone().await {
             return Err(self.fail(format!(
-                "after delete {}, its path {:?} is still there",
+                "after delete {}, expected its volume gone; {}",
                 volume.named(),
-                volume.path
+                at.still_there()
             )));
         }
         self.oracle(None).await
