@@ -254,7 +254,7 @@ impl CallCgroup {
         };
         lock(&LIVE).push(slot.n);
         set_owner(slot.n, owner);
-        let limits = call_limits();
+        let limits = call_limits(run().and_then(|r| r.pids_budget));
         slot.limit(limits);
         let counts_at_start = slot.limit_counts();
         let pressure_at_start = slot
