@@ -232,6 +232,8 @@ extern "C" fn remove_run_at_exit() {
     let owner = tree::run_name();
     let _ = std::panic::catch_unwind(|| {
         if let Some(run) = run() {
+            // No spare cgroup is made below the run's while it goes.
+            super::cgroup_pool::stop();
             // A forked child that exits must not remove its parent's cgroups.
             if run.dir.file_name().and_then(|n| n.to_str()) == owner.as_deref() {
                 tree::remove_tree(&run.dir);
