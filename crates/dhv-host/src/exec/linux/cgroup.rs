@@ -10,7 +10,9 @@
 //! the run's (see `cgroup_tree.rs`) and are reused: once a call's sweep has
 //! emptied its cgroup (`cgroup.events` says unpopulated, no child cgroup is
 //! left) it goes back to a pool, so that a call costs neither a `mkdir` nor
-//! an `rmdir` of a cgroup (the latter waits on the kernel). The run's cgroup
+//! an `rmdir` of a cgroup (the latter waits on the kernel); the pool's
+//! thread checks and prepares it there, off the calls' path
+//! (`cgroup_pool.rs`). The run's cgroup
 //! and everything in it are removed when the process exits; a run that is
 //! killed leaves them to the next run, which removes those of dead runs.
 //! Without a writable cgroup2 hierarchy (containers, old kernels, no
@@ -18,10 +20,10 @@
 //! cgroup2 hierarchy offers no `pids` or `memory` controller (a hybrid host),
 //! the call's limits are set in the v1 hierarchies instead (`cgroup_v1.rs`).
 //!
-//! This file holds the call cgroups themselves (made, pooled, read, killed
-//! and handed back); the run's cgroup is `cgroup_run.rs`, the limits and
-//! their counts `cgroup_limits.rs`, and what a plugin does to capture the
-//! harness `cgroup_capture.rs`.
+//! This file holds the call cgroups themselves (made, taken, read, killed
+//! and handed back); the pool is `cgroup_pool.rs`, the run's cgroup
+//! `cgroup_run.rs`, the limits and their counts `cgroup_limits.rs`, and what
+//! a plugin does to capture the harness `cgroup_capture.rs`.
 
 use std::fs;
 use std::os::fd::OwnedFd;

@@ -4,9 +4,12 @@
 //! each v1 dir's link count and `cgroup.procs`, then its limit counts
 //! (`pids.events`, `memory.events` or their v1 files) and `cpu.pressure`.
 //! Here a thread of the run's does all of that when a call hands its cgroup
-//! back, and makes new ones ahead ([`SPARE`] beyond those in use), so that
+//! back, and makes new ones ahead (up to [`SPARE`] ready), so that
 //! a call takes a cgroup that is ready: one read of its `cgroup.events`
-//! (nothing moved in since) and no `mkdir`.
+//! (nothing moved in since) and no `mkdir`. The thread is woken only when
+//! [`LOW`] or fewer are ready, and then prepares every one handed back
+//! since: a wake-up per few calls, not two per call (on a host whose CPUs
+//! the plugins keep busy, a wake-up costs them as much as the work moved).
 //!
 //! Every cgroup here lives in the run's cgroup (and its v1 dirs in the
 //! run's v1 dirs), so the removal of the run's at exit, and of a dead run's
@@ -23,8 +26,10 @@ use super::cgroup_limits::call_limits;
 use super::cgroup_run::run;
 use crate::sync::lock;
 
-/// How many prepared cgroups are kept beyond those in use.
-const SPARE: usize = 2;
+/// How many prepared cgroups the thread makes ready when it is woken.
+const SPARE: usize = 4;
+/// The thread is woken when this many or fewer are ready.
+const LOW: usize = 1;
 
 /// Cgroups ready for a call, and those handed back and not yet checked.
 struct Pool {
@@ -36,7 +41,7 @@ static POOL: Mutex<Pool> = Mutex::new(Pool {
     ready: Vec::new(),
     returned: Vec::new(),
 });
-/// Woken when a cgroup is handed back or taken.
+/// Woken when [`LOW`] or fewer are ready.
 static CHANGED: Condvar = Condvar::new();
 /// Whether the preparing thread runs.
 static RUNNING: AtomicBool = AtomicBool::new(false);
@@ -49,8 +54,11 @@ static MAKING: Mutex<bool> = Mutex::new(false);
 pub(super) fn take() -> Option<Slot> {
     static START: Once = Once::new();
     START.call_once(start);
-    let slot = lock(&POOL).ready.pop();
-    CHANGED.notify_one();
+    let mut pool = lock(&POOL);
+    let slot = pool.ready.pop();
+    if pool.ready.len() <= LOW {
+        CHANGED.notify_one();
+    }
     slot
 }
 
@@ -63,8 +71,11 @@ pub(super) fn give_back(slot: Slot) {
         }
         return;
     }
-    lock(&POOL).returned.push(slot);
-    CHANGED.notify_one();
+    let mut pool = lock(&POOL);
+    pool.returned.push(slot);
+    if pool.ready.len() <= LOW {
+        CHANGED.notify_one();
+    }
 }
 
 /// No cgroup is made from now on: the run's are being removed (at exit).
@@ -80,12 +91,13 @@ fn start() {
     RUNNING.store(started.is_ok(), Ordering::Relaxed);
 }
 
-/// The thread: checks what is handed back, and keeps [`SPARE`] ready.
+/// The thread: when [`LOW`] or fewer are ready, checks what was handed
+/// back, and makes new ones until [`SPARE`] are ready.
 fn prepare_forever() {
     loop {
         let returned = {
             let mut pool = lock(&POOL);
-            while pool.returned.is_empty() && pool.ready.len() >= SPARE {
+            while pool.ready.len() > LOW {
                 pool = CHANGED.wait(pool).unwrap_or_else(|e| e.into_inner());
             }
             std::mem::take(&mut pool.returned)
