@@ -243,7 +243,8 @@ impl CallCgroup {
     /// An empty cgroup for one call, from the pool or new; `None` where
     /// cgroups are not usable.
     pub fn create(owner: &Interruptions) -> Option<CallCgroup> {
-        if REFUSED.load(Ordering::Relaxed) {
+        // Without a run cgroup, no pool (nor its thread).
+        if REFUSED.load(Ordering::Relaxed) || run().is_none() {
             return None;
         }
         let mut slot = match pool::take() {
