@@ -347,3 +347,159 @@ fn a_plugin_jailing_the_harness_in_a_pids_cgroup_fails_no_call() {
         "{stdout}"
     );
 }
+
+/// A pids cgroup of the test's with room for `max` tasks, made in `base`
+/// (the test's own cgroup in the hierarchy that offers the controller):
+/// the harness is started in it, so that a fork bomb of its plugin can hurt
+/// nothing outside. Removed on drop, once whatever is left inside is killed.
+struct PidsCap(PathBuf);
+
+impl PidsCap {
+    fn make(base: &Path, v1: bool, max: u64) -> PidsCap {
+        let dir = base.join(format!("dhv-test-cap-{}", std::process::id()));
+        fs::create_dir(&dir).unwrap();
+        let cap = PidsCap(dir);
+        fs::write(cap.0.join("pids.max"), max.to_string()).unwrap();
+        if !v1 {
+            // The harness's run cgroup, made below the cap, gets the
+            // controller from it (threaded: allowed with processes inside).
+            fs::write(cap.0.join("cgroup.subtree_control"), "+pids").unwrap();
+        }
+        cap
+    }
+
+    /// The pids of the processes still in it (the harness's dirs below it
+    /// included).
+    fn procs(&self) -> Vec<String> {
+        let mut dirs = vec![self.0.clone()];
+        let mut found = Vec::new();
+        while let Some(dir) = dirs.pop() {
+            let text = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+            found.extend(text.lines().map(str::to_owned));
+            for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(entry.path());
+                }
+            }
+        }
+        found
+    }
+
+    /// The dirs below it.
+    fn children(&self) -> Vec<String> {
+        fs::read_dir(&self.0)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+impl Drop for PidsCap {
+    fn drop(&mut self) {
+        for pid in self.procs() {
+            if let Ok(pid) = pid.parse::<i32>() {
+                // SAFETY: a plain kill of a process in the test's cap.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        let _ = wait_for(std::time::Duration::from_secs(10), || {
+            fs::remove_dir(&self.0).is_ok() || !self.0.exists()
+        });
+    }
+}
+
+/// A plugin whose create forks without end (each process forks two more,
+/// then sleeps 30 s, so none outlives the bound) in a pids cgroup of 1,024
+/// tasks above the harness: the call meets its own `pids.max`, set below
+/// what the cap leaves the harness, long before the cap. The harness never
+/// crashes (it used to exit by SIGABRT: no task was left for its threads);
+/// the create fails naming the limit, the run ends exit 1, and nothing is
+/// left: no process in the cap, no cgroup dir of the run, no temp dir.
+#[test]
+fn a_fork_bomb_under_a_pids_cap_above_the_harness_is_a_finding() {
+    let test = "a_fork_bomb_under_a_pids_cap_above_the_harness_is_a_finding";
+    let Some((base, v1)) = limit_hierarchy_or_skip(test, "pids") else {
+        return;
+    };
+    const CAP: u64 = 1024;
+    let cap = PidsCap::make(&base, v1, CAP);
+    let dir = Scratch::new();
+    let cgroups = dir.path().join("cgroups");
+    // The leader gives the bomb 10 s (it met its limit in under 3 s on a
+    // loaded 2-core machine), then fails. It sleeps rather than forks in a
+    // loop until a fork is refused: such a loop took the CPUs from the bomb,
+    // and dash goes on looping when the fork of its condition is refused.
+    let plugin = attacker(
+        &dir,
+        "bomb() { bomb & bomb & /bin/sleep 30; }\n\
+         bomb &\n\
+         /bin/sleep 10\n\
+         exit 1",
+        &cgroups,
+    );
+    let work = dir.path().join("work");
+    fs::create_dir(&work).unwrap();
+    let started = std::time::Instant::now();
+    // Only the harness and what it starts are in the cap.
+    let out = assert_cmd::Command::new("/bin/sh")
+        .arg("-c")
+        .arg("echo $$ > \"$1/cgroup.procs\" && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(&cap.0)
+        .arg(bin())
+        .arg("check")
+        .arg(&plugin)
+        .args(["create.succeeds", "--exact", "--json", "-"])
+        .env("TMPDIR", &work)
+        .timeout(util::check::RUN_LIMIT)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "not a verdict on the plugin: {:?} ({stderr})",
+        out.status
+    );
+    let report = dhv_conform::report::from_json(&String::from_utf8_lossy(&out.stdout))
+        .unwrap_or_else(|e| panic!("not one JSON report ({e}): {stderr}"));
+    let (status, message) = util::check::status_of(&report, "create.succeeds");
+    assert_eq!(status, dhv_conform::report::Status::Fail, "{message}");
+    // The limit named is the call's, below what the cap leaves the harness.
+    let limit = message
+        .split("the call reached its limit of ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no call limit named: {message}"));
+    assert!(limit < CAP, "the call's limit {limit} is not below the cap");
+    assert!(message.contains("processes (pids.max)"), "{message}");
+    assert!(!message.contains("harness error"), "{message}");
+    assert!(took < util::check::RUN_LIMIT, "took {took:?}");
+    // Nothing left: the bomb's processes (killed with the call), the run's
+    // cgroup dirs (cgroup2's and the v1 one's, in the cap) and its temp dir.
+    assert!(
+        wait_for(std::time::Duration::from_secs(10), || cap
+            .procs()
+            .is_empty()),
+        "left in the cap: {:?}",
+        cap.procs()
+    );
+    assert_eq!(cap.children(), Vec::<String>::new(), "dirs left in the cap");
+    ran_bounded_and_left_nothing(&cgroups, "pids", v1);
+    if v1 {
+        let text = fs::read_to_string(&cgroups).unwrap();
+        let run = run_dir_of_call(&text, "");
+        assert!(!run.exists(), "the run's cgroup {} is left", run.display());
+    }
+    let left: Vec<_> = fs::read_dir(&work)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left in the work dir: {left:?}");
+}

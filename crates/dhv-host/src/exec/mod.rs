@@ -32,6 +32,7 @@
 
 mod call;
 mod capture;
+mod helper_thread;
 /// The OS side of the runner: Linux's, the only one (see its docs).
 #[cfg(target_os = "linux")]
 #[path = "linux/mod.rs"]

@@ -10,7 +10,9 @@
 //! the run's (see `cgroup_tree.rs`) and are reused: once a call's sweep has
 //! emptied its cgroup (`cgroup.events` says unpopulated, no child cgroup is
 //! left) it goes back to a pool, so that a call costs neither a `mkdir` nor
-//! an `rmdir` of a cgroup (the latter waits on the kernel). The run's cgroup
+//! an `rmdir` of a cgroup (the latter waits on the kernel); the pool's
+//! thread checks and prepares it there, off the calls' path
+//! (`cgroup_pool.rs`). The run's cgroup
 //! and everything in it are removed when the process exits; a run that is
 //! killed leaves them to the next run, which removes those of dead runs.
 //! Without a writable cgroup2 hierarchy (containers, old kernels, no
@@ -18,10 +20,10 @@
 //! cgroup2 hierarchy offers no `pids` or `memory` controller (a hybrid host),
 //! the call's limits are set in the v1 hierarchies instead (`cgroup_v1.rs`).
 //!
-//! This file holds the call cgroups themselves (made, pooled, read, killed
-//! and handed back); the run's cgroup is `cgroup_run.rs`, the limits and
-//! their counts `cgroup_limits.rs`, and what a plugin does to capture the
-//! harness `cgroup_capture.rs`.
+//! This file holds the call cgroups themselves (made, taken, read, killed
+//! and handed back); the pool is `cgroup_pool.rs`, the run's cgroup
+//! `cgroup_run.rs`, the limits and their counts `cgroup_limits.rs`, and what
+//! a plugin does to capture the harness `cgroup_capture.rs`.
 
 use std::fs;
 use std::os::fd::OwnedFd;
@@ -31,6 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::cgroup_capture::{Interruptions, call_number, set_owner};
 use super::cgroup_limits::{CallLimits, LimitCounts, call_limits, event_count};
+use super::cgroup_pool as pool;
 use super::cgroup_run::{parse_pressure_total, run};
 use super::cgroup_tree as tree;
 use super::cgroup_v1::{self as v1, Controller};
@@ -47,7 +50,7 @@ static V1_REFUSED: AtomicBool = AtomicBool::new(false);
 /// `cgroup.events` and its `cpu.pressure` (kept open: a `pread` regenerates
 /// it).
 #[derive(Debug)]
-struct Slot {
+pub(super) struct Slot {
     n: u64,
     dir: PathBuf,
     fd: OwnedFd,
@@ -64,7 +67,10 @@ struct Slot {
     /// read a call, not two). What a process that left on its own between
     /// that read and the sweep's look waited for a CPU in that moment is
     /// counted to the next call: microseconds, never a verdict.
-    pressure_baseline: Option<std::time::Duration>,
+    pub(super) pressure_baseline: Option<std::time::Duration>,
+    /// Its limit counts as read while it was empty (see `cgroup_pool`): an
+    /// empty cgroup reaches no limit, so the next call starts from them.
+    pub(super) counts: Option<LimitCounts>,
     /// The limits written to it, and its `pids.events` and `memory.events`
     /// (held open, as `cgroup.events` is) where those controllers are on.
     limits: Option<CallLimits>,
@@ -75,7 +81,7 @@ struct Slot {
 }
 
 impl Slot {
-    fn new() -> Option<Slot> {
+    pub(super) fn new() -> Option<Slot> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let dir = run()?.dir.join(format!("c{n}"));
@@ -113,6 +119,7 @@ impl Slot {
                     pressure,
                     _procs,
                     pressure_baseline: None,
+                    counts: None,
                     limits: None,
                     pids_events,
                     memory_events,
@@ -127,18 +134,18 @@ impl Slot {
     }
 
     /// Nothing in it or below it, no child cgroup, not frozen: as new.
-    fn is_clean(&self) -> bool {
+    pub(super) fn is_clean(&self) -> bool {
         self.events() == Events::Empty && self.childless() && self.v1.is_clean()
     }
 
     /// Removes it, and its v1 dirs, with anything still in them (killed).
-    fn remove(self) {
+    pub(super) fn remove(self) {
         tree::remove_tree(&self.dir);
         self.v1.remove();
     }
 
     /// What `cgroup.events` says now (one `pread`).
-    fn events(&self) -> Events {
+    pub(super) fn events(&self) -> Events {
         use super::procfs::holds;
         super::procfs::reread_small(&self.events, |text| {
             if !holds(text, b"populated 0") {
@@ -161,7 +168,7 @@ impl Slot {
 
     /// Writes `limits` to its `pids.max` and `memory.max` unless they are
     /// there already (a pooled cgroup keeps them).
-    fn limit(&mut self, limits: CallLimits) {
+    pub(super) fn limit(&mut self, limits: CallLimits) {
         if self.limits == Some(limits) {
             return;
         }
@@ -177,7 +184,7 @@ impl Slot {
 
     /// How often the call cgroup has refused a fork at `pids.max`, and how
     /// often the OOM killer acted in it (counts since it was made).
-    fn limit_counts(&self) -> LimitCounts {
+    pub(super) fn limit_counts(&self) -> LimitCounts {
         let count = |file: &Option<fs::File>, keys: &[&str]| {
             file.as_ref()
                 .and_then(|f| super::procfs::reread_small(f, |text| event_count(text, keys)).ok())
@@ -192,7 +199,7 @@ impl Slot {
     }
 
     /// `cpu.pressure`'s `some total`.
-    fn pressure_total(&self) -> Option<std::time::Duration> {
+    pub(super) fn pressure_total(&self) -> Option<std::time::Duration> {
         let file = self.pressure.as_ref()?;
         super::procfs::reread_small(file, parse_pressure_total).ok()?
     }
@@ -200,7 +207,7 @@ impl Slot {
 
 /// A call cgroup's `cgroup.events`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Events {
+pub(super) enum Events {
     /// A process is in it or below it (or the file could not be read).
     Populated,
     /// Nothing in it or below it, not frozen.
@@ -209,8 +216,6 @@ enum Events {
     EmptyFrozen,
 }
 
-/// Emptied call cgroups, ready for the next call.
-static POOL: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
 /// The numbers of the call cgroups handed out and not back yet.
 static LIVE: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 
@@ -238,25 +243,29 @@ impl CallCgroup {
     /// An empty cgroup for one call, from the pool or new; `None` where
     /// cgroups are not usable.
     pub fn create(owner: &Interruptions) -> Option<CallCgroup> {
-        if REFUSED.load(Ordering::Relaxed) {
+        // Without a run cgroup, no pool (nor its thread).
+        if REFUSED.load(Ordering::Relaxed) || run().is_none() {
             return None;
         }
-        let pooled = lock(&POOL).pop();
-        let mut slot = match pooled {
-            Some(slot) if slot.is_clean() => slot,
-            // Something moved into it while it waited (a plugin that knew its
-            // name): it is emptied, and a fresh one is used.
+        let mut slot = match pool::take() {
+            // Prepared while it waited; nothing moved in since (a plugin
+            // that knew its name), as its `cgroup.events` says.
+            Some(ready) if ready.events() == Events::Empty => ready,
+            // Emptied by the pool's thread, and a fresh one is used.
             Some(dirty) => {
-                dirty.remove();
+                pool::give_back(dirty);
                 Slot::new()?
             }
             None => Slot::new()?,
         };
         lock(&LIVE).push(slot.n);
         set_owner(slot.n, owner);
-        let limits = call_limits();
+        let limits = call_limits(run().and_then(|r| r.pids_budget));
         slot.limit(limits);
-        let counts_at_start = slot.limit_counts();
+        let counts_at_start = match slot.counts.take() {
+            Some(counts) => counts,
+            None => slot.limit_counts(),
+        };
         let pressure_at_start = slot
             .pressure_baseline
             .take()
@@ -399,7 +408,7 @@ impl Drop for CallCgroup {
         let clean = self.cleared.load(Ordering::Relaxed) || slot.is_clean();
         if clean && !self.killed.load(Ordering::Relaxed) {
             slot.pressure_baseline = lock(&self.pressure_last).take();
-            lock(&POOL).push(slot);
+            pool::give_back(slot);
         } else if clean && fs::remove_dir(&slot.dir).is_ok() {
             slot.v1.remove();
         } else {

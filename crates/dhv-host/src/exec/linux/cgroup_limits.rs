@@ -50,9 +50,48 @@ static LIMITS: Mutex<CallLimits> = Mutex::new(CallLimits {
     memory_max: CallLimits::DEFAULT_MEMORY_MAX,
 });
 
-/// The limits in force for a call starting now (see [`set_call_limits`]).
-pub(super) fn call_limits() -> CallLimits {
-    *lock(&LIMITS)
+/// The limits in force for a call starting now (see [`set_call_limits`]),
+/// with `pids_max` at most `pids_budget` (see [`pids_budget`]).
+pub(super) fn call_limits(pids_budget: Option<u64>) -> CallLimits {
+    let mut limits = *lock(&LIMITS);
+    if let Some(budget) = pids_budget {
+        limits.pids_max = limits.pids_max.min(budget);
+    }
+    limits
+}
+
+/// The tasks (processes and threads) the harness keeps for itself out of
+/// what its cgroup ancestry has left, at most: its runtime's and its
+/// checks' threads, the sweeps' and the tools it runs (`mount`, `mkfs`).
+/// Half of what is left where that is less.
+pub(super) const HARNESS_RESERVE: u64 = 256;
+
+/// How many tasks the plugin calls may hold, all together, when the
+/// harness's own cgroups (`ancestry`: its cgroup and every one above it, in
+/// each hierarchy with the `pids` controller) leave `left` tasks (the least
+/// `pids.max` less `pids.current` among them): `left` less the harness's
+/// reserve ([`HARNESS_RESERVE`], or half of `left`). A fork bomb then meets
+/// its call's limit, below this, before the harness has no task left to
+/// start a thread with. `None` when no ancestor caps the tasks.
+pub(super) fn pids_budget<'a>(
+    ancestry: impl IntoIterator<Item = &'a std::path::Path>,
+) -> Option<u64> {
+    let left = ancestry
+        .into_iter()
+        .filter_map(|dir| {
+            let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+            pids_left(&read("pids.max")?, &read("pids.current")?)
+        })
+        .min()?;
+    Some((left - HARNESS_RESERVE.min(left / 2)).max(1))
+}
+
+/// What a cgroup's `pids.max` and `pids.current` texts leave: `None` for
+/// `max` (no cap) or an unreadable text.
+pub(super) fn pids_left(max: &str, current: &str) -> Option<u64> {
+    let max = max.trim().parse::<u64>().ok()?;
+    let current = current.trim().parse::<u64>().ok()?;
+    Some(max.saturating_sub(current))
 }
 
 /// What a call cgroup's `pids.events` and `memory.events` count.
@@ -160,5 +199,31 @@ mod tests {
         assert!(said.contains("(pids.max)"), "{said}");
         assert_eq!(bytes_text(512 << 20), "512 MiB");
         assert_eq!(bytes_text(1000), "1000 bytes");
+    }
+
+    #[test]
+    fn the_calls_pids_budget_leaves_the_harness_its_reserve() {
+        assert_eq!(pids_left("max\n", "12\n"), None);
+        assert_eq!(pids_left("1024\n", "12\n"), Some(1012));
+        assert_eq!(pids_left("10\n", "12\n"), Some(0));
+        assert_eq!(pids_left("1024\n", "many\n"), None);
+        // The least left among the ancestors counts, less the reserve.
+        let dir = tempfile::tempdir().unwrap();
+        let (own, parent) = (dir.path().join("own"), dir.path());
+        std::fs::create_dir(&own).unwrap();
+        std::fs::write(own.join("pids.max"), "max\n").unwrap();
+        std::fs::write(own.join("pids.current"), "30\n").unwrap();
+        std::fs::write(parent.join("pids.max"), "1024\n").unwrap();
+        std::fs::write(parent.join("pids.current"), "24\n").unwrap();
+        assert_eq!(
+            pids_budget([own.as_path(), parent]),
+            Some(1000 - HARNESS_RESERVE)
+        );
+        assert_eq!(pids_budget([own.as_path()]), None);
+        // Little left: the harness keeps half.
+        std::fs::write(parent.join("pids.current"), "924\n").unwrap();
+        assert_eq!(pids_budget([own.as_path(), parent]), Some(50));
+        let limits = call_limits(Some(50));
+        assert_eq!(limits.pids_max, 50);
     }
 }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use super::cgroup_capture::{self as capture, Home};
+use super::cgroup_limits::pids_budget;
 use super::cgroup_tree as tree;
 use super::cgroup_v1::{self as v1, Controller};
 
@@ -43,6 +44,10 @@ pub(super) struct Run {
     /// The run's dirs in the v1 hierarchies of the controllers the cgroup2
     /// one does not offer (see `cgroup_v1`).
     pub v1: Vec<v1::RunDir>,
+    /// The most tasks the calls may hold, all together, when a cgroup above
+    /// the harness caps them (see `cgroup_limits::pids_budget`): no call's
+    /// `pids.max` is above it, nor the run's.
+    pub pids_budget: Option<u64>,
 }
 
 /// This run's cgroup, made once when first needed: `None` where cgroups
@@ -67,12 +72,20 @@ fn make_run() -> Option<Run> {
     let _own_procs = fs::File::open(base.join("cgroup.procs")).ok();
     let cpu_stat = fs::File::open(dir.join("cpu.stat")).ok();
     let pressure = fs::File::open(dir.join("cpu.pressure")).ok();
-    let (pids, memory) = hand_controllers(&dir);
+    // Read before the run's cgroups hold anything: what the harness's own
+    // cgroups leave, in every hierarchy where the pids controller caps it.
+    let v1_pids = v1::own_dir(Controller::Pids).map(|(dir, _)| dir);
+    let ancestry: Vec<PathBuf> = std::iter::once(&base)
+        .chain(&v1_pids)
+        .flat_map(|dir| tree::ancestry(dir))
+        .collect();
+    let pids_budget = pids_budget(ancestry.iter().map(PathBuf::as_path));
+    let (pids, memory) = hand_controllers(&dir, pids_budget);
     // What the cgroup2 hierarchy does not offer, a v1 one may (a hybrid host).
     let v1: Vec<v1::RunDir> = [(pids, Controller::Pids), (memory, Controller::Memory)]
         .into_iter()
         .filter(|(offered, _)| !offered)
-        .filter_map(|(_, controller)| v1::RunDir::make(controller, &name))
+        .filter_map(|(_, controller)| v1::RunDir::make(controller, &name, pids_budget))
         .collect();
     capture::watch_run(&dir, rel.clone());
     set_homes(base, own, &rel, &v1);
@@ -85,6 +98,7 @@ fn make_run() -> Option<Run> {
         pids,
         memory,
         v1,
+        pids_budget,
     })
 }
 
@@ -106,8 +120,9 @@ fn make_run_dir(base: &Path, name: &str) -> Option<PathBuf> {
 }
 
 /// Hands the `pids` and `memory` controllers to the call cgroups below the
-/// run's `dir`, with the run's share of the host's pids: whether each is on.
-fn hand_controllers(dir: &Path) -> (bool, bool) {
+/// run's `dir`, with the run's share of the host's pids (at most
+/// `pids_budget`): whether each is on.
+fn hand_controllers(dir: &Path, pids_budget: Option<u64>) -> (bool, bool) {
     // The run's cgroup holds no process of its own, so it may hand the
     // controllers to the call cgroups, one at a time (either may be missing).
     let enable = |controller: &str| {
@@ -116,15 +131,21 @@ fn hand_controllers(dir: &Path) -> (bool, bool) {
     let pids = enable("pids");
     let memory = enable("memory");
     if pids {
-        // All calls together, however many run at once, keep to half the
-        // host's pid space: the harness and the host keep the other half.
-        if let Some(max) = super::procfs::read_capped("/proc/sys/kernel/pid_max", 64)
-            .and_then(|t| String::from_utf8_lossy(&t).trim().parse::<u64>().ok())
-        {
-            let _ = fs::write(dir.join("pids.max"), (max / 2).max(1).to_string());
-        }
+        set_run_pids_max(dir, pids_budget);
     }
     (pids, memory)
+}
+
+/// The run's `pids.max` (in `dir`, cgroup2's or a v1 one's): all calls
+/// together, however many run at once, keep to half the host's pid space
+/// (the harness and the host keep the other half), and to `pids_budget`.
+pub(super) fn set_run_pids_max(dir: &Path, pids_budget: Option<u64>) {
+    let half = super::procfs::read_capped("/proc/sys/kernel/pid_max", 64)
+        .and_then(|t| String::from_utf8_lossy(&t).trim().parse::<u64>().ok())
+        .map(|max| (max / 2).max(1));
+    if let Some(max) = half.into_iter().chain(pids_budget).min() {
+        let _ = fs::write(dir.join("pids.max"), max.to_string());
+    }
 }
 
 /// Where the harness goes back to should a plugin move it: our cgroup
@@ -211,6 +232,8 @@ extern "C" fn remove_run_at_exit() {
     let owner = tree::run_name();
     let _ = std::panic::catch_unwind(|| {
         if let Some(run) = run() {
+            // No spare cgroup is made below the run's while it goes.
+            super::cgroup_pool::stop();
             // A forked child that exits must not remove its parent's cgroups.
             if run.dir.file_name().and_then(|n| n.to_str()) == owner.as_deref() {
                 tree::remove_tree(&run.dir);

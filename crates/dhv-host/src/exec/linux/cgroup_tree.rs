@@ -65,6 +65,15 @@ pub(crate) fn remove_dead_runs(base: &Path) {
     }
 }
 
+/// `dir` and every cgroup above it, up to its hierarchy's root (the dirs
+/// that hold a `cgroup.procs`).
+pub(crate) fn ancestry(dir: &Path) -> Vec<PathBuf> {
+    dir.ancestors()
+        .take_while(|d| d.join("cgroup.procs").exists())
+        .map(Path::to_path_buf)
+        .collect()
+}
+
 /// Every directory of the subtree below `dir` (not `dir` itself), parents
 /// before their children. Iterative: a plugin may nest as deep as the
 /// kernel allows.

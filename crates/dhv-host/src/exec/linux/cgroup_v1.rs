@@ -121,8 +121,13 @@ pub(crate) struct RunDir {
 
 impl RunDir {
     /// Makes the run's dir `name` in `controller`'s hierarchy, where this
-    /// process may move processes into a dir it made (root, mostly).
-    pub(crate) fn make(controller: Controller, name: &str) -> Option<RunDir> {
+    /// process may move processes into a dir it made (root, mostly); a pids
+    /// one holds at most `pids_budget` tasks (see `cgroup_run`).
+    pub(crate) fn make(
+        controller: Controller,
+        name: &str,
+        pids_budget: Option<u64>,
+    ) -> Option<RunDir> {
         let (base, home_rel) = own_dir(controller)?;
         let dir = base.join(name);
         fs::create_dir(&dir).ok()?;
@@ -137,13 +142,8 @@ impl RunDir {
         }
         tree::remove_dead_runs(&base);
         if controller == Controller::Pids {
-            // All calls together keep to half the host's pid space, as the
-            // cgroup2 run's `pids.max` does.
-            if let Some(max) = super::procfs::read_capped("/proc/sys/kernel/pid_max", 64)
-                .and_then(|t| String::from_utf8_lossy(&t).trim().parse::<u64>().ok())
-            {
-                let _ = fs::write(dir.join("pids.max"), (max / 2).max(1).to_string());
-            }
+            // As the cgroup2 run's `pids.max`.
+            super::cgroup_run::set_run_pids_max(&dir, pids_budget);
         }
         Some(RunDir {
             controller,

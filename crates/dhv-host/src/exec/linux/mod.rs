@@ -38,6 +38,7 @@
 mod cgroup;
 mod cgroup_capture;
 mod cgroup_limits;
+mod cgroup_pool;
 mod cgroup_run;
 mod cgroup_tree;
 mod cgroup_v1;

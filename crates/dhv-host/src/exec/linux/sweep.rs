@@ -251,9 +251,9 @@ pub(crate) async fn sweep(call: &Tracked, inodes: impl FnOnce() -> Vec<u64>) -> 
     super::cgroup_capture::come_home();
     let pgid = call.pgid;
     // Walking /proc blocks: keep it off the async workers, which are timing
-    // other plugins' calls.
+    // other plugins' calls (on this thread when no other can be started).
     let (tracked, inodes) = (call.clone(), inodes());
-    let found = tokio::task::spawn_blocking(move || {
+    let found = crate::exec::helper_thread::off_thread("dhv-sweep", move || {
         let procs = members_stopped(&tracked);
         let leftovers: Vec<Leftover> = procs
             .iter()
@@ -269,8 +269,8 @@ pub(crate) async fn sweep(call: &Tracked, inodes: impl FnOnce() -> Vec<u64>) -> 
     })
     .await;
     let pids: Vec<i32> = match &found {
-        Ok((procs, _)) => procs.iter().map(|p| p.pid).collect(),
-        Err(_) => Vec::new(),
+        Some((procs, _)) => procs.iter().map(|p| p.pid).collect(),
+        None => Vec::new(),
     };
     kill_and_reap(call, &pids).await;
     found.map(|(_, leftovers)| leftovers).unwrap_or_default()
@@ -344,7 +344,9 @@ pub(crate) fn sweep_detached(
     if !leader_reaped {
         signal_one(pgid, Signal::SIGKILL);
     }
-    std::thread::spawn(move || {
+    // Where no thread can be had (a fork bomb took every task of a cap above
+    // us), the reaping is done here: bounded, as on its thread.
+    crate::exec::helper_thread::spawn_or_run("dhv-reap", move || {
         if !leader_reaped {
             reap_blocking(pgid);
         }
