@@ -126,9 +126,9 @@ impl HeldDevice {
     }
 }
 
-/// Everything that holds one of `devices`: the processes (every one but
-/// this process's ancestors, which started it and hold none of a run's
-/// devices; this process itself included), each named with whose it is, and
+/// Everything that holds one of `devices`: the processes (this process and
+/// its ancestors included: a test or a script that started the run can hold
+/// one too), each named with whose it is, and
 /// the kernel's holders (`/sys/block/<dev>/holders`: "loop3 is held by
 /// dm-0"), in words.
 pub fn device_holders(devices: &[HeldDevice]) -> (Vec<DeviceHolder>, Vec<String>) {
@@ -148,9 +148,6 @@ pub fn device_holders(devices: &[HeldDevice]) -> (Vec<DeviceHolder>, Vec<String>
     let mut namespaces_seen = BTreeSet::new();
     let mut found = Vec::new();
     for &pid in table.parents.keys() {
-        if table.ancestors_of_self.contains(&pid) {
-            continue;
-        }
         let mut how: Vec<String> = Vec::new();
         if let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) {
             for fd in fds.flatten() {
