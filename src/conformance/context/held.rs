@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Calls;
+use super::{Calls, Shared};
 use crate::conformance::host::DeviceHolder;
 use crate::conformance::host::Host;
 
@@ -71,12 +71,58 @@ pub(super) fn named(holders: &[String]) -> String {
     holders.join("; ")
 }
 
+/// The check `id` cannot judge its plugin, for `why` (the first reason kept).
+pub(super) fn inconclusive(shared: &Shared, id: &'static str, why: String) {
+    crate::lock(&shared.inconclusive).entry(id).or_insert(why);
+}
+
+/// The words of a check made inconclusive by `holders` at `step`.
+pub(super) fn held_words(step: &str, holders: &[String]) -> String {
+    format!(
+        "{step}: the delete failed while a device of the volume was held by {} (not the \
+         plugin's process; made again once the holder let go, or after {} s, it failed again)",
+        named(holders),
+        HELD_BOUND.as_secs()
+    )
+}
+
+/// A delete the manager sent for check `id`, made as [`Route`](super::route::Route)'s are
+/// (see the module): `delete` makes the call, once more when a process
+/// that is not the plugin's held a device below `dir` as the first failed.
+pub(super) async fn delete_managed<F, Fut>(
+    shared: &Shared,
+    id: &'static str,
+    dir: &std::path::Path,
+    delete: F,
+) -> crate::plugin::PluginCall<()>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = crate::plugin::PluginCall<()>>,
+{
+    let first = delete().await;
+    if first.result.is_ok() || first.timed_out() {
+        return first;
+    }
+    let held = holders(&shared.host, dir).await;
+    if held.is_empty() {
+        return first;
+    }
+    let waited = wait_let_go(&shared.host, dir).await;
+    let second = delete().await;
+    if second.result.is_err() {
+        let still = holders(&shared.host, dir).await;
+        if !(still.is_empty() && waited.is_empty()) {
+            let holders = if still.is_empty() { held } else { still };
+            inconclusive(shared, id, held_words("the manager's delete", &holders));
+        }
+    }
+    second
+}
+
 impl Calls {
     /// This check cannot judge its plugin, for `why` (the first reason kept).
     pub(super) fn inconclusive(&self, why: String) {
-        crate::lock(&self.shared.inconclusive)
-            .entry(self.asker.id)
-            .or_insert(why);
+        inconclusive(&self.shared, self.asker.id, why);
     }
 
     /// Why this check cannot judge its plugin, if it cannot.

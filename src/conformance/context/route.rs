@@ -239,12 +239,7 @@ impl Route<'_> {
         self.calls.ledger.repeated(second_at);
         self.calls.ledger.excuse_at(second_at);
         let holders = if still.is_empty() { first } else { still };
-        self.calls.inconclusive(format!(
-            "{step}: the delete failed while a device of the volume was held by {} (not the \
-             plugin's process; made again once the holder let go, or after {} s, it failed again)",
-            held::named(&holders),
-            held::HELD_BOUND.as_secs()
-        ));
+        self.calls.inconclusive(held::held_words(step, &holders));
         Some(second)
     }
 
