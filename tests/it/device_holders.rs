@@ -78,6 +78,7 @@ fn a_loop_device_held_by_the_test_fails_no_check_and_is_named() {
         .find(|c| c["id"] == "delete.succeeds")
         .expect("delete.succeeds ran");
     let message = check["message"].as_str().unwrap_or_default();
+    println!("delete.succeeds: {}: {message}", check["status"]);
     assert_eq!(check["status"], "skip", "{message}");
     assert!(message.starts_with("inconclusive: "), "{message}");
     assert!(
