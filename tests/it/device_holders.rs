@@ -95,6 +95,13 @@ fn a_loop_device_held_by_the_test_fails_no_check_and_is_named() {
         .collect();
     assert!(failed.is_empty(), "failed: {failed:#?}");
     assert_eq!(status.code(), Some(0), "stderr: {stderr}");
+    // The run's end could not detach it either while it was held: it says
+    // who held it, not "something holds it open".
+    let kept = report["sandbox"]["kept"].to_string();
+    assert!(
+        kept.contains(&format!("held by PID {} (", std::process::id())),
+        "the run's end does not name the holder: {kept}"
+    );
 }
 
 /// Two runs on one host at once, with the loop-device samples: neither
