@@ -223,6 +223,7 @@ impl RunState {
             self.shared.facts.publish(super::context::Fact::RunEndLeft {
                 temp_dir: done.temp_dir.clone(),
                 left,
+                held_elsewhere: done.held_elsewhere.clone(),
             });
         }
         *cleared = Some(done);

@@ -76,6 +76,11 @@ pub struct Teardown {
     pub kept_on_request: bool,
     /// What else could not be removed.
     pub errors: Vec<String>,
+    /// Of `errors`, the loop devices still attached only because a process
+    /// that is not the plugin's holds them (another `dhv-conform` run,
+    /// another program, the harness), each named with its holders: no
+    /// finding about the plugin.
+    pub held_elsewhere: Vec<String>,
 }
 
 impl Teardown {
@@ -381,11 +386,38 @@ fn detach_loops(root: &Path, out: &mut Teardown) {
     }
     let deadline = std::time::Instant::now() + LOOP_RELEASE;
     for dev in detached {
-        if let Err(e) = crate::safe_fs::wait_detached(&dev, deadline) {
+        let Err(e) = crate::safe_fs::wait_detached(&dev, deadline) else {
+            continue;
+        };
+        // Held by no process of the plugin's (its calls are over and swept):
+        // another run's probe, another program. Waited for, bounded, as a
+        // delete held so is (see `context::held`), then named.
+        let Ok(device) = crate::exec::HeldDevice::at(&dev.device, Some(&dev.backing_file)) else {
+            out.errors.push(format!("{dev} {e}"));
+            continue;
+        };
+        let devices = [device];
+        let (holders, _) = crate::exec::device_holders(&devices);
+        let elsewhere = !holders.is_empty() && !holders.iter().any(|h| h.is_this_runs());
+        if elsewhere {
+            crate::exec::wait_let_go(&devices, |h| !h.is_this_runs(), HELD_ELSEWHERE_BOUND);
+            let again = std::time::Instant::now() + LOOP_RELEASE;
+            match crate::safe_fs::wait_detached(&dev, again) {
+                Ok(()) => continue,
+                Err(e) => {
+                    out.held_elsewhere.push(format!("{dev} {e}"));
+                    out.errors.push(format!("{dev} {e}"));
+                }
+            }
+        } else {
             out.errors.push(format!("{dev} {e}"));
         }
     }
 }
+
+/// How long the run's end waits for a process that is not the plugin's to
+/// let go of a loop device the harness detached.
+const HELD_ELSEWHERE_BOUND: Duration = Duration::from_secs(20);
 
 fn record_removal(removal: crate::safe_fs::Removal, out: &mut Teardown) {
     out.removed = removal.removed;

@@ -62,7 +62,7 @@ struct Tally {
 
 /// The start of a unified diff of `got` against the stored `want`, or `None`
 /// when they are the same (trailing blank lines aside, as insta stores them).
-fn difference(want: &str, got: &str) -> Option<String> {
+pub(crate) fn difference(want: &str, got: &str) -> Option<String> {
     let got = got.trim_end();
     if got == want {
         return None;

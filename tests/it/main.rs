@@ -25,6 +25,7 @@ mod cli_words;
 mod cli_work_dir;
 mod config;
 mod determinism_samples;
+mod device_holders;
 mod exec;
 mod exit_signals;
 mod failure_path;

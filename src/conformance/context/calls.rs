@@ -215,6 +215,12 @@ impl Calls {
                 )
             }),
         };
+        let finding = match (finding, self.why_inconclusive()) {
+            (Finding::Fail(_) | Finding::Warn(_), Some(why)) => {
+                Finding::Skip(format!("inconclusive: {why}"))
+            }
+            (finding, _) => finding,
+        };
         self.cite_repeats(finding)
     }
 

@@ -62,6 +62,9 @@ pub(crate) enum Fact {
         temp_dir: std::path::PathBuf,
         /// What is still there, each with why.
         left: Vec<String>,
+        /// Of `left`, what is there only because a process that is not the
+        /// plugin's holds it (a loop device another run or program holds).
+        held_elsewhere: Vec<String>,
     },
     /// The plugin touched the process that runs it (moved the harness into
     /// a cgroup of the run's, froze the run's cgroup, left a tracer on it),
@@ -120,7 +123,7 @@ impl Fact {
                 "the create provoked to fail (its volumes dir lies under a regular file) exited 0 \
                  with path {path:?}, which cannot exist: a failed step the plugin went past"
             ),
-            Fact::RunEndLeft { temp_dir, left } => {
+            Fact::RunEndLeft { temp_dir, left, .. } => {
                 let mut shown = left.clone();
                 let more = shown.len().saturating_sub(5);
                 shown.truncate(5);

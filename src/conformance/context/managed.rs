@@ -23,6 +23,10 @@ struct Counted {
     run: Arc<Shared>,
     /// Its calls are made alone for now (they hold the gate exclusively).
     alone: Arc<std::sync::atomic::AtomicBool>,
+    /// The check whose calls these are, and its dir (where its volumes'
+    /// devices are looked for when a delete fails: see [`held`](super::held)).
+    check: &'static str,
+    dir: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for Counted {
@@ -80,8 +84,11 @@ impl HostVolumePlugin for Counted {
 
     fn delete<'a>(&'a self, req: &'a DeleteRequest) -> BoxFuture<'a, PluginCall<()>> {
         Box::pin(async move {
-            let _counted = self.under_way().await;
-            self.plugin.delete(req).await
+            let once = || async {
+                let _counted = self.under_way().await;
+                self.plugin.delete(req).await
+            };
+            super::held::delete_managed(&self.run, self.check, &self.dir, once).await
         })
     }
 
@@ -143,6 +150,8 @@ impl Managed<'_> {
                 plugin: calls.plugin.clone(),
                 run: calls.shared.clone(),
                 alone: calls.managed_alone.clone(),
+                check: calls.asker.id,
+                dir: calls.dir.clone(),
             }))
             // A restore's creates all run together, as in Nomad, however
             // busy the host: a verdict must not depend on its load.

@@ -40,6 +40,7 @@ mod cause;
 mod create_cleanly;
 mod dirs;
 mod facts;
+mod held;
 mod ledger;
 mod log;
 mod managed;
@@ -153,6 +154,10 @@ pub(crate) struct Shared {
     pub live: super::live::LiveVolumes,
     /// Calls that failed in a bystander check and succeeded made again alone.
     repeats: Mutex<Vec<Repeat>>,
+    /// The checks that cannot judge their plugin, by id, and why: a volume's
+    /// device held by someone else than the plugin (see [`held`]). Run-wide,
+    /// as a probe's calls are made for its owner in a context of their own.
+    inconclusive: Mutex<std::collections::BTreeMap<&'static str, String>>,
     /// What checks established that another check's rule owns.
     pub facts: Facts,
     /// The checks others wait for (see [`cause`]).
@@ -195,6 +200,7 @@ impl Shared {
             timing: tokio::sync::OnceCell::new(),
             gate: Arc::new(tokio::sync::RwLock::new(())),
             repeats: Mutex::new(Vec::new()),
+            inconclusive: Mutex::new(std::collections::BTreeMap::new()),
             facts: Facts::default(),
             awaited: Awaited::default(),
             probe_owners,

@@ -10,6 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::held;
 use super::ledger::{BurstGate, Gate, Redo, Solo, again_alone};
 use super::{Calls, Expect, LoggedCall, listing};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
@@ -178,6 +179,9 @@ impl Route<'_> {
         start: Start<'_>,
     ) -> PluginCall<()> {
         let (call, alone, at) = self.delete_once(req, expect, step, start).await;
+        if let Some(again) = self.held_elsewhere(req, &call, expect, step, at).await {
+            return again;
+        }
         let made = self.calls.ledger.is_live(&req.volume_id);
         if !(made && self.repeats_alone(&call, expect, step, start, alone)) {
             return call;
@@ -188,6 +192,55 @@ impl Route<'_> {
             .await;
         self.calls
             .settle_repeat(step, (call, at), (second, again_at))
+    }
+
+    /// A delete that failed by its exit while a process that is not the
+    /// plugin's held a device of the check's volumes (see
+    /// [`held`](super::held)): the holders are waited for, and the delete made
+    /// again alone once they let go, which is the answer. The failed one is
+    /// taken back; when the one made again fails too while such a holder
+    /// still holds a device, the check is inconclusive, naming it. `None`
+    /// (the call stands) when no such holder holds one.
+    async fn held_elsewhere(
+        &self,
+        req: &DeleteRequest,
+        call: &PluginCall<()>,
+        expect: Expect,
+        step: &str,
+        at: usize,
+    ) -> Option<PluginCall<()>> {
+        if self.caller == Caller::Crasher
+            || expect == Expect::Failure
+            || call.result.is_ok()
+            || call.timed_out()
+            || held::is_again_let_go(step)
+        {
+            return None;
+        }
+        let host = &self.calls.shared.host;
+        let dir = &self.calls.dir;
+        let first = held::holders(host, dir).await;
+        if first.is_empty() {
+            return None;
+        }
+        self.calls.ledger.repeated(at);
+        self.calls.ledger.excuse_at(at);
+        let waited = held::wait_let_go(host, dir).await;
+        let again = held::again_let_go(step);
+        let (second, _, second_at) = self.delete_once(req, expect, &again, Start::Alone).await;
+        if second.result.is_ok() {
+            return Some(second);
+        }
+        let still = held::holders(host, dir).await;
+        if still.is_empty() && waited.is_empty() {
+            // Let go, and it failed all the same: the plugin's failure.
+            return Some(second);
+        }
+        self.calls.ledger.repeated(second_at);
+        self.calls.ledger.excuse_at(second_at);
+        let holders = if still.is_empty() { first } else { still };
+        self.calls.inconclusive(held::held_words(step, &holders));
+        Some(second)
     }
 
     /// Whether a call is made again alone before the check sees it: Nomad's

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::{
-    DirList, FileKind, Held, HoldTarget, Host, LoopDevice, Mount, MountFill, PathInfo, Space,
+    DeviceHolder, DirList, FileKind, Held, HoldTarget, Host, LoopDevice, Mount, MountFill,
+    PathInfo, Space,
 };
 use crate::plugin::transport::{LocalProcess, Transport};
 use crate::safe_fs;
@@ -211,6 +212,16 @@ impl Host for LocalHost {
         safe_fs::mountinfo::read()
     }
 
+    fn holders_not_the_plugins(&self, dir: &Path) -> (Vec<DeviceHolder>, Vec<String>) {
+        let (processes, kernel) = crate::exec::device_holders(&devices_below(dir));
+        let others = processes.into_iter().filter(|h| !h.is_this_runs());
+        (others.collect(), kernel)
+    }
+
+    fn wait_holders_let_go(&self, dir: &Path, bound: Duration) -> Vec<DeviceHolder> {
+        crate::exec::wait_let_go(&devices_below(dir), |h| !h.is_this_runs(), bound)
+    }
+
     fn mounts_under(&self, dir: &Path) -> std::io::Result<Vec<Mount>> {
         safe_fs::mounts_under(dir)
     }
@@ -312,4 +323,32 @@ fn round_trip(path: &Path, size: u64, write: bool) -> std::io::Result<String> {
         return Err(std::io::Error::other("a block written read back different"));
     }
     Ok("readable and writable".into())
+}
+
+/// The devices of what lies below `dir`: each loop device backed by a file
+/// there, and the device of each file system mounted there and nowhere else
+/// (a bind mount of a dir of the host's own disk is no device of the
+/// volume's: whoever holds a file of that disk does not hold the volume).
+fn devices_below(dir: &Path) -> Vec<crate::exec::HeldDevice> {
+    let loops = safe_fs::loops_backed_under(dir)
+        .into_iter()
+        .filter_map(|l| crate::exec::HeldDevice::at(&l.device, Some(&l.backing_file)).ok());
+    let mut devices: Vec<crate::exec::HeldDevice> = loops.collect();
+    let below = safe_fs::mounts_under(dir).unwrap_or_default();
+    let all = safe_fs::mountinfo::read().unwrap_or_default();
+    let only_below = |m: &Mount| {
+        all.iter()
+            .filter(|o| o.device == m.device)
+            .all(|o| below.iter().any(|b| b.id == o.id))
+    };
+    for m in below.iter().filter(|m| only_below(m)) {
+        if !devices.iter().any(|d| d.number == m.device) {
+            devices.push(crate::exec::HeldDevice {
+                number: m.device,
+                node: None,
+                backing: None,
+            });
+        }
+    }
+    devices
 }

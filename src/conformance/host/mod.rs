@@ -40,6 +40,7 @@ use std::time::{Duration, SystemTime};
 
 pub use local::LocalHost;
 
+pub use crate::exec::DeviceHolder;
 pub use crate::plugin::transport::Transport;
 pub use crate::safe_fs::{LoopDevice, Mount, Unmounted};
 
@@ -257,6 +258,26 @@ pub trait Host: Send + Sync + std::fmt::Debug {
 
     /// Every mount of the host, in mount-table order.
     fn mounts(&self) -> std::io::Result<Vec<Mount>>;
+
+    /// The processes, other than the plugin's own (this run's calls and
+    /// what they started), that hold a device of what lies below `dir`: a
+    /// loop device backed by a file there, or a file system mounted there
+    /// (a descriptor on the device, a file or working dir on it, its backing
+    /// file, a mount of it in another mount namespace), and the kernel's
+    /// holders of those devices, in words. A host that cannot tell names none.
+    fn holders_not_the_plugins(&self, dir: &Path) -> (Vec<DeviceHolder>, Vec<String>) {
+        let _ = dir;
+        (Vec::new(), Vec::new())
+    }
+
+    /// Waits, up to `bound`, until no process but the plugin's holds a
+    /// device of what lies below `dir` (see
+    /// [`holders_not_the_plugins`](Self::holders_not_the_plugins)); those
+    /// still holding one then.
+    fn wait_holders_let_go(&self, dir: &Path, bound: Duration) -> Vec<DeviceHolder> {
+        let _ = (dir, bound);
+        Vec::new()
+    }
 
     /// The mounts at or below `dir`.
     fn mounts_under(&self, dir: &Path) -> std::io::Result<Vec<Mount>>;

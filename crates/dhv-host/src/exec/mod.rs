@@ -60,7 +60,9 @@ pub use dhv_contract::ExitReason;
 pub use os::Holder;
 pub use os::Leftover;
 pub use os::can_refuse;
-pub use os::{holders, kill_holders};
+pub use os::{
+    DeviceHolder, HeldDevice, HolderKind, device_holders, holders, kill_holders, wait_let_go,
+};
 pub use rendezvous::{
     AtChanges, Change, DEFAULT_HOLD_BOUND, HoldPoint, MAX_CHANGES, QUIET, Rendezvous,
     STARTS_A_PROCESS,

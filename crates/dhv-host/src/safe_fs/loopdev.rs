@@ -247,8 +247,9 @@ pub fn wait_detached(dev: &LoopDevice, deadline: std::time::Instant) -> io::Resu
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
-                    "still attached {} s after the detach (something holds it open)",
-                    bound.as_secs()
+                    "still attached {} s after the detach ({})",
+                    bound.as_secs(),
+                    held_by(dev)
                 ),
             ));
         }
@@ -256,6 +257,26 @@ pub fn wait_detached(dev: &LoopDevice, deadline: std::time::Instant) -> io::Resu
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     Ok(())
+}
+
+/// Who holds `dev` open, in words: "held by PID 12 (blkid /dev/loop3;
+/// another program) has /dev/loop3 open", or "something holds it open" when
+/// no holder is seen (it let go between the look and now, or it is in a
+/// process this one cannot read).
+pub fn held_by(dev: &LoopDevice) -> String {
+    let Ok(device) = crate::exec::HeldDevice::at(&dev.device, Some(&dev.backing_file)) else {
+        return "something holds it open".into();
+    };
+    let (processes, kernel) = crate::exec::device_holders(&[device]);
+    let words: Vec<String> = processes
+        .iter()
+        .map(ToString::to_string)
+        .chain(kernel)
+        .collect();
+    match words.is_empty() {
+        true => "something holds it open".into(),
+        false => format!("held by {}", words.join("; ")),
+    }
 }
 
 /// Whether `dev` is still attached to its backing file: detached once the

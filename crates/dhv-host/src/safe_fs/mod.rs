@@ -49,8 +49,8 @@ pub use held::{
 };
 pub use loopdev::{
     LoopDevice, attach, block_device_size, detach, detach_and_wait, detach_deferred, has_marker,
-    hold, is_attached, is_block_device, loop_backing, loops_backed_under, sized_loops_backed_under,
-    wait_detached, write_marker,
+    held_by, hold, is_attached, is_block_device, loop_backing, loops_backed_under,
+    sized_loops_backed_under, wait_detached, write_marker,
 };
 pub use mountinfo::{Mount, mounts_under};
 pub use read::kind_name;

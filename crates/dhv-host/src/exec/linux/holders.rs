@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 const GONE_WAIT: Duration = Duration::from_secs(2);
 
 /// The most bytes of a holder's command line kept for the words.
-const COMMAND_CAP: usize = 256;
+pub(super) const COMMAND_CAP: usize = 256;
 
 /// A process that held one of the files, killed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,9 +54,7 @@ fn holding(files: &[FileId], ours: bool) -> Vec<i32> {
     {
         spared.push(parent);
     }
-    let own_exe = fs::metadata("/proc/self/exe")
-        .ok()
-        .map(|m| (m.dev(), m.ino()));
+    let own_exe = exe_of("self");
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -65,9 +63,7 @@ fn holding(files: &[FileId], ours: bool) -> Vec<i32> {
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| !spared.contains(pid))
         .filter(|&pid| {
-            let exe = fs::metadata(format!("/proc/{pid}/exe"))
-                .ok()
-                .map(|m| (m.dev(), m.ino()));
+            let exe = exe_of(&pid.to_string());
             let same = exe.is_some() && exe == own_exe;
             same == ours
         })
@@ -75,6 +71,14 @@ fn holding(files: &[FileId], ours: bool) -> Vec<i32> {
         .collect();
     found.sort_unstable();
     found
+}
+
+/// The identity of the program process `pid` (a number, or `self`) runs,
+/// `None` when it cannot be read (gone, or a kernel thread).
+pub(super) fn exe_of(pid: &str) -> Option<FileId> {
+    fs::metadata(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 /// Whether `pid` holds one of `files`.
@@ -118,7 +122,7 @@ pub fn kill_holders(files: &[FileId]) -> Vec<Holder> {
 
 /// Waits until `fd` (a pidfd) is readable, that is its process has ended,
 /// or `deadline` passes.
-fn wait_readable(fd: i32, deadline: Instant) -> bool {
+pub(super) fn wait_readable(fd: i32, deadline: Instant) -> bool {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let mut pfd = libc::pollfd {

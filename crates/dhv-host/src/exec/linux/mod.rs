@@ -18,6 +18,8 @@
 //! - [`pipe_inode`], [`pipe_holders`]: which processes of the call still hold
 //!   its pipes, and what each is doing ([`Activity`]); [`holders`]: who
 //!   outside the harness (and its own clones) holds a file or pipe;
+//!   [`device_holders`], [`wait_let_go`]: who keeps a device busy, and whose
+//!   each is ([`HolderKind`]);
 //! - [`sweep`](fn@sweep), [`sweep_detached`]: find, record ([`Leftover`]), kill and
 //!   reap whatever the call left behind, awaited or from a dropped future;
 //!   [`forget_leader`] once the leader is reaped;
@@ -43,6 +45,7 @@ mod cgroup_run;
 mod cgroup_tree;
 mod cgroup_v1;
 mod clone_spawn;
+mod device_holders;
 mod hold;
 mod hold_filter;
 mod hold_notice;
@@ -63,6 +66,7 @@ pub(crate) use cgroup_capture::Interruptions;
 pub use cgroup_limits::{CallLimits, set_call_limits};
 pub use cgroup_run::{NO_CGROUP_VAR, remove_dead_run_cgroups};
 pub(crate) use cgroup_v1::free_from_freezer;
+pub use device_holders::{DeviceHolder, HeldDevice, HolderKind, device_holders, wait_let_go};
 pub(crate) use hold::{HeldCall, can_hold, serve as serve_holds};
 pub(crate) use hold_progress::{Progress, progress};
 pub use holders::Holder;
