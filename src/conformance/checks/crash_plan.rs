@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::conformance::context::Finding;
 use crate::conformance::context::{Ctx, Race, Variant};
-use crate::exec::{AtChanges, Change, KillMode, STARTS_A_PROCESS};
+use crate::exec::{AtChanges, Change, KillMode, STARTS_A_PROCESS, ordinal};
 use crate::plugin::PluginCall;
 
 /// The most steps a crash check kills a call before, all of them, when the
@@ -254,17 +254,6 @@ fn spread(n: usize, most: usize) -> Vec<usize> {
         .collect();
     points.dedup();
     points
-}
-
-/// `n` as a word: 1st, 2nd, 3rd, 4th, ... 11th, 21st.
-fn ordinal(n: usize) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (1, x) if x != 11 => "st",
-        (2, x) if x != 12 => "nd",
-        (3, x) if x != 13 => "rd",
-        _ => "th",
-    };
-    format!("{n}{suffix}")
 }
 
 /// A step in a message's words: a process start by its program's name

@@ -40,7 +40,7 @@ pub(crate) const UPDATE_KEEPS: CheckSpec = CheckSpec {
     why: "Nomad calls create again for an existing id on every update and every agent restore, and an update may rename the volume or shrink it. An answer that renames, re-modes, prunes or moves the volume, or one that leaves it refusing the next create, loses a job's data or wedges the volume.",
     fix: "Treat create of an existing volume (by id) as an update of that very volume: keep its path, files and modes; refuse what you cannot apply without changing anything.",
     varies: None,
-    samples: &[],
+    samples: &["name-as-path"],
     needs: Needs::Any,
     subject: None,
     run: scenario!(update_keeps),

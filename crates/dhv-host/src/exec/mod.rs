@@ -65,7 +65,7 @@ pub use os::{
 };
 pub use rendezvous::{
     AtChanges, Change, DEFAULT_HOLD_BOUND, HoldPoint, MAX_CHANGES, QUIET, Rendezvous,
-    STARTS_A_PROCESS,
+    STARTS_A_PROCESS, ordinal,
 };
 pub use supervisor::Supervisor;
 pub use tool::run_tool;

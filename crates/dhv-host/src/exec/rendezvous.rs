@@ -156,7 +156,9 @@ impl HoldPoint {
     }
 }
 
-fn ordinal(n: usize) -> String {
+/// `n` as a word of order, as reports say a release or a step: `1st`,
+/// `2nd`, `3rd`, `4th`, ... `11th`, ... `21st`.
+pub fn ordinal(n: usize) -> String {
     let suffix = match (n % 10, n % 100) {
         (1, x) if x != 11 => "st",
         (2, x) if x != 12 => "nd",
