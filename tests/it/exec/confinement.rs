@@ -44,7 +44,7 @@ fn each_call_runs_in_a_cgroup_of_its_own_where_the_machine_allows() {
             .find_map(|l| l.strip_prefix("0::").map(str::to_owned))
             .unwrap()
     };
-    // Two at once have a cgroup each; a later call reuses an emptied one.
+    // Two at once have a cgroup each; a later call has one of the run's.
     let (first, second, later) = rt().block_on(async {
         let slow = s.plugin("slow", "#!/bin/sh\ncat /proc/self/cgroup\nexec sleep 0.2\n");
         let (slow, fast) = (Call::new(&slow), Call::new(&p));
@@ -62,7 +62,10 @@ fn each_call_runs_in_a_cgroup_of_its_own_where_the_machine_allows() {
         "{first} {second}"
     );
     assert_ne!(first, second);
-    assert!(later == first || later == second, "{later}: not reused");
+    // A later call takes a prepared cgroup of the run's pool: one handed
+    // back and checked, or a spare made ahead (which one depends on the
+    // other tests of this process that run calls meanwhile).
+    assert!(later.contains(&mine), "{later}: not one of the run's");
 }
 
 /// Each removal and mode refusal (`Call::refuse`) refuses exactly its calls,
