@@ -189,7 +189,7 @@ pub fn device_holders(devices: &[HeldDevice]) -> (Vec<DeviceHolder>, Vec<String>
 
 /// Waits, until `bound` has passed, for every holder of `devices` that
 /// `counts` picks to let go of them: on the exit of each (its pidfd), looked
-/// at again every [`LOOK_AGAIN`], as one that closes its descriptor and goes
+/// at again every 50 ms, as one that closes its descriptor and goes
 /// on tells no one. The holders still there at the end (empty when all let
 /// go).
 pub fn wait_let_go(
