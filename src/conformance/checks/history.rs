@@ -114,6 +114,11 @@ impl<'c> Node<'c> {
             .join("; ")
     }
 
+    /// The last operation, in the history's words.
+    fn last_step(&self) -> &str {
+        self.steps.last().map_or("the first step", String::as_str)
+    }
+
     /// A failure after the history so far: what the oracle saw.
     fn fail(&self, saw: String) -> Finding {
         Finding::Fail(format!("{saw} (history: {})", self.history()))
@@ -131,7 +136,7 @@ impl<'c> Node<'c> {
         let call = self.ctx.calls().create(&req, Expect::Either, &step).await;
         let Ok(resp) = call.result else {
             self.steps.push(format!("{step} (refused)"));
-            self.oracle(None).await?;
+            self.oracle(None)?;
             return Ok(None);
         };
         self.steps.push(step);
@@ -142,7 +147,7 @@ impl<'c> Node<'c> {
                 resp.path
             )));
         }
-        self.oracle(None).await?;
+        self.oracle(None)?;
         let mut volume = Volume {
             letter,
             req,
@@ -235,13 +240,13 @@ impl<'c> Node<'c> {
                 at.still_there()
             )));
         }
-        self.oracle(None).await
+        self.oracle(None)
     }
 
     /// The oracle: every live volume (but `operated`, judged by its caller)
     /// as the model has it, and the harness's file outside the volumes dir
     /// untouched.
-    async fn oracle(&self, operated: Option<usize>) -> Result<(), Finding> {
+    fn oracle(&self, operated: Option<usize>) -> Result<(), Finding> {
         for (i, v) in self.live.iter().enumerate() {
             if Some(i) == operated {
                 continue;
@@ -249,7 +254,7 @@ impl<'c> Node<'c> {
             if let Some(damage) = self.damage(v) {
                 return Err(self.fail(format!(
                     "after {}, volume {} {damage}",
-                    self.steps.last().map_or("the first step", String::as_str),
+                    self.last_step(),
                     v.named()
                 )));
             }
@@ -259,7 +264,7 @@ impl<'c> Node<'c> {
                 return Err(self.fail(format!(
                     "after {}, the file {} outside the volumes dir (a task's link pointed at it) \
                      is gone or changed",
-                    self.steps.last().map_or("the first step", String::as_str),
+                    self.last_step(),
                     outside.display()
                 )));
             }
@@ -445,6 +450,6 @@ async fn update_once(
             "expected {what} to succeed; got: {e}: the updates before it left the volume \
              refusing the request it was made with"
         ))),
-        _ => node.oracle(Some(index)).await,
+        _ => node.oracle(Some(index)),
     }
 }

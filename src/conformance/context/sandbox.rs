@@ -10,7 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::os::fd::AsFd as _;
+use std::os::fd::{AsFd as _, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -162,17 +162,10 @@ impl Sandbox {
         name: &str,
         target: &Path,
     ) -> std::io::Result<PathBuf> {
-        let reached = self.reach(root, dir)?;
-        let path = dir.join(name);
-        let id = safe_fs::create_symlink(reached.at.as_fd(), name.as_ref(), target).map_err(
-            |e| match e.kind() {
-                std::io::ErrorKind::AlreadyExists => {
-                    std::io::Error::new(e.kind(), safe_fs::AlreadyThere(path.clone()))
-                }
-                _ => e,
-            },
-        )?;
-        planted.add(reached.made(owner, name, id, path.clone())?);
+        let made = |at: BorrowedFd<'_>| {
+            safe_fs::create_symlink(at, name.as_ref(), target).map(|id| ((), id))
+        };
+        let ((), path) = self.make_new(root, planted, owner, dir, name, made)?;
         Ok(path)
     }
 
@@ -188,18 +181,34 @@ impl Sandbox {
         dir: &Path,
         name: &str,
     ) -> std::io::Result<std::fs::File> {
+        let made = |at: BorrowedFd<'_>| safe_fs::create_new_file(at, name.as_ref());
+        let (file, _) = self.make_new(root, planted, owner, dir, name, made)?;
+        Ok(file)
+    }
+
+    /// Makes `name` new in `dir` (reached as [`reach`](Self::reach) reaches
+    /// it) with `make`, and records it in `planted` as `owner`'s: what
+    /// `make` gave, and the path. A name that exists is an
+    /// [`AlreadyThere`](safe_fs::AlreadyThere) error naming it.
+    fn make_new<T>(
+        &self,
+        root: &Arc<HeldDir>,
+        planted: &Planted,
+        owner: u64,
+        dir: &Path,
+        name: &str,
+        make: impl FnOnce(BorrowedFd<'_>) -> std::io::Result<(T, FileId)>,
+    ) -> std::io::Result<(T, PathBuf)> {
         let reached = self.reach(root, dir)?;
         let path = dir.join(name);
-        let (file, id) =
-            safe_fs::create_new_file(reached.at.as_fd(), name.as_ref()).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    std::io::Error::new(e.kind(), safe_fs::AlreadyThere(path.clone()))
-                } else {
-                    e
-                }
-            })?;
-        planted.add(reached.made(owner, name, id, path)?);
-        Ok(file)
+        let (made, id) = make(reached.at.as_fd()).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => {
+                std::io::Error::new(e.kind(), safe_fs::AlreadyThere(path.clone()))
+            }
+            _ => e,
+        })?;
+        planted.add(reached.made(owner, name, id, path.clone())?);
+        Ok((made, path))
     }
 }
 

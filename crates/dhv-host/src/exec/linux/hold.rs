@@ -289,7 +289,9 @@ impl<K: Fn()> Answering<K> {
         let path = match (passing, made) {
             (true, _) => None,
             (false, true) => notice.made_path(fd),
-            (false, false) => notice.path(fd),
+            // A process start is a step wherever its program is: named by it
+            // (its kind names no path, so it is in scope whatever this says).
+            (false, false) => notice.path(fd).or_else(|| notice.program(fd)),
         };
         let counts = match &self.watch {
             // A name it makes, and can be read, elsewhere.
@@ -299,11 +301,6 @@ impl<K: Fn()> Answering<K> {
             // A name it makes, and can be read, under the scope.
             AtChanges::RecordMade(_) => path.as_deref().is_some_and(|p| p.starts_with(&self.scope)),
             _ => notice.in_scope(path.as_deref(), &self.scope),
-        };
-        // A process start is a step wherever its program is: named by it.
-        let path = match (passing, made) {
-            (false, false) => path.or_else(|| notice.program(fd)),
-            _ => path,
         };
         if passing || !counts {
             continue_call(fd, notice.id());
