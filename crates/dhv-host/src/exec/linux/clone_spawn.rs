@@ -150,7 +150,8 @@ pub(crate) enum CloneFailure {
 /// Nomad agent, which has none), with the given stdio and working dir, every
 /// signal at its default and none blocked, under the seccomp `filter` when
 /// one is given (see `seccomp`), and with the hold filter when `hand_over`
-/// is given (see `hold`: the listener is sent through it).
+/// is given (see `hold`: the listener is sent through it). Returns its pid,
+/// and when it executed the program (`None` where that was not read).
 pub(crate) fn clone_spawn(
     path: &CString,
     argv: &[*mut libc::c_char],
@@ -159,7 +160,7 @@ pub(crate) fn clone_spawn(
     fds: ChildFds,
     filter: Option<&libc::sock_fprog>,
     hand_over: Option<&mut super::hold::HandOver>,
-) -> Result<i32, CloneFailure> {
+) -> Result<(i32, Option<std::time::Instant>), CloneFailure> {
     let reset = signals_to_reset();
     let mut child = Child {
         path: path.as_ptr(),
@@ -172,12 +173,16 @@ pub(crate) fn clone_spawn(
         hand_over: hand_over.map_or(std::ptr::null_mut(), |h| h as *mut super::hold::HandOver),
         errno: 0,
         v1_failed: 0,
+        exec_at: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
     };
     // SAFETY: every signal is blocked around the clone, and the child is born
     // with no handler of ours (CLONE_CLEAR_SIGHAND), so none runs there before
     // it executes; `clone_into_cgroup` returns
     // only in the parent, once the child has executed or exited.
-    let (pid, errno, v1_failed) = unsafe {
+    let (pid, errno, v1_failed, exec_at) = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
@@ -188,6 +193,7 @@ pub(crate) fn clone_spawn(
             pid,
             std::ptr::read_volatile(&child.errno),
             std::ptr::read_volatile(&child.v1_failed),
+            std::ptr::read_volatile(&child.exec_at),
         )
     };
     let pid = pid.map_err(CloneFailure::Clone)?;
@@ -200,7 +206,7 @@ pub(crate) fn clone_spawn(
         crate::exec::signal::reap_blocking(pid);
         return Err(CloneFailure::Child(Error::from_raw_os_error(errno)));
     }
-    Ok(pid)
+    Ok((pid, instant_of(exec_at)))
 }
 
 /// What the child needs, prepared by the parent, and where it reports a
@@ -221,6 +227,31 @@ struct Child<'a> {
     errno: libc::c_int,
     /// Set by the child when it could not write itself into a v1 dir.
     v1_failed: libc::c_int,
+    /// `CLOCK_MONOTONIC` as the child was about to execute the program,
+    /// after every step of ours: where the plugin's time starts.
+    exec_at: libc::timespec,
+}
+
+/// The moment `at` (a `CLOCK_MONOTONIC` reading, the clock `Instant` reads
+/// on Linux) as an `Instant`; `None` for a reading never made (zero) or one
+/// after now.
+fn instant_of(at: libc::timespec) -> Option<std::time::Instant> {
+    let since_boot = |t: libc::timespec| {
+        let secs = u64::try_from(t.tv_sec).ok()?;
+        let nanos = u32::try_from(t.tv_nsec).ok()?;
+        Some(std::time::Duration::new(secs, nanos))
+    };
+    let then = since_boot(at).filter(|d| !d.is_zero())?;
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the one we pass.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) } != 0 {
+        return None;
+    }
+    let instant = std::time::Instant::now();
+    instant.checked_sub(since_boot(now)?.checked_sub(then)?)
 }
 
 /// The clone itself, on x86-64: `clone3` with `CLONE_VM | CLONE_VFORK`, as

@@ -137,7 +137,7 @@ pub(crate) fn start_leader(
     let interruptions = &interruptions.for_a_call();
     let cgroup = CallCgroup::create(interruptions);
     let in_flight = process_wide::spawn_in_flight();
-    let start = Instant::now();
+    let before = Instant::now();
     let started = procfs::boot_ticks();
     let spawn = || {
         let with = spawn::StartWith {
@@ -156,6 +156,12 @@ pub(crate) fn start_leader(
         Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && cgroup_capture::come_home() => spawn(),
         started => started,
     }?;
+    // The plugin's time starts at its exec, which the clone's child reads
+    // after every step of ours: its moves into v1 cgroups wait on the
+    // kernel's locks, for far longer than a call's limit on a host busy
+    // with other runs' moves, and are the harness's cost, not the plugin's
+    // (Nomad's own fork and exec take a millisecond).
+    let start = spawned.executed_at.unwrap_or(before);
     in_flight.recorded(spawned.pid, started, EnvBlock::clone(env));
     let call = Tracked {
         pgid: spawned.pid,

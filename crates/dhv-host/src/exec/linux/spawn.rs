@@ -52,6 +52,9 @@ pub(crate) struct Spawned {
     pub stderr: OwnedFd,
     /// The hold filter's listener, when the leader was started under one.
     pub listener: Option<OwnedFd>,
+    /// When the leader executed the program, after every step of ours
+    /// (read by the clone's child; `None` for `posix_spawn`'s).
+    pub executed_at: Option<std::time::Instant>,
 }
 
 /// Why a call that was to be refused system calls cannot start.
@@ -139,13 +142,14 @@ pub(crate) fn spawn(
         filter.as_ref(),
         hand_over.as_deref_mut(),
     )?;
-    let in_cgroup = cloned.is_some_and(|(_, in_cgroup)| in_cgroup);
+    let in_cgroup = cloned.is_some_and(|(_, in_cgroup, _)| in_cgroup);
+    let executed_at = cloned.and_then(|(_, _, at)| at);
     let listener = match (&cloned, &hold) {
         (Some(_), Some((_, recv))) => super::hold::receive(recv),
         _ => None,
     };
     let pid = match cloned {
-        Some((pid, _)) => pid,
+        Some((pid, _, _)) => pid,
         None => {
             let mut plan = SpawnPlan::new()?;
             plan.stdio(&out_w, &err_w, exec.cwd.as_ref())?;
@@ -161,6 +165,7 @@ pub(crate) fn spawn(
         stdout: out_r,
         stderr: err_r,
         listener,
+        executed_at,
     })
 }
 
@@ -204,8 +209,9 @@ impl Exec {
 }
 
 /// Starts the leader with [`clone_spawn`] when it is to be born in a cgroup,
-/// refused system calls or held (`hand_over`): its pid and whether it was
-/// born in the cgroup. `None` when `posix_spawn` is to start it: nothing
+/// refused system calls or held (`hand_over`): its pid, whether it was
+/// born in the cgroup, and when it executed the program. `None` when
+/// `posix_spawn` is to start it: nothing
 /// needs the clone, or a cgroup alone did and the clone is not to be had.
 fn clone_leader(
     exec: &Exec,
@@ -213,7 +219,7 @@ fn clone_leader(
     (out_w, err_w): (&OwnedFd, &OwnedFd),
     filter: Option<&libc::sock_fprog>,
     mut hand_over: Option<&mut super::hold::HandOver>,
-) -> std::io::Result<Option<(i32, bool)>> {
+) -> std::io::Result<Option<(i32, bool, Option<std::time::Instant>)>> {
     let needs_clone = filter.is_some() || hand_over.is_some();
     if with.cgroup.is_none() && !needs_clone {
         return Ok(None);
@@ -237,7 +243,7 @@ fn clone_leader(
         )
     };
     match clone(fds) {
-        Ok(pid) => Ok(Some((pid, fds.cgroup >= 0))),
+        Ok((pid, at)) => Ok(Some((pid, fds.cgroup >= 0, at))),
         Err(CloneFailure::Child(e)) => Err(e),
         Err(CloneFailure::Clone(e)) if fds.cgroup >= 0 && cgroup_refused(&e) => {
             CallCgroup::refused();
@@ -247,7 +253,7 @@ fn clone_leader(
             fds.v1_procs = [-1; 2];
             match needs_clone.then(|| clone(fds)) {
                 None => Ok(None),
-                Some(Ok(pid)) => Ok(Some((pid, false))),
+                Some(Ok((pid, at))) => Ok(Some((pid, false, at))),
                 Some(Err(CloneFailure::Child(e))) => Err(e),
                 Some(Err(CloneFailure::Clone(_))) if filter.is_some() => Err(no_refusal()),
                 Some(Err(CloneFailure::Clone(_))) => Ok(None),
