@@ -249,6 +249,8 @@ samples! {
     sample_crash_unsafe => "crash-unsafe",
     sample_glob_delete => "glob-delete",
     sample_labelled_dirs => "labelled-dirs",
+    sample_ledger_drift => "ledger-drift",
+    sample_ledger_quota => "ledger-quota",
     sample_crlf_shebang => "crlf-shebang",
     sample_eval_name => "eval-name",
     sample_fails_on_existing_dir => "fails-on-existing-dir",

@@ -174,6 +174,7 @@ hostile! {
     bytes_out_of_range_leaves_nothing => "bytes-out-of-range" at "1",
     crash_unsafe_leaves_nothing => "crash-unsafe" at "1",
     glob_delete_leaves_nothing => "glob-delete" at "1",
+    ledger_drift_leaves_nothing => "ledger-drift" at "1",
     crlf_shebang_leaves_nothing => "crlf-shebang" at "1",
     fails_on_existing_dir_leaves_nothing => "fails-on-existing-dir" at "1",
     fails_on_missing_dir_leaves_nothing => "fails-on-missing-dir" at "1",
@@ -216,6 +217,7 @@ fn the_sweep_covers_every_broken_sample() {
             ![
                 "reference",
                 "labelled-dirs",
+                "ledger-quota",
                 "loop-ext4",
                 "loop-block",
                 "mkfs-on-reboot",

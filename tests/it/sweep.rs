@@ -207,6 +207,8 @@ swept! {
     side_file_every_signal => "side-file",
     glob_delete_every_signal => "glob-delete",
     labelled_dirs_every_signal => "labelled-dirs",
+    ledger_drift_every_signal => "ledger-drift",
+    ledger_quota_every_signal => "ledger-quota",
     slow_fingerprint_every_signal => "slow-fingerprint",
     slow_start_every_signal => "slow-start",
     string_bytes_every_signal => "string-bytes",

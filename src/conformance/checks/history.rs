@@ -47,7 +47,11 @@ pub(crate) const UPDATE_KEEPS: CheckSpec = CheckSpec {
 };
 
 /// The group, in catalogue order.
-pub(crate) const CHECKS: &[CheckSpec] = &[NEIGHBOURS, UPDATE_KEEPS];
+pub(crate) const CHECKS: &[CheckSpec] = &[
+    NEIGHBOURS,
+    UPDATE_KEEPS,
+    super::history_state::STATE_NOT_PATH,
+];
 
 /// The names of `history.neighbours`, drawn to collide with the first: a
 /// prefix of the next, another case, punctuation that sanitises alike.

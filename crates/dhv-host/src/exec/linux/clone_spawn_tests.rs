@@ -46,15 +46,16 @@ fn the_exec_reading_is_the_instant_it_was_made() {
     assert_eq!(instant_of(at), None, "no reading made");
     let before = std::time::Instant::now();
     // SAFETY: clock_gettime writes one timespec into the one we pass.
-    assert_eq!(
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut at) },
-        0
-    );
+    let read = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut at) };
+    assert_eq!(read, 0);
     let after = std::time::Instant::now();
     // Read back later (the conversion reads the clock again): still the
     // moment it was made.
     let read = instant_of(at).expect("a reading made");
-    assert!(before <= read && read <= after, "{before:?} <= {read:?} <= {after:?}");
+    assert!(
+        before <= read && read <= after,
+        "{before:?} <= {read:?} <= {after:?}"
+    );
     at.tv_sec += 3600;
     assert_eq!(instant_of(at), None, "a reading in the future");
 }
