@@ -251,6 +251,7 @@ samples! {
     sample_labelled_dirs => "labelled-dirs",
     sample_ledger_drift => "ledger-drift",
     sample_ledger_quota => "ledger-quota",
+    sample_realpath_delete => "realpath-delete",
     sample_crlf_shebang => "crlf-shebang",
     sample_eval_name => "eval-name",
     sample_fails_on_existing_dir => "fails-on-existing-dir",

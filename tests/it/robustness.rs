@@ -175,6 +175,7 @@ hostile! {
     crash_unsafe_leaves_nothing => "crash-unsafe" at "1",
     glob_delete_leaves_nothing => "glob-delete" at "1",
     ledger_drift_leaves_nothing => "ledger-drift" at "1",
+    realpath_delete_leaves_nothing => "realpath-delete" at "1",
     crlf_shebang_leaves_nothing => "crlf-shebang" at "1",
     fails_on_existing_dir_leaves_nothing => "fails-on-existing-dir" at "1",
     fails_on_missing_dir_leaves_nothing => "fails-on-missing-dir" at "1",

@@ -209,6 +209,7 @@ swept! {
     labelled_dirs_every_signal => "labelled-dirs",
     ledger_drift_every_signal => "ledger-drift",
     ledger_quota_every_signal => "ledger-quota",
+    realpath_delete_every_signal => "realpath-delete",
     slow_fingerprint_every_signal => "slow-fingerprint",
     slow_start_every_signal => "slow-start",
     string_bytes_every_signal => "string-bytes",

@@ -51,6 +51,7 @@ pub(crate) const CHECKS: &[CheckSpec] = &[
     NEIGHBOURS,
     UPDATE_KEEPS,
     super::history_state::STATE_NOT_PATH,
+    super::history_link::THROUGH_LINK,
 ];
 
 /// The names of `history.neighbours`, drawn to collide with the first: a

@@ -37,6 +37,7 @@ mod delete_in_use;
 pub(crate) mod failure;
 pub(crate) mod fingerprint;
 pub(crate) mod history;
+mod history_link;
 mod history_state;
 mod in_the_way;
 pub(crate) mod input;
