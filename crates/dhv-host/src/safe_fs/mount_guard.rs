@@ -138,13 +138,15 @@ impl Inner {
         if dirs.is_empty() {
             return;
         }
+        let dirs: std::collections::HashMap<&Path, &Guarded> =
+            dirs.iter().map(|d| (d.canonical.as_path(), d)).collect();
         for _ in 0..64 {
             let Ok(mounts) = mountinfo::read() else {
                 return;
             };
             let mut progress = false;
             for m in mounts.iter().rev() {
-                let Some(dir) = dirs.iter().find(|d| d.canonical == m.mount_point) else {
+                let Some(dir) = dirs.get(m.mount_point.as_path()) else {
                     continue;
                 };
                 let what = format!("{} → {}", source_of(m, &mounts), m.mount_point.display());
