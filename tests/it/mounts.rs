@@ -290,7 +290,7 @@ fn a_mount_over_a_guarded_dir_is_detached_at_the_next_look_and_one_inside_is_lef
         );
     }
     assert_eq!(undone.len(), 2, "{undone:?}");
-    assert_eq!(util::mounts_below(root.path()), [vol.clone()]);
+    assert_eq!(util::mounts_below(root.path()), std::slice::from_ref(&vol));
     assert_eq!(
         util::tree_digest(outside.path()),
         before,
