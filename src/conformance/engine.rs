@@ -18,7 +18,7 @@ use libtest_mimic::{Arguments, Conclusion, Trial};
 
 use super::catalogue::{CATALOGUE, CheckSpec};
 use super::checks;
-use super::checks::process::{AGENT_UNTOUCHED, interfered};
+use super::checks::process::{AGENT_UNTOUCHED, interfered, mounted_over};
 use super::context::{Settings, Shared};
 use super::engine_trial::{Barrier, RunState, run_end};
 use super::evidence;
@@ -269,7 +269,26 @@ fn ended(
     // conclusion is certain: process.agent-untouched fails, even when a
     // filter left it out or it was done after the check judged (during the
     // run's clearing or teardown). Exit 1, not 4: nothing is left unknown.
-    if let Some(fact) = state.notice_interference() {
+    let fact = state.notice_interference();
+    if let Some(mounted) = mounted_over(&state.shared.facts.all()) {
+        let held = outcome
+            .report
+            .checks
+            .iter()
+            .find(|c| c.id == AGENT_UNTOUCHED.id);
+        if held.is_none_or(|c| c.status != crate::report::Status::Fail) {
+            let result = super::verdict::to_result(
+                &AGENT_UNTOUCHED,
+                mounted,
+                Duration::ZERO,
+                &[],
+                &std::collections::HashMap::new(),
+                &state.shared.settings.timeouts(),
+                state.started,
+            );
+            outcome.report.put_check(result);
+        }
+    } else if let Some(fact) = fact {
         let held = outcome
             .report
             .checks

@@ -14,7 +14,7 @@ use libtest_mimic::{Completion, Failed};
 
 use super::catalogue::CheckSpec;
 use super::checks::CheckFn;
-use super::checks::process::{AGENT_UNTOUCHED, INTERFERED_SKIP, interfered};
+use super::checks::process::{AGENT_UNTOUCHED, INTERFERED_SKIP, interfered, mounted_over};
 use super::context::{Fact, Finding, RunLog, ScenarioRun, Shared};
 use super::progress::{Progress, ProgressEvent};
 use super::teardown::Teardown;
@@ -266,7 +266,8 @@ impl RunState {
             // harness was moved, frozen or traced, and undid it. Nothing more
             // is asked of the plugin; the finding is already made.
             let finding = match spec.id == AGENT_UNTOUCHED.id {
-                true => interfered(&fact, &self.shared.log.calls()),
+                true => mounted_over(&self.shared.facts.all())
+                    .unwrap_or_else(|| interfered(&fact, &self.shared.log.calls())),
                 false => Finding::Skip(INTERFERED_SKIP.into()),
             };
             return Ok((finding, Vec::new(), None));
@@ -311,6 +312,11 @@ impl RunState {
     /// time the supervisor says it (with the checks running then), for
     /// `process.agent-untouched`; what was published, once it was.
     pub(super) fn notice_interference(&self) -> Option<Fact> {
+        // Mounts over the harness's dirs, detached at once: published, and
+        // the run goes on (later calls see the dirs as they were).
+        for what in self.shared.supervisor.mounts_undone() {
+            self.shared.facts.publish(Fact::MountedOver { what });
+        }
         // Held while looking and publishing: one fact, whoever sees it first.
         let running = crate::lock(&self.running);
         if let Some(fact) = self.interfered() {

@@ -47,6 +47,7 @@ mod manager_restore;
 mod manager_safety;
 mod manager_state;
 mod mounts;
+mod mounts_over_root;
 mod mutants;
 mod nomad_fidelity_corners;
 mod nomad_fidelity_run;

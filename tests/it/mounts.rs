@@ -249,3 +249,60 @@ fn same_volume(plugin: &std::path::Path) -> (String, String) {
     let (status, message) = util::check::only(plugin, "concurrency.same-volume");
     (status.to_string(), message)
 }
+
+/// A guard detaches a mount over a guarded dir at its next look (over the
+/// root and over a dir made in it, the one hidden under the other), names
+/// each (source → target), and leaves a mount inside a guarded dir (where a
+/// volume is mounted) alone; the outside dir is as it was.
+#[test]
+fn a_mount_over_a_guarded_dir_is_detached_at_the_next_look_and_one_inside_is_left() {
+    if !util::in_private_mount_ns(
+        "a_mount_over_a_guarded_dir_is_detached_at_the_next_look_and_one_inside_is_left",
+    ) {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    util::plant_sentinels(outside.path());
+    let before = util::tree_digest(outside.path());
+    let base = tempfile::tempdir().unwrap();
+    let guard = safe_fs::MountGuard::new();
+    let root = safe_fs::HeldDir::make_temp_in(base.path(), "run-")
+        .unwrap()
+        .guarded_by(&guard);
+    let check = root.make_subdir("check".as_ref()).unwrap();
+    let volumes = check.make_subdir("volumes".as_ref()).unwrap();
+    let vol = volumes.canonical().join("v1");
+    fs::create_dir(&vol).unwrap();
+    util::bind_mount(outside.path(), &vol);
+    util::bind_mount(outside.path(), check.path());
+    util::bind_mount(outside.path(), root.path());
+
+    guard.look();
+    let undone = guard.undone();
+    let source = outside.path().canonicalize().unwrap();
+    for target in [root.canonical(), check.canonical()] {
+        let named = format!("{} → {}", source.display(), target.display());
+        assert!(
+            undone
+                .iter()
+                .any(|u| u.contains(&named) && u.contains("detached")),
+            "{named} in {undone:?}"
+        );
+    }
+    assert_eq!(undone.len(), 2, "{undone:?}");
+    assert_eq!(util::mounts_below(root.path()), std::slice::from_ref(&vol));
+    assert_eq!(
+        util::tree_digest(outside.path()),
+        before,
+        "outside as it was"
+    );
+
+    let done = safe_fs::unmount_under_held(&root).unwrap();
+    assert!(done.failed.is_empty(), "{done:?}");
+    assert!(safe_fs::remove_held(&root).removed);
+    assert_eq!(
+        util::tree_digest(outside.path()),
+        before,
+        "outside as it was"
+    );
+}

@@ -166,6 +166,12 @@ fn always_usable() -> Option<String> {
     None
 }
 
+/// `mounts-over-root` mounts only as root: without, its run is another one.
+fn mounts_unusable() -> Option<String> {
+    (!nix::unistd::Uid::effective().is_root())
+        .then(|| "mounts-over-root mounts only as root; its snapshot is a root run's".into())
+}
+
 fn check_sample(name: &str) {
     let run = run_sample(name, samples::scale(name));
     assert_verdicts(name, &run.report);
@@ -266,6 +272,7 @@ samples! {
     sample_mkfs_on_reboot => "mkfs-on-reboot" if loop_devices_unusable,
     sample_mkfs_crash_window => "mkfs-crash-window" if loop_devices_unusable,
     sample_missing_version => "missing-version",
+    sample_mounts_over_root => "mounts-over-root" if mounts_unusable,
     sample_name_as_path => "name-as-path",
     sample_needs_home => "needs-home",
     sample_needs_path => "needs-path",

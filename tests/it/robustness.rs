@@ -109,6 +109,9 @@ fn hostile_run_stays_in_bounds(name: &str, timeout_scale: &str) {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+    // The dir mounts-over-root made beside the run's temp dir (and mounted
+    // over it): as it made it, then removed.
+    crate::mounts_over_root::remove_outside_as_made(&area.tmp());
     // The binary reaps what it kills before it exits; the short wait only
     // covers a process the kernel is still tearing down.
     assert_left_nothing(&area, name, Duration::from_secs(2));
@@ -161,6 +164,7 @@ hostile! {
     eval_name_is_bounded_and_leaves_nothing => "eval-name" at "1",
     name_as_path_is_bounded_and_leaves_nothing => "name-as-path" at "1",
     blind_delete_is_bounded_and_leaves_nothing => "blind-delete" at "1",
+    mounts_over_root_is_bounded_and_leaves_nothing => "mounts-over-root" at "1",
 }
 
 // Every other broken sample, held to the same bounds: whatever its fault, a

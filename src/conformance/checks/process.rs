@@ -5,7 +5,7 @@
 //! never touches the process that runs it.
 
 use super::process_tries::{
-    CwdFindings, EnvFindings, EnvNeed, cwd_problem, env_need, read_only_cwd,
+    CwdFindings, EnvFindings, EnvNeed, cwd_problem, env_need, read_only_cwd, unrelated_cwd,
 };
 use super::{CheckSpec, FindingResult, Level, Needs};
 use crate::conformance::context::{Ctx, Fact, Finding, LoggedCall, RunLog, listing};
@@ -24,11 +24,11 @@ pub(crate) const CHECKS: &[CheckSpec] = &[
 pub(crate) const AGENT_UNTOUCHED: CheckSpec = CheckSpec {
     id: "process.agent-untouched",
     level: Level::Must,
-    rule: "a plugin never touches the process that runs it: its cgroup, its freezer, ptrace, its signals, its limits",
-    why: "The process that runs the plugin is the Nomad agent. A plugin that moves it into a cgroup of its own (which the plugin's cleanup then kills), freezes its cgroup, or leaves a tracer on it (`strace -f -p $PPID`) stops or kills the agent, and with it every allocation and volume of the node. The harness undoes what was done (moves itself back, thaws, kills the tracer) and skips the checks that had not started: what they would see is no longer the plugin alone.",
-    fix: "Never write `$PPID` (or any pid but your own) into a `cgroup.procs`, never freeze a cgroup you did not make, and never trace, signal or limit your parent: put your own processes in a cgroup of their own (`echo $$ > .../cgroup.procs`) and leave debugging tracers out of the shipped plugin.",
+    rule: "a plugin never touches the process that runs it: its cgroup, its freezer, ptrace, its signals, its limits, its own dirs (no mount over them)",
+    why: "The process that runs the plugin is the Nomad agent. A plugin that moves it into a cgroup of its own (which the plugin's cleanup then kills), freezes its cgroup, or leaves a tracer on it (`strace -f -p $PPID`) stops or kills the agent, and with it every allocation and volume of the node. A plugin that mounts something over the agent's own dirs (bind-mounts another dir over the dir that holds the volumes dir) turns every later write of the agent and of every later call into a write into that other dir. The harness undoes what was done (moves itself back, thaws, kills the tracer) and skips the checks that had not started: what they would see is no longer the plugin alone. A mount over its dirs it detaches at once, before any further call, and the run goes on: later calls find its dirs as they were.",
+    fix: "Never write `$PPID` (or any pid but your own) into a `cgroup.procs`, never freeze a cgroup you did not make, and never trace, signal or limit your parent: put your own processes in a cgroup of their own (`echo $$ > .../cgroup.procs`), leave debugging tracers out of the shipped plugin, and mount only inside your volume's own dir (`$DHV_VOLUMES_DIR/<id>`), never on the volumes dir or a dir above it.",
     varies: None,
-    samples: &[],
+    samples: &["mounts-over-root"],
     needs: Needs::Any,
     subject: None,
     run: run_wide!(agent_untouched),
@@ -46,6 +46,9 @@ pub(crate) const INTERFERED_SKIP: &str =
 /// too.
 fn agent_untouched(log: &RunLog) -> FindingResult {
     log.require_process()?;
+    if let Some(finding) = mounted_over(&log.facts) {
+        return Err(finding);
+    }
     match log.facts.iter().find(|f| matches!(f, Fact::Interfered { .. })) {
         Some(fact) => Err(interfered(fact, &log.calls)),
         None => Ok(Finding::Pass(
@@ -53,6 +56,34 @@ fn agent_untouched(log: &RunLog) -> FindingResult {
                 .into(),
         )),
     }
+}
+
+/// `process.agent-untouched`'s failure for the mounts a plugin put over the
+/// harness's own dirs ([`Fact::MountedOver`]), and for what else it did to
+/// the harness ([`Fact::Interfered`]) when it did; `None` when it put none.
+pub(crate) fn mounted_over(facts: &[Fact]) -> Option<Finding> {
+    let mounts: Vec<String> = facts
+        .iter()
+        .filter(|f| matches!(f, Fact::MountedOver { .. }))
+        .map(Fact::describe)
+        .collect();
+    if mounts.is_empty() {
+        return None;
+    }
+    let also = match facts.iter().find(|f| matches!(f, Fact::Interfered { .. })) {
+        Some(fact) => format!(
+            "; and {} (the harness undid it; the checks not yet started were skipped)",
+            fact.describe()
+        ),
+        None => String::new(),
+    };
+    Some(Finding::Fail(format!(
+        "expected the plugin never to touch the process that runs it (its cgroup, its freezer, \
+         ptrace, its signals, its limits, its own dirs: under Nomad that process is the agent, \
+         and a mount over its dirs sends what it writes, and every later call's writes, into \
+         the dir mounted there); {}{also}",
+        mounts.join("; ")
+    )))
 }
 
 /// `process.agent-untouched`'s failure for a [`Fact::Interfered`], naming
@@ -74,7 +105,7 @@ pub(crate) fn interfered(fact: &Fact, calls: &[LoggedCall]) -> Finding {
     };
     Finding::Fail(format!(
         "expected the plugin never to touch the process that runs it (its cgroup, its freezer, \
-         ptrace, its signals, its limits: under Nomad that process is the agent, and every \
+         ptrace, its signals, its limits, its own dirs: under Nomad that process is the agent, and every \
          volume and job of the node goes with it); {}. The harness undid it; the checks not \
          yet started were skipped",
         fact.describe()
@@ -146,7 +177,9 @@ async fn cwd_independent(ctx: &Ctx) -> FindingResult {
         }
     }
     let written = listing(ctx.host(), &cwd);
-    let _ = ctx.host().set_mode(&cwd, 0o755);
+    if let Ok(held) = unrelated_cwd(ctx) {
+        let _ = ctx.host().set_mode(&held, 0o755);
+    }
     if !written.is_empty() {
         found.problems.push(format!(
             "it wrote into its working directory: {}",

@@ -236,8 +236,17 @@ pub(super) fn read_only_cwd(ctx: &Ctx) -> Result<PathBuf, Finding> {
         true => 0o555,
         false => 0o755,
     };
-    let _ = ctx.host().set_mode(&cwd, mode);
+    let _ = ctx.host().set_mode(&unrelated_cwd(ctx)?, mode);
     Ok(cwd)
+}
+
+/// The unrelated working dir through the harness's descriptor (see
+/// [`Dirs::make_dirs_through_fd`](crate::conformance::context::Dirs::make_dirs_through_fd)):
+/// where its mode is set, whatever a plugin mounted over its path.
+pub(super) fn unrelated_cwd(ctx: &Ctx) -> Result<PathBuf, Finding> {
+    ctx.dirs()
+        .make_dirs_through_fd(std::path::Path::new("unrelated-cwd"))
+        .map_err(|e| Finding::Skip(format!("cannot make a working dir: {e}")))
 }
 
 /// Tries `op` from the unrelated dir (`elsewhere`) and, when it fails

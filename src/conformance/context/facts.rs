@@ -83,6 +83,15 @@ pub(crate) enum Fact {
         /// when none was.
         during: Vec<&'static str>,
     },
+    /// The plugin put a mount over one of the harness's own dirs (the run's
+    /// temp dir, a check's dir, a volumes dir): the harness detached it at
+    /// once, before any further call, so the checks go on with the plugin
+    /// alone. `process.agent-untouched`'s finding.
+    MountedOver {
+        /// The mount (source → target) and what the harness did, as the
+        /// guard says it.
+        what: String,
+    },
     /// An update (create again of an existing volume with a new capacity)
     /// removed or re-made the volume, losing what it held: `create.update`'s
     /// finding, which the histories cite when they meet it again.
@@ -137,6 +146,7 @@ impl Fact {
                 )
             }
             Fact::UpdateLostData { what } => format!("{what} lost the volume's data"),
+            Fact::MountedOver { what } => what.clone(),
             Fact::Interfered {
                 what, by: Some(by), ..
             } => format!("{what} (by {by})"),

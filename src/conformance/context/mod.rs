@@ -178,6 +178,10 @@ impl Shared {
         host: Arc<dyn Host>,
     ) -> Shared {
         let supervisor = crate::exec::Supervisor::new();
+        // Every dir of the run is made in the root: a mount a plugin puts
+        // over one of them is detached at once, and said as what the
+        // plugin did to the harness (see `MountGuard`).
+        let root = root.guarded_by(&supervisor.guard_mounts());
         let pin = settings
             .pin
             .clone()

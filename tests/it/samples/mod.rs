@@ -86,6 +86,7 @@ pub fn run_sample(name: &str, scale: &str) -> SampleRun {
         "{name}: exit code; stderr: {stderr}"
     );
     remove_node_logs(&tmp.path().to_string_lossy());
+    crate::mounts_over_root::remove_outside_as_made(tmp.path());
     let left: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()
         .flatten()

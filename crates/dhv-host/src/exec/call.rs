@@ -51,7 +51,11 @@ impl Call {
     /// its supervisor, or under a fresh one of its own when none was given.
     pub async fn run(&self) -> Result<Outcome, SpawnError> {
         let supervisor = self.supervisor.clone().unwrap_or_default();
+        // A mount a plugin put over the run's dirs is gone before the next
+        // call starts (its own thread is quicker still; see `guard_mounts`).
+        supervisor.look_at_mounts();
         let ours_before = os::thread_cpu_wait();
+        let looks = supervisor.clone();
         let mut call = self.start(supervisor)?;
         let (exit, timed_out) = self.wait_leader(&mut call).await;
         let duration = call.start.elapsed();
@@ -67,6 +71,9 @@ impl Call {
         outcome.limits_reached = tracked.limits_reached();
         // After the sweep too: its sweep is where a capture is first seen.
         outcome.touched_harness = tracked.touched_harness();
+        // And after it: a mount made by this call is gone before the call
+        // is judged or another starts.
+        looks.look_at_mounts();
         Ok(outcome)
     }
 

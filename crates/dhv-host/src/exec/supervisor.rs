@@ -34,6 +34,10 @@ struct Shared {
     /// [`Supervisor::interrupted`]); shared with the supervisors made
     /// [`for_the_same_run`](Supervisor::for_the_same_run).
     interruptions: super::os::Interruptions,
+    /// The guard of the run's dirs against mounts put over them, once the
+    /// run made one ([`Supervisor::guard_mounts`]); shared with the
+    /// supervisors made [`for_the_same_run`](Supervisor::for_the_same_run).
+    mounts: Arc<std::sync::OnceLock<crate::safe_fs::MountGuard>>,
 }
 
 #[derive(Default)]
@@ -140,7 +144,40 @@ impl Supervisor {
             budget: OutputBudget::default(),
             spawning: RwLock::default(),
             interruptions: self.0.interruptions.clone(),
+            mounts: self.0.mounts.clone(),
         }))
+    }
+
+    /// The guard of this run's dirs against mounts a plugin puts over them
+    /// (see [`MountGuard`](crate::safe_fs::MountGuard)): made on the first
+    /// ask, then the same one. It looks at the mount table before every
+    /// call of this supervisor (and of those made
+    /// [`for_the_same_run`](Self::for_the_same_run)) starts and after each
+    /// ends, besides its own thread's looks; what it undid is
+    /// [`mounts_undone`](Self::mounts_undone).
+    pub fn guard_mounts(&self) -> crate::safe_fs::MountGuard {
+        self.0
+            .mounts
+            .get_or_init(crate::safe_fs::MountGuard::new)
+            .clone()
+    }
+
+    /// The mounts a plugin of this run put over the run's guarded dirs,
+    /// each detached at once, in words (source → target), in order.
+    pub fn mounts_undone(&self) -> Vec<String> {
+        self.0
+            .mounts
+            .get()
+            .map(crate::safe_fs::MountGuard::undone)
+            .unwrap_or_default()
+    }
+
+    /// A look of the run's mount guard, when it has one (see
+    /// [`guard_mounts`](Self::guard_mounts)).
+    pub(crate) fn look_at_mounts(&self) {
+        if let Some(guard) = self.0.mounts.get() {
+            guard.look();
+        }
     }
 
     /// What a plugin whose call ran under this supervisor (or one made

@@ -84,11 +84,14 @@ pub struct MountFiller {
 }
 
 impl MountFiller {
-    /// Makes `count` dirs below `dir` (which must be the harness's own, new)
-    /// and mounts a tmpfs on each. Refused outside a private namespace
-    /// ([`private_namespace`]).
+    /// Makes `count` dirs below `dir` (which must be the harness's own, new;
+    /// best a path through its descriptor, [`HeldDir::through_fd`](super::HeldDir::through_fd),
+    /// which no mount over its path redirects) and mounts a tmpfs on each.
+    /// Refused outside a private namespace ([`private_namespace`]).
     pub fn new(dir: &Path, count: usize) -> io::Result<MountFiller> {
-        private_namespace(dir).map_err(io::Error::other)?;
+        // Where it is, as mountinfo names it (a path through a descriptor
+        // names the dir itself).
+        private_namespace(&std::fs::canonicalize(dir)?).map_err(io::Error::other)?;
         let mut points = Vec::with_capacity(count);
         for i in 0..count {
             let p = dir.join(format!("{i:04}"));

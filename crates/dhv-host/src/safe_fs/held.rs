@@ -64,6 +64,9 @@ pub struct HeldDir {
     /// The dir it was made in, held too, and its name there.
     parent: Arc<OwnedFd>,
     name: OsString,
+    /// The guard that watches for mounts over it, when it is guarded: the
+    /// dirs made in it are guarded too.
+    guard: Option<super::MountGuard>,
 }
 
 /// A name the harness was to make already exists: made by someone else.
@@ -93,7 +96,14 @@ impl HeldDir {
                 .map(|b| char::from(CHARS[usize::from(*b) % CHARS.len()]))
                 .collect();
             let name = format!("{prefix}{suffix}");
-            match make(&parent, &tmp, &canonical_tmp, OsStr::new(&name), 0o700) {
+            match make(
+                &parent,
+                &tmp,
+                &canonical_tmp,
+                OsStr::new(&name),
+                0o700,
+                None,
+            ) {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 made => return made,
             }
@@ -105,7 +115,24 @@ impl HeldDir {
     /// name that exists, whatever it is, is an [`AlreadyThere`] error.
     pub fn make_subdir(&self, name: &OsStr) -> io::Result<HeldDir> {
         let parent = Arc::new(self.fd.try_clone()?);
-        make(&parent, &self.path, &self.canonical, name, 0o755)
+        make(
+            &parent,
+            &self.path,
+            &self.canonical,
+            name,
+            0o755,
+            self.guard.as_ref(),
+        )
+    }
+
+    /// This dir, guarded by `guard` from now on, and every dir made in it
+    /// ([`make_subdir`](Self::make_subdir)) too: a mount a plugin puts over
+    /// one of them is detached at the guard's next look (see
+    /// [`MountGuard`](super::MountGuard)).
+    pub fn guarded_by(mut self, guard: &super::MountGuard) -> HeldDir {
+        guard.guard(&self.canonical, &self.parent, &self.name);
+        self.guard = Some(guard.clone());
+        self
     }
 
     /// Where it was made.
@@ -178,6 +205,7 @@ fn make(
     parent_canonical: &Path,
     name: &OsStr,
     mode: libc::mode_t,
+    guard: Option<&super::MountGuard>,
 ) -> io::Result<HeldDir> {
     let path = parent_path.join(name);
     let c = std::ffi::CString::new(name.as_bytes())
@@ -203,13 +231,18 @@ fn make(
             AlreadyThere(path),
         ));
     }
+    let canonical = parent_canonical.join(name);
+    if let Some(guard) = guard {
+        guard.guard(&canonical, parent, &name.to_os_string());
+    }
     Ok(HeldDir {
-        canonical: parent_canonical.join(name),
+        canonical,
         path,
         fd,
         id,
         parent: parent.clone(),
         name: name.to_os_string(),
+        guard: guard.cloned(),
     })
 }
 
@@ -278,7 +311,7 @@ mod tests {
         let root = tmp.path().join("root");
         std::fs::create_dir(&root).unwrap();
         let parent = Arc::new(fd::open_dir(&root).unwrap());
-        let held = make(&parent, &root, &root, OsStr::new("run"), 0o700).unwrap();
+        let held = make(&parent, &root, &root, OsStr::new("run"), 0o700, None).unwrap();
         std::os::unix::fs::symlink(&outside, held.path().join("check")).unwrap();
         let err = held.make_subdir(OsStr::new("check")).unwrap_err();
         assert!(err.to_string().contains("already exists"), "{err}");
@@ -297,7 +330,7 @@ mod tests {
         let root = tmp.path().join("root");
         std::fs::create_dir(&root).unwrap();
         let parent = Arc::new(fd::open_dir(&root).unwrap());
-        let held = make(&parent, &root, &root, OsStr::new("check"), 0o700).unwrap();
+        let held = make(&parent, &root, &root, OsStr::new("check"), 0o700, None).unwrap();
         // Its name now leads to another dir (as a mount over it would).
         std::fs::rename(held.path(), root.join("moved")).unwrap();
         std::fs::create_dir(held.path()).unwrap();

@@ -13,6 +13,8 @@
 //!   that did not exist, and [`remove_if_same`] removes it only while it is
 //!   still that file;
 //! - [`mountinfo`] reads `/proc/self/mountinfo`: which mounts lie under a dir;
+//! - [`MountGuard`] watches the mount table and at once detaches a mount
+//!   a plugin put over one of the harness's held dirs, saying what it was;
 //! - [`unmount_under`] unmounts them, deepest first, each verified to be the
 //!   very mount that was listed before it is touched, and made private
 //!   first, so the unmount of a plugin's copy of a shared tree never
@@ -36,6 +38,7 @@ mod fd;
 mod filler;
 mod held;
 mod loopdev;
+mod mount_guard;
 pub mod mountinfo;
 mod read;
 mod remove;
@@ -52,6 +55,7 @@ pub use loopdev::{
     held_by, hold, is_attached, is_block_device, loop_backing, loops_backed_under,
     sized_loops_backed_under, wait_detached, write_marker,
 };
+pub use mount_guard::MountGuard;
 pub use mountinfo::{Mount, mounts_under};
 pub use read::kind_name;
 pub use read::{Links, ReadError, list_dir, open_regular, read_bounded, read_text_bounded};

@@ -252,3 +252,44 @@ fn unmount_one(root: &OwnedFd, top: Top<'_>, dir: &Path, m: &Mount) -> io::Resul
         Err(e) => Err(e),
     }
 }
+
+/// Detaches the mount `m` on `name` in `parent` (a guarded dir, reached from
+/// the dir it was made in: a mount over an ancestor's path changes nothing),
+/// made private first (its copies of a shared tree then take no original's
+/// mount with them), lazily (`MNT_DETACH`: a process of the plugin's inside
+/// it does not keep it). `false` when the mount reached there is not `m` (it
+/// is hidden under another one, or gone).
+pub(super) fn detach_on(parent: BorrowedFd<'_>, name: &OsStr, m: &Mount) -> io::Result<bool> {
+    let parent = parent.try_clone_to_owned()?;
+    let Some(target) = verified(&parent, name, m)? else {
+        return Ok(false);
+    };
+    let via = std::ffi::CString::new(format!("/proc/self/fd/{}", target.as_raw_fd()))
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: NUL-terminated path; the other pointers may be null for a
+    // propagation change, which reads nothing else.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            via.as_ptr(),
+            std::ptr::null(),
+            libc::MS_PRIVATE | libc::MS_REC,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    drop(target);
+    let mut at = format!("/proc/self/fd/{}/", parent.as_raw_fd()).into_bytes();
+    at.extend_from_slice(name.as_bytes());
+    let at =
+        std::ffi::CString::new(at).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: a NUL-terminated path; umount2 only reads it. UMOUNT_NOFOLLOW:
+    // a symlink swapped in for the name since is not followed.
+    if unsafe { libc::umount2(at.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) } == 0 {
+        Ok(true)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
