@@ -23,12 +23,16 @@ fn plan(free: Option<u64>) -> (SpacePlan, Vec<&'static CheckSpec>) {
 
 const VOLUME: u64 = 50_000_000;
 
-/// On a large filesystem every check is let in at once, and the run is not
-/// limited.
+/// On a large filesystem every check is let in at once, as it comes (the
+/// last planned first), and the run is not limited.
 #[test]
 fn a_large_filesystem_lets_every_check_in() {
     let (plan, ordered) = plan(Some(1 << 40));
-    let held: Vec<_> = ordered.iter().map(|c| plan.admit(c).unwrap()).collect();
+    let held: Vec<_> = ordered
+        .iter()
+        .rev()
+        .map(|c| plan.admit(c).unwrap())
+        .collect();
     assert_eq!(held.len(), 3);
     drop(held);
     assert_eq!(plan.limited(), None);
