@@ -396,7 +396,11 @@ fn table(report: &report::Report, color: bool, quiet: bool, note: &str) -> Strin
         Some(at) => table[at..].to_owned(),
         None => {
             let last = table.lines().last().unwrap_or_default();
-            format!("{last}\n")
+            // A run the space limited says so, quiet or not.
+            match &report.space_limited {
+                Some(space) => format!("{}\n{last}\n", report::printable_line(&space.describe())),
+                None => format!("{last}\n"),
+            }
         }
     }
 }

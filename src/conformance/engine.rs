@@ -23,6 +23,7 @@ use super::context::{Settings, Shared};
 use super::engine_trial::{Barrier, RunState, run_end};
 use super::evidence;
 use super::progress::{InFlight, Progress, ProgressEvent};
+use super::space::SpacePlan;
 use super::teardown::Teardown;
 use crate::plugin::PluginRun;
 use crate::report::{CheckResult, Phase, Report, RunOptions};
@@ -160,7 +161,8 @@ fn run_in(
         .iter()
         .filter(|c| selected(&opts.libtest, c.id))
         .collect();
-    let state = run_state(rt, &opts, &signals, shared, &chosen);
+    let ordered = planned_order(&chosen);
+    let state = run_state(rt, &opts, &signals, shared, &ordered);
     signals.watch(&state.shared.supervisor);
     // Whatever unwinds out of here (a panic in the engine or in libtest), the
     // teardown still runs: deletes, unmounts, detaches, removes.
@@ -174,7 +176,7 @@ fn run_in(
     opts.progress.send(ProgressEvent::Run(InFlight::new(
         state.shared.live_calls.clone(),
     )));
-    let trials = planned_trials(&state, &chosen);
+    let trials = planned_trials(&state, &ordered);
     // The filter was applied above; libtest must not filter again.
     let mut args = opts.libtest.clone();
     args.filter = None;
@@ -196,6 +198,7 @@ fn run_state(
     chosen: &[&'static CheckSpec],
 ) -> RunState {
     let count = |phase: Phase| chosen.iter().filter(|c| c.phase() == phase).count();
+    let space = Arc::new(space_plan(&shared, chosen));
     RunState {
         shared,
         parallel: Arc::new(Barrier::new(count(Phase::Parallel))),
@@ -204,6 +207,7 @@ fn run_state(
             count(Phase::Parallel) + count(Phase::Exclusive),
         )),
         closing: Arc::new(Barrier::new(chosen.len() - count(Phase::Closing))),
+        space,
         cleared: Arc::default(),
         signals: Arc::new(signals.share()),
         keep: opts.keep,
@@ -219,14 +223,32 @@ fn run_state(
     }
 }
 
-/// The trials of the `chosen` checks, in the run's plan: the parallel
-/// checks, then the exclusive ones, then the run-wide ones, then the closing
-/// ones, so with any number of threads each phase is dispatched after every
-/// check it waits for. Within a phase, the checks others wait for go first:
-/// a waiting check never holds the thread the one it waits for would run on.
-fn planned_trials(state: &RunState, chosen: &[&'static CheckSpec]) -> Vec<Trial> {
+/// The `chosen` checks in the run's plan: the parallel checks, then the
+/// exclusive ones, then the run-wide ones, then the closing ones, so with
+/// any number of threads each phase is dispatched after every check it
+/// waits for. Within a phase, the checks others wait for go first: a waiting
+/// check never holds the thread (nor the room on the work filesystem: see
+/// [`super::space`]) the one it waits for would run on.
+fn planned_order(chosen: &[&'static CheckSpec]) -> Vec<&'static CheckSpec> {
     let mut ordered = chosen.to_vec();
     ordered.sort_by_key(|c| (c.phase(), !checks::AWAITED.contains(c)));
+    ordered
+}
+
+/// The plan of the work filesystem's space for the `ordered` checks: the
+/// free space of the filesystem the run's temp dir is on, read now.
+fn space_plan(shared: &Shared, ordered: &[&'static CheckSpec]) -> SpacePlan {
+    let free = shared.host.space(shared.root_dir.path()).ok();
+    SpacePlan::new(
+        ordered,
+        &shared.settings.template,
+        free.map(|s| s.available),
+    )
+}
+
+/// The trials of the `ordered` checks (see [`planned_order`]).
+fn planned_trials(state: &RunState, ordered: &[&'static CheckSpec]) -> Vec<Trial> {
+    let ordered = ordered.to_vec();
     state.shared.awaited.expect(
         ordered
             .iter()
@@ -365,6 +387,7 @@ fn outcome(
     if let Some(change) = state.shared.pin.as_ref().and_then(|p| p.change()) {
         report.mark_plugin_changed(plugin_changed(change));
     }
+    report.space_limited = state.space.limited();
     report.conditions = Some(crate::report::RunConditions {
         cores: evidence::cores(),
         load_average_start: state.load_start,

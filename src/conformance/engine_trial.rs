@@ -76,6 +76,9 @@ pub(super) struct RunState {
     /// Counts every check but the closing ones, which wait for it (see
     /// [`Needs::RunEnd`](crate::report::Needs::RunEnd)).
     pub(super) closing: Arc<Barrier>,
+    /// The plan of the work filesystem's space: a check starts once what it
+    /// holds fits (see [`super::space`]).
+    pub(super) space: Arc<super::space::SpacePlan>,
     /// What clearing the run's end for the closing checks did, once it ran:
     /// the final teardown tells it with its own.
     pub(super) cleared: Arc<Mutex<Option<Teardown>>>,
@@ -114,6 +117,9 @@ pub(super) fn run_end(shared: &Shared) -> super::teardown::RunEnd<'_> {
 impl RunState {
     /// One trial: the check, its result recorded, libtest's verdict returned.
     pub(super) fn trial(&self, spec: &'static CheckSpec) -> Result<Completion, Failed> {
+        // Let in before its phase (in the run's order): one let in waits
+        // only for checks let in before it (see `super::space`).
+        let space = self.space.admit(spec);
         let _alone = self.enter_phase(spec);
         self.progress.send(ProgressEvent::Started(spec.id));
         let start = Instant::now();
@@ -121,7 +127,7 @@ impl RunState {
         // the harness is skipped, and not among the ones it was seen during.
         self.notice_interference();
         crate::lock(&self.running).insert(spec.id);
-        let (finding, runs, unpinned) = self.checked(spec);
+        let (finding, runs, unpinned) = self.checked(spec, space.as_ref().err());
         self.notice_interference();
         crate::lock(&self.running).remove(spec.id);
         let limits = self.shared.settings.timeouts();
@@ -141,6 +147,7 @@ impl RunState {
         crate::lock(&self.results).insert(spec.id, result);
         self.shared.awaited.ended(spec.id);
         self.leave_phase(spec);
+        drop(space);
         verdict
     }
 
@@ -167,9 +174,10 @@ impl RunState {
 
     /// The check run on this thread: what it found, or the harness error
     /// its panic or its sandbox makes.
-    fn checked(&self, spec: &'static CheckSpec) -> Checked {
-        let outcome =
-            std::panic::catch_unwind(AssertUnwindSafe(|| self.on_this_thread(self.check(spec))));
+    fn checked(&self, spec: &'static CheckSpec, no_room: Option<&String>) -> Checked {
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            self.on_this_thread(self.check(spec, no_room))
+        }));
         let (finding, runs, unpinned) = match outcome {
             Ok(Ok(found)) => found,
             Ok(Err(e)) => self.harness_error(format!("cannot make the check's sandbox: {e}")),
@@ -248,7 +256,11 @@ impl RunState {
 
     /// Runs the check's function: a scenario in its own sandbox, or a
     /// run-wide judgement over the call log.
-    async fn check(&self, spec: &'static CheckSpec) -> std::io::Result<Checked> {
+    async fn check(
+        &self,
+        spec: &'static CheckSpec,
+        no_room: Option<&String>,
+    ) -> std::io::Result<Checked> {
         if self.shared.supervisor.is_cancelled() {
             // Interrupted: no check starts any more.
             return Ok((Finding::Skip(INTERRUPTED.into()), Vec::new(), None));
@@ -271,6 +283,11 @@ impl RunState {
                 false => Finding::Skip(INTERFERED_SKIP.into()),
             };
             return Ok((finding, Vec::new(), None));
+        }
+        if let Some(reason) = no_room {
+            // What it holds at once does not fit the work filesystem: the
+            // host's limit, not the plugin's doing.
+            return Ok((Finding::Skip(reason.clone()), Vec::new(), None));
         }
         match spec.run {
             CheckFn::RunWide(judge, _) => {

@@ -23,6 +23,7 @@ mod interrupt;
 mod leftovers;
 mod live;
 mod progress;
+mod space;
 mod teardown;
 mod verdict;
 pub(crate) mod volume_facts;

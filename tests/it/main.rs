@@ -63,6 +63,7 @@ mod robustness;
 mod robustness_parsers;
 mod safety_fs;
 mod scaffold;
+mod small_disk;
 mod snapshot_gate;
 mod special_files;
 mod sweep;

@@ -129,6 +129,13 @@ fn write_verdict(out: &mut String, report: &Report, paint: Paint) {
             paint.apply(YELLOW, &printable_line(&change.describe()))
         );
     }
+    if let Some(space) = &report.space_limited {
+        let _ = writeln!(
+            out,
+            "\n{}",
+            paint.apply(YELLOW, &printable_line(&space.describe()))
+        );
+    }
     let _ = writeln!(
         out,
         "\npassed: {}, failed: {}, warnings: {}, skipped: {}, info: {} — verdict: {verdict}",

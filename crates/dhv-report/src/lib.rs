@@ -47,7 +47,8 @@ pub use markdown::to_markdown;
 pub use model::{
     CheckResult, ConfigInfo, DEFAULT_EXCERPT_CAP, Invocation, Level, Needs, NodeInfo, Phase,
     PluginChanged, PluginInfo, Report, RequestOutcome, RunConditions, RunOptions, SCHEMA, Shown,
-    Status, Summary, TOOL_NAME, TimingProfile, ToolInfo, Verdict, VersionInfo, excerpt,
+    SpaceLimited, Status, Summary, TOOL_NAME, TimingProfile, ToolInfo, Verdict, VersionInfo,
+    excerpt,
 };
 pub use redact::Redactions;
 pub use requests::merge_requests;

@@ -77,6 +77,48 @@ pub struct Report {
     /// file stayed as it was pinned at the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_changed: Option<PluginChanged>,
+    /// The run was limited by the free space of its work filesystem: checks
+    /// waited for others' volumes to be deleted, or were not run because what
+    /// they hold at once does not fit (each `skip`, `inconclusive: needs N
+    /// bytes at once, ...`). `None` (and left out of the JSON) when every check
+    /// was let in as planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space_limited: Option<SpaceLimited>,
+}
+
+/// The run was limited by the free space of its work filesystem (see
+/// [`Report::space_limited`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpaceLimited {
+    /// The bytes free on the work filesystem (`--work-dir`) when the run started.
+    pub free_bytes: u64,
+    /// The checks not run, by id: what each holds at once alone is more than that.
+    pub not_run: Vec<String>,
+    /// How many checks waited for others to end before their volumes fitted.
+    pub waited: usize,
+}
+
+impl SpaceLimited {
+    /// One line for a reader: the run was limited by space, and how.
+    pub fn describe(&self) -> String {
+        let mut parts = vec![format!(
+            "the run was limited by space: the work filesystem had {} bytes free",
+            self.free_bytes
+        )];
+        if self.waited > 0 {
+            parts.push(format!(
+                "{} check(s) waited for the volumes of others to go",
+                self.waited
+            ));
+        }
+        if !self.not_run.is_empty() {
+            parts.push(format!(
+                "{} check(s) not run, inconclusive, as they need more at once (skipped above)",
+                self.not_run.len()
+            ));
+        }
+        parts.join("; ")
+    }
 }
 
 /// The plugin file changed mid-run (see [`Report::plugin_changed`]).
@@ -143,6 +185,7 @@ impl Report {
             requests: Vec::new(),
             interrupted: None,
             plugin_changed: None,
+            space_limited: None,
             started_at: None,
             duration_ms: None,
             conditions: None,

@@ -47,12 +47,28 @@ pub fn merge_requests(mut runs: Vec<(String, Option<String>, Report)>) -> Option
         .into_values()
         .map(|results| merge_one(&results))
         .collect();
+    // Limited by space in any request: the least free space, every check
+    // one of them did not run, every wait.
+    let space_limited = runs
+        .iter()
+        .filter_map(|(_, _, r)| r.space_limited.clone())
+        .reduce(|mut a, b| {
+            a.free_bytes = a.free_bytes.min(b.free_bytes);
+            for id in b.not_run {
+                if !a.not_run.contains(&id) {
+                    a.not_run.push(id);
+                }
+            }
+            a.waited += b.waited;
+            a
+        });
     let (_, _, first) = runs.swap_remove(0);
     let strict = first.options.strict;
     let mut merged = first;
     merged.summary = Summary::from_checks(&checks, strict);
     merged.checks = checks;
     merged.requests = outcomes;
+    merged.space_limited = space_limited;
     Some(merged)
 }
 
@@ -124,6 +140,33 @@ mod tests {
             alike.message.ends_with("(every request)"),
             "{}",
             alike.message
+        );
+        assert_eq!(merged.space_limited, None);
+    }
+
+    /// A request the space limited: the merged report says so, with every
+    /// check a request did not run and the least free space.
+    #[test]
+    fn a_request_limited_by_space_limits_the_merged_report() {
+        let limited = |free: u64, not_run: &[&str], waited| {
+            let mut r = sample::report(false);
+            r.space_limited = Some(crate::SpaceLimited {
+                free_bytes: free,
+                not_run: not_run.iter().map(|s| s.to_string()).collect(),
+                waited,
+            });
+            r
+        };
+        let merged = merge_requests(vec![
+            ("plain".into(), None, sample::report(false)),
+            ("a".into(), None, limited(300, &["x.one"], 2)),
+            ("b".into(), None, limited(200, &["x.one", "x.two"], 0)),
+        ])
+        .unwrap();
+        let space = merged.space_limited.unwrap();
+        assert_eq!(
+            (space.free_bytes, space.not_run, space.waited),
+            (200, vec!["x.one".to_owned(), "x.two".to_owned()], 2)
         );
     }
 }

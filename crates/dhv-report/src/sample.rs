@@ -134,6 +134,7 @@ pub(crate) fn report(strict: bool) -> Report {
         requests: Vec::new(),
         interrupted: None,
         plugin_changed: None,
+        space_limited: None,
         duration_ms: Some(2_345),
         conditions: Some(RunConditions {
             cores: 2,

@@ -52,6 +52,7 @@ pub(crate) mod process;
 mod process_tries;
 mod refused;
 mod spec;
+pub(crate) mod storage;
 pub(crate) mod timing;
 pub(crate) mod volume;
 mod volume_measured;
