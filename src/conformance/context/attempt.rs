@@ -224,7 +224,7 @@ impl Failed {
     ///   ran out of time is re-run alone ([`Again::AfterTimeout`]).
     pub(super) fn again(&self, when: When) -> Option<Again> {
         let failed_by_exit = self.end == End::Failed;
-        let not_again_alone = !matches!(self.nth, Nth::Again(Again::Alone, _));
+        let not_a_repeat_alone = !matches!(self.nth, Nth::Again(Again::Alone, _));
         let yes = match when {
             When::Ended => {
                 let callers = match self.by {
@@ -248,7 +248,7 @@ impl Failed {
                 let kept = Failed::keeps_request(self.by, self.end);
                 let attempt = match when {
                     When::Needed => self.nth == Nth::First,
-                    _ => not_again_alone,
+                    _ => not_a_repeat_alone,
                 };
                 kept && self.bystander && attempt && !self.repeated
             }
