@@ -262,15 +262,19 @@ async fn delete_round(ctx: &Ctx, round: usize, tally: &mut DeleteTally) -> Resul
             ctx.calls()
                 .delete_with(&req, Expect::Success, step, Start::Raced(race))
                 .await
+                .into_call()
         }
     });
-    let creates = new.iter().map(|r| {
-        ctx.calls().create_with(
-            r,
-            Expect::Success,
-            "a create racing the deletes",
-            Start::Raced(race),
-        )
+    let creates = new.iter().map(|r| async move {
+        ctx.calls()
+            .create_with(
+                r,
+                Expect::Success,
+                "a create racing the deletes",
+                Start::Raced(race),
+            )
+            .await
+            .into_call()
     });
     let (calls, created) = futures_pair(join_all(deletes), join_all(creates)).await;
     tally.judge_deletes(&made, &volumes, &calls, &created).await;

@@ -76,13 +76,16 @@ pub(super) async fn same_volume_round(
     }
     let race = Race::new(ctx.calls(), SAME_VOLUME_BURST, round);
     // Either: the rule judges each outcome below.
-    let calls = join_all((0..SAME_VOLUME_BURST).map(|_| {
-        ctx.calls().create_with(
-            &req,
-            Expect::Either,
-            "one of the identical concurrent creates",
-            Start::Raced(&race),
-        )
+    let calls = join_all((0..SAME_VOLUME_BURST).map(|_| async {
+        ctx.calls()
+            .create_with(
+                &req,
+                Expect::Either,
+                "one of the identical concurrent creates",
+                Start::Raced(&race),
+            )
+            .await
+            .into_call()
     }))
     .await;
     let paths = tally.judge_burst(ctx.host(), mounts, &calls);

@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use crate::conformance::context::Finding;
-use crate::conformance::context::{Ctx, Race, Variant};
+use crate::conformance::context::{Ctx, Made, Race, Variant};
 use crate::exec::{AtChanges, Change, KillMode, STARTS_A_PROCESS, ordinal};
 use crate::plugin::PluginCall;
 
@@ -55,9 +55,9 @@ enum At {
 impl CrashPlan {
     /// Watches the steps of the call `measure` makes (through the variant it
     /// is given), or, where they cannot be watched, times it.
-    pub async fn measure<T, F>(ctx: &Ctx, measure: F) -> (CrashPlan, PluginCall<T>)
+    pub async fn measure<T, F>(ctx: &Ctx, measure: F) -> (CrashPlan, Made<T>)
     where
-        F: AsyncFnOnce(&Variant<'_>) -> PluginCall<T>,
+        F: AsyncFnOnce(&Variant<'_>) -> Made<T>,
     {
         let watched = Race::holds(ctx.calls());
         let scope = ctx.dirs().dir().to_path_buf();

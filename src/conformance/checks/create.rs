@@ -454,7 +454,8 @@ async fn volumes_dir_missing(ctx: &Ctx) -> FindingResult {
     let call = ctx
         .steps()
         .create_unloaded(&req, Expect::Either, step)
-        .await?;
+        .await?
+        .into_call();
     let resp = match call.result {
         Ok(resp) => resp,
         Err(e) => {

@@ -147,7 +147,8 @@ async fn idempotent(ctx: &Ctx) -> FindingResult {
     let again = ctx
         .calls()
         .delete(&req, &path, Expect::Either, "second delete")
-        .await;
+        .await
+        .into_call();
     match again.result {
         Ok(()) => Ok(Finding::Pass("second delete exits 0".into())),
         Err(e) => Err(Finding::Fail(format!(
@@ -182,7 +183,8 @@ async fn never_created(ctx: &Ctx) -> FindingResult {
             Expect::Either,
             "delete of a never-created volume",
         )
-        .await;
+        .await
+        .into_call();
     if let Err(e) = call.result {
         return Err(Finding::Fail(format!(
             "expected delete of a volume that was never created to exit 0; got: {e}"
@@ -200,7 +202,8 @@ async fn never_created(ctx: &Ctx) -> FindingResult {
             Expect::Either,
             step,
         )
-        .await?;
+        .await?
+        .into_call();
     match call.result {
         Ok(()) => Ok(Finding::Pass(
             "exit 0, and exit 0 with no volumes dir either".into(),

@@ -139,7 +139,7 @@ impl<'c> Node<'c> {
         self.next_letter += 1;
         let step = format!("create {letter} {name:?}");
         let call = self.ctx.calls().create(&req, Expect::Either, &step).await;
-        let Ok(resp) = call.result else {
+        let Ok(resp) = call.into_call().result else {
             self.steps.push(format!("{step} (refused)"));
             self.oracle(None)?;
             return Ok(None);
@@ -416,7 +416,11 @@ async fn update_once(
 ) -> Result<(), Finding> {
     let ctx = node.ctx;
     let letter = node.live[index].letter;
-    let call = ctx.calls().create(req, Expect::Either, what).await;
+    let call = ctx
+        .calls()
+        .create(req, Expect::Either, what)
+        .await
+        .into_call();
     node.steps.push(format!(
         "{what} of {letter}{}",
         if call.result.is_err() {

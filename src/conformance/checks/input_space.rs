@@ -13,7 +13,7 @@ use super::input_space_refused::failed_there_leaves_nothing;
 use super::input_surroundings::Surroundings;
 use super::{CheckSpec, FindingResult, Level, Needs, needs};
 use crate::conformance::context::{
-    Ctx, Expect, Finding, FreshVolume, Variant, VolumeAt, canary_intact, plant_in_volume,
+    Ctx, Expect, Finding, FreshVolume, Made, Variant, VolumeAt, canary_intact, plant_in_volume,
 };
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
 use crate::plugin::{PluginCall, PluginError};
@@ -447,13 +447,13 @@ async fn outside_unchanged(
 /// The call made again alone, unless it overran its limit again: the same
 /// call works in the default volumes dir (the check needs it to), so hanging
 /// here is the space's doing.
-fn not_hung<T>(call: PluginCall<T>, step: &str) -> Result<PluginCall<T>, Finding> {
+fn not_hung<T>(call: Made<T>, step: &str) -> Result<PluginCall<T>, Finding> {
     match call.timed_out() {
         true => Err(Finding::Fail(format!(
             "{step}: expected it to finish, as it does in the default volumes dir; it overran its \
              time limit, and again alone (an unquoted path split at the space can loop or wait \
              forever)"
         ))),
-        false => Ok(call),
+        false => Ok(call.into_call()),
     }
 }

@@ -329,7 +329,8 @@ async fn crashed_create_recovers(
     let again = ctx
         .steps()
         .create_unloaded(&req, Expect::Either, &format!("{label}: create again"))
-        .await?;
+        .await?
+        .into_call();
     let resp = match again.result {
         Ok(resp) => resp,
         Err(e) => {
@@ -434,7 +435,8 @@ async fn crashed_delete_finished(
             Expect::Either,
             &format!("{label}: delete again"),
         )
-        .await?;
+        .await?
+        .into_call();
     if let Err(e) = again.result {
         return Err(Finding::Fail(format!(
             "{label}: expected delete again to exit 0; got: {e}"

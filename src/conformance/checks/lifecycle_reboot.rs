@@ -93,12 +93,15 @@ async fn reboot(ctx: &Ctx) -> FindingResult {
     let paths: Vec<String> = volumes.made.iter().map(|m| m.path.clone()).collect();
     let taken = take_away(ctx, &paths)?;
     // At client start: create for every volume, all at once.
-    let again = join_all(volumes.made.iter().map(|m| {
-        ctx.calls().create(
-            &m.req,
-            Expect::Success,
-            "create after the reboot (client start)",
-        )
+    let again = join_all(volumes.made.iter().map(|m| async {
+        ctx.calls()
+            .create(
+                &m.req,
+                Expect::Success,
+                "create after the reboot (client start)",
+            )
+            .await
+            .into_call()
     }))
     .await;
     let mut found = volumes.found_again(ctx, &again, &taken);

@@ -343,7 +343,10 @@ async fn refused_create(
     let loops_before = ctx.host().loops_backed_under(ctx.dirs().dir());
     let req = ctx.request();
     let refused = ctx.variant(|o| o.refuse = Some(refusal));
-    let call = refused.create_unloaded(&req, Expect::Either, step).await;
+    let call = refused
+        .create_unloaded(&req, Expect::Either, step)
+        .await
+        .into_call();
     if call.timed_out() {
         return Err(Finding::Warn(format!(
             "{step}: expected it to end within its limit; it overran it, and again alone (a \

@@ -10,14 +10,25 @@
 
 use std::future::Future;
 
-use super::route::Start;
+use super::attempt::{By, End, Failed, Made, Nth, When};
+use super::route::{Caller, Start};
 use super::{Expect, Finding, Steps};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
-use crate::plugin::{Fingerprint, PluginCall};
+use crate::plugin::Fingerprint;
 
-/// The step name of a re-run alone.
-pub(super) fn again(step: &str) -> String {
-    format!("{step}, re-run alone after a timeout")
+/// Whether a call of `caller` that gave `made`, and ended as `end`, is
+/// re-run alone when a check that compares or diagnoses looks at it (the
+/// policy: [`Failed::again`], [`When::Judged`]): the re-run's words, shown
+/// after the words `step` of the call, and which attempt it is.
+pub(super) fn rerun_alone<T>(
+    made: &Made<T>,
+    caller: Caller,
+    end: End,
+    step: &str,
+) -> Option<(String, Nth)> {
+    let failed = Failed::new(By::Route(caller), made.attempt().nth, end);
+    let why = failed.again(When::Judged)?;
+    Some((why.shown(step), Nth::Again(why, made.attempt().id)))
 }
 
 impl Steps<'_> {
@@ -29,11 +40,11 @@ impl Steps<'_> {
         req: &CreateRequest,
         expect: Expect,
         step: &str,
-    ) -> Result<PluginCall<CreateResponse>, Finding> {
+    ) -> Result<Made<CreateResponse>, Finding> {
         let first = self.calls.create(req, expect, step).await;
-        self.settle_timeout(step, first, |again| async move {
+        self.settle_timeout(step, first, |again, nth| async move {
             let nomads = self.calls.nomads();
-            nomads.create(req, expect, &again, Start::Alone).await
+            nomads.create(req, expect, &again, Start::Alone, nth).await
         })
         .await?
         .ended(step)
@@ -46,7 +57,7 @@ impl Steps<'_> {
         req: &DeleteRequest,
         expect: Expect,
         step: &str,
-    ) -> Result<PluginCall<()>, Finding> {
+    ) -> Result<Made<()>, Finding> {
         self.delete_settled(req, expect, step).await?.ended(step)
     }
 
@@ -60,9 +71,9 @@ impl Steps<'_> {
         step: &str,
     ) -> Result<Settled<()>, Finding> {
         let first = self.calls.delete_with(req, expect, step, Start::Now).await;
-        self.settle_timeout(step, first, |again| async move {
+        self.settle_timeout(step, first, |again, nth| async move {
             let nomads = self.calls.nomads();
-            nomads.delete(req, expect, &again, Start::Alone).await
+            nomads.delete(req, expect, &again, Start::Alone, nth).await
         })
         .await
     }
@@ -71,42 +82,45 @@ impl Steps<'_> {
     /// alone, and that one is the answer (it has no side effect to undo).
     /// One that overruns alone too is returned as it is: the deadline check
     /// reports it, and a check that needs an answer skips for it.
-    pub async fn fingerprint_unloaded(self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
+    pub async fn fingerprint_unloaded(self, expect: Expect, step: &str) -> Made<Fingerprint> {
         let first = self.calls.fingerprint(expect, step).await;
         let limit = self.calls.shared.settings.timeouts().fingerprint;
-        if !(first.timed_out() || first.duration > limit) {
+        let end = match first.duration > limit {
+            true => End::Overran,
+            false => End::of(&first),
+        };
+        let Some((again, nth)) = rerun_alone(&first, Caller::Nomad, end, step) else {
             return first;
-        }
-        self.calls.ledger.excuse(step);
+        };
+        self.calls.ledger.excuse(first.attempt().first());
         let nomads = self.calls.nomads();
-        nomads.fingerprint(expect, &again(step), Start::Alone).await
+        nomads.fingerprint(expect, &again, Start::Alone, nth).await
     }
 
     /// `first`, when it did not time out; else the re-run alone that `rerun`
-    /// makes (given its step name). The calls that timed out are evidence in
-    /// the run's log, not unmet expectations of the check.
+    /// makes (given its words and which attempt it is). The calls that timed
+    /// out are evidence in the run's log, not unmet expectations of the check.
     async fn settle_timeout<T, F, Fut>(
         self,
         step: &str,
-        first: PluginCall<T>,
+        first: Made<T>,
         rerun: F,
     ) -> Result<Settled<T>, Finding>
     where
-        F: FnOnce(String) -> Fut,
-        Fut: Future<Output = PluginCall<T>>,
+        F: FnOnce(String, Nth) -> Fut,
+        Fut: Future<Output = Made<T>>,
     {
-        if !first.timed_out() {
+        let Some((again, nth)) = rerun_alone(&first, Caller::Nomad, End::of(&first), step) else {
             return Ok(Settled::Ended(first));
-        }
+        };
         let prereqs = self.calls.prereqs();
         if let Some(needs) = prereqs.failed_prerequisite(first.operation).await {
             return Err(Finding::Skip(needs));
         }
-        self.calls.ledger.excuse(step);
-        let again = again(step);
-        let call = rerun(again.clone()).await;
+        self.calls.ledger.excuse(first.attempt().first());
+        let call = rerun(again, nth).await;
         if call.timed_out() {
-            self.calls.ledger.excuse(&again);
+            self.calls.ledger.excuse(call.attempt().first());
             return Ok(Settled::Hung(call));
         }
         Ok(Settled::Ended(call))
@@ -116,15 +130,15 @@ impl Steps<'_> {
 /// How a call that may overrun its limit under the run's load ended.
 pub(crate) enum Settled<T> {
     /// Within its limit, at once or re-run alone.
-    Ended(PluginCall<T>),
+    Ended(Made<T>),
     /// Over its limit, and again alone: the plugin's doing, not the load's.
-    Hung(PluginCall<T>),
+    Hung(Made<T>),
 }
 
 impl<T> Settled<T> {
     /// The call that ended; one that hung alone too makes the check
     /// inconclusive (a skip), where hanging is not its subject.
-    pub fn ended(self, step: &str) -> Result<PluginCall<T>, Finding> {
+    pub fn ended(self, step: &str) -> Result<Made<T>, Finding> {
         match self {
             Settled::Ended(call) => Ok(call),
             Settled::Hung(_) => Err(Finding::Skip(format!(

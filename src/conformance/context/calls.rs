@@ -10,11 +10,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::attempt::{Made, Nth};
 use super::ledger::Ledger;
 use super::route::{Caller, Route, Start};
 use super::{Asker, CallPhase, Finding, Prereqs, Shared};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
-use crate::plugin::{Fingerprint, HostVolumePlugin, PluginCall, PluginRun, Recorder};
+use crate::plugin::{Fingerprint, HostVolumePlugin, PluginRun, Recorder};
 
 /// What a check expects of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,8 +134,10 @@ impl Calls {
         req: &CreateRequest,
         expect: Expect,
         step: &str,
-    ) -> PluginCall<CreateResponse> {
-        self.nomads().create(req, expect, step, Start::Now).await
+    ) -> Made<CreateResponse> {
+        self.nomads()
+            .create(req, expect, step, Start::Now, Nth::First)
+            .await
     }
 
     /// Creates, starting as `start` says (a burst's aligned start, say).
@@ -144,8 +147,10 @@ impl Calls {
         expect: Expect,
         step: &str,
         start: Start<'_>,
-    ) -> PluginCall<CreateResponse> {
-        self.nomads().create(req, expect, step, start).await
+    ) -> Made<CreateResponse> {
+        self.nomads()
+            .create(req, expect, step, start, Nth::First)
+            .await
     }
 
     /// Deletes the volume `req` created at `created_path`.
@@ -155,9 +160,11 @@ impl Calls {
         created_path: &str,
         expect: Expect,
         step: &str,
-    ) -> PluginCall<()> {
+    ) -> Made<()> {
         let req = DeleteRequest::for_created(req, created_path);
-        self.nomads().delete(&req, expect, step, Start::Now).await
+        self.nomads()
+            .delete(&req, expect, step, Start::Now, Nth::First)
+            .await
     }
 
     /// Sends exactly this delete request, starting as `start` says.
@@ -167,19 +174,23 @@ impl Calls {
         expect: Expect,
         step: &str,
         start: Start<'_>,
-    ) -> PluginCall<()> {
-        self.nomads().delete(req, expect, step, start).await
+    ) -> Made<()> {
+        self.nomads()
+            .delete(req, expect, step, start, Nth::First)
+            .await
     }
 
     /// Fingerprints once more (the probe is [`Prereqs::fingerprint_probe`]).
-    pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
-        self.nomads().fingerprint(expect, step, Start::Now).await
+    pub async fn fingerprint(&self, expect: Expect, step: &str) -> Made<Fingerprint> {
+        self.nomads()
+            .fingerprint(expect, step, Start::Now, Nth::First)
+            .await
     }
 
     /// Records a call made some other way (through the manager, or an
     /// operation Nomad does not have) in the ledger.
     pub fn note(&self, step: &str, op: &str, expect: Expect, error: Option<String>) {
-        let _ = self.ledger.note(step, op, expect, error);
+        self.ledger.note(None, step, op, expect, error);
     }
 
     /// The check's finding once every call is accounted for. A call that did
@@ -190,13 +201,13 @@ impl Calls {
     pub(super) async fn settle(&self, finding: Finding) -> Finding {
         let mut own = Vec::new();
         for entry in self.ledger.unmet() {
-            let explained = match entry.op {
-                Some(op) if entry.expect == Expect::Success => {
+            let explained = match (entry.op, entry.routed) {
+                (Some(op), routed) if entry.expect == Expect::Success => {
                     self.prereqs().failed_prerequisite(op).await.is_some()
-                        || self
-                            .raced(&entry.step, op, entry.run.as_ref())
-                            .await
-                            .is_some()
+                        || match routed {
+                            Some(r) => self.raced_when_settled(r.attempt.id, op).await,
+                            None => false,
+                        }
                 }
                 _ => false,
             };

@@ -27,16 +27,6 @@ use crate::conformance::host::Host;
 /// device for milliseconds, a loaded host's for seconds.
 pub(super) const HELD_BOUND: Duration = Duration::from_secs(20);
 
-/// The step name of a delete made again once its device was let go.
-pub(super) fn again_let_go(step: &str) -> String {
-    format!("{step}, made again once its device was let go")
-}
-
-/// Whether `step` is a delete made again once its device was let go.
-pub(super) fn is_again_let_go(step: &str) -> bool {
-    step.ends_with(&again_let_go(""))
-}
-
 /// The holders other than the plugin's of a device of what lies below
 /// `dir`, and the kernel's holders, in words (off the runtime's threads: it
 /// reads every process's descriptors).

@@ -8,25 +8,38 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use super::Expect;
+use super::attempt::{Attempt, CallId, End};
+use super::route::Caller;
 use crate::contract::{CreateRequest, DeleteRequest, Operation};
 use crate::lock;
 use crate::plugin::PluginRun;
 
 /// The request of a call, kept to make it again alone (see [`repeat`](super::repeat)).
 #[derive(Debug, Clone)]
-pub(super) enum Redo {
+pub(crate) enum Redo {
     Create(CreateRequest),
     Delete(DeleteRequest),
 }
 
-/// The step name of a call made again alone (see [`repeat`](super::repeat)).
-pub(super) fn again_alone(step: &str) -> String {
-    format!("{step}, made again alone")
+/// What a call that took the route is, for the policy (see
+/// [`Failed`](super::attempt::Failed)).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Routed {
+    /// Its id, and which attempt of a call it is.
+    pub attempt: Attempt,
+    /// Whose call it was.
+    pub caller: Caller,
+    /// How it ended.
+    pub end: End,
 }
 
 /// One call in a check's ledger.
 #[derive(Debug, Clone)]
 pub(super) struct Entry {
+    /// Which call it is, when it took the route (a call noted some other
+    /// way, see [`Calls::note`](super::Calls::note), has none).
+    pub routed: Option<Routed>,
+    /// The words a report shows for it (never how it is found).
     pub step: String,
     /// The operation, when it is one of Nomad's.
     pub op: Option<Operation>,
@@ -40,7 +53,7 @@ pub(super) struct Entry {
     /// The raw call, when it failed.
     pub run: Option<PluginRun>,
     /// It was made again alone already (see [`repeat`](super::repeat)).
-    repeated: bool,
+    pub repeated: bool,
 }
 
 impl Entry {
@@ -82,12 +95,19 @@ pub(super) struct Ledger {
 }
 
 impl Ledger {
-    /// Records a call made as `step`: its operation word, what was expected
-    /// of it, and Nomad's error text when it failed.
-    /// Its place in the ledger is returned (see [`excuse_at`](Self::excuse_at)).
-    pub fn note(&self, step: &str, op: &str, expect: Expect, error: Option<String>) -> usize {
-        let mut entries = lock(&self.entries);
-        entries.push(Entry {
+    /// Records a call (`routed`, when it took the route), shown as `step`:
+    /// its operation word, what was expected of it, and Nomad's error text
+    /// when it failed.
+    pub fn note(
+        &self,
+        routed: Option<Routed>,
+        step: &str,
+        op: &str,
+        expect: Expect,
+        error: Option<String>,
+    ) {
+        lock(&self.entries).push(Entry {
+            routed,
             step: step.to_string(),
             op: op.parse().ok(),
             word: op.to_string(),
@@ -97,59 +117,51 @@ impl Ledger {
             run: None,
             repeated: false,
         });
-        entries.len() - 1
     }
 
-    /// The place, request, error and raw call of the last failed call made
-    /// as `step` that was not made again alone yet: the one that ran as
-    /// `run` when it is known (calls of one step made at once are told
-    /// apart by it).
-    pub fn failed(
-        &self,
-        step: &str,
-        run: Option<&PluginRun>,
-    ) -> Option<(usize, Redo, String, Option<PluginRun>)> {
-        let same = |e: &Entry| match (run, &e.run) {
-            (Some(a), Some(b)) => a.started_at == b.started_at,
-            _ => true,
-        };
+    /// The call `id`, as noted.
+    pub(super) fn entry(&self, id: CallId) -> Option<Entry> {
         lock(&self.entries)
             .iter()
-            .enumerate()
-            .rev()
-            .find(|(_, e)| e.step == step && e.error.is_some() && !e.repeated && same(e))
-            .and_then(|(at, e)| Some((at, e.redo.clone()?, e.error.clone()?, e.run.clone())))
+            .find(|e| e.routed.is_some_and(|r| r.attempt.id == id))
+            .cloned()
     }
 
-    /// The call noted at `at` was made again alone: never once more.
-    pub fn repeated(&self, at: usize) {
-        if let Some(entry) = lock(&self.entries).get_mut(at) {
-            entry.repeated = true;
+    /// Changes the call `id` in the ledger.
+    fn with(&self, id: CallId, change: impl FnOnce(&mut Entry)) {
+        if let Some(entry) = lock(&self.entries)
+            .iter_mut()
+            .find(|e| e.routed.is_some_and(|r| r.attempt.id == id))
+        {
+            change(entry);
         }
     }
 
-    /// Takes back the expectation of the call noted at `at`: it failed
-    /// beside other calls and was made again alone, which is judged instead
-    /// (see [`repeat`](super::repeat)), or it is that call made again alone,
-    /// which failed too, and the first failure stands for both.
-    pub fn excuse_at(&self, at: usize) {
-        if let Some(entry) = lock(&self.entries).get_mut(at) {
-            entry.expect = Expect::Either;
-        }
+    /// The request, error and raw call of the failed call `id`, when its
+    /// request was kept to make it again (see [`keep_redo`](Self::keep_redo)).
+    pub fn failed(&self, id: CallId) -> Option<(Redo, String, Option<PluginRun>)> {
+        let entry = self.entry(id)?;
+        Some((entry.redo?, entry.error?, entry.run))
+    }
+
+    /// The call `id` was made again alone: never once more.
+    pub fn repeated(&self, id: CallId) {
+        self.with(id, |e| e.repeated = true);
+    }
+
+    /// Takes back the expectation of the call `id`: it failed beside other
+    /// calls and was made again alone, which is judged instead (see
+    /// [`repeat`](super::repeat)); or it is that call made again alone,
+    /// which failed too, and the first failure stands for both; or it timed
+    /// out under the run's load and was re-run alone (see
+    /// [`alone`](super::alone)). It stays in the run's log as evidence.
+    pub fn excuse(&self, id: CallId) {
+        self.with(id, |e| e.expect = Expect::Either);
     }
 
     /// Whether the volume `id` was created by this check and not deleted.
     pub fn is_live(&self, id: &str) -> bool {
         lock(&self.live).contains_key(id)
-    }
-
-    /// Takes back the expectation of the calls made as `step`: they timed
-    /// out under the run's load and were made again alone, which is judged
-    /// instead (they stay in the run's log as evidence).
-    pub fn excuse(&self, step: &str) {
-        for entry in lock(&self.entries).iter_mut().filter(|e| e.step == step) {
-            entry.expect = Expect::Either;
-        }
     }
 
     /// The calls that did not do what was expected of them.
@@ -161,13 +173,13 @@ impl Ledger {
             .collect()
     }
 
-    /// Keeps what the call noted at `at` (it failed) needs to be made again
-    /// alone: its request and raw call.
-    pub fn keep_redo(&self, at: usize, redo: Redo, run: Option<PluginRun>) {
-        if let Some(entry) = lock(&self.entries).get_mut(at) {
-            entry.redo = Some(redo);
-            entry.run = run;
-        }
+    /// Keeps what the call `id` (it failed) needs to be made again alone:
+    /// its request and raw call.
+    pub fn keep_redo(&self, id: CallId, redo: Redo, run: Option<PluginRun>) {
+        self.with(id, |e| {
+            e.redo = Some(redo);
+            e.run = run;
+        });
     }
 
     /// `req`'s volume was created at `path`.
@@ -239,6 +251,11 @@ impl Solo<'_> {
 }
 
 impl Solo<'_> {
+    /// The call's id in the run: how many calls of it had started before.
+    pub(super) fn id(&self) -> CallId {
+        CallId(self.run_ticket)
+    }
+
     /// No other call of the whole run was under way at any moment of this
     /// one (call before it ends): one that fails then cannot blame company.
     pub fn alone_in_run(&self) -> bool {

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use super::attempt::{Again, By, End, Failed, Nth, When};
 use super::ledger::Gate;
 use super::{Calls, Dirs, LoggedCall, Shared};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest, Operation};
@@ -189,11 +190,23 @@ impl Managed<'_> {
         };
         self.log_runs_from(before);
         let failed = calls.recorder.runs().into_iter().skip(before).last();
-        let timed_out = failed.as_ref().is_some_and(|r| r.timed_out());
         let Err(error) = &first else {
             return first;
         };
-        if alone || timed_out || !calls.asker.repeats {
+        // The manager knows a failure by its error only: one that ran out of
+        // time is the deadline checks', any other may be made again alone.
+        let end = match failed.as_ref().is_some_and(|r| r.timed_out()) {
+            true => End::Overran,
+            false => End::Failed,
+        };
+        let policy = Failed {
+            expect: super::Expect::Success,
+            at_once: true,
+            company: !alone,
+            repeats: calls.asker.repeats,
+            ..Failed::new(By::Manager, Nth::First, end)
+        };
+        if policy.again(When::Ended) != Some(Again::Alone) {
             return first;
         }
         let again = self.recorded();

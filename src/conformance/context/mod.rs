@@ -35,6 +35,7 @@
 //! holds what the checks of one run share, and no check reaches it.
 
 mod alone;
+mod attempt;
 mod calls;
 mod cause;
 mod create_cleanly;
@@ -59,6 +60,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 pub(crate) use alone::Settled;
+pub(crate) use attempt::Made;
 pub(crate) use calls::{Calls, Expect};
 pub(crate) use cause::Awaited;
 pub(crate) use dirs::Dirs;

@@ -117,6 +117,7 @@ impl<'a> Prereqs<'a> {
                     .steps()
                     .fingerprint_unloaded(Expect::Success, "fingerprint")
                     .await
+                    .into_call()
             })
             .await
     }
@@ -133,7 +134,8 @@ impl<'a> Prereqs<'a> {
                 let call = probe
                     .calls
                     .create(&request, Expect::Success, "create with the default request")
-                    .await;
+                    .await
+                    .into_call();
                 let host = &*shared.host;
                 let path_existed = match &call.result {
                     Ok(resp) => !resp.path.is_empty() && host.exists(Path::new(&resp.path)),
@@ -171,7 +173,8 @@ impl<'a> Prereqs<'a> {
                 let create = probe
                     .calls
                     .create(&req, Expect::Success, "create before delete")
-                    .await;
+                    .await
+                    .into_call();
                 let (delete, footprint, no_data) = match &create.result {
                     Ok(resp) => {
                         let held = delete_holding_data(&probe, &req, resp).await;
@@ -202,12 +205,14 @@ impl<'a> Prereqs<'a> {
                 let first = probe
                     .calls
                     .create(&request, Expect::Success, "first create")
-                    .await;
+                    .await
+                    .into_call();
                 let (mut canary, mut again) = (Err(Finding::Skip("no volume".into())), None);
                 if let Ok(resp) = &first.result {
                     canary = plant_in_volume(&probe, &resp.path, "first create");
                     let step = "second create of the same volume";
-                    again = Some(probe.calls.create(&request, Expect::Success, step).await);
+                    let call = probe.calls.create(&request, Expect::Success, step).await;
+                    again = Some(call.into_call());
                 }
                 shared.probes.keep(probe);
                 AgainProbe {
@@ -232,7 +237,8 @@ impl<'a> Prereqs<'a> {
                 let a = probe
                     .calls
                     .create(&requests[0], Expect::Success, "create of volume A")
-                    .await;
+                    .await
+                    .into_call();
                 let (mut canary, mut b) = (Err(Finding::Skip("no volume".into())), None);
                 if let Ok(resp) = &a.result {
                     canary = plant_in_volume(&probe, &resp.path, "create of volume A");
@@ -241,7 +247,8 @@ impl<'a> Prereqs<'a> {
                         probe
                             .calls
                             .create(&requests[1], Expect::Success, step)
-                            .await,
+                            .await
+                            .into_call(),
                     );
                 }
                 shared.probes.keep(probe);
@@ -421,7 +428,7 @@ async fn delete_holding_data(
         }
     });
     DeletedHoldingData {
-        call,
+        call: call.into_call(),
         footprint,
         no_data,
     }

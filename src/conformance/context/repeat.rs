@@ -22,12 +22,66 @@
 //! a create that failed as `concurrency.create`'s creates at once did is
 //! that check's finding, which `process.repeatable` cites.
 
-use crate::contract::Operation;
-use crate::plugin::{PluginCall, PluginRun};
+use crate::contract::{CreateResponse, Operation};
+use crate::plugin::{BoxFuture, PluginRun};
 
-use super::ledger::{Redo, again_alone};
+use super::attempt::{Again, By, CallId, Failed, Made, Nth, When};
+use super::ledger::Redo;
 use super::route::Start;
 use super::{Calls, Expect, Finding, Shared};
+
+/// What a create or a delete gives back, typed by its operation: the value a
+/// failed call of it made again alone gives back (see [`Calls::raced`]).
+pub(crate) trait Answer: Sized + Send {
+    /// Makes again alone, by Nomad's route of `calls`, as the attempt `nth`
+    /// shown as `step`, the failed call whose kept request is `redo`; `None`
+    /// when `redo` is not of this operation (a create's attempt keeps a
+    /// create's request, so the attempt of a [`Made<Self>`] never is).
+    fn make_again<'a>(
+        calls: &'a Calls,
+        redo: &'a Redo,
+        step: &'a str,
+        nth: Nth,
+    ) -> Option<BoxFuture<'a, Made<Self>>>;
+}
+
+impl Answer for CreateResponse {
+    fn make_again<'a>(
+        calls: &'a Calls,
+        redo: &'a Redo,
+        step: &'a str,
+        nth: Nth,
+    ) -> Option<BoxFuture<'a, Made<Self>>> {
+        match redo {
+            Redo::Create(req) => Some(Box::pin(async move {
+                calls
+                    .nomads()
+                    .create(req, Expect::Either, step, Start::Alone, nth)
+                    .await
+            })),
+            Redo::Delete(_) => None,
+        }
+    }
+}
+
+impl Answer for () {
+    fn make_again<'a>(
+        calls: &'a Calls,
+        redo: &'a Redo,
+        step: &'a str,
+        nth: Nth,
+    ) -> Option<BoxFuture<'a, Made<Self>>> {
+        match redo {
+            Redo::Delete(req) => Some(Box::pin(async move {
+                calls
+                    .nomads()
+                    .delete(req, Expect::Either, step, Start::Alone, nth)
+                    .await
+            })),
+            Redo::Create(_) => None,
+        }
+    }
+}
 
 /// A call that failed where it was made and succeeded made again alone.
 #[derive(Debug, Clone)]
@@ -86,90 +140,73 @@ fn with_note(finding: Finding, more: &str) -> Finding {
 }
 
 impl Calls {
-    /// Whether the failed call of `step` is a bystander's race: made again
-    /// alone, it succeeded. Calls made again alone are not made again once
-    /// more. Its value is the call's made again alone.
-    pub(super) async fn raced(
-        &self,
-        step: &str,
-        op: Operation,
-        run: Option<&PluginRun>,
-    ) -> Option<Box<dyn std::any::Any + Send>> {
-        let bystander = self.asker.subject.is_some_and(|s| s != op);
-        if !bystander || step.ends_with(&again_alone("")) {
+    /// Whether the failed call `id` is a bystander's race (the policy:
+    /// [`Failed::again`], asked `when`): made again alone, by Nomad's route
+    /// (only its calls' requests are kept), it succeeded. Its value is the
+    /// answer of the call made again alone; the race is recorded, and the
+    /// failure taken back. `None` when the policy does not make it again, or
+    /// it failed alone too.
+    pub(super) async fn raced<T: Answer>(&self, id: CallId, when: When) -> Option<T> {
+        let entry = self.ledger.entry(id)?;
+        let (op, routed) = (entry.op?, entry.routed?);
+        let failed = Failed {
+            bystander: self.asker.subject.is_some_and(|s| s != op),
+            repeated: entry.repeated,
+            ..Failed::new(By::Route(routed.caller), routed.attempt.nth, routed.end)
+        };
+        failed.again(when)?;
+        let (redo, error, run) = self.ledger.failed(id)?;
+        let again = Again::Alone.shown(&entry.step);
+        let nth = Nth::Again(Again::Alone, id);
+        let remade = T::make_again(self, &redo, &again, nth)?;
+        self.ledger.repeated(id);
+        let call = remade.await.into_call();
+        let Ok(value) = call.result else {
             return None;
-        }
-        let (at, redo, error, run) = self.ledger.failed(step, run)?;
-        self.ledger.repeated(at);
-        self.repeat_alone(step, at, &redo, &error, run).await
+        };
+        self.ledger.excuse(id);
+        self.record(&entry.step, op, &error, [run, call.run]);
+        Some(value)
     }
 
-    /// Makes the failed call of `step` again, alone, by Nomad's route (only
-    /// its calls are kept to be made again). Its value when it
-    /// succeeded alone (a race, recorded, and the failure taken back): the
-    /// create's response or the delete's `()`; `None` when it failed alone too.
-    async fn repeat_alone(
-        &self,
-        step: &str,
-        at: usize,
-        redo: &Redo,
-        error: &str,
-        run: Option<PluginRun>,
-    ) -> Option<Box<dyn std::any::Any + Send>> {
-        let again = again_alone(step);
-        let (op, second, value): (_, _, Option<Box<dyn std::any::Any + Send>>) = match redo {
-            Redo::Create(req) => {
-                let call = self
-                    .nomads()
-                    .create(req, Expect::Either, &again, Start::Alone)
-                    .await;
-                let value = call.result.as_ref().ok().map(|r| Box::new(r.clone()) as _);
-                (Operation::Create, call.run.clone(), value)
-            }
-            Redo::Delete(req) => {
-                let call = self
-                    .nomads()
-                    .delete(req, Expect::Either, &again, Start::Alone)
-                    .await;
-                let value = call.ok().then(|| Box::new(()) as _);
-                (Operation::Delete, call.run.clone(), value)
-            }
-        };
-        if value.is_some() {
-            self.ledger.excuse_at(at);
-            self.record(step, op, error, [run, second]);
+    /// Whether the failed call `id`, unmet when the check is settled, is a
+    /// bystander's race (see [`raced`](Self::raced)).
+    pub(super) async fn raced_when_settled(&self, id: CallId, op: Operation) -> bool {
+        match op {
+            Operation::Create => self
+                .raced::<CreateResponse>(id, When::Settled)
+                .await
+                .is_some(),
+            Operation::Delete => self.raced::<()>(id, When::Settled).await.is_some(),
+            _ => false,
         }
-        value
     }
 
     /// A subject's call of `step` that failed beside other calls (`first`)
     /// and the same call made again alone (`second`): the one the check
     /// goes on from. Alone it succeeded: a race, recorded, `first` taken
     /// back. Alone it failed too: `first` stands, as made, for both.
-    pub(super) fn settle_repeat<T>(
-        &self,
-        step: &str,
-        (first, first_at): (PluginCall<T>, usize),
-        (second, second_at): (PluginCall<T>, usize),
-    ) -> PluginCall<T> {
-        self.ledger.repeated(first_at);
+    pub(super) fn settle_repeat<T>(&self, step: &str, first: Made<T>, second: Made<T>) -> Made<T> {
+        let first_id = first.attempt().id;
+        self.ledger.repeated(first_id);
         if second.result.is_ok() {
-            self.ledger.excuse_at(first_at);
+            self.ledger.excuse(first_id);
             let error = first
                 .result
                 .as_ref()
                 .err()
                 .map(ToString::to_string)
                 .unwrap_or_default();
+            let op = first.operation;
             self.record(
                 step,
-                first.operation,
+                op,
                 &error,
-                [first.run, second.run.clone()],
+                [first.into_call().run, second.run.clone()],
             );
             second
         } else {
-            self.ledger.excuse_at(second_at);
+            self.ledger.excuse(second.attempt().id);
             first
         }
     }

@@ -10,8 +10,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::attempt::{Again, Attempt, By, End, Failed, Made, Nth, When};
 use super::held;
-use super::ledger::{BurstGate, Gate, Redo, Solo, again_alone};
+use super::ledger::{BurstGate, Gate, Redo, Routed, Solo};
 use super::{Calls, Expect, LoggedCall, listing};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::plugin::{Fingerprint, HostVolumePlugin, PluginCall};
@@ -115,23 +116,24 @@ impl Route<'_> {
         expect: Expect,
         step: &str,
         start: Start<'_>,
-    ) -> PluginCall<CreateResponse> {
-        let (call, alone, at) = self.create_once(req, expect, step, start).await;
+        nth: Nth,
+    ) -> Made<CreateResponse> {
+        let (first, alone) = self.create_once(req, expect, step, start, nth).await;
         // Either: a create that may be refused, made again alone only when
         // it failed; the check judges whichever is the answer.
         let expect = match expect {
             Expect::Either => Expect::Success,
             e => e,
         };
-        if !self.repeats_alone(&call, expect, step, start, alone) {
-            return call;
+        if !self.repeats_alone(&first, expect, start, alone, true) {
+            return first;
         }
-        let again = again_alone(step);
-        let (second, _, again_at) = self
-            .create_once(req, Expect::Either, &again, Start::Alone)
+        let nth = Nth::Again(Again::Alone, first.attempt().id);
+        let again = Again::Alone.shown(step);
+        let (second, _) = self
+            .create_once(req, Expect::Either, &again, Start::Alone, nth)
             .await;
-        self.calls
-            .settle_repeat(step, (call, at), (second, again_at))
+        self.calls.settle_repeat(step, first, second)
     }
 
     /// One create, and whether it was alone in the run.
@@ -141,7 +143,8 @@ impl Route<'_> {
         expect: Expect,
         step: &str,
         start: Start<'_>,
-    ) -> (PluginCall<CreateResponse>, bool, usize) {
+        nth: Nth,
+    ) -> (Made<CreateResponse>, bool) {
         let (_gate, solo) = self.admit(start).await;
         let dir = Path::new(&req.volumes_dir);
         let host = &*self.calls.shared.host;
@@ -155,15 +158,15 @@ impl Route<'_> {
             }
             _ => None,
         };
-        let (alone, at) = self.ended(solo, &call, residue, step, expect);
-        self.keep_redo(at, &call, || Redo::Create(req.clone()));
+        let (alone, attempt) = self.ended(solo, &call, residue, step, expect, nth);
+        self.keep_redo(attempt, &call, || Redo::Create(req.clone()));
         let ledger = &self.calls.ledger;
         if let Ok(resp) = &call.result {
             ledger.created(req, &resp.path);
         }
         let path = call.result.as_ref().ok().map(|r| r.path.as_str());
         self.calls.shared.live.create_ended(req, path);
-        (call, alone, at)
+        (Made::new(call, attempt), alone)
     }
 
     /// Sends exactly this delete request. A volume deleted is gone from the
@@ -177,21 +180,22 @@ impl Route<'_> {
         expect: Expect,
         step: &str,
         start: Start<'_>,
-    ) -> PluginCall<()> {
-        let (call, alone, at) = self.delete_once(req, expect, step, start).await;
-        if let Some(again) = self.held_elsewhere(req, &call, expect, step, at).await {
+        nth: Nth,
+    ) -> Made<()> {
+        let (first, alone) = self.delete_once(req, expect, step, start, nth).await;
+        if let Some(again) = self.held_elsewhere(req, &first, expect, step).await {
             return again;
         }
         let made = self.calls.ledger.is_live(&req.volume_id);
-        if !(made && self.repeats_alone(&call, expect, step, start, alone)) {
-            return call;
+        if !self.repeats_alone(&first, expect, start, alone, made) {
+            return first;
         }
-        let again = again_alone(step);
-        let (second, _, again_at) = self
-            .delete_once(req, Expect::Either, &again, Start::Alone)
+        let nth = Nth::Again(Again::Alone, first.attempt().id);
+        let again = Again::Alone.shown(step);
+        let (second, _) = self
+            .delete_once(req, Expect::Either, &again, Start::Alone, nth)
             .await;
-        self.calls
-            .settle_repeat(step, (call, at), (second, again_at))
+        self.calls.settle_repeat(step, first, second)
     }
 
     /// A delete that failed by its exit while a process that is not the
@@ -204,30 +208,33 @@ impl Route<'_> {
     async fn held_elsewhere(
         &self,
         req: &DeleteRequest,
-        call: &PluginCall<()>,
+        call: &Made<()>,
         expect: Expect,
         step: &str,
-        at: usize,
-    ) -> Option<PluginCall<()>> {
+    ) -> Option<Made<()>> {
+        let first = call.attempt();
         if self.caller == Caller::Crasher
             || expect == Expect::Failure
             || call.result.is_ok()
             || call.timed_out()
-            || held::is_again_let_go(step)
+            || matches!(first.nth, Nth::Again(Again::LetGo, _))
         {
             return None;
         }
         let host = &self.calls.shared.host;
         let dir = &self.calls.dir;
-        let first = held::holders(host, dir).await;
-        if first.is_empty() {
+        let holding = held::holders(host, dir).await;
+        if holding.is_empty() {
             return None;
         }
-        self.calls.ledger.repeated(at);
-        self.calls.ledger.excuse_at(at);
+        self.calls.ledger.repeated(first.id);
+        self.calls.ledger.excuse(first.id);
         let waited = held::wait_let_go(host, dir).await;
-        let again = held::again_let_go(step);
-        let (second, _, second_at) = self.delete_once(req, expect, &again, Start::Alone).await;
+        let again = Again::LetGo.shown(step);
+        let nth = Nth::Again(Again::LetGo, first.id);
+        let (second, _) = self
+            .delete_once(req, expect, &again, Start::Alone, nth)
+            .await;
         if second.result.is_ok() {
             return Some(second);
         }
@@ -236,38 +243,34 @@ impl Route<'_> {
             // Let go, and it failed all the same: the plugin's failure.
             return Some(second);
         }
-        self.calls.ledger.repeated(second_at);
-        self.calls.ledger.excuse_at(second_at);
-        let holders = if still.is_empty() { first } else { still };
+        let second_id = second.attempt().id;
+        self.calls.ledger.repeated(second_id);
+        self.calls.ledger.excuse(second_id);
+        let holders = if still.is_empty() { holding } else { still };
         self.calls.inconclusive(held::held_words(step, &holders));
         Some(second)
     }
 
-    /// Whether a call is made again alone before the check sees it: Nomad's
-    /// or a variant's (not on a host that refuses a step on purpose, nor in
-    /// a check whose question is the company itself), expected to succeed,
-    /// failed by its exit (not by its limit: the deadline checks own that;
-    /// nor with exit 0 and an answer Nomad cannot read, which no company
-    /// explains) beside other calls of the run, started as soon as let in,
-    /// and not itself a call made again.
+    /// Whether a call that ended is made again alone before the check sees
+    /// it (the policy: [`Failed::again`], [`When::Ended`]); `own_volume`:
+    /// not a delete of a volume the check did not make.
     fn repeats_alone<T>(
         &self,
-        call: &PluginCall<T>,
+        call: &Made<T>,
         expect: Expect,
-        step: &str,
         start: Start<'_>,
         alone: bool,
+        own_volume: bool,
     ) -> bool {
-        let asker = self.calls.asker;
-        matches!(self.caller, Caller::Nomad | Caller::Variant)
-            && asker.repeats
-            && expect == Expect::Success
-            && call.result.is_err()
-            && !call.exited_zero()
-            && !call.timed_out()
-            && matches!(start, Start::Now)
-            && !alone
-            && !step.ends_with(&again_alone(""))
+        let failed = Failed {
+            expect,
+            at_once: matches!(start, Start::Now),
+            company: !alone,
+            repeats: self.calls.asker.repeats,
+            own_volume,
+            ..Failed::new(By::Route(self.caller), call.attempt().nth, End::of(call))
+        };
+        failed.again(When::Ended) == Some(Again::Alone)
     }
 
     /// One delete, and whether it was alone in the run.
@@ -277,11 +280,12 @@ impl Route<'_> {
         expect: Expect,
         step: &str,
         start: Start<'_>,
-    ) -> (PluginCall<()>, bool, usize) {
+        nth: Nth,
+    ) -> (Made<()>, bool) {
         let (_gate, solo) = self.admit(start).await;
         let call = self.plugin(start).delete(req).await;
-        let (alone, at) = self.ended(solo, &call, None, step, expect);
-        self.keep_redo(at, &call, || Redo::Delete(req.clone()));
+        let (alone, attempt) = self.ended(solo, &call, None, step, expect, nth);
+        self.keep_redo(attempt, &call, || Redo::Delete(req.clone()));
         if call.ok() {
             self.calls.ledger.deleted(&req.volume_id);
             self.calls
@@ -291,7 +295,7 @@ impl Route<'_> {
         } else if call.timed_out() {
             self.calls.ledger.hung(&req.volume_id);
         }
-        (call, alone, at)
+        (Made::new(call, attempt), alone)
     }
 
     /// Fingerprints.
@@ -300,11 +304,12 @@ impl Route<'_> {
         expect: Expect,
         step: &str,
         start: Start<'_>,
-    ) -> PluginCall<Fingerprint> {
+        nth: Nth,
+    ) -> Made<Fingerprint> {
         let (_gate, solo) = self.admit(start).await;
         let call = self.plugin(start).fingerprint().await;
-        self.ended(solo, &call, None, step, expect);
-        call
+        let (_, attempt) = self.ended(solo, &call, None, step, expect, nth);
+        Made::new(call, attempt)
     }
 
     /// The handle a call goes through: its race's, when it is one of a burst.
@@ -340,8 +345,8 @@ impl Route<'_> {
     /// A call let in by [`admit`](Self::admit) ended: it no longer counts as
     /// under way, it is logged for the run-wide checks when it is Nomad's
     /// (with what its failed create left, `residue`), and accounted in the
-    /// ledger. Whether it was alone in the run all along, and its place in
-    /// the ledger.
+    /// ledger as the attempt `nth`, shown as `step`. Whether it was alone in
+    /// the run all along, and the attempt it was.
     fn ended<T>(
         &self,
         solo: Solo<'_>,
@@ -349,7 +354,9 @@ impl Route<'_> {
         residue: Option<Vec<String>>,
         step: &str,
         expect: Expect,
-    ) -> (bool, usize) {
+        nth: Nth,
+    ) -> (bool, Attempt) {
+        let attempt = Attempt { id: solo.id(), nth };
         let in_flight = solo.run_in_flight;
         let alone = solo.alone_in_run();
         drop(solo);
@@ -361,21 +368,26 @@ impl Route<'_> {
             Caller::Variant | Caller::Crasher => {}
         }
         let error = call.result.as_ref().err().map(|e| e.to_string());
-        let at = self
-            .calls
+        let routed = Routed {
+            attempt,
+            caller: self.caller,
+            end: End::of(call),
+        };
+        let op = call.operation.as_str();
+        self.calls
             .ledger
-            .note(step, call.operation.as_str(), expect, error);
-        (alone, at)
+            .note(Some(routed), step, op, expect, error);
+        (alone, attempt)
     }
 
-    /// Keeps what a failed call of Nomad's needs to be made again alone.
-    fn keep_redo<T>(&self, at: usize, call: &PluginCall<T>, redo: impl FnOnce() -> Redo) {
-        // A call that timed out is not made again here: the deadline checks
-        // own that, and a call made again alone would cost its whole limit.
-        if self.caller != Caller::Nomad || call.result.is_ok() || call.timed_out() {
-            return;
+    /// Keeps what a failed call of Nomad's needs to be made again alone
+    /// (see [`Failed::keeps_request`]).
+    fn keep_redo<T>(&self, attempt: Attempt, call: &PluginCall<T>, redo: impl FnOnce() -> Redo) {
+        if Failed::keeps_request(By::Route(self.caller), End::of(call)) {
+            self.calls
+                .ledger
+                .keep_redo(attempt.id, redo(), call.run.clone());
         }
-        self.calls.ledger.keep_redo(at, redo(), call.run.clone());
     }
 
     /// Logs a call into `log`; `in_flight`: the run's calls in flight when it started.

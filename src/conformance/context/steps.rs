@@ -9,11 +9,12 @@ use std::path::{Path, PathBuf};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use super::attempt::{Made, When};
 use super::create_cleanly::CreateUnderTest;
+use super::repeat::Answer;
 use super::{Calls, Ctx, Expect, Finding, Prereqs, Residue, listing};
 use crate::conformance::host::{Host, LoopDevice};
 use crate::contract::{CreateRequest, CreateResponse};
-use crate::plugin::PluginCall;
 
 /// Writes a canary into a volume, or fails the check saying the path is
 /// unusable. A path that resolves outside the run's sandbox gets nothing
@@ -248,29 +249,26 @@ impl<'a> Steps<'a> {
     /// A call's value, or the finding its failure makes: a skip naming the
     /// prerequisite when that prerequisite itself did not pass, else this
     /// check's failure (unless it failed by chance in a bystander, see
-    /// [`repeat`](super::repeat)).
-    pub async fn need<T: 'static>(self, call: PluginCall<T>, step: &str) -> Result<T, Finding> {
-        match call.result {
-            Ok(value) => Ok(value),
-            Err(e) => match self.prereqs().failed_prerequisite(call.operation).await {
-                Some(needs) => Err(Finding::Skip(needs)),
-                None => match self
-                    .calls
-                    .raced(step, call.operation, call.run.as_ref())
-                    .await
-                {
-                    // It failed by chance: the check goes on from the call
-                    // made again alone.
-                    Some(value) => match value.downcast::<T>() {
-                        Ok(value) => Ok(*value),
-                        Err(_) => Err(Finding::Skip("needs process.repeatable".into())),
-                    },
-                    None => Err(Finding::Fail(format!(
-                        "{step}: expected {} to succeed; got: {e}",
-                        call.operation
-                    ))),
-                },
-            },
+    /// [`repeat`](super::repeat): the check then goes on from the call made
+    /// again alone, found by the attempt of `made`).
+    pub async fn need<T: Answer>(self, made: Made<T>, step: &str) -> Result<T, Finding> {
+        let id = made.attempt().id;
+        let call = made.into_call();
+        let e = match call.result {
+            Ok(value) => return Ok(value),
+            Err(e) => e,
+        };
+        if let Some(needs) = self.prereqs().failed_prerequisite(call.operation).await {
+            return Err(Finding::Skip(needs));
+        }
+        match self.calls.raced::<T>(id, When::Needed).await {
+            // It failed by chance: the check goes on from the call made
+            // again alone.
+            Some(value) => Ok(value),
+            None => Err(Finding::Fail(format!(
+                "{step}: expected {} to succeed; got: {e}",
+                call.operation
+            ))),
         }
     }
 

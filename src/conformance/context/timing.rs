@@ -175,6 +175,7 @@ async fn one_call(ctx: &super::Ctx, op: Operation) -> LoggedCall {
                     .calls
                     .create(&req, Expect::Either, &step)
                     .await
+                    .into_call()
                     .result
                     .ok(),
             };

@@ -10,11 +10,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::alone::rerun_alone;
+use super::attempt::{End, Made, Nth};
 use super::route::{Caller, Route, Start};
 use super::{Calls, Expect};
 use crate::contract::{CreateRequest, CreateResponse, DeleteRequest};
 use crate::exec::KillMode;
-use crate::plugin::{CallOptions, Fingerprint, HostVolumePlugin, PluginCall};
+use crate::plugin::{CallOptions, Fingerprint, HostVolumePlugin};
 
 /// The plugin under test with other call options ([`Ctx::variant`](super::Ctx::variant)).
 pub(crate) struct Variant<'a> {
@@ -97,8 +99,11 @@ impl<'a> Variant<'a> {
     }
 
     /// Fingerprints.
-    pub async fn fingerprint(&self, expect: Expect, step: &str) -> PluginCall<Fingerprint> {
-        self.route().fingerprint(expect, step, self.start).await
+    pub async fn fingerprint(&self, expect: Expect, step: &str) -> Made<Fingerprint> {
+        let route = self.route();
+        route
+            .fingerprint(expect, step, self.start, Nth::First)
+            .await
     }
 
     /// Creates.
@@ -107,13 +112,19 @@ impl<'a> Variant<'a> {
         req: &CreateRequest,
         expect: Expect,
         step: &str,
-    ) -> PluginCall<CreateResponse> {
-        self.route().create(req, expect, step, self.start).await
+    ) -> Made<CreateResponse> {
+        let route = self.route();
+        route
+            .create(req, expect, step, self.start, Nth::First)
+            .await
     }
 
     /// Deletes.
-    pub async fn delete(&self, req: &DeleteRequest, expect: Expect, step: &str) -> PluginCall<()> {
-        self.route().delete(req, expect, step, self.start).await
+    pub async fn delete(&self, req: &DeleteRequest, expect: Expect, step: &str) -> Made<()> {
+        let route = self.route();
+        route
+            .delete(req, expect, step, self.start, Nth::First)
+            .await
     }
 
     /// Creates; a create that timed out under the run's load is made again
@@ -124,16 +135,16 @@ impl<'a> Variant<'a> {
         req: &CreateRequest,
         expect: Expect,
         step: &str,
-    ) -> PluginCall<CreateResponse> {
+    ) -> Made<CreateResponse> {
         let first = self.create(req, expect, step).await;
-        if !first.timed_out() {
+        let Some((again, nth)) = rerun_alone(&first, self.caller, End::of(&first), step) else {
             return first;
-        }
+        };
         // The load's doing until the re-run says otherwise: the re-run's
         // expectation is the one accounted.
-        self.calls.ledger.excuse(step);
-        let again = super::alone::again(step);
-        self.alone().create(req, expect, &again).await
+        self.calls.ledger.excuse(first.attempt().first());
+        let route = self.route();
+        route.create(req, expect, &again, Start::Alone, nth).await
     }
 
     /// Deletes, as [`create_unloaded`](Self::create_unloaded) creates.
@@ -142,13 +153,13 @@ impl<'a> Variant<'a> {
         req: &DeleteRequest,
         expect: Expect,
         step: &str,
-    ) -> PluginCall<()> {
+    ) -> Made<()> {
         let first = self.delete(req, expect, step).await;
-        if !first.timed_out() {
+        let Some((again, nth)) = rerun_alone(&first, self.caller, End::of(&first), step) else {
             return first;
-        }
-        self.calls.ledger.excuse(step);
-        let again = super::alone::again(step);
-        self.alone().delete(req, expect, &again).await
+        };
+        self.calls.ledger.excuse(first.attempt().first());
+        let route = self.route();
+        route.delete(req, expect, &again, Start::Alone, nth).await
     }
 }
