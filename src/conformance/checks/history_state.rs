@@ -108,7 +108,8 @@ async fn state_not_path(ctx: &Ctx) -> FindingResult {
 /// The version a fingerprint reported, or its failure, in words.
 async fn version(ctx: &Ctx, step: &str) -> Result<String, String> {
     let call = ctx.calls().fingerprint(Expect::Either, step).await;
-    call.result
+    call.into_call()
+        .result
         .map(|f| f.version.raw)
         .map_err(|e| format!("failed: {e}"))
 }
@@ -176,7 +177,7 @@ async fn long_history(ctx: &Ctx, node: &mut Answers) -> Result<History, Finding>
     for n in 1..=RESTARTS {
         let step = format!("restore A (agent restart {n} of {RESTARTS})");
         let call = ctx.calls().create(&a, Expect::Either, &step).await;
-        match call.result {
+        match &call.result {
             Ok(r) if r.path != path_a => {
                 return Err(Finding::Skip(format!(
                     "inconclusive: {step} answered another path ({:?}, not {path_a:?}), which \
@@ -253,7 +254,7 @@ async fn fill(ctx: &Ctx, node: &mut Answers, volumes: Option<&Path>) {
         req.volume_name = format!("state-fill-{n}");
         let step = format!("create new volume {n}");
         let call = ctx.calls().create(&req, Expect::Either, &step).await;
-        match call.result {
+        match call.into_call().result {
             Ok(resp) => {
                 node.live.push((req, resp.path));
                 node.made += 1;
