@@ -9,8 +9,8 @@
 //! checks hold what the timing phase they share makes.
 
 use super::{
-    CheckSpec, concurrency, create_update, delete, delete_auto, history, input_space, lifecycle,
-    lifecycle_reboot, refused, volume,
+    CheckSpec, concurrency, create_update, delete, delete_auto, history, history_link,
+    history_state, input_space, lifecycle, lifecycle_reboot, refused, volume,
 };
 use crate::conformance::context::RequestTemplate;
 
@@ -85,6 +85,9 @@ const MANY: &[(&CheckSpec, Storage)] = &[
     (&refused::MOUNT_REFUSED, Storage::volumes(2)),
     (&history::NEIGHBOURS, Storage::volumes(4)),
     (&history::UPDATE_KEEPS, Storage::volumes(2)),
+    // A and B, then up to 4 new volumes beside A (the fresh node: A and 4).
+    (&history_state::STATE_NOT_PATH, Storage::volumes(6)),
+    (&history_link::THROUGH_LINK, Storage::volumes(2)),
     (&input_space::VOLUMES_DIR_SPACE, Storage::volumes(2)),
     (&lifecycle::CRASH_CREATE, Storage::volumes(2)),
     (&lifecycle::RESTORE, Storage::volumes(4)),
