@@ -371,7 +371,11 @@ mod tests {
         ];
         let cands = candidates(&ops);
         assert!(cands.iter().all(|c| *c != ops));
-        assert!(cands.iter().any(|c| c.len() == 1));
+        assert!(
+            cands
+                .iter()
+                .any(|c| c.len() == 2 && matches!(c[1], Op::Delete { .. }))
+        );
         assert!(cands.iter().any(|c| matches!(
             &c[0],
             Op::Create { name, .. } if name == "dt-long"
