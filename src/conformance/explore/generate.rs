@@ -377,8 +377,8 @@ mod tests {
                 .any(|c| c.len() == 2 && matches!(c[1], Op::Delete { .. }))
         );
         assert!(cands.iter().any(|c| matches!(
-            &c[0],
-            Op::Create { name, .. } if name == "dt-long"
+            c.first(),
+            Some(Op::Create { name, .. }) if name == "dt-long"
         )));
     }
 }
