@@ -46,7 +46,7 @@ fn main() {
     for round in 1..=rounds {
         let opts = ExploreOptions {
             settings: Settings {
-                target: Target::parse(&plugin.to_string_lossy()),
+                target: Target::parse(&plugin),
                 template: RequestTemplate::default(),
                 timeout_scale: 1.0,
                 claims: Default::default(),
