@@ -302,6 +302,21 @@ impl<'c> Node<'c> {
         Ok(())
     }
 
+    /// A task makes the new dir `name` in the live volume `index` and writes
+    /// a file into it; the model holds the file (a lost dir loses it).
+    pub(crate) fn write_subdir(&mut self, index: usize, name: &str) -> std::io::Result<()> {
+        let (dirs, host) = (self.ctx.dirs(), self.ctx.host());
+        let volume = &mut self.live[index];
+        if volume.mode.is_none() {
+            volume.mode = host.entry(Path::new(&volume.path)).ok().map(|i| i.mode);
+        }
+        let sub = dirs.plant_dir(Path::new(&volume.path), name)?;
+        let file = dirs.plant(&sub, "kept")?;
+        let mode = host.entry(&file)?.mode;
+        volume.files.push((file, mode));
+        Ok(())
+    }
+
     /// A task leaves the link `name` in the live volume `index`, pointing at
     /// `target` (a neighbour's file, or the harness's file outside).
     pub(crate) fn write_link(

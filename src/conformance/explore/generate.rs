@@ -126,12 +126,13 @@ fn draw(rng: &mut Rng, s: &mut Sketch) -> Option<Op> {
 
 fn task(rng: &mut Rng, vol: char, live: &[char]) -> Task {
     let others: Vec<char> = live.iter().copied().filter(|v| *v != vol).collect();
-    match rng.below(5) {
-        0 | 1 => Task::File { mode: None },
+    match rng.below(6) {
+        0 => Task::File { mode: None },
+        1 => Task::Subdir,
         2 => Task::File {
             mode: Some(*rng.pick(&[0o600, 0o640, 0o444, 0o755])),
         },
-        3 if !others.is_empty() => Task::Link {
+        3 | 4 if !others.is_empty() => Task::Link {
             to: *rng.pick(&others),
         },
         _ => Task::LinkOutside,

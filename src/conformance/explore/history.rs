@@ -87,6 +87,8 @@ pub enum Task {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mode: Option<u32>,
     },
+    /// A new subdirectory with a file in it.
+    Subdir,
     /// A link into another live volume (to its first file, or to the volume).
     Link {
         /// The volume it points into.
@@ -147,6 +149,7 @@ impl Op {
                     format!("a task writes a file with mode {m:04o} into {vol}")
                 }
                 Task::File { mode: None } => format!("a task writes a file into {vol}"),
+                Task::Subdir => format!("a task makes a subdirectory with a file in {vol}"),
                 Task::Link { to } => format!("a task leaves a link in {vol} pointing into {to}"),
                 Task::LinkOutside => format!(
                     "a task leaves a link in {vol} pointing at a file outside the volumes dir"

@@ -372,6 +372,7 @@ impl Player<'_> {
             Task::File { mode } => self
                 .node
                 .write_file(i, &format!(".explore-file-{n}"), *mode),
+            Task::Subdir => self.node.write_subdir(i, &format!(".explore-dir-{n}")),
             Task::Link { to } => match self.index(Some(*to)) {
                 Some(j) => {
                     let other = &self.node.live[j];

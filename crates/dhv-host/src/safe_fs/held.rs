@@ -251,15 +251,31 @@ pub fn create_symlink(dir: BorrowedFd<'_>, name: &OsStr, target: &Path) -> io::R
     Ok(FileId::at(dir, name)?.0)
 }
 
-/// Removes `name` from `dir` if it is still the regular file or symbolic
-/// link `id` (made by [`create_new`] or [`create_symlink`]); whether it was
-/// removed. Anything else by that name is left alone.
+/// Makes the new directory `name` in `dir` (mode 0755 before the umask;
+/// `mkdirat` never follows a symlink); its identity. A name that exists is
+/// an error whose kind is `AlreadyExists`.
+pub fn create_dir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<FileId> {
+    nix::sys::stat::mkdirat(dir, name, nix::sys::stat::Mode::from_bits_truncate(0o755))
+        .map_err(io::Error::from)?;
+    Ok(FileId::at(dir, name)?.0)
+}
+
+/// Removes `name` from `dir` if it is still the regular file, symbolic
+/// link or empty dir `id` (made by [`create_new`], [`create_symlink`] or
+/// [`create_dir`]); whether it was removed. Anything else by that name is left alone.
 pub fn remove_if_same(dir: BorrowedFd<'_>, name: &OsStr, id: FileId) -> io::Result<bool> {
     match FileId::at(dir, name) {
         Ok((now, libc::S_IFREG | libc::S_IFLNK)) if now == id => {
             fd::unlink_at(dir, name, false)?;
             Ok(true)
         }
+        // A dir made by `create_dir`: removed only when empty (what is in
+        // it is no file of the harness's any more, and is left).
+        Ok((now, libc::S_IFDIR)) if now == id => match fd::unlink_at(dir, name, true) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => Ok(false),
+            Err(e) => Err(e),
+        },
         Ok(_) => Ok(false),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
