@@ -266,9 +266,16 @@ async fn replay(
     let (_, runs, _) = run.finish(Finding::Pass(String::new())).await;
     tally.histories += 1;
     tally.operations += played.steps.len() as u64;
-    tally.calls += runs.len();
-    tally.busy += runs.iter().map(|r| r.duration()).sum::<Duration>();
-    let _ = played.calls;
+    // Each call once: a run recorded twice (cited and recorded) is known
+    // by when it started and its pid.
+    let mut seen = std::collections::HashSet::new();
+    for run in &runs {
+        let pid = run.result.as_ref().map(|o| o.pid).ok();
+        if seen.insert((run.started_at, pid, run.operation.clone())) {
+            tally.calls += 1;
+            tally.busy += run.duration();
+        }
+    }
     Ok(played)
 }
 

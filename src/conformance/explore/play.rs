@@ -16,8 +16,6 @@ use crate::plugin::{PluginCall, PluginRun};
 pub(super) struct Played {
     pub steps: Vec<Step>,
     pub failed: bool,
-    /// How many plugin calls it made.
-    pub calls: usize,
 }
 
 /// What a deleted volume was, for a delete again.
@@ -35,7 +33,6 @@ struct Player<'c> {
     /// The fresh node's fingerprint, as the plugin's version in words.
     baseline: Option<String>,
     files: usize,
-    calls: usize,
 }
 
 /// Plays `ops` on the fresh node of `ctx`, stopping at the first step the
@@ -47,7 +44,6 @@ pub(super) async fn play(ctx: &Ctx, ops: &[Op], baseline: Option<&str>) -> Playe
         gone: BTreeMap::new(),
         baseline: baseline.map(str::to_owned),
         files: 0,
-        calls: 0,
     };
     let mut steps = Vec::new();
     for op in ops {
@@ -65,17 +61,12 @@ pub(super) async fn play(ctx: &Ctx, ops: &[Op], baseline: Option<&str>) -> Playe
         let failed = step.oracle.is_some();
         steps.push(step);
         if failed {
-            return Played {
-                steps,
-                failed,
-                calls: p.calls,
-            };
+            return Played { steps, failed };
         }
     }
     Played {
         steps,
         failed: false,
-        calls: p.calls,
     }
 }
 
@@ -91,7 +82,6 @@ impl Player<'_> {
 
     /// Notes a call's `env -i` line in `step`.
     fn noted<T>(&mut self, step: &mut Step, call: &PluginCall<T>) {
-        self.calls += 1;
         step.calls.push(call.run.as_ref().map_or_else(
             || format!("(built-in) {}", env_line(&call.request)),
             PluginRun::reproduce,
