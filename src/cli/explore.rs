@@ -11,7 +11,7 @@ use super::{CliError, CliResult, EXIT_FAIL, EXIT_HARNESS, EXIT_OK, print_stdout}
 use crate::conformance::explore::{
     self, ExploreOptions, ExploreOutcome, ExploreProgress, Op, Step,
 };
-use crate::conformance::{Claims, RequestTemplate, Settings};
+use crate::conformance::{RequestTemplate, Settings};
 
 /// Arguments of `explore`.
 #[derive(Debug, clap::Args)]
@@ -99,11 +99,7 @@ pub fn run(rt: &tokio::runtime::Runtime, mut args: ExploreArgs) -> CliResult {
         (None, Some(c)) if !c.requests.is_empty() => c.requests[0].template.clone(),
         _ => RequestTemplate::default(),
     };
-    let claims = match &config {
-        Some(c) => c.claims.clone(),
-        None if target.is_builtin() => Claims::builtin_mkdir(),
-        None => Claims::default(),
-    };
+    let claims = super::check::claims_of(config.as_ref(), &target);
     super::clean::check_work_dir(args.work_dir.as_deref())?;
     super::clean::before_a_run(args.work_dir.as_deref());
     let seed = args.seed.unwrap_or_else(drawn_seed);
