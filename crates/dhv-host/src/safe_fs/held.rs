@@ -339,6 +339,24 @@ mod tests {
     }
 
     #[test]
+    fn a_dir_made_new_is_removed_only_while_it_is_the_same_and_empty() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = fd::open_dir(tmp.path()).unwrap();
+        std::fs::create_dir(tmp.path().join("there")).unwrap();
+        let err = create_dir(dir.as_fd(), OsStr::new("there")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        let id = create_dir(dir.as_fd(), OsStr::new("sub")).unwrap();
+        std::fs::write(tmp.path().join("sub/kept"), "x").unwrap();
+        assert!(!remove_if_same(dir.as_fd(), OsStr::new("sub"), id).unwrap());
+        assert!(tmp.path().join("sub/kept").exists());
+        assert!(!remove_if_same(dir.as_fd(), OsStr::new("there"), id).unwrap());
+        std::fs::remove_file(tmp.path().join("sub/kept")).unwrap();
+        assert!(remove_if_same(dir.as_fd(), OsStr::new("sub"), id).unwrap());
+        assert!(!tmp.path().join("sub").exists());
+        assert!(tmp.path().join("there").exists());
+    }
+
+    #[test]
     fn a_new_file_has_the_mode_it_means_whatever_the_register_held() {
         use std::os::unix::fs::PermissionsExt as _;
         let tmp = tempfile::tempdir().unwrap();
