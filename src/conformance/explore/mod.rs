@@ -194,7 +194,7 @@ async fn explore(
         }
     };
     if let Some(ops) = &opts.replay {
-        let played = replay(shared, tally, ops, baseline).await?;
+        let played = replay(shared, tally, ops, baseline, None).await?;
         return Ok(played.failed.then_some(Failing {
             found_with: ops.len(),
             steps: played.steps,
@@ -208,7 +208,7 @@ async fn explore(
     {
         let len = LENGTHS.0 + rng.below(LENGTHS.1 - LENGTHS.0 + 1);
         let ops = generate::history(&mut rng, len);
-        let played = replay(shared, tally, &ops, baseline).await?;
+        let played = replay(shared, tally, &ops, baseline, Some(started + opts.budget)).await?;
         tell(tally, false);
         if played.failed {
             let found_with = played.steps.len();
@@ -242,7 +242,7 @@ async fn shrink(
                 break 'smaller;
             }
             replays += 1;
-            let played = replay(shared, tally, &candidate, baseline).await?;
+            let played = replay(shared, tally, &candidate, baseline, None).await?;
             tell(tally, true);
             if played.failed {
                 steps = played.steps;
@@ -254,15 +254,16 @@ async fn shrink(
     Ok((steps, replays))
 }
 
-/// Plays `ops` once, on a fresh node of its own.
+/// Plays `ops` once, on a fresh node of its own, until `deadline` if given.
 async fn replay(
     shared: &Arc<Shared>,
     tally: &mut Tally,
     ops: &[Op],
     baseline: Option<&str>,
+    deadline: Option<Instant>,
 ) -> Result<play::Played, String> {
     let run = sandbox(shared, &format!("explore-{}", tally.histories))?;
-    let played = play::play(run.ctx(), ops, baseline).await;
+    let played = play::play(run.ctx(), ops, baseline, deadline).await;
     let (_, runs, _) = run.finish(Finding::Pass(String::new())).await;
     tally.histories += 1;
     tally.operations += played.steps.len() as u64;

@@ -36,8 +36,14 @@ struct Player<'c> {
 }
 
 /// Plays `ops` on the fresh node of `ctx`, stopping at the first step the
-/// oracle faults; `baseline` is the fresh node's fingerprint.
-pub(super) async fn play(ctx: &Ctx, ops: &[Op], baseline: Option<&str>) -> Played {
+/// oracle faults, or at `deadline` (the budget's end: the history is left
+/// unfinished); `baseline` is the fresh node's fingerprint.
+pub(super) async fn play(
+    ctx: &Ctx,
+    ops: &[Op],
+    baseline: Option<&str>,
+    deadline: Option<std::time::Instant>,
+) -> Played {
     let mut p = Player {
         node: Node::new(ctx),
         letters: Vec::new(),
@@ -47,7 +53,7 @@ pub(super) async fn play(ctx: &Ctx, ops: &[Op], baseline: Option<&str>) -> Playe
     };
     let mut steps = Vec::new();
     for op in ops {
-        if ctx.cancelled() {
+        if ctx.cancelled() || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             break;
         }
         let mut step = Step {
