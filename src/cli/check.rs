@@ -162,7 +162,7 @@ fn merged_outcome(
 
 /// The claims the checks hold the plugin to: its config's, the built-in's
 /// own, or none.
-fn claims_of(config: Option<&Config>, target: &conformance::Target) -> Claims {
+pub(super) fn claims_of(config: Option<&Config>, target: &conformance::Target) -> Claims {
     match config {
         Some(c) => c.claims.clone(),
         None if target.is_builtin() => Claims::builtin_mkdir(),

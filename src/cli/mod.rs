@@ -13,6 +13,7 @@ mod check_rounds;
 pub(crate) mod clean;
 pub(crate) mod config;
 mod explain;
+mod explore;
 mod init;
 mod new;
 mod plugins;
@@ -98,6 +99,10 @@ enum Command {
     /// Run the conformance checks against a plugin.
     #[command(after_help = check_args::EXIT_CODES_HELP)]
     Check(Box<check_args::CheckArgs>),
+    /// Explore random histories of operations on a node for a time budget; a failing one
+    /// is shrunk to a minimal one and printed with its replay.
+    #[command(after_help = explore::EXIT_CODES_HELP)]
+    Explore(Box<explore::ExploreArgs>),
     /// Explain a check: its rule, why Nomad cares, how to fix a failure.
     Explain(explain::ExplainArgs),
     /// Run one plugin operation exactly as Nomad would, and show what Nomad sees.
@@ -182,6 +187,7 @@ pub fn main() -> ExitCode {
     let terminal = runs_plugins.then(terminal::Terminal::keep).flatten();
     let result = match cli.command {
         Command::Check(args) => check::run(&runtime, *args),
+        Command::Explore(args) => explore::run(&runtime, *args),
         Command::Explain(args) => explain::run(args),
         Command::Run(args) => runtime.block_on(run::run(*args)),
         Command::Plugins(args) => runtime.block_on(plugins::run(args)),

@@ -28,6 +28,7 @@ mod determinism_samples;
 mod device_holders;
 mod exec;
 mod exit_signals;
+mod explore;
 mod failure_path;
 mod fleet;
 mod forced_races;

@@ -90,6 +90,16 @@ impl Dirs {
         })
     }
 
+    /// Makes the new dir `name` in `dir`, as a task could make one in its
+    /// volume (see [`Sandbox::plant_dir`]); removed, when empty, at the end
+    /// of the check. Returns its path.
+    pub fn plant_dir(&self, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+        fence::within(|| {
+            self.sandbox
+                .plant_dir(&self.run.root_dir, &self.run.planted, self.owner, dir, name)
+        })
+    }
+
     /// Makes a new file `name` in `dir` (see [`Sandbox::create_file`]) and
     /// hands it to `write`, on a blocking thread (a write may take long),
     /// all inside the descriptor fence ([`fence`]): the file is closed before

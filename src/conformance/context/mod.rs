@@ -296,6 +296,11 @@ impl Ctx {
         &self.calls
     }
 
+    /// Whether the run was interrupted: no more calls are worth making.
+    pub fn cancelled(&self) -> bool {
+        self.calls.shared.supervisor.is_cancelled()
+    }
+
     /// The steps several checks share, made of those calls.
     pub fn steps(&self) -> Steps<'_> {
         Steps { calls: &self.calls }
@@ -427,6 +432,14 @@ impl ScenarioRun {
     pub fn new(shared: Arc<Shared>, check: Asker) -> std::io::Result<ScenarioRun> {
         Ok(ScenarioRun {
             ctx: Ctx::in_dir(shared, check, check.id)?,
+        })
+    }
+
+    /// A run of `check` in the new dir `dir` of the run (`explore` plays
+    /// each history in a sandbox of its own).
+    pub fn in_dir(shared: Arc<Shared>, check: Asker, dir: &str) -> std::io::Result<ScenarioRun> {
+        Ok(ScenarioRun {
+            ctx: Ctx::in_dir(shared, check, dir)?,
         })
     }
 

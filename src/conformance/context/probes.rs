@@ -66,8 +66,8 @@ pub(crate) struct ProbeOwners {
 }
 
 impl ProbeOwners {
-    /// Every probe made for `asker` (for tests of the context alone).
-    #[cfg(test)]
+    /// Every probe made for `asker` (for tests of the context alone, and
+    /// `explore`, which makes no probe).
     pub fn all(asker: Asker) -> ProbeOwners {
         ProbeOwners {
             fingerprint: asker,

@@ -169,6 +169,22 @@ impl Sandbox {
         Ok(path)
     }
 
+    /// A new directory `name` in `dir`, as a task could make in its volume;
+    /// made as [`plant`](Self::plant) makes a canary, recorded in `planted`
+    /// and removed (when empty) at the end of the check. Returns its path.
+    pub fn plant_dir(
+        &self,
+        root: &Arc<HeldDir>,
+        planted: &Planted,
+        owner: u64,
+        dir: &Path,
+        name: &str,
+    ) -> std::io::Result<PathBuf> {
+        let made = |at: BorrowedFd<'_>| safe_fs::create_dir(at, name.as_ref()).map(|id| ((), id));
+        let ((), path) = self.make_new(root, planted, owner, dir, name, made)?;
+        Ok(path)
+    }
+
     /// A new, empty file `name` in `dir` for a check to fill, made as
     /// [`plant`](Self::plant) makes a canary (a name that exists is an
     /// error, never written through) and recorded in `planted`, so that it
@@ -340,7 +356,12 @@ impl Planted {
             *all = rest;
             mine
         };
-        files.iter().filter_map(|f| f.remove().err()).collect()
+        // Newest first: a file in a dir the harness made goes before its dir.
+        files
+            .iter()
+            .rev()
+            .filter_map(|f| f.remove().err())
+            .collect()
     }
 }
 

@@ -284,15 +284,31 @@ pub fn create_symlink(dir: BorrowedFd<'_>, name: &OsStr, target: &Path) -> io::R
     Ok(FileId::at(dir, name)?.0)
 }
 
-/// Removes `name` from `dir` if it is still the regular file or symbolic
-/// link `id` (made by [`create_new`] or [`create_symlink`]); whether it was
-/// removed. Anything else by that name is left alone.
+/// Makes the new directory `name` in `dir` (mode 0755 before the umask;
+/// `mkdirat` never follows a symlink); its identity. A name that exists is
+/// an error whose kind is `AlreadyExists`.
+pub fn create_dir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<FileId> {
+    nix::sys::stat::mkdirat(dir, name, nix::sys::stat::Mode::from_bits_truncate(0o755))
+        .map_err(io::Error::from)?;
+    Ok(FileId::at(dir, name)?.0)
+}
+
+/// Removes `name` from `dir` if it is still the regular file, symbolic
+/// link or empty dir `id` (made by [`create_new`], [`create_symlink`] or
+/// [`create_dir`]); whether it was removed. Anything else by that name is left alone.
 pub fn remove_if_same(dir: BorrowedFd<'_>, name: &OsStr, id: FileId) -> io::Result<bool> {
     match FileId::at(dir, name) {
         Ok((now, libc::S_IFREG | libc::S_IFLNK)) if now == id => {
             fd::unlink_at(dir, name, false)?;
             Ok(true)
         }
+        // A dir made by `create_dir`: removed only when empty (what is in
+        // it is no file of the harness's any more, and is left).
+        Ok((now, libc::S_IFDIR)) if now == id => match fd::unlink_at(dir, name, true) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => Ok(false),
+            Err(e) => Err(e),
+        },
         Ok(_) => Ok(false),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
@@ -353,6 +369,24 @@ mod tests {
         assert!(!remove_if_same(dir.as_fd(), OsStr::new("canary"), id).unwrap());
         assert!(remove_if_same(dir.as_fd(), OsStr::new("new"), id).unwrap());
         assert!(outside.exists());
+    }
+
+    #[test]
+    fn a_dir_made_new_is_removed_only_while_it_is_the_same_and_empty() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = fd::open_dir(tmp.path()).unwrap();
+        std::fs::create_dir(tmp.path().join("there")).unwrap();
+        let err = create_dir(dir.as_fd(), OsStr::new("there")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        let id = create_dir(dir.as_fd(), OsStr::new("sub")).unwrap();
+        std::fs::write(tmp.path().join("sub/kept"), "x").unwrap();
+        assert!(!remove_if_same(dir.as_fd(), OsStr::new("sub"), id).unwrap());
+        assert!(tmp.path().join("sub/kept").exists());
+        assert!(!remove_if_same(dir.as_fd(), OsStr::new("there"), id).unwrap());
+        std::fs::remove_file(tmp.path().join("sub/kept")).unwrap();
+        assert!(remove_if_same(dir.as_fd(), OsStr::new("sub"), id).unwrap());
+        assert!(!tmp.path().join("sub").exists());
+        assert!(tmp.path().join("there").exists());
     }
 
     #[test]

@@ -48,7 +48,8 @@ mod write;
 pub use apart::HeldApart;
 pub use filler::{MountFiller, private_namespace};
 pub use held::{
-    AlreadyThere, FileId, HeldDir, create_new, create_new_file, create_symlink, remove_if_same,
+    AlreadyThere, FileId, HeldDir, create_dir, create_new, create_new_file, create_symlink,
+    remove_if_same,
 };
 pub use loopdev::{
     LoopDevice, attach, block_device_size, detach, detach_and_wait, detach_deferred, has_marker,
