@@ -7,8 +7,7 @@
 //!   drive it through; every one of them takes the one path of [`route`]
 //!   (admitted through the run's gate, ended in the ledger, logged when it
 //!   is a call Nomad makes);
-//! - [`log`]: the run's call log ([`CallLog`]) that the run-wide checks read
-//!   (and nothing else);
+//! - [`log`]: the run's call log ([`CallLog`]), all the run-wide checks read;
 //! - [`probes`]: the run's shared first calls and the prerequisites checks
 //!   derive from them ("needs create.succeeds");
 //! - [`steps`]: the scenario steps several checks share, made of those calls
@@ -16,8 +15,7 @@
 //!   a volume);
 //! - [`residue`]: what every create and delete leaves (one root cause, one
 //!   finding: `delete.no-residue`'s), for other checks to cite;
-//! - [`alone`]: calls re-run alone when they timed out under the run's
-//!   own load, for the checks that compare or diagnose;
+//! - [`alone`]: calls re-run alone when they timed out under the run's load;
 //! - [`settings`]: how a run is configured ([`Settings`], with the
 //!   [`RequestTemplate`] every check's request starts from).
 //!
@@ -31,8 +29,9 @@
 //!
 //! [`Ctx`] is what one check sees of them (a few small types, each with one
 //! owner: [`Ctx::calls`], [`Ctx::steps`], [`Ctx::variant`], [`Ctx::managed`],
-//! [`Ctx::dirs`], [`Ctx::prereqs`], [`Ctx::host`]); [`ScenarioRun`] is the engine's handle on a check's run; [`Shared`]
-//! holds what the checks of one run share, and no check reaches it.
+//! [`Ctx::dirs`], [`Ctx::prereqs`], [`Ctx::host`]); [`ScenarioRun`] is the
+//! engine's handle on a check's run; [`Shared`] holds what the checks of one
+//! run share, and no check reaches it.
 
 mod alone;
 mod attempt;
@@ -156,9 +155,8 @@ pub(crate) struct Shared {
     pub live: super::live::LiveVolumes,
     /// Calls that failed in a bystander check and succeeded made again alone.
     repeats: Mutex<Vec<Repeat>>,
-    /// The checks that cannot judge their plugin, by id, and why: a volume's
-    /// device held by someone else than the plugin (see [`held`]). Run-wide,
-    /// as a probe's calls are made for its owner in a context of their own.
+    /// The checks that cannot judge their plugin, by id, and why (a device
+    /// held by another than the plugin, see [`held`]); run-wide for probes.
     inconclusive: Mutex<std::collections::BTreeMap<&'static str, String>>,
     /// What checks established that another check's rule owns.
     pub facts: Facts,
@@ -180,9 +178,8 @@ impl Shared {
         host: Arc<dyn Host>,
     ) -> Shared {
         let supervisor = crate::exec::Supervisor::new();
-        // Every dir of the run is made in the root: a mount a plugin puts
-        // over one of them is detached at once, and said as what the
-        // plugin did to the harness (see `MountGuard`).
+        // A mount a plugin puts over a dir of the run is detached at once,
+        // and said as what it did to the harness (see `MountGuard`).
         let root = root.guarded_by(&supervisor.guard_mounts());
         let pin = settings
             .pin
@@ -254,12 +251,10 @@ impl Shared {
     }
 }
 
-/// What a check sees of the run: its volume requests, the plugin's calls
-/// ([`Calls`]) and the steps made of them ([`Steps`]), the same plugin with
-/// other options ([`Variant`]) or driven by the manager ([`Managed`]), its dirs ([`Dirs`]), the run's probes and the prerequisites
-/// derived from them ([`Prereqs`]), and the citations of its evidence. The
-/// run's bookkeeping (the gate, the live volumes, the call log, the timing
-/// phase, the residue accounting) stays with the engine: [`ScenarioRun`]
+/// What a check sees of the run: its requests, calls ([`Calls`]), steps
+/// ([`Steps`]), the plugin with other options ([`Variant`]) or under the
+/// manager ([`Managed`]), its dirs ([`Dirs`]), the probes ([`Prereqs`]) and
+/// its evidence. The run's bookkeeping stays with the engine: [`ScenarioRun`]
 /// lends a check its `Ctx` and settles it afterwards.
 pub(crate) struct Ctx {
     /// The plugin under test and every call made of it, accounted for.

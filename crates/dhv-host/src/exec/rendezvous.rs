@@ -15,9 +15,8 @@
 //!
 //! What counts as a change of state, and how a call is held, is the OS
 //! side's (`linux/hold.rs`, with `hold_filter.rs` and `hold_notice.rs`):
-//! here is what is the same for any way of
-//! holding: the seats, the release, and what is said of each call
-//! ([`HoldPoint`]).
+//! here is what is the same for any way of holding: the seats, the release,
+//! and what is said of each call ([`HoldPoint`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
