@@ -1,5 +1,6 @@
 //! `dhv-conform explore PLUGIN`: random histories find the sequence bugs of
-//! glob-delete and name-as-path, shrunk to a few steps, the same for the same
+//! glob-delete, name-as-path and (behind a linked volumes dir) realpath-delete,
+//! shrunk to a few steps, the same for the same
 //! seed, replayed from the JSON file; the correct ones give exit 0; usage
 //! errors exit 2; nothing is left behind.
 
@@ -89,6 +90,13 @@ fn finds_glob_delete_removing_a_neighbour() {
 #[test]
 fn finds_name_as_path_moving_an_updated_volume() {
     finds("name-as-path", "answered the path");
+}
+
+/// A delete that compares a resolved path with the volumes dir as given
+/// removes nothing where the volumes dir is a link: a node variation.
+#[test]
+fn finds_realpath_delete_behind_a_linked_volumes_dir() {
+    finds("realpath-delete", "its volume is still there");
 }
 
 #[test]

@@ -74,6 +74,10 @@ struct Sketch {
 pub fn history(rng: &mut Rng, len: usize) -> Vec<Op> {
     let mut s = Sketch::default();
     let mut ops = Vec::new();
+    // One history in three on a node whose volumes dir is a link.
+    if rng.chance(33) {
+        ops.push(Op::LinkVolumesDir);
+    }
     while ops.len() < len {
         let op = draw(rng, &mut s);
         if let Some(op) = op {

@@ -48,6 +48,11 @@ pub enum Op {
     Restore,
     /// Fingerprints the plugin: the answer must be the fresh node's.
     Fingerprint,
+    /// From here on the node's volumes dir is reached through a symbolic
+    /// link to it (a host volumes dir linked to a larger disk): every new
+    /// volume's `DHV_VOLUMES_DIR` is the link. First in a history, or not
+    /// at all.
+    LinkVolumesDir,
     /// A task writes into the live volume `vol`.
     Write {
         /// Its letter.
@@ -107,7 +112,7 @@ impl Op {
             | Op::Delete { vol }
             | Op::DeleteAgain { vol }
             | Op::Write { vol, .. } => Some(*vol),
-            Op::Restore | Op::Fingerprint => None,
+            Op::Restore | Op::Fingerprint | Op::LinkVolumesDir => None,
         }
     }
 
@@ -144,6 +149,9 @@ impl Op {
             Op::DeleteAgain { vol } => format!("delete {vol} again (already deleted)"),
             Op::Restore => "restore: create again every live volume as at agent start".into(),
             Op::Fingerprint => "fingerprint".into(),
+            Op::LinkVolumesDir => {
+                "the volumes dir is reached through a symbolic link from here on".into()
+            }
             Op::Write { vol, what } => match what {
                 Task::File { mode: Some(m) } => {
                     format!("a task writes a file with mode {m:04o} into {vol}")
@@ -205,6 +213,9 @@ pub fn normalise(ops: &[Op]) -> Vec<Op> {
                     }
             }
             Op::Restore | Op::Fingerprint => true,
+            // Before any volume is made: every volume of the history then
+            // lives behind the link.
+            Op::LinkVolumesDir => kept.is_empty(),
         };
         if ok {
             kept.push(op.clone());

@@ -33,6 +33,9 @@ struct Player<'c> {
     /// The fresh node's fingerprint, as the plugin's version in words.
     baseline: Option<String>,
     files: usize,
+    /// The link new volumes are made through, once [`Op::LinkVolumesDir`]
+    /// made it.
+    volumes: Option<std::path::PathBuf>,
 }
 
 /// Plays `ops` on the fresh node of `ctx`, stopping at the first step the
@@ -50,6 +53,7 @@ pub(super) async fn play(
         gone: BTreeMap::new(),
         baseline: baseline.map(str::to_owned),
         files: 0,
+        volumes: None,
     };
     let mut steps = Vec::new();
     for op in ops {
@@ -114,6 +118,10 @@ impl Player<'_> {
             Op::DeleteAgain { vol } => self.delete_again(*vol, step).await,
             Op::Restore => self.restore(step).await,
             Op::Fingerprint => self.fingerprint(step).await,
+            Op::LinkVolumesDir => {
+                self.link_volumes_dir(step);
+                None
+            }
             Op::Write { vol, what } => {
                 match self.index(Some(*vol)) {
                     Some(i) => self.write(i, what, step),
@@ -126,12 +134,27 @@ impl Player<'_> {
         }
     }
 
+    /// Makes the link to the volumes dir that new volumes are made through.
+    fn link_volumes_dir(&mut self, step: &mut Step) {
+        let dirs = self.ctx().dirs();
+        match dirs.plant_link(dirs.dir(), "volumes-link", dirs.volumes()) {
+            Ok(link) => {
+                step.did = format!("ok: {} links to the volumes dir", link.display());
+                self.volumes = Some(link);
+            }
+            Err(e) => step.did = format!("skipped: the link could not be made: {e}"),
+        }
+    }
+
     async fn create(&mut self, vol: char, name: &str, step: &mut Step) -> Option<String> {
         if self.node.live.iter().any(|v| v.req.volume_name == name) {
             step.did = "skipped: a live volume has this name (Nomad refuses it)".into();
             return None;
         }
-        let mut req = self.ctx().request();
+        let mut req = match &self.volumes {
+            Some(link) => self.ctx().request_in(link),
+            None => self.ctx().request(),
+        };
         req.volume_name = name.to_owned();
         let call = self
             .ctx()
