@@ -60,10 +60,18 @@ impl VolumeAt {
     pub fn before_delete(ctx: &Ctx, path: &str) -> VolumeAt {
         let p = Path::new(path);
         let host = &ctx.calls.shared.host;
+        let root = ctx.dirs().run_root();
+        let root = host.canonical(root).unwrap_or_else(|_| root.to_path_buf());
         VolumeAt {
             path: path.to_string(),
             block: host.is_block_device(p),
-            backing: host.loop_backing(p),
+            // A loop device attached to a file of another harness run's by
+            // now was let go before this delete, and its number taken by
+            // that run: it backs no volume of this one, and waiting for
+            // another run to let it go would blame the plugin for it.
+            backing: host
+                .loop_backing(p)
+                .filter(|file| !of_another_run(file, &root)),
             host: host.clone(),
         }
     }
@@ -115,6 +123,16 @@ impl VolumeAt {
     pub fn backing(&self) -> Option<&PathBuf> {
         self.backing.as_ref()
     }
+}
+
+/// Whether `file` lies in another harness run's temp dir (a
+/// `dhv-conform-*` dir that is not `our_root`, this run's).
+fn of_another_run(file: &Path, our_root: &Path) -> bool {
+    !file.starts_with(our_root)
+        && file
+            .ancestors()
+            .filter_map(Path::file_name)
+            .any(|name| name.to_string_lossy().starts_with("dhv-conform-"))
 }
 
 /// How long a loop device a delete detached may take to be released. A
@@ -323,5 +341,25 @@ impl Prereqs<'_> {
             .cloned()
             .collect::<Vec<_>>();
         self.leftovers(new).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::of_another_run;
+    use std::path::Path;
+
+    /// A file in another run's temp dir is that run's; one in ours, or
+    /// anywhere else (a plugin's own image dir), is not.
+    #[test]
+    fn a_file_of_another_run_is_told_from_ours() {
+        let ours = Path::new("/tmp/dhv-test-a/dhv-conform-Um1UUh");
+        let theirs = Path::new("/tmp/dhv-test-b/dhv-conform-eiyVbD/lifecycle.reboot/volumes/x.img");
+        assert!(of_another_run(theirs, ours));
+        assert!(!of_another_run(
+            &ours.join("concurrency.delete/volumes/x.img"),
+            ours
+        ));
+        assert!(!of_another_run(Path::new("/var/lib/plugin/x.img"), ours));
     }
 }
