@@ -292,7 +292,9 @@ fn ended(
     // filter left it out or it was done after the check judged (during the
     // run's clearing or teardown). Exit 1, not 4: nothing is left unknown.
     let fact = state.notice_interference();
-    if let Some(mounted) = mounted_over(&state.shared.facts.all()) {
+    let finding = mounted_over(&state.shared.facts.all())
+        .or_else(|| fact.map(|fact| interfered(&fact, &state.shared.log.calls())));
+    if let Some(finding) = finding {
         let held = outcome
             .report
             .checks
@@ -301,25 +303,7 @@ fn ended(
         if held.is_none_or(|c| c.status != crate::report::Status::Fail) {
             let result = super::verdict::to_result(
                 &AGENT_UNTOUCHED,
-                mounted,
-                Duration::ZERO,
-                &[],
-                &std::collections::HashMap::new(),
-                &state.shared.settings.timeouts(),
-                state.started,
-            );
-            outcome.report.put_check(result);
-        }
-    } else if let Some(fact) = fact {
-        let held = outcome
-            .report
-            .checks
-            .iter()
-            .find(|c| c.id == AGENT_UNTOUCHED.id);
-        if held.is_none_or(|c| c.status != crate::report::Status::Fail) {
-            let result = super::verdict::to_result(
-                &AGENT_UNTOUCHED,
-                interfered(&fact, &state.shared.log.calls()),
+                finding,
                 Duration::ZERO,
                 &[],
                 &std::collections::HashMap::new(),

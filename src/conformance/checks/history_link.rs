@@ -78,11 +78,9 @@ async fn history(
     ];
     match &call.result {
         Ok(r) if r.path != path_a => {
-            return Err(Finding::Skip(format!(
-                "inconclusive: {update} answered another path ({:?}, not {path_a:?}), which \
-                 history.update-keeps judges",
-                r.path
-            )));
+            return Err(super::history_state::moved_by_update(
+                update, &r.path, &path_a,
+            ));
         }
         Ok(_) => words.push(update.to_owned()),
         Err(_) => words.push(format!("{update} (refused)")),

@@ -105,6 +105,16 @@ async fn state_not_path(ctx: &Ctx) -> FindingResult {
     )))
 }
 
+/// The skip of a history whose update `what` answered `got`, not the
+/// volume's `path`: a moved volume is `history.update-keeps`' finding, and
+/// nothing more is counted here.
+pub(super) fn moved_by_update(what: &str, got: &str, path: &str) -> Finding {
+    Finding::Skip(format!(
+        "inconclusive: {what} answered another path ({got:?}, not {path:?}), which \
+         history.update-keeps judges"
+    ))
+}
+
 /// The version a fingerprint reported, or its failure, in words.
 async fn version(ctx: &Ctx, step: &str) -> Result<String, String> {
     let call = ctx.calls().fingerprint(Expect::Either, step).await;
@@ -161,14 +171,7 @@ async fn long_history(ctx: &Ctx, node: &mut Answers) -> Result<History, Finding>
         let call = ctx.calls().create(req, Expect::Either, what).await;
         words.push(match &call.result {
             Ok(r) if r.path == path_a => what.to_owned(),
-            Ok(r) => {
-                // history.update-keeps owns a moved volume: no count here.
-                return Err(Finding::Skip(format!(
-                    "inconclusive: {what} answered another path ({:?}, not {path_a:?}), which \
-                     history.update-keeps judges",
-                    r.path
-                )));
-            }
+            Ok(r) => return Err(moved_by_update(what, &r.path, &path_a)),
             Err(_) => format!("{what} (refused)"),
         });
     }
@@ -178,13 +181,7 @@ async fn long_history(ctx: &Ctx, node: &mut Answers) -> Result<History, Finding>
         let step = format!("restore A (agent restart {n} of {RESTARTS})");
         let call = ctx.calls().create(&a, Expect::Either, &step).await;
         match &call.result {
-            Ok(r) if r.path != path_a => {
-                return Err(Finding::Skip(format!(
-                    "inconclusive: {step} answered another path ({:?}, not {path_a:?}), which \
-                     history.update-keeps judges",
-                    r.path
-                )));
-            }
+            Ok(r) if r.path != path_a => return Err(moved_by_update(&step, &r.path, &path_a)),
             Ok(_) => {}
             Err(_) => refused += 1,
         }

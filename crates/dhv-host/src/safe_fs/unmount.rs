@@ -200,7 +200,12 @@ fn make_private(root: &OwnedFd, top: Top<'_>, dir: &Path, m: &Mount) -> io::Resu
     let Some(target) = verified(&parent, name, m)? else {
         return Ok(false);
     };
-    // Through the descriptor of the very mount root that was verified.
+    private_at(&target).map(|()| true)
+}
+
+/// Makes the mount whose root `target` is open on private, recursively,
+/// through that descriptor (the very mount root that was verified).
+fn private_at(target: &OwnedFd) -> io::Result<()> {
     let via = std::ffi::CString::new(format!("/proc/self/fd/{}", target.as_raw_fd()))
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: NUL-terminated path; the other pointers may be null for a
@@ -215,7 +220,7 @@ fn make_private(root: &OwnedFd, top: Top<'_>, dir: &Path, m: &Mount) -> io::Resu
         )
     };
     if rc == 0 {
-        Ok(true)
+        Ok(())
     } else {
         Err(io::Error::last_os_error())
     }
@@ -264,22 +269,7 @@ pub(super) fn detach_on(parent: BorrowedFd<'_>, name: &OsStr, m: &Mount) -> io::
     let Some(target) = verified(&parent, name, m)? else {
         return Ok(false);
     };
-    let via = std::ffi::CString::new(format!("/proc/self/fd/{}", target.as_raw_fd()))
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: NUL-terminated path; the other pointers may be null for a
-    // propagation change, which reads nothing else.
-    let rc = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            via.as_ptr(),
-            std::ptr::null(),
-            libc::MS_PRIVATE | libc::MS_REC,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    private_at(&target)?;
     drop(target);
     let mut at = format!("/proc/self/fd/{}/", parent.as_raw_fd()).into_bytes();
     at.extend_from_slice(name.as_bytes());
