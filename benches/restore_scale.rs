@@ -36,6 +36,8 @@
 
 mod common;
 
+use common::Usage;
+
 use std::error::Error;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -306,36 +308,6 @@ fn run_quiet(cmd: &mut Command) -> Result<()> {
         return Err(format!("{cmd:?}: {status}").into());
     }
     Ok(())
-}
-
-/// CPU seconds used so far by this process and by its reaped descendants.
-struct Usage {
-    own: f64,
-    children: f64,
-}
-
-impl Usage {
-    fn now() -> Usage {
-        fn cpu(who: libc::c_int) -> f64 {
-            // SAFETY: getrusage fills the zeroed struct it is given.
-            let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-            // SAFETY: `u` is a valid, writable rusage that outlives the call.
-            unsafe { libc::getrusage(who, &mut u) };
-            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-            secs(u.ru_utime) + secs(u.ru_stime)
-        }
-        Usage {
-            own: cpu(libc::RUSAGE_SELF),
-            children: cpu(libc::RUSAGE_CHILDREN),
-        }
-    }
-
-    fn since(&self, before: &Usage) -> Usage {
-        Usage {
-            own: self.own - before.own,
-            children: self.children - before.children,
-        }
-    }
 }
 
 /// A way of bringing the volumes back.

@@ -37,3 +37,39 @@ pub fn build_go(dir: &Path, name: &str, source: &str) -> Result<PathBuf, String>
     }
     Ok(bin)
 }
+
+/// CPU seconds used so far by this process and by its reaped descendants.
+#[allow(dead_code, reason = "only restore_scale and explore measure CPU")]
+pub struct Usage {
+    /// This process's.
+    pub own: f64,
+    /// Its reaped descendants'.
+    pub children: f64,
+}
+
+#[allow(dead_code, reason = "only restore_scale and explore measure CPU")]
+impl Usage {
+    /// Now.
+    pub fn now() -> Usage {
+        fn cpu(who: libc::c_int) -> f64 {
+            // SAFETY: getrusage fills the zeroed struct it is given.
+            let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: `u` is a valid, writable rusage that outlives the call.
+            unsafe { libc::getrusage(who, &mut u) };
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            secs(u.ru_utime) + secs(u.ru_stime)
+        }
+        Usage {
+            own: cpu(libc::RUSAGE_SELF),
+            children: cpu(libc::RUSAGE_CHILDREN),
+        }
+    }
+
+    /// What was used between `before` and `self`.
+    pub fn since(&self, before: &Usage) -> Usage {
+        Usage {
+            own: self.own - before.own,
+            children: self.children - before.children,
+        }
+    }
+}
